@@ -1,0 +1,45 @@
+#include "core/threads.h"
+
+#include <omp.h>
+
+#include <thread>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+namespace ember {
+
+struct ThreadArena::Impl {
+  explicit Impl(int threads) : arena(threads) {}
+  tbb::task_arena arena;
+};
+
+ThreadArena::ThreadArena(int threads)
+    : threads_(threads > 0 ? threads : HardwareThreads()),
+      impl_(std::make_unique<Impl>(threads_)) {}
+
+ThreadArena::~ThreadArena() = default;
+
+void ThreadArena::Execute(const std::function<void()>& fn) { impl_->arena.execute(fn); }
+
+void ParallelFor(int64_t begin, int64_t end, int64_t grain,
+                 const std::function<void(int64_t, int64_t)>& body) {
+  if (end <= begin) return;
+  if (grain < 1) grain = 1;
+  if (end - begin <= grain) {
+    body(begin, end);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(begin, end, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+}
+
+int HardwareThreads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void SetOpenMpThreads(int threads) { omp_set_num_threads(threads > 0 ? threads : 1); }
+
+}  // namespace ember

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace ember {
+
+// A budget of CPU threads for one stage, backed by a oneTBB task_arena: parallel
+// loops started inside Execute() never use more than `threads` threads.
+// Thread safety: Execute may be called concurrently from several threads.
+class ThreadArena {
+ public:
+  // `threads` <= 0 means every hardware thread.
+  explicit ThreadArena(int threads);
+  ~ThreadArena();
+  ThreadArena(const ThreadArena&) = delete;
+  ThreadArena& operator=(const ThreadArena&) = delete;
+
+  int threads() const { return threads_; }
+  // Runs `fn` inside the arena and returns when it is done.
+  void Execute(const std::function<void()>& fn);
+
+ private:
+  struct Impl;
+  int threads_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Calls body(chunk_begin, chunk_end) over [begin, end) in parallel chunks of
+// at least `grain` items, in the calling thread's arena. Chunks are disjoint
+// and cover the range; their order of execution is unspecified.
+void ParallelFor(int64_t begin, int64_t end, int64_t grain,
+                 const std::function<void(int64_t, int64_t)>& body);
+
+// Number of hardware threads on this host.
+int HardwareThreads();
+
+// Sets the OpenMP thread count used by oneDNN primitives that are run from
+// the calling thread (OpenMP's nthreads-var is per thread).
+void SetOpenMpThreads(int threads);
+
+}  // namespace ember

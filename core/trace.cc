@@ -1,0 +1,64 @@
+#include "core/trace.h"
+
+#include <atomic>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "core/file.h"
+#include "core/json.h"
+
+namespace ember {
+namespace {
+
+int CurrentThreadId() {
+  // Small stable ids read better in trace viewers than hashed native ids.
+  static std::atomic<int> next{1};
+  thread_local int id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+}  // namespace
+
+Tracer::Tracer() : origin_(std::chrono::steady_clock::now()) {}
+
+int64_t Tracer::NowUs() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now() - origin_)
+      .count();
+}
+
+void Tracer::Record(std::string name, std::string category, int64_t start_us, int64_t end_us,
+                    int64_t batch) {
+  Event event{std::move(name), std::move(category), start_us, end_us - start_us,
+              CurrentThreadId(), batch};
+  MutexLock lock(mu_);
+  events_.push_back(std::move(event));
+}
+
+std::vector<Tracer::Event> Tracer::Events() const {
+  MutexLock lock(mu_);
+  return events_;
+}
+
+std::string Tracer::ToJson() const {
+  std::ostringstream out;
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  for (const Event& event : Events()) {
+    out << (first ? "" : ",") << "\n{\"name\":" << JsonQuote(event.name)
+        << ",\"cat\":" << JsonQuote(event.category) << ",\"ph\":\"X\",\"ts\":" << event.start_us
+        << ",\"dur\":" << event.duration_us << ",\"pid\":1,\"tid\":" << event.thread_id;
+    if (event.batch >= 0) out << ",\"args\":{\"batch\":" << event.batch << "}";
+    out << "}";
+    first = false;
+  }
+  out << "\n]}\n";
+  return out.str();
+}
+
+Status Tracer::WriteJson(const std::string& path) const {
+  return WriteFileAtomic(path, ToJson());
+}
+
+}  // namespace ember
