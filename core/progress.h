@@ -1,0 +1,41 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ember {
+
+// Shows the progress of long work: a self-updating line on a terminal
+// (stderr is a TTY), a log line every `log_interval_seconds` otherwise.
+// Thread safety: none; one reporter per loop.
+class ProgressReporter {
+ public:
+  // `total` <= 0 means unknown (no ETA is shown).
+  ProgressReporter(std::string label, int64_t total, double log_interval_seconds = 10.0);
+  ~ProgressReporter();
+
+  // Reports `done` units of work finished, with `detail` appended to the line
+  // (e.g. "loss 0.4512"). Cheap when called often: prints at most 4 times a
+  // second on a terminal.
+  void Update(int64_t done, const std::string& detail = "");
+  // Prints the final line.
+  void Finish(const std::string& detail = "");
+
+  double elapsed_seconds() const;
+
+ private:
+  void Print(bool final_line);
+
+  std::string label_;
+  int64_t total_;
+  double log_interval_seconds_;
+  bool terminal_;
+  bool finished_ = false;
+  int64_t done_ = 0;
+  std::string detail_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_print_;
+};
+
+}  // namespace ember

@@ -1,0 +1,114 @@
+#include "engine/dlrm.h"
+
+namespace ember::engine {
+namespace {
+
+std::vector<int> Widths(int input, const std::vector<int>& hidden, int output) {
+  std::vector<int> widths = {input};
+  widths.insert(widths.end(), hidden.begin(), hidden.end());
+  if (output > 0) widths.push_back(output);
+  return widths;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DlrmModel>> DlrmModel::Create(const DlrmOptions& options) {
+  if (options.num_dense < 1) {
+    return Status::InvalidArgument("DLRM needs at least one dense feature, got ",
+                                   options.num_dense);
+  }
+  if (options.num_slots < 1) {
+    return Status::InvalidArgument("DLRM needs at least one categorical slot");
+  }
+  if (options.embedding_dim < 1) {
+    return Status::InvalidArgument("--embedding_dim must be positive, got ",
+                                   options.embedding_dim);
+  }
+  if (options.bottom_mlp.empty() || options.bottom_mlp.back() != options.embedding_dim) {
+    return Status::InvalidArgument(
+        "--bottom_mlp must end with the embedding dimension ", options.embedding_dim,
+        " (its output interacts with the embeddings), got ",
+        options.bottom_mlp.empty() ? 0 : options.bottom_mlp.back());
+  }
+  for (int w : options.bottom_mlp) {
+    if (w < 1) return Status::InvalidArgument("--bottom_mlp widths must be positive, got ", w);
+  }
+  for (int w : options.top_mlp) {
+    if (w < 1) return Status::InvalidArgument("--top_mlp widths must be positive, got ", w);
+  }
+  return std::unique_ptr<DlrmModel>(new DlrmModel(options));
+}
+
+DlrmModel::DlrmModel(const DlrmOptions& options)
+    : options_(options),
+      num_pairs_((options.num_slots + 1) * options.num_slots / 2),
+      bottom_(Widths(options.num_dense, options.bottom_mlp, 0), HiddenActivation(), options.seed,
+              /*stream=*/1),
+      top_(Widths(options.embedding_dim + num_pairs_, options.top_mlp, 1), ops::Activation::kNone,
+           options.seed, /*stream=*/2) {}
+
+void DlrmModel::EnsureBatch(int64_t batch) {
+  if (batch == batch_) return;
+  const int dim = options_.embedding_dim;
+  const int64_t feature_width = static_cast<int64_t>(options_.num_slots + 1) * dim;
+  features_ = Tensor::Empty({batch, feature_width});
+  interactions_ = Tensor::Empty({batch, num_pairs_});
+  top_in_ = Tensor::Empty({batch, dim + num_pairs_});
+  dtop_in_ = Tensor::Empty({batch, dim + num_pairs_});
+  dinteractions_ = Tensor::Empty({batch, num_pairs_});
+  dbottom_direct_ = Tensor::Empty({batch, dim});
+  dfeatures_ = Tensor::Empty({batch, feature_width});
+  dbottom_feature_ = Tensor::Empty({batch, dim});
+  batch_ = batch;
+}
+
+Status DlrmModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits) {
+  const int64_t batch = dense.ndim() == 2 ? dense.dim(0) : -1;
+  const int64_t pooled_width = static_cast<int64_t>(options_.num_slots) * options_.embedding_dim;
+  if (pooled.ndim() != 2 || pooled.dim(0) != batch || pooled.dim(1) != pooled_width) {
+    return Status::InvalidArgument("DLRM pooled embeddings ", pooled.DebugString(),
+                                   " do not match dense ", dense.DebugString(), " and width ",
+                                   pooled_width);
+  }
+  EnsureBatch(batch);
+  EMBER_RETURN_IF_ERROR(bottom_.Forward(dense, &bottom_out_));
+  EMBER_RETURN_IF_ERROR(ops::ConcatColumns({bottom_out_, pooled}, &features_));
+  const Tensor features_3d =
+      features_.Reshape({batch, options_.num_slots + 1, options_.embedding_dim});
+  EMBER_RETURN_IF_ERROR(ops::DotInteractionForward(features_3d, &interactions_));
+  EMBER_RETURN_IF_ERROR(ops::ConcatColumns({bottom_out_, interactions_}, &top_in_));
+  return top_.Forward(top_in_, logits);
+}
+
+Status DlrmModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
+  const int64_t batch = batch_;
+  EMBER_RETURN_IF_ERROR(top_.Backward(dlogits, &dtop_in_));
+  std::vector<Tensor> top_parts = {dbottom_direct_, dinteractions_};
+  EMBER_RETURN_IF_ERROR(ops::SplitColumns(dtop_in_, &top_parts));
+  const Tensor features_3d =
+      features_.Reshape({batch, options_.num_slots + 1, options_.embedding_dim});
+  Tensor dfeatures_3d = dfeatures_.Reshape(features_3d.shape());
+  EMBER_RETURN_IF_ERROR(
+      ops::DotInteractionBackward(features_3d, dinteractions_, &dfeatures_3d));
+  std::vector<Tensor> feature_parts = {dbottom_feature_, *dpooled};
+  EMBER_RETURN_IF_ERROR(ops::SplitColumns(dfeatures_, &feature_parts));
+  // The bottom output feeds both the top MLP and the interaction.
+  float* dbottom = dbottom_feature_.data<float>();
+  const float* direct = dbottom_direct_.data<float>();
+  for (int64_t i = 0; i < dbottom_feature_.numel(); ++i) dbottom[i] += direct[i];
+  return bottom_.Backward(dbottom_feature_, nullptr);
+}
+
+std::vector<Parameter*> DlrmModel::parameters() {
+  std::vector<Parameter*> params = bottom_.parameters();
+  for (Parameter* p : top_.parameters()) params.push_back(p);
+  return params;
+}
+
+int64_t DlrmModel::forward_flops_per_example() const {
+  const int64_t interaction =
+      2LL * num_pairs_ * options_.embedding_dim;
+  return bottom_.flops_per_example() + top_.flops_per_example() + interaction;
+}
+
+}  // namespace ember::engine

@@ -1,0 +1,255 @@
+#include "engine/trainer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/progress.h"
+#include "core/random.h"
+#include "embedding/unique_keys.h"
+#include "ops/dense_ops.h"
+#include "pipeline/sequential_runner.h"
+
+namespace ember::engine {
+
+// Everything one batch carries through the stages.
+struct Trainer::Step {
+  int64_t index = 0;
+  io::Batch batch;
+  std::vector<embedding::Key> unique_keys;
+  std::vector<int64_t> key_rows;  // Row of each key occurrence in `rows`.
+  Tensor row_index;   // i64 [nnz], copy of key_rows for the pooling op.
+  Tensor offsets;     // i64 [B * S + 1]
+  Tensor rows;        // [U, D] pulled rows.
+  Tensor pooled;      // [B, S * D]
+  Tensor dense;       // [B, num_dense]
+  Tensor labels;      // [B]
+  Tensor logits;      // [B, 1]
+  Tensor dlogits;     // [B, 1]
+  Tensor dpooled;     // [B, S * D]
+  Tensor drows;       // [U, D]
+  double loss = 0.0;
+};
+
+Status ValidateTrainOptions(const TrainOptions& o) {
+  if (o.model != "dlrm") {
+    return Status::InvalidArgument("--model=", o.model, " is not known; available: dlrm");
+  }
+  if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
+  if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
+  if (o.max_steps < 0) return Status::InvalidArgument("--max_steps must be >= 0, got ", o.max_steps);
+  if (o.eval_batch_size < 1) {
+    return Status::InvalidArgument("eval batch size must be >= 1, got ", o.eval_batch_size);
+  }
+  if (!(o.sparse_optimizer.learning_rate > 0)) {
+    return Status::InvalidArgument("--sparse_lr must be > 0, got ", o.sparse_optimizer.learning_rate);
+  }
+  if (!(o.dense_optimizer.learning_rate > 0)) {
+    return Status::InvalidArgument("--dense_lr must be > 0, got ", o.dense_optimizer.learning_rate);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, int num_dense,
+                                                 int num_slots) {
+  EMBER_RETURN_IF_ERROR(ValidateTrainOptions(options));
+  embedding::EmbeddingTableOptions table_options;
+  table_options.dim = options.embedding_dim;
+  table_options.seed = options.seed;
+  table_options.optimizer = options.sparse_optimizer;
+  EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewMemoryTable(table_options));
+  DlrmOptions model_options;
+  model_options.num_dense = num_dense;
+  model_options.num_slots = num_slots;
+  model_options.embedding_dim = options.embedding_dim;
+  model_options.bottom_mlp = options.bottom_mlp;
+  model_options.top_mlp = options.top_mlp;
+  model_options.seed = options.seed;
+  EMBER_ASSIGN_OR_RETURN(auto model, DlrmModel::Create(model_options));
+  return std::unique_ptr<Trainer>(new Trainer(options, std::move(table), std::move(model)));
+}
+
+Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
+                 std::unique_ptr<DlrmModel> model)
+    : options_(options),
+      table_(std::move(table)),
+      model_(std::move(model)),
+      arena_(options.threads) {
+  for (Parameter* p : model_->parameters()) {
+    p->slot = ops::NewDenseOptimizerSlot(options_.dense_optimizer, p->value);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Status Trainer::Lookup(Step& step) {
+  const io::Batch& batch = step.batch;
+  const int64_t b = batch.size;
+  const int dim = options_.embedding_dim;
+  embedding::UniqueKeys(batch.keys, &step.unique_keys, &step.key_rows);
+  const int64_t nnz = static_cast<int64_t>(batch.keys.size());
+  const int64_t unique = static_cast<int64_t>(step.unique_keys.size());
+  step.row_index = Tensor::Empty({nnz}, DType::kI64);
+  std::memcpy(step.row_index.raw_data(), step.key_rows.data(), nnz * sizeof(int64_t));
+  step.offsets = Tensor::Empty({static_cast<int64_t>(batch.offsets.size())}, DType::kI64);
+  std::memcpy(step.offsets.raw_data(), batch.offsets.data(),
+              batch.offsets.size() * sizeof(int64_t));
+  step.rows = Tensor::Empty({unique, dim});
+  step.pooled = Tensor::Empty({b, int64_t{batch.num_slots} * dim});
+  step.dense = Tensor::Empty({b, batch.num_dense});
+  std::memcpy(step.dense.raw_data(), batch.dense.data(), batch.dense.size() * sizeof(float));
+  step.labels = Tensor::Empty({b});
+  std::memcpy(step.labels.raw_data(), batch.labels.data(), b * sizeof(float));
+  return Status::OK();
+}
+
+Status Trainer::Pull(Step& step) {
+  return table_->Pull(step.unique_keys, step.rows.data<float>());
+}
+
+Status Trainer::Forward(Step& step) {
+  const int64_t b = step.batch.size;
+  const int dim = options_.embedding_dim;
+  Tensor pooled_bags = step.pooled.Reshape({b * step.batch.num_slots, dim});
+  EMBER_RETURN_IF_ERROR(ops::EmbeddingBagForward(step.rows, step.row_index, step.offsets,
+                                                 ops::Pooling::kSum, &pooled_bags));
+  return model_->Forward(step.dense, step.pooled, &step.logits);
+}
+
+Status Trainer::DenseTrain(Step& step) {
+  const int64_t b = step.batch.size;
+  const int dim = options_.embedding_dim;
+  EMBER_RETURN_IF_ERROR(Forward(step));
+  step.dlogits = Tensor::Empty({b, 1});
+  Tensor flat_logits = step.logits.Reshape({b});
+  Tensor flat_dlogits = step.dlogits.Reshape({b});
+  EMBER_ASSIGN_OR_RETURN(step.loss,
+                         ops::SigmoidCrossEntropyWithLogits(flat_logits, step.labels, &flat_dlogits));
+  step.dpooled = Tensor::Empty({b, int64_t{step.batch.num_slots} * dim});
+  EMBER_RETURN_IF_ERROR(model_->Backward(step.dlogits, &step.dpooled));
+  ++dense_step_;
+  for (Parameter* p : model_->parameters()) {
+    EMBER_RETURN_IF_ERROR(ops::DenseOptimizerStep(options_.dense_optimizer, dense_step_, p->grad,
+                                                  &p->value, &p->slot));
+  }
+  step.drows = Tensor::Empty(step.rows.shape());
+  const Tensor dbags = step.dpooled.Reshape({b * step.batch.num_slots, dim});
+  return ops::EmbeddingBagBackward(dbags, step.row_index, step.offsets, ops::Pooling::kSum,
+                                   &step.drows);
+}
+
+Status Trainer::Push(Step& step) {
+  return table_->Push(step.unique_keys, step.drows.data<float>());
+}
+
+std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
+  return {
+      {"unique", [this](Step& s) { return Lookup(s); }},
+      {"pull", [this](Step& s) { return Pull(s); }},
+      {"dense", [this](Step& s) { return DenseTrain(s); }},
+      {"push", [this](Step& s) { return Push(s); }},
+  };
+}
+
+Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
+  if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
+  const int64_t n = train.size();
+  const int64_t steps_per_epoch = (n + options_.batch_size - 1) / options_.batch_size;
+  int64_t total_steps = steps_per_epoch * options_.epochs;
+  if (options_.max_steps > 0) total_steps = std::min(total_steps, options_.max_steps);
+
+  TrainReport report;
+  std::vector<pipeline::Stage<Step>> stages = TrainingStages();
+  std::vector<int64_t> order(n);
+  Step step;
+  Status status;
+  std::unique_ptr<ProgressReporter> progress;
+  if (options_.show_progress) {
+    progress = std::make_unique<ProgressReporter>("train steps", total_steps);
+  }
+  double loss_sum = 0.0;
+  int64_t loss_count = 0;
+  arena_.Execute([&] {
+    SetOpenMpThreads(arena_.threads());
+    for (int epoch = 0; epoch < options_.epochs && report.steps < total_steps; ++epoch) {
+      std::iota(order.begin(), order.end(), 0);
+      if (options_.shuffle) {
+        RandomStream random(options_.seed, 0x5eed0000u + epoch);
+        for (int64_t i = n - 1; i > 0; --i) {
+          std::swap(order[i], order[random.NextBelow(static_cast<uint64_t>(i + 1))]);
+        }
+      }
+      loss_sum = 0.0;
+      loss_count = 0;
+      auto next = [&](int64_t i, Step& s) {
+        if (report.steps >= total_steps || i >= steps_per_epoch) return false;
+        const int64_t begin = i * options_.batch_size;
+        const int64_t end = std::min(n, begin + options_.batch_size);
+        TraceSpan span(options_.tracer, "read", "stage", report.steps);
+        s.index = report.steps;
+        train.GatherBatch(std::vector<int64_t>(order.begin() + begin, order.begin() + end),
+                          &s.batch);
+        return true;
+      };
+      auto done = [&](Step& s) {
+        ++report.steps;
+        report.examples += s.batch.size;
+        loss_sum += s.loss * s.batch.size;
+        loss_count += s.batch.size;
+        if (progress) {
+          char detail[64];
+          std::snprintf(detail, sizeof(detail), "loss %.4f", loss_sum / loss_count);
+          progress->Update(report.steps, detail);
+        }
+      };
+      status = pipeline::RunSequential<Step>(stages, next, step, options_.tracer,
+                                             &report.stage_times, done);
+      if (!status.ok()) return;
+    }
+  });
+  EMBER_RETURN_IF_ERROR(status);
+  report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
+  if (progress) {
+    char detail[64];
+    std::snprintf(detail, sizeof(detail), "loss %.4f", loss_count ? loss_sum / loss_count : 0.0);
+    progress->Finish(detail);
+  }
+  double busy = 0;
+  for (double s : report.stage_times.busy_seconds) busy += s;
+  if (report.train_seconds == 0.0) report.train_seconds = busy;
+  report.samples_per_sec = report.train_seconds > 0 ? report.examples / report.train_seconds : 0;
+  report.last_epoch_loss = loss_count ? loss_sum / loss_count : 0.0;
+  return report;
+}
+
+Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
+  std::vector<float> predictions;
+  predictions.reserve(data.size());
+  Status status;
+  arena_.Execute([&] {
+    SetOpenMpThreads(arena_.threads());
+    Step step;
+    for (int64_t begin = 0; begin < data.size(); begin += options_.eval_batch_size) {
+      const int64_t end = std::min(data.size(), begin + options_.eval_batch_size);
+      data.GetBatch(begin, end, &step.batch);
+      status = Lookup(step);
+      if (status.ok()) status = Pull(step);
+      if (status.ok()) status = Forward(step);
+      if (!status.ok()) return;
+      Tensor probabilities = Tensor::Empty({end - begin});
+      status = ops::Sigmoid(step.logits.Reshape({end - begin}), &probabilities);
+      if (!status.ok()) return;
+      const float* p = probabilities.data<float>();
+      predictions.insert(predictions.end(), p, p + (end - begin));
+    }
+  });
+  EMBER_RETURN_IF_ERROR(status);
+  return predictions;
+}
+
+Result<Metrics> Trainer::Evaluate(const io::Dataset& data) {
+  EMBER_ASSIGN_OR_RETURN(std::vector<float> predictions, Predict(data));
+  return ComputeMetrics(predictions, data.all().labels);
+}
+
+}  // namespace ember::engine

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threads.h"
+#include "core/trace.h"
+#include "embedding/embedding_table.h"
+#include "engine/dlrm.h"
+#include "engine/metrics.h"
+#include "io/dataset.h"
+#include "ops/dense_optimizer.h"
+#include "pipeline/stage.h"
+
+namespace ember::engine {
+
+struct TrainOptions {
+  // Model name; only "dlrm" for now.
+  std::string model = "dlrm";
+  int embedding_dim = 16;
+  std::vector<int> bottom_mlp = {512, 256, 64, 16};
+  std::vector<int> top_mlp = {512, 256};
+  int batch_size = 256;
+  int epochs = 1;
+  // Stop after this many training steps in total; 0 means no limit.
+  int64_t max_steps = 0;
+  // CPU threads for the whole job; <= 0 means every hardware thread.
+  int threads = 0;
+  uint64_t seed = 1;
+  // Shuffle the training examples every epoch (seeded).
+  bool shuffle = true;
+  embedding::SparseOptimizerOptions sparse_optimizer;
+  ops::DenseOptimizerOptions dense_optimizer;
+  // Examples per evaluation batch.
+  int eval_batch_size = 4096;
+  // Record a span per stage per batch here when set (not owned).
+  Tracer* tracer = nullptr;
+  // Print progress (terminal line or periodic log).
+  bool show_progress = true;
+};
+
+// Validates option ranges (batch_size >= 1, epochs >= 1, ...).
+Status ValidateTrainOptions(const TrainOptions& options);
+
+struct TrainReport {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  // Training steps only: reading, pulling, dense work and pushing.
+  double train_seconds = 0.0;
+  double samples_per_sec = 0.0;
+  // Mean training loss over the last epoch.
+  double last_epoch_loss = 0.0;
+  pipeline::StageTimes stage_times;
+};
+
+// Trains a model on in-memory data, one batch at a time through the stages
+// read -> unique -> pull -> dense -> push, and evaluates it.
+// Thread safety: none; one trainer per job.
+class Trainer {
+ public:
+  // Fails on invalid options or an unknown model.
+  static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, int num_dense,
+                                                 int num_slots);
+  ~Trainer();
+
+  // Runs options.epochs epochs (or up to max_steps) over `train`.
+  Result<TrainReport> Fit(const io::Dataset& train);
+  // Predicted click probabilities for every example of `data`, in order.
+  Result<std::vector<float>> Predict(const io::Dataset& data);
+  // AUC, logloss and calibration on `data`.
+  Result<Metrics> Evaluate(const io::Dataset& data);
+
+  embedding::EmbeddingTable& table() { return *table_; }
+  DlrmModel& model() { return *model_; }
+
+  struct Step;
+
+ private:
+  Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
+          std::unique_ptr<DlrmModel> model);
+  std::vector<pipeline::Stage<Step>> TrainingStages();
+  Status Lookup(Step& step);
+  Status Pull(Step& step);
+  Status Forward(Step& step);
+  Status DenseTrain(Step& step);
+  Status Push(Step& step);
+
+  TrainOptions options_;
+  std::unique_ptr<embedding::EmbeddingTable> table_;
+  std::unique_ptr<DlrmModel> model_;
+  ThreadArena arena_;
+  int64_t dense_step_ = 0;
+};
+
+}  // namespace ember::engine

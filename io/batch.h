@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::io {
+
+// A 64-bit feature key: the slot in the high `slot_bits` bits, a hash of the
+// categorical value in the rest. See feature_hash.h.
+using Key = uint64_t;
+
+// One mini-batch of examples in columnar form.
+//
+// Sparse features are one bag of keys per (example, slot), stored as CSR in
+// example-major order: the keys of example i, slot s are
+//   keys[offsets[i * num_slots + s] .. offsets[i * num_slots + s + 1]).
+// A single-valued slot (Criteo) has exactly one key per bag; a missing value
+// is a key of its own (the hash of the empty value), so bags are never empty
+// for Criteo input.
+struct Batch {
+  int64_t size = 0;     // Number of examples.
+  int num_dense = 0;    // Dense features per example.
+  int num_slots = 0;    // Categorical slots per example.
+  std::vector<float> labels;     // [size]
+  std::vector<float> dense;      // [size x num_dense], already transformed.
+  std::vector<int64_t> offsets;  // [size * num_slots + 1]
+  std::vector<Key> keys;         // [offsets.back()]
+
+  // Empties the batch, keeping capacity.
+  void Clear(int num_dense_features, int num_categorical_slots);
+  // Number of keys in the bag of example i, slot s.
+  int64_t BagSize(int64_t i, int s) const {
+    return offsets[i * num_slots + s + 1] - offsets[i * num_slots + s];
+  }
+};
+
+// Appends the examples of `from` to `to`, in order.
+// REQUIRES: same num_dense and num_slots, and `to` cleared (offsets non-empty).
+void AppendBatch(const Batch& from, Batch* to);
+
+}  // namespace ember::io

@@ -1,0 +1,77 @@
+#pragma once
+
+// Dense operators on the CPU, each with forward and backward. All tensors are
+// host f32, row-major, allocated by the caller with the shapes given; outputs
+// are overwritten unless a comment says "accumulates". Parallel work runs on
+// the calling thread's oneTBB arena and, for oneDNN primitives, on the calling
+// thread's OpenMP thread count (core/threads.h: SetOpenMpThreads).
+// Every function returns InvalidArgument, naming the operand, on a shape or
+// dtype mismatch, and never crashes on one.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace ember::ops {
+
+enum class Activation { kNone, kRelu };
+
+// y[B, out] = act(x[B, in] * weight[out, in]^T + bias[out]), through a oneDNN
+// inner product with the activation as a post-op. Primitives are cached by
+// (B, in, out, activation); safe to call concurrently from several threads.
+// Returns Internal if oneDNN fails.
+Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             Activation activation, Tensor* y);
+
+// Gradients of FullyConnectedForward. `y` is the forward output (used for the
+// ReLU mask: dy * (y > 0)). `dx` may be null when the input needs no gradient
+// (first layer). dweight[out, in] and dbias[out] are overwritten (zeros when
+// B = 0).
+Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                              const Tensor& dy, Activation activation, Tensor* dx,
+                              Tensor* dweight, Tensor* dbias);
+
+// DLRM dot interaction: for features[B, F, D], out[B, F*(F-1)/2] holds the dot
+// products of every pair (i, j) with i > j, in the order (1,0), (2,0), (2,1),
+// (3,0), ... (the strictly lower triangle, row by row).
+Status DotInteractionForward(const Tensor& features, Tensor* out);
+// dfeatures[B, F, D] from dout[B, F*(F-1)/2].
+Status DotInteractionBackward(const Tensor& features, const Tensor& dout, Tensor* dfeatures);
+
+// out[B, sum(widths)] = the columns of each input[B, width_k] side by side.
+Status ConcatColumns(const std::vector<Tensor>& inputs, Tensor* out);
+// The inverse: splits din[B, sum(widths)] into outputs[k][B, width_k]. The
+// caller allocates the outputs; their widths say where din is cut.
+Status SplitColumns(const Tensor& din, std::vector<Tensor>* outputs);
+
+enum class Pooling { kSum, kMean };
+
+// Embedding-bag pooling. `rows`[U, D] holds one row per unique key; bag b is
+// made of the rows row_index[offsets[b] .. offsets[b+1]); out[num_bags, D] is
+// their sum (or mean; an empty bag pools to zeros). offsets is i64
+// [num_bags + 1], non-decreasing from offsets[0] = 0 to offsets[num_bags] =
+// nnz; row_index i64 [nnz] with values in [0, U). A value out of range or a
+// malformed offsets is InvalidArgument naming the position.
+Status EmbeddingBagForward(const Tensor& rows, const Tensor& row_index, const Tensor& offsets,
+                           Pooling pooling, Tensor* out);
+// drows[U, D] = gradient w.r.t. `rows` (summed over every bag a row is in),
+// computed in a fixed order so the result is identical for any thread count.
+// U is taken from drows.
+Status EmbeddingBagBackward(const Tensor& dout, const Tensor& row_index, const Tensor& offsets,
+                            Pooling pooling, Tensor* drows);
+
+// Mean over the batch of the numerically stable sigmoid cross-entropy
+// max(z, 0) - z * y + log(1 + exp(-|z|)) for logits z[B] and labels y[B] in
+// [0, 1]. When `dlogits` is not null it receives d(mean loss)/dz = (sigmoid(z)
+// - y) / B. logits may also be [B, 1]; labels and dlogits have the shape of
+// logits. The sum runs in double, in order. Fails with InvalidArgument naming
+// the index on a label outside [0, 1] (or NaN), and on an empty batch.
+Result<double> SigmoidCrossEntropyWithLogits(const Tensor& logits, const Tensor& labels,
+                                             Tensor* dlogits);
+
+// out = 1 / (1 + exp(-x)), elementwise.
+Status Sigmoid(const Tensor& x, Tensor* out);
+
+}  // namespace ember::ops

@@ -1,0 +1,353 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "core/threads.h"
+#include "embedding/embedding_table.h"
+#include "embedding/row_init.h"
+#include "embedding/sparse_optimizer.h"
+
+namespace ember::embedding {
+
+// Names parameterised tests' optimizers in gtest's output.
+void PrintTo(SparseOptimizer optimizer, std::ostream* out) {
+  *out << SparseOptimizerName(optimizer);
+}
+
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr Key kMaxKey = std::numeric_limits<Key>::max();
+
+std::unique_ptr<EmbeddingTable> MakeTable(const EmbeddingTableOptions& options) {
+  Result<std::unique_ptr<EmbeddingTable>> table = NewMemoryTable(options);
+  EXPECT_TRUE(table.ok()) << table.status();
+  return std::move(table).value();
+}
+
+// `n` distinct keys spread over the whole 64-bit range, 0 and kMaxKey included.
+std::vector<Key> DistinctKeys(int64_t n, uint64_t seed) {
+  std::vector<Key> keys = {0, kMaxKey};
+  RandomStream random(seed);
+  while (static_cast<int64_t>(keys.size()) < n) keys.push_back(random.NextU64());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  keys.resize(std::min<int64_t>(n, keys.size()));
+  return keys;
+}
+
+std::vector<float> PullAll(EmbeddingTable& table, const std::vector<Key>& keys) {
+  std::vector<float> out(keys.size() * table.dim(), std::nanf(""));
+  Status status = table.Pull(keys, out.data());
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// Pulls `keys` in batches of `batch_size`, in reverse order; returns rows in
+// the order of `keys`.
+std::vector<float> PullReversedInBatches(EmbeddingTable& table, const std::vector<Key>& keys,
+                                         size_t batch_size) {
+  const int dim = table.dim();
+  std::vector<float> out(keys.size() * dim);
+  std::vector<Key> reversed(keys.rbegin(), keys.rend());
+  for (size_t begin = 0; begin < reversed.size(); begin += batch_size) {
+    const size_t end = std::min(reversed.size(), begin + batch_size);
+    std::vector<Key> batch(reversed.begin() + begin, reversed.begin() + end);
+    std::vector<float> rows = PullAll(table, batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t position = keys.size() - 1 - (begin + i);
+      std::copy_n(rows.begin() + i * dim, dim, out.begin() + position * dim);
+    }
+  }
+  return out;
+}
+
+std::vector<float> ExpectedInitialRows(const EmbeddingTableOptions& options,
+                                       const std::vector<Key>& keys) {
+  std::vector<float> rows(keys.size() * options.dim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    InitRowWeights(options.seed, keys[i], InitScale(options), options.dim,
+                   rows.data() + i * options.dim);
+  }
+  return rows;
+}
+
+TEST(MemoryTableTest, InitialRowsDependOnlyOnSeedAndKey) {
+  EmbeddingTableOptions options;
+  options.dim = 8;
+  options.seed = 42;
+  const std::vector<Key> keys = DistinctKeys(5000, 1);
+  const std::vector<float> expected = ExpectedInitialRows(options, keys);
+
+  auto one_batch = MakeTable(options);
+  EXPECT_EQ(expected, PullAll(*one_batch, keys));
+
+  options.num_shards = 3;
+  auto small_batches_one_thread = MakeTable(options);
+  ThreadArena one_thread(1);
+  std::vector<float> rows;
+  one_thread.Execute([&] { rows = PullReversedInBatches(*small_batches_one_thread, keys, 7); });
+  EXPECT_EQ(expected, rows);
+
+  options.num_shards = 1;
+  auto one_shard_two_threads = MakeTable(options);
+  ThreadArena two_threads(2);
+  two_threads.Execute([&] { rows = PullReversedInBatches(*one_shard_two_threads, keys, 2500); });
+  EXPECT_EQ(expected, rows);
+}
+
+TEST(MemoryTableTest, DifferentSeedsGiveDifferentRows) {
+  EmbeddingTableOptions options;
+  const std::vector<Key> keys = DistinctKeys(100, 2);
+  options.seed = 1;
+  const std::vector<float> first = PullAll(*MakeTable(options), keys);
+  options.seed = 2;
+  const std::vector<float> second = PullAll(*MakeTable(options), keys);
+  int64_t equal = 0;
+  for (size_t i = 0; i < first.size(); ++i) equal += first[i] == second[i];
+  EXPECT_EQ(0, equal);
+}
+
+TEST(MemoryTableTest, InitialValuesSpanTheInitScale) {
+  struct Case {
+    int dim;
+    float init_scale;
+    float expected_scale;
+  };
+  for (const Case& c : {Case{16, 0.0f, 0.25f}, Case{4, -1.0f, 0.5f}, Case{8, 0.01f, 0.01f}}) {
+    EmbeddingTableOptions options;
+    options.dim = c.dim;
+    options.init_scale = c.init_scale;
+    const std::vector<float> rows = PullAll(*MakeTable(options), DistinctKeys(2000, 3));
+    const auto [min, max] = std::minmax_element(rows.begin(), rows.end());
+    EXPECT_GE(*min, -c.expected_scale) << c.dim;
+    EXPECT_LE(*max, c.expected_scale) << c.dim;
+    EXPECT_LT(*min, -0.95f * c.expected_scale) << c.dim;
+    EXPECT_GT(*max, 0.95f * c.expected_scale) << c.dim;
+  }
+}
+
+TEST(MemoryTableTest, PullCreatesRowsForUnseenKeysOnlyOnce) {
+  auto table = MakeTable(EmbeddingTableOptions{});
+  EXPECT_EQ(0, table->num_rows());
+  const std::vector<Key> keys = DistinctKeys(300, 4);
+  const std::vector<Key> first(keys.begin(), keys.begin() + 100);
+  const std::vector<float> first_rows = PullAll(*table, first);
+  EXPECT_EQ(100, table->num_rows());
+  const std::vector<float> all_rows = PullAll(*table, keys);
+  EXPECT_EQ(300, table->num_rows());
+  EXPECT_EQ(first_rows, std::vector<float>(all_rows.begin(), all_rows.begin() + 100 * 16));
+  EXPECT_EQ(all_rows, PullAll(*table, keys));
+  EXPECT_EQ(300, table->num_rows());
+}
+
+TEST(MemoryTableTest, EmptyBatchesDoNothingAndNullBuffersAreRejected) {
+  auto table = MakeTable(EmbeddingTableOptions{});
+  EXPECT_TRUE(table->Pull({}, nullptr).ok());
+  EXPECT_TRUE(table->Push({}, nullptr).ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, table->Pull({1}, nullptr).code());
+  EXPECT_EQ(StatusCode::kInvalidArgument, table->Push({1}, nullptr).code());
+  EXPECT_EQ(0, table->num_rows());
+}
+
+class MemoryTablePushTest : public ::testing::TestWithParam<SparseOptimizer> {};
+
+TEST_P(MemoryTablePushTest, StepsMatchTheFormulaInDouble) {
+  EmbeddingTableOptions options;
+  options.dim = 16;
+  options.num_shards = 5;
+  options.seed = 7;
+  options.optimizer.type = GetParam();
+  options.optimizer.learning_rate = 0.05f;
+  options.optimizer.initial_accumulator = 0.1f;
+  auto table = MakeTable(options);
+  const std::vector<Key> keys = DistinctKeys(3000, 5);
+  const int dim = options.dim;
+  const std::vector<float> init = ExpectedInitialRows(options, keys);
+  // Half the keys are pulled first; the other half are created by Push.
+  EXPECT_EQ(std::vector<float>(init.begin(), init.begin() + 1500 * dim),
+            PullAll(*table, std::vector<Key>(keys.begin(), keys.begin() + 1500)));
+
+  std::vector<double> ref_w(init.begin(), init.end());
+  std::vector<double> ref_acc(init.size(), options.optimizer.initial_accumulator);
+  const double lr = options.optimizer.learning_rate;
+  const double eps = options.optimizer.epsilon;
+  RandomStream random(9);
+  std::vector<float> grads(keys.size() * dim);
+  for (int step = 0; step < 6; ++step) {
+    for (float& g : grads) g = static_cast<float>(random.Uniform(-1.0, 1.0));
+    ASSERT_TRUE(table->Push(keys, grads.data()).ok());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const double g = grads[i];
+      if (GetParam() == SparseOptimizer::kSgd) {
+        ref_w[i] -= lr * g;
+      } else {
+        ref_acc[i] += g * g;
+        ref_w[i] -= lr * g / (std::sqrt(ref_acc[i]) + eps);
+      }
+    }
+  }
+  const std::vector<float> rows = PullAll(*table, keys);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_NEAR(ref_w[i], rows[i], 1e-6 * std::max(1.0, std::abs(ref_w[i]))) << i;
+  }
+  EXPECT_EQ(static_cast<int64_t>(keys.size()), table->num_rows());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOptimizers, MemoryTablePushTest,
+                         ::testing::Values(SparseOptimizer::kSgd, SparseOptimizer::kAdagrad),
+                         [](const auto& info) { return SparseOptimizerName(info.param); });
+
+// A few training steps on `keys`: pull, a gradient that depends on the pulled
+// row, push. Returns the final rows.
+std::vector<float> Train(EmbeddingTable& table, const std::vector<Key>& keys, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    std::vector<float> rows = PullAll(table, keys);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = 0.5f * rows[i] + 0.01f * (step + 1);
+    Status status = table.Push(keys, rows.data());
+    EXPECT_TRUE(status.ok()) << status;
+  }
+  return PullAll(table, keys);
+}
+
+TEST(MemoryTableTest, ConcurrentTrainingOnDisjointKeysEqualsSequential) {
+  EmbeddingTableOptions options;
+  options.num_shards = 8;  // few shards, so that threads contend for them
+  const int kThreads = 4;
+  const std::vector<Key> all_keys = DistinctKeys(kThreads * 3000, 6);
+  std::vector<std::vector<Key>> keys(kThreads);
+  for (size_t i = 0; i < all_keys.size(); ++i) keys[i % kThreads].push_back(all_keys[i]);
+
+  auto sequential = MakeTable(options);
+  std::vector<std::vector<float>> expected(kThreads);
+  for (int t = 0; t < kThreads; ++t) expected[t] = Train(*sequential, keys[t], 5);
+
+  auto concurrent = MakeTable(options);
+  std::vector<std::vector<float>> actual(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] { actual[t] = Train(*concurrent, keys[t], 5); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(expected[t], actual[t]) << t;
+  EXPECT_EQ(sequential->num_rows(), concurrent->num_rows());
+}
+
+TEST(MemoryTableTest, KeysZeroAndMaxAreOrdinaryKeys) {
+  EmbeddingTableOptions options;
+  options.dim = 4;
+  options.optimizer.type = SparseOptimizer::kSgd;
+  options.optimizer.learning_rate = 1.0f;
+  auto table = MakeTable(options);
+  const std::vector<Key> keys = {0, kMaxKey, 1, kMaxKey - 1};
+  const std::vector<float> init = ExpectedInitialRows(options, keys);
+  EXPECT_EQ(init, PullAll(*table, keys));
+  EXPECT_EQ(4, table->num_rows());
+
+  const std::vector<Key> pushed = {kMaxKey, 0};
+  const std::vector<float> grads = {1, 1, 1, 1, 2, 2, 2, 2};
+  ASSERT_TRUE(table->Push(pushed, grads.data()).ok());
+  std::vector<float> expected = init;
+  for (int e = 0; e < 4; ++e) {
+    expected[e] -= 2.0f;
+    expected[4 + e] -= 1.0f;
+  }
+  EXPECT_EQ(expected, PullAll(*table, keys));
+  EXPECT_EQ(4, table->num_rows());
+}
+
+TEST(MemoryTableTest, ManyKeysKeepTheirRowsThroughIndexGrowth) {
+  EmbeddingTableOptions options;
+  options.dim = 4;
+  options.num_shards = 4;  // 50k rows per shard: many rehashes and chunks
+  options.optimizer.type = SparseOptimizer::kSgd;
+  options.optimizer.learning_rate = 0.5f;
+  auto table = MakeTable(options);
+  const std::vector<Key> keys = DistinctKeys(200000, 7);
+  ASSERT_EQ(200000u, keys.size());
+  const std::vector<float> init = ExpectedInitialRows(options, keys);
+  EXPECT_EQ(init, PullReversedInBatches(*table, keys, 10000));
+  EXPECT_EQ(200000, table->num_rows());
+
+  std::vector<float> grads(init.size());
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(keys[i / 4] % 97);
+  ASSERT_TRUE(table->Push(keys, grads.data()).ok());
+  std::vector<float> expected = init;
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] -= 0.5f * grads[i];
+  EXPECT_EQ(expected, PullAll(*table, keys));
+  EXPECT_EQ(200000, table->num_rows());
+}
+
+TEST(MemoryTableTest, InvalidOptionsAreRejectedNamingTheField) {
+  struct Case {
+    void (*mutate)(EmbeddingTableOptions&);
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](EmbeddingTableOptions& o) { o.dim = 0; }, "dim"},
+      {[](EmbeddingTableOptions& o) { o.dim = -3; }, "dim"},
+      {[](EmbeddingTableOptions& o) { o.num_shards = 0; }, "num_shards"},
+      {[](EmbeddingTableOptions& o) { o.num_shards = 1 << 30; }, "num_shards"},
+      {[](EmbeddingTableOptions& o) { o.init_scale = std::nanf(""); }, "init_scale"},
+      {[](EmbeddingTableOptions& o) { o.optimizer.learning_rate = 0.0f; }, "learning_rate"},
+      {[](EmbeddingTableOptions& o) { o.optimizer.learning_rate = -0.1f; }, "learning_rate"},
+      {[](EmbeddingTableOptions& o) { o.optimizer.initial_accumulator = -1.0f; },
+       "initial_accumulator"},
+  };
+  for (const Case& c : cases) {
+    EmbeddingTableOptions options;
+    c.mutate(options);
+    Result<std::unique_ptr<EmbeddingTable>> table = NewMemoryTable(options);
+    ASSERT_FALSE(table.ok()) << c.field;
+    EXPECT_EQ(StatusCode::kInvalidArgument, table.status().code()) << c.field;
+    EXPECT_THAT(table.status().message(), HasSubstr(c.field));
+  }
+}
+
+TEST(MemoryTableTest, MemoryBytesGrowWithRowsAndCountOptimizerState) {
+  EmbeddingTableOptions options;
+  options.dim = 16;
+  options.optimizer.type = SparseOptimizer::kAdagrad;
+  auto adagrad = MakeTable(options);
+  options.optimizer.type = SparseOptimizer::kSgd;
+  auto sgd = MakeTable(options);
+  const int64_t empty_bytes = adagrad->memory_bytes();
+  EXPECT_GT(empty_bytes, 0);
+
+  PullAll(*adagrad, DistinctKeys(1000, 8));
+  const int64_t small_bytes = adagrad->memory_bytes();
+  EXPECT_GT(small_bytes, empty_bytes);
+
+  const std::vector<Key> keys = DistinctKeys(100000, 8);
+  PullAll(*adagrad, keys);
+  PullAll(*sgd, keys);
+  const int64_t adagrad_bytes = adagrad->memory_bytes();
+  const int64_t sgd_bytes = sgd->memory_bytes();
+  EXPECT_GT(adagrad_bytes, small_bytes);
+  // Weights + accumulators + at least a key per row for the index.
+  EXPECT_GE(adagrad_bytes, 100000 * (2 * 16 * 4 + 8));
+  EXPECT_GE(sgd_bytes, 100000 * (16 * 4 + 8));
+  EXPECT_LT(sgd_bytes, adagrad_bytes);
+  // Not wildly over: chunks and a hash index at load >= 0.35.
+  EXPECT_LT(adagrad_bytes, 100000 * (2 * 16 * 4) * 2);
+}
+
+TEST(MemoryTableTest, ReportsItsDim) {
+  EmbeddingTableOptions options;
+  options.dim = 24;
+  EXPECT_EQ(24, MakeTable(options)->dim());
+}
+
+}  // namespace
+}  // namespace ember::embedding

@@ -1,0 +1,112 @@
+#include "engine/dlrm.h"
+
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "ops/dense_ops.h"
+
+namespace ember::engine {
+namespace {
+
+void FillRandom(Tensor& t, RandomStream& random, double scale) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<float>()[i] = static_cast<float>(scale * random.Normal());
+  }
+}
+
+// Mean sigmoid cross-entropy of the model's logits, accumulated in double.
+double Loss(DlrmModel& model, const Tensor& dense, const Tensor& pooled, const Tensor& labels) {
+  Tensor logits;
+  CHECK(model.Forward(dense, pooled, &logits).ok());
+  double loss = 0;
+  for (int64_t i = 0; i < labels.numel(); ++i) {
+    const double z = logits.data<float>()[i], y = labels.data<float>()[i];
+    loss += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::fabs(z)));
+  }
+  return loss / labels.numel();
+}
+
+class DlrmGradientTest : public ::testing::TestWithParam<int> {};
+
+// The whole dense half (bottom MLP, interaction, top MLP, loss) against
+// central finite differences, for every parameter tensor and the pooled input.
+TEST_P(DlrmGradientTest, BackwardMatchesFiniteDifferences) {
+  const int batch = GetParam();
+  DlrmOptions options;
+  options.num_dense = 3;
+  options.num_slots = 3;
+  options.embedding_dim = 4;
+  options.bottom_mlp = {5, 4};
+  options.top_mlp = {6};
+  options.seed = 7;
+  auto model = DlrmModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  RandomStream random(batch);
+  Tensor dense = Tensor::Empty({batch, 3}), pooled = Tensor::Empty({batch, 12});
+  Tensor labels = Tensor::Empty({batch});
+  FillRandom(dense, random, 1.0);
+  FillRandom(pooled, random, 0.5);
+  for (int i = 0; i < batch; ++i) labels.data<float>()[i] = static_cast<float>(i % 2);
+
+  Tensor logits;
+  ASSERT_TRUE((*model)->Forward(dense, pooled, &logits).ok());
+  Tensor dlogits = Tensor::Empty({batch, 1});
+  Tensor flat_dlogits = dlogits.Reshape({batch});
+  ASSERT_TRUE(
+      ops::SigmoidCrossEntropyWithLogits(logits.Reshape({batch}), labels, &flat_dlogits).ok());
+  Tensor dpooled = Tensor::Empty({batch, 12});
+  ASSERT_TRUE((*model)->Backward(dlogits, &dpooled).ok());
+
+  std::vector<std::pair<Tensor, Tensor>> checks;  // (value, analytic gradient)
+  for (Parameter* p : (*model)->parameters()) checks.push_back({p->value, p->grad.Clone()});
+  checks.push_back({pooled, dpooled.Clone()});
+  const double h = 1e-2;
+  int checked = 0;
+  for (auto& [value, grad] : checks) {
+    for (int64_t i = 0; i < value.numel(); i += 3) {
+      float& x = value.data<float>()[i];
+      const float saved = x;
+      x = static_cast<float>(saved + h);
+      const double plus = Loss(**model, dense, pooled, labels);
+      x = static_cast<float>(saved - h);
+      const double minus = Loss(**model, dense, pooled, labels);
+      x = saved;
+      const double numeric = (plus - minus) / (2 * h);
+      const double analytic = grad.data<float>()[i];
+      EXPECT_NEAR(numeric, analytic, 2e-3 + 2e-2 * std::fabs(numeric))
+          << "element " << i << " of a " << value.DebugString();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchSizes, DlrmGradientTest, ::testing::Values(1, 5));
+
+TEST(DlrmTest, BottomMlpMustEndWithTheEmbeddingDimension) {
+  DlrmOptions options;
+  options.embedding_dim = 16;
+  options.bottom_mlp = {64, 32};
+  auto model = DlrmModel::Create(options);
+  EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
+  EXPECT_NE(std::string::npos, model.status().message().find("--bottom_mlp"));
+}
+
+TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
+  DlrmOptions options;
+  options.num_dense = 2;
+  options.num_slots = 2;
+  options.embedding_dim = 4;
+  options.bottom_mlp = {4};
+  options.top_mlp = {4};
+  auto model = DlrmModel::Create(options);
+  ASSERT_TRUE(model.ok());
+  Tensor dense = Tensor::Zeros({3, 2}), pooled = Tensor::Zeros({3, 7}), logits;
+  EXPECT_EQ(StatusCode::kInvalidArgument, (*model)->Forward(dense, pooled, &logits).code());
+}
+
+}  // namespace
+}  // namespace ember::engine

@@ -1,0 +1,253 @@
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "ops/dense_ops.h"
+#include "tests/ops/gradient_check.h"
+
+namespace ember::ops {
+namespace {
+
+using testing::ExpectAllClose;
+using ::testing::HasSubstr;
+using testing::NumericGradient;
+using testing::RandomTensor;
+using testing::ToDouble;
+using testing::WeightedSum;
+
+struct FcShape {
+  int64_t batch;
+  int64_t in;
+  int64_t out;
+};
+
+// Odd sizes, batch 1 and a size past one SIMD register.
+const std::vector<FcShape> kShapes = {{1, 1, 1},   {1, 13, 5},   {3, 5, 13},  {3, 64, 64},
+                                      {17, 13, 5}, {17, 64, 13}, {17, 1, 64}, {3, 5, 1}};
+
+// Pre-activations x * w^T + b in double: the naive triple loop.
+std::vector<double> Affine(const std::vector<double>& x, const std::vector<double>& w,
+                           const std::vector<double>& b, const FcShape& s) {
+  std::vector<double> y(static_cast<size_t>(s.batch * s.out));
+  for (int64_t r = 0; r < s.batch; ++r) {
+    for (int64_t o = 0; o < s.out; ++o) {
+      double sum = b[o];
+      for (int64_t i = 0; i < s.in; ++i) sum += x[r * s.in + i] * w[o * s.in + i];
+      y[r * s.out + o] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<double> ReferenceForward(const std::vector<double>& x, const std::vector<double>& w,
+                                     const std::vector<double>& b, const FcShape& s,
+                                     Activation activation) {
+  std::vector<double> y = Affine(x, w, b, s);
+  if (activation == Activation::kRelu) {
+    for (double& v : y) v = std::max(v, 0.0);
+  }
+  return y;
+}
+
+struct FcCase {
+  Tensor x, weight, bias;
+};
+
+// Random inputs whose pre-activations keep clear of the ReLU's kink, so that
+// a finite-difference step never crosses it.
+FcCase RandomCase(const FcShape& s, uint64_t seed) {
+  for (uint64_t stream = 0;; ++stream) {
+    RandomStream rng(seed, stream);
+    FcCase c{RandomTensor({s.batch, s.in}, rng), RandomTensor({s.out, s.in}, rng),
+             RandomTensor({s.out}, rng)};
+    const std::vector<double> pre = Affine(ToDouble(c.x), ToDouble(c.weight), ToDouble(c.bias), s);
+    bool clear = true;
+    for (double v : pre) clear = clear && std::abs(v) > 1e-3;
+    if (clear) return c;
+  }
+}
+
+const char* Name(Activation activation) {
+  return activation == Activation::kRelu ? "relu" : "none";
+}
+
+TEST(FullyConnectedOpsTest, ForwardEqualsNaiveTripleLoop) {
+  for (const FcShape& s : kShapes) {
+    for (Activation activation : {Activation::kNone, Activation::kRelu}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out
+                                        << " act=" << Name(activation));
+      const FcCase c = RandomCase(s, 1);
+      Tensor y = Tensor::Empty({s.batch, s.out});
+      ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, activation, &y).ok());
+      ExpectAllClose(
+          ReferenceForward(ToDouble(c.x), ToDouble(c.weight), ToDouble(c.bias), s, activation), y,
+          1e-5, "y");
+    }
+  }
+}
+
+TEST(FullyConnectedOpsTest, ReluPostOpZeroesNegativeOutputs) {
+  // Two outputs: the first always positive, the second always negative.
+  const Tensor x = Tensor::FromVector({1, 2, -1, 3}, {2, 2});
+  const Tensor weight = Tensor::FromVector({0, 0, 0, 0}, {2, 2});
+  const Tensor bias = Tensor::FromVector({0.5f, -0.5f}, {2});
+  Tensor y = Tensor::Empty({2, 2});
+  ASSERT_TRUE(FullyConnectedForward(x, weight, bias, Activation::kRelu, &y).ok());
+  const float* v = y.data<float>();
+  EXPECT_THAT(std::vector<float>(v, v + 4), ::testing::ElementsAre(0.5f, 0.0f, 0.5f, 0.0f));
+  ASSERT_TRUE(FullyConnectedForward(x, weight, bias, Activation::kNone, &y).ok());
+  EXPECT_THAT(std::vector<float>(v, v + 4), ::testing::ElementsAre(0.5f, -0.5f, 0.5f, -0.5f));
+}
+
+TEST(FullyConnectedOpsTest, BackwardMatchesFiniteDifferences) {
+  for (const FcShape& s : kShapes) {
+    for (Activation activation : {Activation::kNone, Activation::kRelu}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out
+                                        << " act=" << Name(activation));
+      const FcCase c = RandomCase(s, 2);
+      RandomStream rng(3);
+      const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+      Tensor y = Tensor::Empty({s.batch, s.out});
+      ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, activation, &y).ok());
+      Tensor dx = Tensor::Empty({s.batch, s.in});
+      Tensor dweight = Tensor::Empty({s.out, s.in});
+      Tensor dbias = Tensor::Empty({s.out});
+      ASSERT_TRUE(
+          FullyConnectedBackward(c.x, c.weight, y, dy, activation, &dx, &dweight, &dbias).ok());
+
+      const std::vector<double> x = ToDouble(c.x), w = ToDouble(c.weight), b = ToDouble(c.bias);
+      const std::vector<double> g = ToDouble(dy);
+      ExpectAllClose(NumericGradient(
+                         [&](const std::vector<double>& v) {
+                           return WeightedSum(g, ReferenceForward(v, w, b, s, activation));
+                         },
+                         x),
+                     dx, 1e-4, "dx");
+      ExpectAllClose(NumericGradient(
+                         [&](const std::vector<double>& v) {
+                           return WeightedSum(g, ReferenceForward(x, v, b, s, activation));
+                         },
+                         w),
+                     dweight, 1e-4, "dweight");
+      ExpectAllClose(NumericGradient(
+                         [&](const std::vector<double>& v) {
+                           return WeightedSum(g, ReferenceForward(x, w, v, s, activation));
+                         },
+                         b),
+                     dbias, 1e-4, "dbias");
+    }
+  }
+}
+
+TEST(FullyConnectedOpsTest, BackwardWithoutDxGivesTheSameWeightGradients) {
+  const FcShape s{17, 13, 5};
+  const FcCase c = RandomCase(s, 4);
+  RandomStream rng(5);
+  const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+  Tensor y = Tensor::Empty({s.batch, s.out});
+  ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y).ok());
+  Tensor dx = Tensor::Empty({s.batch, s.in});
+  Tensor dweight = Tensor::Empty({s.out, s.in}), dweight_no_dx = Tensor::Empty({s.out, s.in});
+  Tensor dbias = Tensor::Empty({s.out}), dbias_no_dx = Tensor::Empty({s.out});
+  ASSERT_TRUE(
+      FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight, &dbias).ok());
+  ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, nullptr,
+                                     &dweight_no_dx, &dbias_no_dx)
+                  .ok());
+  ExpectAllClose(ToDouble(dweight), dweight_no_dx, 0.0, "dweight");
+  ExpectAllClose(ToDouble(dbias), dbias_no_dx, 0.0, "dbias");
+}
+
+TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsEachGetTheirOwnPrimitive) {
+  // The primitive cache is keyed by shape and activation: alternating between
+  // them must never run a primitive built for another key.
+  for (int round = 0; round < 3; ++round) {
+    for (const FcShape& s : {FcShape{3, 5, 13}, FcShape{4, 5, 13}, FcShape{3, 13, 5}}) {
+      for (Activation activation : {Activation::kRelu, Activation::kNone}) {
+        const FcCase c = RandomCase(s, 10 + round);
+        Tensor y = Tensor::Empty({s.batch, s.out});
+        ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, activation, &y).ok());
+        ExpectAllClose(
+            ReferenceForward(ToDouble(c.x), ToDouble(c.weight), ToDouble(c.bias), s, activation), y,
+            1e-5, "y");
+      }
+    }
+  }
+}
+
+TEST(FullyConnectedOpsTest, EmptyBatchGivesZeroWeightGradients) {
+  const Tensor x = Tensor::Empty({0, 3}), weight = Tensor::Zeros({2, 3}), bias = Tensor::Zeros({2});
+  Tensor y = Tensor::Empty({0, 2});
+  ASSERT_TRUE(FullyConnectedForward(x, weight, bias, Activation::kRelu, &y).ok());
+  Tensor dweight = Tensor::FromVector({1, 1, 1, 1, 1, 1}, {2, 3});
+  Tensor dbias = Tensor::FromVector({1, 1}, {2});
+  ASSERT_TRUE(
+      FullyConnectedBackward(x, weight, y, y, Activation::kRelu, nullptr, &dweight, &dbias).ok());
+  ExpectAllClose(std::vector<double>(6, 0.0), dweight, 0.0, "dweight");
+  ExpectAllClose(std::vector<double>(2, 0.0), dbias, 0.0, "dbias");
+}
+
+TEST(FullyConnectedOpsTest, ZeroInputFeaturesGiveTheActivatedBias) {
+  const Tensor x = Tensor::Empty({2, 0}), weight = Tensor::Empty({2, 0});
+  const Tensor bias = Tensor::FromVector({1.5f, -2.0f}, {2});
+  Tensor y = Tensor::Empty({2, 2});
+  ASSERT_TRUE(FullyConnectedForward(x, weight, bias, Activation::kRelu, &y).ok());
+  ExpectAllClose({1.5, 0.0, 1.5, 0.0}, y, 0.0, "y");
+  const Tensor dy = Tensor::FromVector({1, 2, 3, 4}, {2, 2});
+  Tensor dx = Tensor::Empty({2, 0}), dweight = Tensor::Empty({2, 0}), dbias = Tensor::Empty({2});
+  ASSERT_TRUE(
+      FullyConnectedBackward(x, weight, y, dy, Activation::kRelu, &dx, &dweight, &dbias).ok());
+  ExpectAllClose({4.0, 0.0}, dbias, 0.0, "dbias");  // the ReLU masks the second output
+}
+
+TEST(FullyConnectedOpsTest, MismatchedShapesAreInvalidArguments) {
+  const Tensor x = Tensor::Zeros({4, 3});
+  const Tensor weight = Tensor::Zeros({2, 3});
+  const Tensor bias = Tensor::Zeros({2});
+  Tensor y = Tensor::Empty({4, 2});
+
+  Status status = FullyConnectedForward(x, Tensor::Zeros({3, 2}), bias, Activation::kNone, &y);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("weight"));
+  EXPECT_THAT(status.message(), HasSubstr("got f32[3, 2]"));
+
+  status = FullyConnectedForward(x, weight, Tensor::Zeros({3}), Activation::kNone, &y);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("bias"));
+
+  Tensor wrong_y = Tensor::Empty({4, 3});
+  status = FullyConnectedForward(x, weight, bias, Activation::kNone, &wrong_y);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("y must be f32[4, 2]"));
+
+  status = FullyConnectedForward(x, weight, bias, Activation::kNone, nullptr);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+
+  status = FullyConnectedForward(Tensor::Zeros({4, 3}, DType::kI64), weight, bias,
+                                 Activation::kNone, &y);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("x"));
+
+  Tensor dx = Tensor::Empty({4, 3}), dweight = Tensor::Empty({2, 3}), dbias = Tensor::Empty({2});
+  status = FullyConnectedBackward(x, weight, y, Tensor::Zeros({4, 3}), Activation::kNone, &dx,
+                                  &dweight, &dbias);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("dy"));
+
+  Tensor wrong_dx = Tensor::Empty({3, 4});
+  status = FullyConnectedBackward(x, weight, y, y, Activation::kNone, &wrong_dx, &dweight, &dbias);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("dx"));
+
+  status = FullyConnectedBackward(x, weight, y, y, Activation::kNone, &dx, nullptr, &dbias);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("dweight"));
+}
+
+}  // namespace
+}  // namespace ember::ops

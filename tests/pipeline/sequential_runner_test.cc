@@ -1,0 +1,63 @@
+#include "pipeline/sequential_runner.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace ember::pipeline {
+namespace {
+
+struct Item {
+  int64_t index = -1;
+  std::vector<std::string> log;
+};
+
+TEST(RunSequentialTest, RunsEveryStageOnEveryItemInOrder) {
+  std::vector<std::string> seen;
+  std::vector<Stage<Item>> stages = {
+      {"a", [&](Item& it) { seen.push_back("a" + std::to_string(it.index)); return Status::OK(); }},
+      {"b", [&](Item& it) { seen.push_back("b" + std::to_string(it.index)); return Status::OK(); }},
+  };
+  Item item;
+  StageTimes times;
+  Tracer tracer;
+  int done = 0;
+  Status status = RunSequential<Item>(
+      stages, [](int64_t i, Item& it) { it.index = i; return i < 3; }, item, &tracer, &times,
+      [&](Item&) { ++done; });
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((std::vector<std::string>{"a0", "b0", "a1", "b1", "a2", "b2"}), seen);
+  EXPECT_EQ(3, times.items);
+  EXPECT_EQ(3, done);
+  EXPECT_EQ((std::vector<std::string>{"a", "b"}), times.names);
+  EXPECT_EQ(6u, tracer.Events().size());
+}
+
+TEST(RunSequentialTest, FirstErrorStopsTheRunAndNamesTheStage) {
+  int runs_of_c = 0;
+  std::vector<Stage<Item>> stages = {
+      {"pull", [](Item&) { return Status::OK(); }},
+      {"push", [](Item& it) {
+         return it.index == 1 ? Status::IOError("disk gone") : Status::OK();
+       }},
+      {"c", [&](Item&) { ++runs_of_c; return Status::OK(); }},
+  };
+  Item item;
+  Status status = RunSequential<Item>(
+      stages, [](int64_t i, Item& it) { it.index = i; return i < 10; }, item);
+  EXPECT_EQ(StatusCode::kIOError, status.code());
+  EXPECT_EQ("stage push: disk gone", status.message());
+  EXPECT_EQ(1, runs_of_c);
+}
+
+TEST(StageTimesTest, BottleneckIsTheBusiestStage) {
+  StageTimes times;
+  times.names = {"pull", "dense", "push"};
+  times.busy_seconds = {1.0, 3.0, 2.0};
+  EXPECT_EQ(1, times.Bottleneck());
+  EXPECT_EQ(-1, StageTimes().Bottleneck());
+}
+
+}  // namespace
+}  // namespace ember::pipeline

@@ -1,0 +1,136 @@
+// Runs the `ember` binary as a user would and checks exit codes, messages
+// and outputs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/file.h"
+
+namespace {
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together.
+};
+
+CommandRun Ember(const std::string& args) {
+  const std::string command = std::string(EMBER_BINARY) + " " + args + " 2>&1";
+  CommandRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+double JsonNumber(const std::string& json, const std::string& object, const std::string& key) {
+  const std::regex pattern("\"" + object + "\":\\s*\\{[^}]*\"" + key + "\":\\s*([-0-9.eE+]+)");
+  std::smatch match;
+  if (!std::regex_search(json, match, pattern)) return -1;
+  return std::stod(match[1]);
+}
+
+class EmberCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ember_cli_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  static constexpr char kSmallModel[] =
+      "--bottom_mlp=32,16 --top_mlp=32 --threads=1 --batch_size=128";
+  std::filesystem::path dir_;
+};
+
+TEST_F(EmberCliTest, GenDataThenTrainWritesMetricsJson) {
+  CommandRun gen = Ember("gen-data --out=" + Path("d.tsv") + " --rows=4000 --seed=5");
+  ASSERT_EQ(0, gen.exit_code) << gen.output;
+  EXPECT_NE(std::string::npos, gen.output.find("planted Bayes AUC"));
+  auto meta = ember::ReadFile(Path("d.tsv.meta.json"));
+  ASSERT_TRUE(meta.ok());
+  EXPECT_NE(std::string::npos, meta->find("\"bayes_auc\""));
+
+  CommandRun train = Ember("train --train_data=" + Path("d.tsv") + " " + kSmallModel +
+                    " --metrics_out=" + Path("m.json") + " --trace_file=" + Path("t.json"));
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  EXPECT_NE(std::string::npos, train.output.find("test:  AUC"));
+  EXPECT_NE(std::string::npos, train.output.find("ceiling AUC"));
+  EXPECT_NE(std::string::npos, train.output.find("effective configuration"));
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GT(JsonNumber(*metrics, "test", "auc"), 0.5);
+  EXPECT_GT(JsonNumber(*metrics, "test", "logloss"), 0.0);
+  EXPECT_EQ(800, JsonNumber(*metrics, "test", "examples"));
+  EXPECT_EQ(3200, JsonNumber(*metrics, "train", "examples"));
+  EXPECT_EQ(25, JsonNumber(*metrics, "train", "steps"));
+  EXPECT_GT(JsonNumber(*metrics, "train", "samples_per_sec"), 0.0);
+  auto trace = ember::ReadFile(Path("t.json"));
+  ASSERT_TRUE(trace.ok());
+  EXPECT_NE(std::string::npos, trace->find("\"name\":\"pull\""));
+}
+
+TEST_F(EmberCliTest, FlagfileCarriesTheConfiguration) {
+  ASSERT_EQ(0, Ember("gen-data --out=" + Path("d.tsv") + " --rows=2000").exit_code);
+  std::ofstream(Path("job.flags")) << "--train_data=" << Path("d.tsv") << "\n--max_steps=2\n"
+                                   << "--bottom_mlp=16\n--top_mlp=8\n--batch_size=64\n"
+                                   << "--metrics_out=" << Path("m.json") << "\n";
+  CommandRun train = Ember("train --flagfile=" + Path("job.flags"));
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(2, JsonNumber(*metrics, "train", "steps"));
+}
+
+TEST_F(EmberCliTest, MissingTrainingFileExitsTwoNamingIt) {
+  CommandRun run = Ember("train --train_data=" + Path("nope.tsv"));
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("nope.tsv")) << run.output;
+}
+
+TEST_F(EmberCliTest, MalformedLineWithBadLinesFailExitsTwoNamingFileAndLine) {
+  std::ofstream(Path("bad.tsv")) << "1\t2\n";
+  CommandRun run = Ember("train --train_data=" + Path("bad.tsv") + " --bad_lines=fail");
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("bad.tsv:1")) << run.output;
+}
+
+TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
+  for (const std::string& flag :
+       {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
+        "--bottom_mlp=64,x", "--bad_lines=maybe", "--bottom_mlp=64,32"}) {
+    CommandRun run = Ember("train --rows=500 " + flag);
+    EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
+    const std::string name = flag.substr(2, flag.find('=') - 2);
+    EXPECT_NE(std::string::npos, run.output.find(name)) << flag << ": " << run.output;
+  }
+}
+
+TEST_F(EmberCliTest, BadCommandLineExitsOne) {
+  EXPECT_EQ(1, Ember("frobnicate").exit_code);
+  EXPECT_EQ(1, Ember("train --no_such_flag=3").exit_code);
+  EXPECT_EQ(1, Ember("train --batch_size=0").exit_code);
+  EXPECT_EQ(1, Ember("").exit_code);
+}
+
+TEST_F(EmberCliTest, HelpListsCommandsAndExitsZero) {
+  CommandRun run = Ember("--help");
+  EXPECT_EQ(0, run.exit_code);
+  EXPECT_NE(std::string::npos, run.output.find("gen-data"));
+}
+
+}  // namespace

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace ember::tools {
+
+// Exit codes of the ember command (also listed in `ember --help`).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadCommandLine = 1;  // gflags rejected a flag.
+inline constexpr int kExitUserError = 2;       // Bad input, flag value or file.
+inline constexpr int kExitInternalError = 3;   // I/O failure or a bug.
+
+// Maps a failed Status to the exit code above.
+int ExitCodeFor(const Status& status);
+
+// Subcommands. Each reads its own flags (defined in its .cc) after gflags
+// has parsed the command line, and returns an exit code.
+int RunTrain();
+int RunGenData();
+
+// Logs every flag defined in the files of the running command and in
+// common_flags.cc with its effective value, once at start-up.
+void LogEffectiveFlags(const std::string& command_file);
+
+// Parses "512,256,64" into widths; InvalidArgument naming `flag` otherwise.
+Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text);
+
+// Splits a comma-separated list, dropping empty items.
+std::vector<std::string> SplitList(const std::string& text);
+
+}  // namespace ember::tools

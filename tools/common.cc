@@ -1,0 +1,66 @@
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <charconv>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace ember::tools {
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kDataLoss:
+      return kExitUserError;
+    default:
+      return kExitInternalError;
+  }
+}
+
+void LogEffectiveFlags(const std::string& command_file) {
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);
+  LOG(INFO) << "effective configuration:";
+  for (const auto& flag : flags) {
+    const bool ours = flag.filename.find(command_file) != std::string::npos ||
+                      flag.filename.find("tools/common_flags.cc") != std::string::npos;
+    if (!ours) continue;
+    LOG(INFO) << "  --" << flag.name << "=" << flag.current_value
+              << (flag.is_default ? "" : "  (set)");
+  }
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const size_t end = comma == std::string::npos ? text.size() : comma;
+    if (end > start) items.push_back(text.substr(start, end - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text) {
+  std::vector<int> widths;
+  for (const std::string& item : SplitList(text)) {
+    int value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
+      return Status::InvalidArgument("--", flag, "=", text, ": '", item,
+                                     "' is not a positive integer width");
+    }
+    widths.push_back(value);
+  }
+  return widths;
+}
+
+}  // namespace ember::tools

@@ -1,0 +1,250 @@
+// `ember train`: trains a CTR model and reports test AUC and logloss.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/trace.h"
+#include "engine/trainer.h"
+#include "io/criteo.h"
+#include "io/synthetic.h"
+#include "scheduler/plan.h"
+#include "scheduler/resource_graph.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+
+namespace {
+bool IsPositive32(const char*, int32_t value) { return value > 0; }
+bool IsNonNegative64(const char*, int64_t value) { return value >= 0; }
+bool IsFraction(const char*, double value) { return value > 0 && value < 1; }
+bool IsRatio(const char*, double value) { return value >= 0 && value <= 1; }
+}  // namespace
+
+DEFINE_string(train_data, "",
+              "Comma-separated Criteo TSV files (.gz allowed) to train on. Empty: generate "
+              "--rows examples from a planted model (see gen-data) and train on those.");
+DEFINE_string(test_data, "",
+              "Comma-separated files to evaluate on. Empty: hold out the last "
+              "--test_fraction of the training data.");
+DEFINE_double(test_fraction, 0.2,
+              "Fraction of the training data (its last examples) held out for evaluation "
+              "when --test_data is empty.");
+DEFINE_validator(test_fraction, &IsFraction);
+DEFINE_string(model, "dlrm", "Model to train: dlrm.");
+DEFINE_int32(embedding_dim, 16, "Floats per embedding row.");
+DEFINE_validator(embedding_dim, &IsPositive32);
+DEFINE_string(bottom_mlp, "512,256,64,16",
+              "Bottom MLP widths after the dense input; the last must equal --embedding_dim.");
+DEFINE_string(top_mlp, "512,256", "Top MLP widths before the final logit.");
+DEFINE_int32(batch_size, 256, "Examples per training step.");
+DEFINE_validator(batch_size, &IsPositive32);
+DEFINE_int32(epochs, 1, "Passes over the training data.");
+DEFINE_validator(epochs, &IsPositive32);
+DEFINE_int64(max_steps, 0, "Stop after this many training steps; 0 means no limit.");
+DEFINE_validator(max_steps, &IsNonNegative64);
+DEFINE_string(sparse_optimizer, "adagrad", "Embedding optimizer: sgd or adagrad.");
+DEFINE_double(sparse_lr, 0.05, "Embedding learning rate.");
+DEFINE_string(dense_optimizer, "adam", "Dense optimizer: sgd, adagrad or adam.");
+DEFINE_double(dense_lr, 0.001, "Dense learning rate.");
+DEFINE_bool(shuffle, true, "Shuffle the training examples every epoch (seeded by --seed).");
+DEFINE_string(metrics_out, "",
+              "Write test and training metrics as JSON to this file (atomically); empty: don't.");
+DEFINE_string(trace_file, "",
+              "Write a Chrome trace (one span per stage per batch) to this file; empty: don't.");
+DEFINE_string(bad_lines, "skip",
+              "What a malformed input line does: skip (counted, first few logged) or fail.");
+DEFINE_double(max_bad_ratio, 0.01,
+              "With --bad_lines=skip, fail when more than this fraction of lines is bad.");
+DEFINE_validator(max_bad_ratio, &IsRatio);
+
+namespace ember::tools {
+namespace {
+
+// Removes a temporary directory when the command ends.
+class TempDir {
+ public:
+  ~TempDir() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  Result<std::string> Create() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ember-train-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return Status::IOError("cannot create a temporary directory from ", pattern);
+    }
+    path_ = pattern;
+    return path_;
+  }
+
+ private:
+  std::string path_;
+};
+
+Result<engine::TrainOptions> TrainOptionsFromFlags() {
+  engine::TrainOptions options;
+  options.model = FLAGS_model;
+  options.embedding_dim = FLAGS_embedding_dim;
+  EMBER_ASSIGN_OR_RETURN(options.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
+  EMBER_ASSIGN_OR_RETURN(options.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
+  options.batch_size = FLAGS_batch_size;
+  options.epochs = FLAGS_epochs;
+  options.max_steps = FLAGS_max_steps;
+  options.threads = FLAGS_threads;
+  options.seed = FLAGS_seed;
+  options.shuffle = FLAGS_shuffle;
+  EMBER_ASSIGN_OR_RETURN(options.sparse_optimizer.type,
+                         embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer));
+  options.sparse_optimizer.learning_rate = static_cast<float>(FLAGS_sparse_lr);
+  EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
+                         ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
+  options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
+  EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
+  return options;
+}
+
+struct Data {
+  io::Dataset train;
+  io::Dataset test;
+  std::optional<double> ceiling_auc;  // Bayes AUC of generated data.
+};
+
+Result<Data> LoadData(TempDir* temp_dir) {
+  io::CriteoReadOptions read;
+  EMBER_ASSIGN_OR_RETURN(read.bad_lines, io::ParseBadLinePolicy(FLAGS_bad_lines));
+  read.max_bad_ratio = FLAGS_max_bad_ratio;
+  read.threads = FLAGS_threads;
+  Data data;
+  std::vector<std::string> train_paths = SplitList(FLAGS_train_data);
+  if (train_paths.empty()) {
+    EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create());
+    const std::string path = dir + "/generated.tsv";
+    const io::SyntheticOptions synthetic = SyntheticOptionsFromFlags();
+    LOG(INFO) << "no --train_data: generating " << synthetic.rows
+              << " examples from a planted model (seed " << synthetic.seed << ")";
+    EMBER_ASSIGN_OR_RETURN(io::SyntheticInfo info, io::WriteSyntheticCriteo(path, synthetic));
+    data.ceiling_auc = info.bayes_auc;
+    train_paths = {path};
+  } else {
+    Result<double> bayes = io::ReadSyntheticBayesAuc(train_paths.front());
+    if (bayes.ok()) data.ceiling_auc = *bayes;
+  }
+  EMBER_ASSIGN_OR_RETURN(io::Dataset all, io::ReadCriteoFiles(train_paths, read));
+  const std::vector<std::string> test_paths = SplitList(FLAGS_test_data);
+  if (!test_paths.empty()) {
+    EMBER_ASSIGN_OR_RETURN(data.test, io::ReadCriteoFiles(test_paths, read));
+    data.train = std::move(all);
+  } else {
+    const int64_t test_rows = static_cast<int64_t>(std::llround(all.size() * FLAGS_test_fraction));
+    const int64_t train_rows = all.size() - test_rows;
+    if (train_rows < 1 || test_rows < 1) {
+      return Status::InvalidArgument("--train_data holds ", all.size(),
+                                     " examples: too few to hold out --test_fraction=",
+                                     FLAGS_test_fraction);
+    }
+    data.test = all.Slice(train_rows, all.size());
+    data.train = all.Slice(0, train_rows);
+  }
+  if (data.test.size() == 0) return Status::InvalidArgument("the test data has no examples");
+  LOG(INFO) << "data: " << data.train.size() << " training and " << data.test.size()
+            << " test examples, " << data.train.num_dense() << " dense features, "
+            << data.train.num_slots() << " slots";
+  return data;
+}
+
+std::string StageSummary(const pipeline::StageTimes& times) {
+  std::string summary;
+  double total = 0;
+  for (double s : times.busy_seconds) total += s;
+  const int bottleneck = times.Bottleneck();
+  for (size_t i = 0; i < times.names.size(); ++i) {
+    char part[96];
+    std::snprintf(part, sizeof(part), "%s%s %.2fs (%.0f%%)%s", i ? ", " : "",
+                  times.names[i].c_str(), times.busy_seconds[i],
+                  total > 0 ? 100.0 * times.busy_seconds[i] / total : 0.0,
+                  static_cast<int>(i) == bottleneck ? " <- bottleneck" : "");
+    summary += part;
+  }
+  return summary;
+}
+
+Status Train() {
+  LogEffectiveFlags("tools/train_command.cc");
+  EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
+  const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
+  scheduler::PlanRequest request;
+  request.threads = FLAGS_threads;
+  EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
+  LOG(INFO) << resources.Summary();
+  LOG(INFO) << "plan: " << plan.rationale;
+  options.threads = plan.threads;
+
+  TempDir temp_dir;
+  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir));
+  std::unique_ptr<Tracer> tracer;
+  if (!FLAGS_trace_file.empty()) {
+    tracer = std::make_unique<Tracer>();
+    options.tracer = tracer.get();
+  }
+  EMBER_ASSIGN_OR_RETURN(auto trainer, engine::Trainer::Create(options, data.train.num_dense(),
+                                                               data.train.num_slots()));
+  EMBER_ASSIGN_OR_RETURN(engine::TrainReport report, trainer->Fit(data.train));
+  LOG(INFO) << "stages: " << StageSummary(report.stage_times);
+  EMBER_ASSIGN_OR_RETURN(engine::Metrics test, trainer->Evaluate(data.test));
+
+  std::printf("train: %lld steps, %lld examples, %.0f samples/s, last epoch loss %.4f\n",
+              static_cast<long long>(report.steps), static_cast<long long>(report.examples),
+              report.samples_per_sec, report.last_epoch_loss);
+  std::printf("test:  AUC %.4f  logloss %.4f  calibration %.3f  (%lld examples)\n", test.auc,
+              test.logloss, test.calibration, static_cast<long long>(test.examples));
+  if (data.ceiling_auc) {
+    std::printf("planted-model ceiling AUC %.4f (gap %.4f)\n", *data.ceiling_auc,
+                *data.ceiling_auc - test.auc);
+  }
+  std::fflush(stdout);
+
+  if (tracer) {
+    EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file));
+    LOG(INFO) << "wrote trace " << FLAGS_trace_file;
+  }
+  if (!FLAGS_metrics_out.empty()) {
+    JsonObject test_json;
+    test_json.Add("auc", test.auc).Add("logloss", test.logloss)
+        .Add("calibration", test.calibration).Add("examples", test.examples);
+    if (data.ceiling_auc) test_json.Add("ceiling_auc", *data.ceiling_auc);
+    JsonObject train_json;
+    train_json.Add("examples", report.examples).Add("steps", report.steps)
+        .Add("samples_per_sec", report.samples_per_sec).Add("seconds", report.train_seconds)
+        .Add("last_epoch_loss", report.last_epoch_loss);
+    JsonObject stages;
+    for (size_t i = 0; i < report.stage_times.names.size(); ++i) {
+      stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
+    }
+    train_json.Add("stage_seconds", stages);
+    JsonObject root;
+    root.Add("model", options.model).Add("test", test_json).Add("train", train_json);
+    EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_metrics_out, root.ToString()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int RunTrain() {
+  const Status status = Train();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ember train: %s\n", status.ToString().c_str());
+    return ExitCodeFor(status);
+  }
+  return kExitOk;
+}
+
+}  // namespace ember::tools
