@@ -3,10 +3,12 @@
 namespace ember::engine {
 namespace {
 
+// {input, hidden..., output}, where `output` is not repeated when the last
+// hidden width already equals it.
 std::vector<int> Widths(int input, const std::vector<int>& hidden, int output) {
   std::vector<int> widths = {input};
   widths.insert(widths.end(), hidden.begin(), hidden.end());
-  if (output > 0) widths.push_back(output);
+  if (widths.back() != output) widths.push_back(output);
   return widths;
 }
 
@@ -24,12 +26,6 @@ Result<std::unique_ptr<DlrmModel>> DlrmModel::Create(const DlrmOptions& options)
     return Status::InvalidArgument("--embedding_dim must be positive, got ",
                                    options.embedding_dim);
   }
-  if (options.bottom_mlp.empty() || options.bottom_mlp.back() != options.embedding_dim) {
-    return Status::InvalidArgument(
-        "--bottom_mlp must end with the embedding dimension ", options.embedding_dim,
-        " (its output interacts with the embeddings), got ",
-        options.bottom_mlp.empty() ? 0 : options.bottom_mlp.back());
-  }
   for (int w : options.bottom_mlp) {
     if (w < 1) return Status::InvalidArgument("--bottom_mlp widths must be positive, got ", w);
   }
@@ -42,7 +38,8 @@ Result<std::unique_ptr<DlrmModel>> DlrmModel::Create(const DlrmOptions& options)
 DlrmModel::DlrmModel(const DlrmOptions& options)
     : options_(options),
       num_pairs_((options.num_slots + 1) * options.num_slots / 2),
-      bottom_(Widths(options.num_dense, options.bottom_mlp, 0), HiddenActivation(), options.seed,
+      bottom_(Widths(options.num_dense, options.bottom_mlp, options.embedding_dim),
+              HiddenActivation(), options.seed,
               /*stream=*/1),
       top_(Widths(options.embedding_dim + num_pairs_, options.top_mlp, 1), ops::Activation::kNone,
            options.seed, /*stream=*/2) {}

@@ -14,9 +14,11 @@ struct DlrmOptions {
   int num_dense = 13;
   int num_slots = 26;
   int embedding_dim = 16;
-  // Widths of the bottom MLP after the dense input; the last must equal
-  // embedding_dim (its output is one of the interacting vectors).
-  std::vector<int> bottom_mlp = {512, 256, 64, 16};
+  // Widths of the bottom MLP after the dense input. Its output is one of the
+  // interacting vectors, so it must be embedding_dim wide: when the last
+  // width differs, a final layer to embedding_dim is added ({512, 256, 64}
+  // and {512, 256, 64, 16} give the same network for dim 16).
+  std::vector<int> bottom_mlp = {512, 256, 64};
   // Widths of the top MLP before the final logit.
   std::vector<int> top_mlp = {512, 256};
   uint64_t seed = 1;

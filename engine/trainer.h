@@ -22,7 +22,8 @@ struct TrainOptions {
   // Model name; only "dlrm" for now.
   std::string model = "dlrm";
   int embedding_dim = 16;
-  std::vector<int> bottom_mlp = {512, 256, 64, 16};
+  // See DlrmOptions.
+  std::vector<int> bottom_mlp = {512, 256, 64};
   std::vector<int> top_mlp = {512, 256};
   int batch_size = 256;
   int epochs = 1;

@@ -40,8 +40,9 @@ DEFINE_validator(test_fraction, &IsFraction);
 DEFINE_string(model, "dlrm", "Model to train: dlrm.");
 DEFINE_int32(embedding_dim, 16, "Floats per embedding row.");
 DEFINE_validator(embedding_dim, &IsPositive32);
-DEFINE_string(bottom_mlp, "512,256,64,16",
-              "Bottom MLP widths after the dense input; the last must equal --embedding_dim.");
+DEFINE_string(bottom_mlp, "512,256,64",
+              "Bottom MLP widths after the dense input; a last layer to --embedding_dim is "
+              "added when the last width differs from it.");
 DEFINE_string(top_mlp, "512,256", "Top MLP widths before the final logit.");
 DEFINE_int32(batch_size, 256, "Examples per training step.");
 DEFINE_validator(batch_size, &IsPositive32);

@@ -63,10 +63,15 @@ TEST_P(DlrmGradientTest, BackwardMatchesFiniteDifferences) {
   std::vector<std::pair<Tensor, Tensor>> checks;  // (value, analytic gradient)
   for (Parameter* p : (*model)->parameters()) checks.push_back({p->value, p->grad.Clone()});
   checks.push_back({pooled, dpooled.Clone()});
-  const double h = 1e-2;
-  int checked = 0;
+  // Central differences in double around float parameters. A perturbation
+  // that moves a ReLU input across zero makes the loss non-differentiable
+  // there; such points are recognised by one-sided slopes that disagree and
+  // are skipped (they must stay rare).
+  const double h = 1e-3;
+  const double base = Loss(**model, dense, pooled, labels);
+  int checked = 0, kinks = 0;
   for (auto& [value, grad] : checks) {
-    for (int64_t i = 0; i < value.numel(); i += 3) {
+    for (int64_t i = 0; i < value.numel(); ++i) {
       float& x = value.data<float>()[i];
       const float saved = x;
       x = static_cast<float>(saved + h);
@@ -74,22 +79,42 @@ TEST_P(DlrmGradientTest, BackwardMatchesFiniteDifferences) {
       x = static_cast<float>(saved - h);
       const double minus = Loss(**model, dense, pooled, labels);
       x = saved;
+      const double right = (plus - base) / h, left = (base - minus) / h;
+      if (std::fabs(right - left) > 1e-2 + 0.05 * std::fabs(right)) {
+        ++kinks;
+        continue;
+      }
       const double numeric = (plus - minus) / (2 * h);
       const double analytic = grad.data<float>()[i];
-      EXPECT_NEAR(numeric, analytic, 2e-3 + 2e-2 * std::fabs(numeric))
+      EXPECT_NEAR(numeric, analytic, 1e-3 + 1e-2 * std::fabs(numeric))
           << "element " << i << " of a " << value.DebugString();
       ++checked;
     }
   }
-  EXPECT_GT(checked, 30);
+  EXPECT_LT(kinks, checked / 10) << "too many non-differentiable points to trust the check";
+  EXPECT_GT(checked, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchSizes, DlrmGradientTest, ::testing::Values(1, 5));
 
-TEST(DlrmTest, BottomMlpMustEndWithTheEmbeddingDimension) {
+TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
   DlrmOptions options;
+  options.num_dense = 13;
   options.embedding_dim = 16;
   options.bottom_mlp = {64, 32};
+  auto implicit = DlrmModel::Create(options);
+  options.bottom_mlp = {64, 32, 16};
+  auto explicit_last = DlrmModel::Create(options);
+  ASSERT_TRUE(implicit.ok() && explicit_last.ok());
+  std::vector<Parameter*> a = (*implicit)->parameters(), b = (*explicit_last)->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ((std::vector<int64_t>{16, 32}), a[4]->value.shape());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value.shape(), b[i]->value.shape());
+}
+
+TEST(DlrmTest, NonPositiveWidthIsInvalidArgument) {
+  DlrmOptions options;
+  options.bottom_mlp = {64, 0};
   auto model = DlrmModel::Create(options);
   EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
   EXPECT_NE(std::string::npos, model.status().message().find("--bottom_mlp"));

@@ -112,7 +112,7 @@ TEST_F(EmberCliTest, MalformedLineWithBadLinesFailExitsTwoNamingFileAndLine) {
 TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   for (const std::string& flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
-        "--bottom_mlp=64,x", "--bad_lines=maybe", "--bottom_mlp=64,32"}) {
+        "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);
