@@ -9,23 +9,12 @@
 #include <gtest/gtest.h>
 
 #include "core/json.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ember {
 namespace {
 
-class FileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_file_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::filesystem::path dir_;
-};
+using FileTest = test::TempDirTest;
 
 TEST_F(FileTest, WriteFileAtomicReplacesContentsAndLeavesNoTemporaries) {
   ASSERT_TRUE(WriteFileAtomic(Path("a.json"), "first").ok());

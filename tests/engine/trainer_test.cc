@@ -10,21 +10,15 @@
 
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
 namespace {
 
 const std::string kCriteo8k = std::string(EMBER_SHARED_DATA_DIR) + "/criteo/criteo_kaggle_8k.tsv";
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_trainer_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   static TrainOptions SmallOptions() {
     TrainOptions options;
@@ -36,7 +30,6 @@ class TrainerTest : public ::testing::Test {
     return options;
   }
 
-  std::filesystem::path dir_;
 };
 
 // The foundation's acceptance test on real data: DLRM on the first 80% of the

@@ -13,6 +13,7 @@
 
 #include "core/file.h"
 #include "io/feature_hash.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ember::io {
 namespace {
@@ -63,17 +64,9 @@ void ExpectSameBatch(const Batch& expected, const Batch& actual) {
   EXPECT_EQ(expected.keys, actual.keys);
 }
 
-class CriteoTest : public ::testing::Test {
+class CriteoTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_criteo_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string Write(const std::string& name, const std::string& contents) const {
     const std::string path = Path(name);
     std::ofstream(path, std::ios::binary) << contents;
@@ -89,7 +82,6 @@ class CriteoTest : public ::testing::Test {
     return path;
   }
 
-  std::filesystem::path dir_;
 };
 
 TEST_F(CriteoTest, ValidLineGivesLabelTransformedDenseAndOneKeyPerSlot) {

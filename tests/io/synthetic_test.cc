@@ -11,22 +11,15 @@
 
 #include "core/file.h"
 #include "io/criteo.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ember::io {
 namespace {
 
 using ::testing::HasSubstr;
 
-class SyntheticTest : public ::testing::Test {
+class SyntheticTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_synthetic_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   static SyntheticOptions SmallOptions() {
     SyntheticOptions options;
@@ -34,7 +27,6 @@ class SyntheticTest : public ::testing::Test {
     return options;
   }
 
-  std::filesystem::path dir_;
 };
 
 TEST_F(SyntheticTest, SameSeedWritesTheSameBytesAndAnotherSeedDifferentBytes) {

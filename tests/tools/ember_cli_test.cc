@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "tests/testing/temp_dir.h"
 
 namespace {
 
@@ -41,20 +42,11 @@ double JsonNumber(const std::string& json, const std::string& object, const std:
   return std::stod(match[1]);
 }
 
-class EmberCliTest : public ::testing::Test {
+class EmberCliTest : public ember::test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_cli_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) { return (dir_ / name).string(); }
 
   static constexpr char kSmallModel[] =
       "--bottom_mlp=32,16 --top_mlp=32 --threads=1 --batch_size=128";
-  std::filesystem::path dir_;
 };
 
 TEST_F(EmberCliTest, GenDataThenTrainWritesMetricsJson) {
