@@ -80,6 +80,22 @@ Status MakeDirectories(const std::string& path) {
   return Status::OK();
 }
 
+Status CheckWritableDestination(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument(path, ": is a directory, expected a file path");
+  }
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::InvalidArgument(path, ": directory ", dir, " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::InvalidArgument(path, ": directory ", dir, " is not writable");
+  }
+  return Status::OK();
+}
+
 bool FileExists(const std::string& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec);

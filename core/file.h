@@ -19,4 +19,9 @@ Status MakeDirectories(const std::string& path);
 
 bool FileExists(const std::string& path);
 
+// Checks, before long work, that a file can later be written at `path`: its
+// directory exists and is writable and `path` is not a directory. Returns
+// InvalidArgument naming the path otherwise.
+Status CheckWritableDestination(const std::string& path);
+
 }  // namespace ember

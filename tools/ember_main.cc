@@ -21,7 +21,7 @@ constexpr char kUsage[] =
     "            (with no --train_data: on data generated from a planted model)\n"
     "  gen-data  write synthetic Criteo-format click data from a planted model\n"
     "\n"
-    "`ember <command> --help` lists a command's flags.\n"
+    "`ember <command> --help` lists Ember's flags with their defaults.\n"
     "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
     "3 I/O failure or internal error.";
 
@@ -56,7 +56,17 @@ int main(int argc, char** argv) {
   --argc;
   // Logs go to stderr unless the user asks for files with --log_dir.
   FLAGS_logtostderr = true;
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
+  // gflags exits with status 1 after --help; asking for help is no error, and
+  // Ember's own flags are what a user wants to see, not glog's.
+  std::string help, helpshort;
+  gflags::GetCommandLineOption("help", &help);
+  gflags::GetCommandLineOption("helpshort", &helpshort);
+  if (help == "true" || helpshort == "true") {
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/");
+    return 0;
+  }
+  gflags::HandleCommandLineHelpFlags();
   if (!FLAGS_log_dir.empty()) FLAGS_logtostderr = false;
   google::InitGoogleLogging("ember");
   if (argc > 1) {

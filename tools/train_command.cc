@@ -180,6 +180,11 @@ std::string StageSummary(const pipeline::StageTimes& times) {
 Status Train() {
   LogEffectiveFlags("tools/train_command.cc");
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
+  // Fail now rather than after hours of training.
+  for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
+                                   std::pair{"--trace_file", FLAGS_trace_file}}) {
+    if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckWritableDestination(path).WithContext(flag));
+  }
   const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
   scheduler::PlanRequest request;
   request.threads = FLAGS_threads;

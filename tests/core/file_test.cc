@@ -44,6 +44,12 @@ TEST_F(FileTest, WriteIntoMissingDirectoryIsIOErrorNamingThePath) {
   EXPECT_NE(std::string::npos, status.message().find("no/such/dir/x"));
 }
 
+TEST_F(FileTest, WritableDestinationNeedsAnExistingDirectory) {
+  EXPECT_TRUE(CheckWritableDestination(Path("out.json")).ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, CheckWritableDestination(Path("no/out.json")).code());
+  EXPECT_EQ(StatusCode::kInvalidArgument, CheckWritableDestination(dir_.string()).code());
+}
+
 TEST_F(FileTest, ReadMissingFileIsNotFound) {
   Result<std::string> contents = ReadFile(Path("missing.tsv"));
   EXPECT_EQ(StatusCode::kNotFound, contents.status().code());

@@ -112,11 +112,26 @@ TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   }
 }
 
+TEST_F(EmberCliTest, UnwritableMetricsPathFailsBeforeTraining) {
+  CommandRun run = Ember("train --rows=500 --metrics_out=" + Path("missing_dir/m.json"));
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("--metrics_out")) << run.output;
+  EXPECT_EQ(std::string::npos, run.output.find("train steps")) << "no training should start";
+}
+
 TEST_F(EmberCliTest, BadCommandLineExitsOne) {
   EXPECT_EQ(1, Ember("frobnicate").exit_code);
   EXPECT_EQ(1, Ember("train --no_such_flag=3").exit_code);
   EXPECT_EQ(1, Ember("train --batch_size=0").exit_code);
   EXPECT_EQ(1, Ember("").exit_code);
+}
+
+TEST_F(EmberCliTest, TrainHelpListsEmberFlagsWithDefaultsAndExitsZero) {
+  CommandRun run = Ember("train --help");
+  EXPECT_EQ(0, run.exit_code);
+  EXPECT_NE(std::string::npos, run.output.find("-batch_size")) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("default: 256")) << run.output;
+  EXPECT_EQ(std::string::npos, run.output.find("-logtostderr")) << "glog's flags are noise here";
 }
 
 TEST_F(EmberCliTest, HelpListsCommandsAndExitsZero) {
