@@ -197,8 +197,10 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
         loss_sum += s.loss * s.batch.size;
         loss_count += s.batch.size;
         if (progress) {
-          char detail[64];
-          std::snprintf(detail, sizeof(detail), "loss %.4f", loss_sum / loss_count);
+          char detail[96];
+          const double seconds = progress->elapsed_seconds();
+          std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
+                        seconds > 0 ? report.examples / seconds : 0.0, loss_sum / loss_count);
           progress->Update(report.steps, detail);
         }
       };

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
-scripts/build.sh
+EMBER_BUILD_TARGET=ember scripts/build.sh
 exec "${EMBER_BUILD_DIR:-build}/tools/ember" train "$@"

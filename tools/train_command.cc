@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/file.h"
+#include "core/progress.h"
 #include "core/json.h"
 #include "core/trace.h"
 #include "engine/trainer.h"
@@ -131,7 +132,11 @@ Result<Data> LoadData(TempDir* temp_dir) {
     const io::SyntheticOptions synthetic = SyntheticOptionsFromFlags();
     LOG(INFO) << "no --train_data: generating " << synthetic.rows
               << " examples from a planted model (seed " << synthetic.seed << ")";
-    EMBER_ASSIGN_OR_RETURN(io::SyntheticInfo info, io::WriteSyntheticCriteo(path, synthetic));
+    ProgressReporter progress("gen-data rows", synthetic.rows);
+    EMBER_ASSIGN_OR_RETURN(
+        io::SyntheticInfo info,
+        io::WriteSyntheticCriteo(path, synthetic, [&](int64_t rows) { progress.Update(rows); }));
+    progress.Finish();
     data.ceiling_auc = info.bayes_auc;
     train_paths = {path};
   } else {
