@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
   gflags::HandleCommandLineHelpFlags();
   if (!FLAGS_log_dir.empty()) FLAGS_logtostderr = false;
   google::InitGoogleLogging("ember");
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  LOG(INFO) << "OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "(unset)");
   if (argc > 1) {
     std::fprintf(stderr, "ember %s: unexpected argument '%s' (flags are --name=value)\n",
                  command.c_str(), argv[1]);

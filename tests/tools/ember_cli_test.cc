@@ -22,8 +22,9 @@ struct CommandRun {
   std::string output;  // stdout and stderr together.
 };
 
-CommandRun Ember(const std::string& args) {
-  const std::string command = std::string(EMBER_BINARY) + " " + args + " 2>&1";
+// Runs `ember args` (behind `prefix`, e.g. "env -u X") with stderr merged.
+CommandRun Ember(const std::string& args, const std::string& prefix = "") {
+  const std::string command = prefix + " " + std::string(EMBER_BINARY) + " " + args + " 2>&1";
   CommandRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -74,6 +75,16 @@ TEST_F(EmberCliTest, GenDataThenTrainWritesMetricsJson) {
   auto trace = ember::ReadFile(Path("t.json"));
   ASSERT_TRUE(trace.ok());
   EXPECT_NE(std::string::npos, trace->find("\"name\":\"pull\""));
+}
+
+TEST_F(EmberCliTest, IdleOpenMpThreadsArePassiveUnlessTheUserSaysOtherwise) {
+  const std::string gen = "gen-data --rows=10 --out=" + Path("d.tsv");
+  CommandRun unset = Ember(gen, "env -u OMP_WAIT_POLICY");
+  ASSERT_EQ(0, unset.exit_code) << unset.output;
+  EXPECT_NE(std::string::npos, unset.output.find("OMP_WAIT_POLICY=passive")) << unset.output;
+  CommandRun user = Ember(gen, "env OMP_WAIT_POLICY=active");
+  ASSERT_EQ(0, user.exit_code) << user.output;
+  EXPECT_NE(std::string::npos, user.output.find("OMP_WAIT_POLICY=active")) << user.output;
 }
 
 TEST_F(EmberCliTest, FlagfileCarriesTheConfiguration) {
