@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,20 +12,94 @@ namespace ember::embedding {
 
 using Key = uint64_t;
 
-enum class SparseOptimizer { kSgd, kAdagrad };
+enum class SparseOptimizer { kSgd, kAdagrad, kAdam, kFtrl };
 
-// Parses "sgd" or "adagrad".
+// Parses "sgd", "adagrad", "adam" or "ftrl".
 Result<SparseOptimizer> ParseSparseOptimizer(const std::string& name);
 const char* SparseOptimizerName(SparseOptimizer optimizer);
 
+// Hyper-parameters of the sparse optimizers; the update rules are in
+// embedding/sparse_optimizer.h. Each optimizer reads only its own fields.
 struct SparseOptimizerOptions {
   SparseOptimizer type = SparseOptimizer::kAdagrad;
-  // Step size. Default suits Adagrad on CTR data.
+  // Step size; FTRL's alpha. Default: 0.05, which suits Adagrad on CTR data.
   float learning_rate = 0.05f;
-  // Adagrad: initial value of the per-element squared-gradient accumulator.
+  // Adagrad and FTRL: initial value of the per-element squared-gradient
+  // accumulator (FTRL's n). Default: 0.
   float initial_accumulator = 0.0f;
-  // Adagrad: added to the root of the accumulator.
+  // Adagrad and Adam: added to the root of the (bias-corrected) second
+  // moment. Default: 1e-8. Adam requires it > 0.
   float epsilon = 1e-8f;
+  // Adam: decay rates of the first and second moment estimates, in [0, 1).
+  // Defaults: 0.9 and 0.999 (Kingma & Ba).
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  // FTRL-Proximal: the beta of the per-coordinate learning rate
+  // alpha / (beta + sqrt(n)), >= 0. Default: 1.
+  float ftrl_beta = 1.0f;
+  // FTRL-Proximal: L1 and L2 regularisation strengths, >= 0. L1 > 0 makes
+  // weights exactly zero. Defaults: 0.
+  float l1 = 0.0f;
+  float l2 = 0.0f;
+};
+
+// Which keys get a row. A key that is not admitted has no row: Pull reads it
+// as zeros and Push drops its gradient. Decisions depend only on the table's
+// seed, the key, its history of Pulls and the step, so they are the same for
+// any thread count.
+struct AdmissionOptions {
+  enum class Kind {
+    // Every key gets a row on first sight.
+    kNone,
+    // A key gets a row at the Pull that brings its estimated count of Pulls
+    // (a count-min sketch, see embedding/internal/count_min_sketch.h) to
+    // min_count.
+    kFrequency,
+    // At each Pull of a key without a row, the key is admitted with
+    // probability `probability`, decided by a hash of (seed, key, step): a key
+    // seen in k distinct steps has probability 1 - (1 - p)^k of a row.
+    kProbability,
+  };
+  Kind kind = Kind::kNone;
+  // kFrequency: Pulls before a key is admitted, >= 1. Default: 2.
+  int64_t min_count = 2;
+  // kFrequency: counters per hash row of the sketch over the whole table (the
+  // shards split them), in [1, 2^32]. Default: 2^20, i.e. 4 MiB per row.
+  int64_t sketch_width = int64_t{1} << 20;
+  // kFrequency: hash rows of the sketch, in [1, 16]. Default: 4.
+  int sketch_depth = 4;
+  // kProbability: admission probability per step, in (0, 1]. Default: 1.
+  double probability = 1.0;
+  // Only a Pull is an occurrence. A Push of a key without a row creates one
+  // under kNone, and under kFrequency if the key's estimate has reached
+  // min_count (its row was evicted, say); otherwise the gradient is dropped.
+};
+
+// What a table holds and has done since it was made.
+struct TableStats {
+  int64_t rows = 0;
+  // As EmbeddingTable::memory_bytes().
+  int64_t memory_bytes = 0;
+  // Rows created (a key evicted and created again counts twice).
+  int64_t admitted_keys = 0;
+  // Keys a Pull read as zeros because they were not admitted, once per Pull.
+  int64_t rejected_keys = 0;
+  // Keys whose gradient a Push dropped because they were not admitted.
+  int64_t dropped_gradients = 0;
+  // Rows removed by EvictExpired.
+  int64_t evicted_rows = 0;
+};
+
+// Bookkeeping of one row, next to its weights and optimizer state.
+struct RowMeta {
+  // Pulls that included the key since its row was created (saturates at
+  // 2^32 - 1). Keys are distinct within a Pull, so this is the number of
+  // batches that looked the row up.
+  int64_t frequency = 0;
+  // The table's step() at the last Pull that included the key, or at the
+  // row's creation if no Pull has included it since.
+  int64_t last_seen_step = 0;
+  bool operator==(const RowMeta&) const = default;
 };
 
 struct EmbeddingTableOptions {
@@ -37,12 +112,30 @@ struct EmbeddingTableOptions {
   float init_scale = 0.0f;
   uint64_t seed = 0;
   SparseOptimizerOptions optimizer;
+  // Default: every key gets a row.
+  AdmissionOptions admission;
+  // EvictExpired() removes rows not pulled for more than ttl_steps steps;
+  // 0 keeps rows forever. Default: 0.
+  int64_t ttl_steps = 0;
 };
 
-// An unbounded in-memory embedding table: 64-bit key -> row (vector and
-// optimizer state). A row is created the first time its key is pulled, with a
-// value that depends only on (seed, key), never on thread count or order.
-// Thread safety: Pull and Push may be called concurrently; calls touching the
+// An unbounded in-memory embedding table: 64-bit key -> row (vector,
+// optimizer state and RowMeta). A row is created the first time its key is
+// pulled (once admitted, see AdmissionOptions), with a value that depends only
+// on (seed, key), never on thread count or order; a key whose row was evicted
+// gets that same initial row again.
+//
+// Steps: the table keeps a current step, set by the caller with set_step()
+// (e.g. to the index of the batch about to be pulled). Pulls stamp it on the
+// rows they read; TTL eviction and probability admission use it. Only Pull
+// updates RowMeta, not Push: in a pipeline the pull stage runs in batch order
+// while pushes lag behind, so stamping from Pull alone keeps eviction
+// reproducible. For the same reason, call set_step and EvictExpired from the
+// thread that calls Pull, between Pulls, and choose ttl_steps larger than the
+// pipeline's depth (a row evicted between its Pull and its Push is created
+// afresh by the Push).
+//
+// Thread safety: all methods may be called concurrently; calls touching the
 // same key are serialised per shard, and the result of racing Pull/Push on one
 // key is one of the two orders.
 class EmbeddingTable {
@@ -50,25 +143,54 @@ class EmbeddingTable {
   virtual ~EmbeddingTable() = default;
 
   // Copies the rows of `keys` into `out` (keys.size() x dim floats), creating
-  // rows for keys never seen. Parallel over shards in the caller's arena.
+  // rows for keys never seen once they are admitted; keys not admitted read as
+  // zeros. Counts the Pull in each row's RowMeta and stamps step() on it.
+  // Parallel over shards in the caller's arena.
   // REQUIRES: keys are distinct; out has room for keys.size() * dim() floats.
   virtual Status Pull(const std::vector<Key>& keys, float* out) = 0;
 
   // Applies the sparse optimizer to the rows of `keys` with `grads`
   // (keys.size() x dim floats, one summed gradient per key). Keys without a
-  // row are created first (as Pull would).
+  // row are created first if they are admitted (without counting as a Pull);
+  // the gradients of the others are dropped. Leaves RowMeta as it was.
   // REQUIRES: keys are distinct.
   virtual Status Push(const std::vector<Key>& keys, const float* grads) = 0;
 
+  // Copies the rows of `keys` into `out` (keys.size() x dim floats) for
+  // evaluation and serving: creates no row and changes no state (no
+  // metadata, no admission counts). A key without a row reads as the row it
+  // would get on creation (its (seed, key) initial value), or as zeros when
+  // admission is on (as a Pull of a key not yet admitted does).
+  // REQUIRES: out has room for keys.size() * dim() floats.
+  virtual Status Lookup(const std::vector<Key>& keys, float* out) = 0;
+
+  // Sets the step that later Pulls stamp on rows and EvictExpired measures
+  // ages against. Steps are expected not to decrease. Default: 0.
+  virtual void set_step(int64_t step) = 0;
+  virtual int64_t step() const = 0;
+
+  // Removes every row with step() - last_seen_step > ttl_steps and returns
+  // how many; returns 0 when ttl_steps is 0. Releases their memory (the
+  // remaining rows are compacted). A pass over all rows: call it every few
+  // hundred steps, not every step.
+  virtual int64_t EvictExpired() = 0;
+
+  // The bookkeeping of `key`'s row, or nullopt if it has no row.
+  virtual std::optional<RowMeta> row_meta(Key key) const = 0;
+
   virtual int dim() const = 0;
   virtual int64_t num_rows() const = 0;
-  // Bytes held by rows, optimizer state and index.
+  // Bytes held by rows, optimizer state, row metadata, index and admission
+  // sketch.
   virtual int64_t memory_bytes() const = 0;
+  // A consistent view of each shard; shards are read one after another.
+  virtual TableStats stats() const = 0;
 };
 
 // An in-memory table. Fails with InvalidArgument naming the field on invalid
 // options: dim outside [1, 2^20], num_shards outside [1, 2^16], a non-finite
-// init_scale, or optimizer options that ValidateSparseOptimizerOptions
+// init_scale, ttl_steps < 0, admission options outside their documented
+// ranges, or optimizer options that ValidateSparseOptimizerOptions
 // (embedding/sparse_optimizer.h) rejects (learning_rate <= 0, ...).
 // Its Pull and Push return ResourceExhausted if memory runs out while rows
 // are created; rows created before that stay valid.

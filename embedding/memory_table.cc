@@ -1,9 +1,18 @@
 // NewMemoryTable: the in-memory EmbeddingTable.
 //
 // Keys are spread over shards by Mix64(key) % num_shards. A shard is a mutex,
-// a flat open-addressing index (key -> slot, linear probing) and an arena of
-// rows in fixed-size chunks, so that growing never moves a row. A row is dim
-// weights followed by the optimizer's state (none for SGD).
+// a flat open-addressing index (key -> slot, linear probing), an arena of
+// rows in fixed-size chunks, so that growing never moves a row, and, with
+// frequency admission, its own count-min sketch (the shard's keys are the
+// only ones it counts, and it is updated under the shard's lock in batch
+// order, so its counts do not depend on thread count). A row is
+//
+//   [dim weights][optimizer state][key: 2][last_seen_step: 2][frequency: 1]
+//
+// floats, the last three bit-copied integers (RowMeta): metadata lives in
+// the row, whose cache line Pull touches anyway, and the key lets eviction
+// walk the arena and move rows. Eviction fills each hole with the shard's
+// last row, so slots stay dense and emptied chunks are freed.
 //
 // A batch is grouped by shard in one counting-sort pass; then each shard,
 // under its own lock taken once per batch, resolves its keys to rows (the
@@ -12,11 +21,13 @@
 // arena; there is no table-wide lock.
 
 #include <algorithm>
-#include <bit>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -25,6 +36,8 @@
 #include "core/status.h"
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
+#include "embedding/internal/count_min_sketch.h"
+#include "embedding/internal/row_store.h"
 #include "embedding/row_init.h"
 #include "embedding/sparse_optimizer.h"
 
@@ -43,145 +56,65 @@ constexpr int64_t kPrefetchDistance = 16;
 // Below this many keys a batch runs on the calling thread: scheduling tasks
 // for mostly empty shards costs more than it saves.
 constexpr int64_t kMinKeysForParallel = 2048;
+// Floats of RowMeta at the end of a row: key (2), last_seen_step (2),
+// frequency (1).
+constexpr int64_t kMetaFloats = 5;
+// Salts that keep the admission hashes independent of row initialisation.
+constexpr uint64_t kSketchSalt = 0x5ce7c4a3b1d2e9f1ULL;
+constexpr uint64_t kProbabilitySalt = 0x9a1b7e3cd4f20865ULL;
 
-// key -> slot, open addressing with linear probing. An entry is empty when its
-// slot is negative, so every 64-bit key (0 and ~0 included) can be stored.
-// The bucket of a key is the top bits of its hash: the shard was chosen by
-// hash % num_shards, whose low bits are the same for every key of a shard.
-// Thread safety: none; the owning shard's mutex guards it.
-class KeyIndex {
- public:
-  KeyIndex() { Allocate(kMinCapacity); }
-
-  int64_t size() const { return size_; }
-  int64_t bytes() const { return capacity_ * static_cast<int64_t>(sizeof(Entry)); }
-
-  void Prefetch(uint64_t hash) const { __builtin_prefetch(&entries_[Bucket(hash)]); }
-
-  // Returns the slot of `key`, or -1 if it is absent.
-  int64_t Find(Key key, uint64_t hash) const {
-    for (uint64_t i = Bucket(hash);; i = (i + 1) & mask_) {
-      const Entry& entry = entries_[i];
-      if (entry.slot < 0) return -1;
-      if (entry.key == key) return entry.slot;
-    }
-  }
-
-  // Grows (rehashes) if one more key would pass the load limit. May throw
-  // std::bad_alloc, leaving the index as it was.
-  void ReserveOneMore() {
-    if (size_ + 1 > grow_at_) Rehash(capacity_ * 2);
-  }
-
-  // Adds `key` -> `slot`. Never allocates.
-  // REQUIRES: key is absent; ReserveOneMore() was called since the last Insert.
-  void Insert(Key key, uint64_t hash, int64_t slot) {
-    uint64_t i = Bucket(hash);
-    while (entries_[i].slot >= 0) i = (i + 1) & mask_;
-    entries_[i] = Entry{key, slot};
-    ++size_;
-  }
-
- private:
-  struct Entry {
-    Key key;
-    int64_t slot;  // < 0: empty
-  };
-  static constexpr int64_t kMinCapacity = 16;
-
-  uint64_t Bucket(uint64_t hash) const { return hash >> shift_; }
-
-  void Allocate(int64_t capacity) {
-    auto entries = std::make_unique_for_overwrite<Entry[]>(capacity);
-    for (int64_t i = 0; i < capacity; ++i) entries[i].slot = -1;
-    entries_ = std::move(entries);
-    capacity_ = capacity;
-    mask_ = static_cast<uint64_t>(capacity) - 1;
-    shift_ = 64 - std::countr_zero(static_cast<uint64_t>(capacity));
-    // Linear probing stays short up to a load of about 0.7.
-    grow_at_ = capacity / 10 * 7;
-  }
-
-  void Rehash(int64_t capacity) {
-    std::unique_ptr<Entry[]> old = std::move(entries_);
-    const int64_t old_capacity = capacity_;
-    try {
-      Allocate(capacity);
-    } catch (...) {
-      entries_ = std::move(old);  // unchanged: capacity_ etc. were not yet set
-      throw;
-    }
-    for (int64_t i = 0; i < old_capacity; ++i) {
-      if (old[i].slot < 0) continue;
-      uint64_t b = Bucket(Mix64(old[i].key));
-      while (entries_[b].slot >= 0) b = (b + 1) & mask_;
-      entries_[b] = old[i];
-    }
-  }
-
-  std::unique_ptr<Entry[]> entries_;
-  int64_t capacity_ = 0;
-  uint64_t mask_ = 0;
-  int shift_ = 64;
-  int64_t size_ = 0;
-  int64_t grow_at_ = 0;
+// The RowMeta of a row, at `meta` = row + dim + state floats. Bit-copied so
+// that no float arithmetic ever touches the integers.
+struct StoredMeta {
+  Key key;
+  int64_t last_seen_step;
+  uint32_t frequency;
 };
+static_assert(sizeof(Key) + sizeof(int64_t) + sizeof(uint32_t) == kMetaFloats * sizeof(float));
 
-// Rows of row_floats floats, addressed by slot, in chunks that never move.
-// Thread safety: none; the owning shard's mutex guards it.
-class RowArena {
- public:
-  explicit RowArena(int64_t row_floats) : row_floats_(row_floats) {
-    const int64_t rows = std::max<int64_t>(1, kChunkBytes / (row_floats * 4));
-    chunk_shift_ = 63 - std::countl_zero(static_cast<uint64_t>(rows));  // floor(log2)
-    chunk_mask_ = (int64_t{1} << chunk_shift_) - 1;
-  }
+StoredMeta ReadMeta(const float* meta) {
+  StoredMeta m;
+  std::memcpy(&m.key, meta, sizeof(m.key));
+  std::memcpy(&m.last_seen_step, meta + 2, sizeof(m.last_seen_step));
+  std::memcpy(&m.frequency, meta + 4, sizeof(m.frequency));
+  return m;
+}
 
-  int64_t size() const { return size_; }
-  int64_t bytes() const {
-    return static_cast<int64_t>(chunks_.size()) * ChunkFloats() * 4 +
-           static_cast<int64_t>(chunks_.capacity() * sizeof(chunks_[0]));
-  }
+void WriteMeta(const StoredMeta& m, float* meta) {
+  std::memcpy(meta, &m.key, sizeof(m.key));
+  std::memcpy(meta + 2, &m.last_seen_step, sizeof(m.last_seen_step));
+  std::memcpy(meta + 4, &m.frequency, sizeof(m.frequency));
+}
 
-  float* row(int64_t slot) const {
-    return chunks_[slot >> chunk_shift_].get() + (slot & chunk_mask_) * row_floats_;
-  }
-
-  // Makes room for one more row. May throw std::bad_alloc, leaving the arena
-  // as it was.
-  void ReserveOneMore() {
-    if (size_ < static_cast<int64_t>(chunks_.size()) << chunk_shift_) return;
-    auto chunk = std::make_unique_for_overwrite<float[]>(ChunkFloats());
-    chunks_.push_back(std::move(chunk));
-  }
-
-  // Returns the slot of a new, uninitialised row. REQUIRES: ReserveOneMore()
-  // was called since the last Append.
-  int64_t Append() { return size_++; }
-
- private:
-  int64_t ChunkFloats() const { return (int64_t{1} << chunk_shift_) * row_floats_; }
-
-  int64_t row_floats_;
-  int chunk_shift_ = 0;
-  int64_t chunk_mask_ = 0;
-  std::vector<std::unique_ptr<float[]>> chunks_;
-  int64_t size_ = 0;
-};
+// Records a Pull at `step`: frequency + 1 (saturating), last seen = step.
+void TouchMeta(int64_t step, float* meta) {
+  uint32_t frequency;
+  std::memcpy(&frequency, meta + 4, sizeof(frequency));
+  if (frequency != std::numeric_limits<uint32_t>::max()) ++frequency;
+  std::memcpy(meta + 2, &step, sizeof(step));
+  std::memcpy(meta + 4, &frequency, sizeof(frequency));
+}
 
 // Thread safety: fields are guarded by mu. Aligned so that neighbouring
 // shards' mutexes do not share a cache line.
 struct alignas(64) Shard {
-  explicit Shard(int64_t row_floats) : rows(row_floats) {}
+  Shard(int64_t row_floats, std::unique_ptr<CountMinSketch> sketch)
+      : rows(row_floats, kChunkBytes), sketch(std::move(sketch)) {}
 
   mutable Mutex mu;
   KeyIndex index GUARDED_BY(mu);
   RowArena rows GUARDED_BY(mu);
+  // Pulls of keys without a row; null unless admission is kFrequency.
+  std::unique_ptr<CountMinSketch> sketch PT_GUARDED_BY(mu);
+  int64_t admitted GUARDED_BY(mu) = 0;
+  int64_t rejected GUARDED_BY(mu) = 0;
+  int64_t dropped GUARDED_BY(mu) = 0;
+  int64_t evicted GUARDED_BY(mu) = 0;
 };
 
 // One batch's keys grouped by shard: the keys of shard s, their hashes and
 // their positions in the caller's arrays are at [begin[s], begin[s + 1]).
-// `rows` receives the resolved row of each grouped key.
+// `rows` receives the resolved row of each grouped key (null: not admitted).
 struct BatchScratch {
   std::vector<int64_t> begin;
   std::vector<uint32_t> shard_of;
@@ -191,28 +124,52 @@ struct BatchScratch {
   std::vector<float*> rows;
 };
 
-// Thread safety: Pull, Push and the accessors may be called concurrently.
+// Whether rows are resolved for a Pull (an occurrence for admission) or a Push.
+enum class Access { kPull, kPush };
+
+// Thread safety: all public methods may be called concurrently.
 class MemoryTable final : public EmbeddingTable {
  public:
   explicit MemoryTable(const EmbeddingTableOptions& options)
       : options_(options),
         dim_(options.dim),
         num_shards_(options.num_shards),
-        row_floats_(int64_t{options.dim} *
-                    (1 + StateFloatsPerElement(options.optimizer.type))),
-        init_scale_(InitScale(options)) {
+        meta_offset_(options.dim + StateFloatsPerRow(options.optimizer.type, options.dim)),
+        row_floats_(meta_offset_ + kMetaFloats),
+        init_scale_(InitScale(options)),
+        admission_seed_(HashCombine(options.seed, kProbabilitySalt)) {
+    const AdmissionOptions& admission = options.admission;
     shards_.reserve(num_shards_);
-    for (int s = 0; s < num_shards_; ++s) shards_.push_back(std::make_unique<Shard>(row_floats_));
+    for (int s = 0; s < num_shards_; ++s) {
+      std::unique_ptr<CountMinSketch> sketch;
+      if (admission.kind == AdmissionOptions::Kind::kFrequency) {
+        // The shards split the table's counters between them.
+        const int64_t width = (admission.sketch_width + num_shards_ - 1) / num_shards_;
+        sketch = std::make_unique<CountMinSketch>(width, admission.sketch_depth,
+                                                  HashCombine(options.seed, kSketchSalt));
+      }
+      shards_.push_back(std::make_unique<Shard>(row_floats_, std::move(sketch)));
+    }
   }
   MemoryTable(const MemoryTable&) = delete;
   MemoryTable& operator=(const MemoryTable&) = delete;
 
   Status Pull(const std::vector<Key>& keys, float* out) override;
   Status Push(const std::vector<Key>& keys, const float* grads) override;
+  Status Lookup(const std::vector<Key>& keys, float* out) override;
+
+  // Relaxed: the step is a value handed from the caller to later calls on
+  // the same thread (see the class comment of EmbeddingTable); it orders no
+  // other memory.
+  void set_step(int64_t step) override { step_.store(step, std::memory_order_relaxed); }
+  int64_t step() const override { return step_.load(std::memory_order_relaxed); }
+  int64_t EvictExpired() override;
+  std::optional<RowMeta> row_meta(Key key) const override;
 
   int dim() const override { return dim_; }
   int64_t num_rows() const override;
   int64_t memory_bytes() const override;
+  TableStats stats() const override;
 
  private:
   // Fills `batch` with `keys` grouped by shard.
@@ -222,11 +179,18 @@ class MemoryTable final : public EmbeddingTable {
   // out; rows created before that stay valid.
   template <typename ShardFn>
   Status ForEachShard(const BatchScratch& batch, const ShardFn& shard_fn) const;
-  // Resolves the keys of shard `s` in `batch` to rows, creating missing ones,
-  // into batch.rows. REQUIRES: shard.mu is held.
-  void ResolveRows(Shard& shard, int s, BatchScratch& batch) const REQUIRES(shard.mu);
+  // Resolves the keys of shard `s` in `batch` to rows into batch.rows,
+  // creating the rows of missing keys that are admitted (null for the others).
+  void ResolveRows(Shard& shard, int s, Access access, int64_t step, BatchScratch& batch) const
+      REQUIRES(shard.mu);
+  // Whether `key`, which has no row, gets one now.
+  bool Admit(Shard& shard, Key key, Access access, int64_t step) const REQUIRES(shard.mu);
   // Creates the row of `key`; returns its slot. May throw std::bad_alloc.
-  int64_t CreateRow(Shard& shard, Key key, uint64_t hash) const REQUIRES(shard.mu);
+  int64_t CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const
+      REQUIRES(shard.mu);
+  // Removes the rows of shard `shard` older than ttl_steps at `step`.
+  int64_t EvictShard(Shard& shard, int64_t step) const;
+  int64_t ShardBytes(const Shard& shard) const REQUIRES(shard.mu);
 
   std::unique_ptr<BatchScratch> TakeScratch();
   void ReturnScratch(std::unique_ptr<BatchScratch> scratch);
@@ -234,9 +198,13 @@ class MemoryTable final : public EmbeddingTable {
   const EmbeddingTableOptions options_;
   const int dim_;
   const int num_shards_;
+  // Floats before the RowMeta of a row: weights and optimizer state.
+  const int64_t meta_offset_;
   const int64_t row_floats_;
   const float init_scale_;
+  const uint64_t admission_seed_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<int64_t> step_{0};
 
   // Scratch buffers kept between batches so that a steady stream of batches
   // allocates nothing. A pool rather than thread_local: a thread waiting in a
@@ -312,7 +280,7 @@ Status MemoryTable::ForEachShard(const BatchScratch& batch, const ShardFn& shard
   return Status::OK();
 }
 
-int64_t MemoryTable::CreateRow(Shard& shard, Key key, uint64_t hash) const {
+int64_t MemoryTable::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
   // Allocate first, so that a failure leaves index and arena consistent.
   shard.index.ReserveOneMore();
   shard.rows.ReserveOneMore();
@@ -320,17 +288,51 @@ int64_t MemoryTable::CreateRow(Shard& shard, Key key, uint64_t hash) const {
   float* row = shard.rows.row(slot);
   InitRowWeights(options_.seed, key, init_scale_, dim_, row);
   InitOptimizerState(options_.optimizer, dim_, row + dim_);
+  WriteMeta(StoredMeta{key, step, 0}, row + meta_offset_);
   shard.index.Insert(key, hash, slot);
+  ++shard.admitted;
   return slot;
 }
 
-void MemoryTable::ResolveRows(Shard& shard, int s, BatchScratch& batch) const {
+bool MemoryTable::Admit(Shard& shard, Key key, Access access, int64_t step) const {
+  const AdmissionOptions& admission = options_.admission;
+  switch (admission.kind) {
+    case AdmissionOptions::Kind::kNone:
+      return true;
+    case AdmissionOptions::Kind::kFrequency: {
+      const uint32_t count =
+          access == Access::kPull ? shard.sketch->Add(key) : shard.sketch->Estimate(key);
+      return count >= admission.min_count;
+    }
+    case AdmissionOptions::Kind::kProbability:
+      return access == Access::kPull &&
+             UniformAt(admission_seed_, key, static_cast<uint64_t>(step)) < admission.probability;
+  }
+  return false;
+}
+
+void MemoryTable::ResolveRows(Shard& shard, int s, Access access, int64_t step,
+                              BatchScratch& batch) const {
   const int64_t begin = batch.begin[s];
   const int64_t end = batch.begin[s + 1];
+  CountMinSketch* sketch = shard.sketch.get();
   for (int64_t k = begin; k < end; ++k) {
-    if (k + kPrefetchDistance < end) shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
-    int64_t slot = shard.index.Find(batch.keys[k], batch.hashes[k]);
-    if (slot < 0) slot = CreateRow(shard, batch.keys[k], batch.hashes[k]);
+    if (k + kPrefetchDistance < end) {
+      shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
+      // Most lookups of a table with admission that is still filling miss;
+      // their counters are read next.
+      if (sketch != nullptr) sketch->Prefetch(batch.keys[k + kPrefetchDistance]);
+    }
+    const Key key = batch.keys[k];
+    int64_t slot = shard.index.Find(key, batch.hashes[k]);
+    if (slot < 0 && Admit(shard, key, access, step)) {
+      slot = CreateRow(shard, key, batch.hashes[k], step);
+    }
+    if (slot < 0) {
+      ++(access == Access::kPull ? shard.rejected : shard.dropped);
+      batch.rows[k] = nullptr;
+      continue;
+    }
     float* row = shard.rows.row(slot);
     // The caller's pass over the rows comes right after this one; a shard's
     // rows of one batch fit in L2, so start loading them now.
@@ -345,14 +347,52 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
   std::unique_ptr<BatchScratch> batch = TakeScratch();
   Group(keys, *batch);
   const size_t row_bytes = sizeof(float) * dim_;
+  const int64_t step = this->step();
   Status status = ForEachShard(*batch, [&](int s) {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ResolveRows(shard, s, *batch);
+    ResolveRows(shard, s, Access::kPull, step, *batch);
     const int64_t end = batch->begin[s + 1];
     for (int64_t k = batch->begin[s]; k < end; ++k) {
       if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
-      std::memcpy(out + batch->positions[k] * dim_, batch->rows[k], row_bytes);
+      float* row = batch->rows[k];
+      float* dst = out + batch->positions[k] * dim_;
+      if (row == nullptr) {
+        std::memset(dst, 0, row_bytes);
+        continue;
+      }
+      std::memcpy(dst, row, row_bytes);
+      TouchMeta(step, row + meta_offset_);
+    }
+  });
+  ReturnScratch(std::move(batch));
+  return status;
+}
+
+Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
+  if (keys.empty()) return Status::OK();
+  if (out == nullptr) {
+    return Status::InvalidArgument("Lookup: out is null for ", keys.size(), " keys");
+  }
+  std::unique_ptr<BatchScratch> batch = TakeScratch();
+  Group(keys, *batch);
+  const size_t row_bytes = sizeof(float) * dim_;
+  const bool admission = options_.admission.kind != AdmissionOptions::Kind::kNone;
+  Status status = ForEachShard(*batch, [&](int s) {
+    Shard& shard = *shards_[s];
+    MutexLock lock(shard.mu);
+    const int64_t end = batch->begin[s + 1];
+    for (int64_t k = batch->begin[s]; k < end; ++k) {
+      const Key key = batch->keys[k];
+      float* dst = out + batch->positions[k] * dim_;
+      const int64_t slot = shard.index.Find(key, batch->hashes[k]);
+      if (slot >= 0) {
+        std::memcpy(dst, shard.rows.row(slot), row_bytes);
+      } else if (admission) {
+        std::memset(dst, 0, row_bytes);
+      } else {
+        InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
+      }
     }
   });
   ReturnScratch(std::move(batch));
@@ -367,19 +407,78 @@ Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
   std::unique_ptr<BatchScratch> batch = TakeScratch();
   Group(keys, *batch);
   const SparseOptimizerOptions& optimizer = options_.optimizer;
+  const int64_t step = this->step();
   Status status = ForEachShard(*batch, [&](int s) {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ResolveRows(shard, s, *batch);
+    ResolveRows(shard, s, Access::kPush, step, *batch);
     const int64_t end = batch->begin[s + 1];
     for (int64_t k = batch->begin[s]; k < end; ++k) {
       if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
       float* row = batch->rows[k];
+      if (row == nullptr) continue;  // not admitted: the gradient is dropped
       ApplySparseOptimizer(optimizer, dim_, grads + batch->positions[k] * dim_, row, row + dim_);
     }
   });
   ReturnScratch(std::move(batch));
   return status;
+}
+
+int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
+  MutexLock lock(shard.mu);
+  const size_t row_bytes = sizeof(float) * row_floats_;
+  int64_t evicted = 0;
+  int64_t slot = 0;
+  while (slot < shard.rows.size()) {
+    float* row = shard.rows.row(slot);
+    const StoredMeta meta = ReadMeta(row + meta_offset_);
+    if (step - meta.last_seen_step <= options_.ttl_steps) {
+      ++slot;
+      continue;
+    }
+    shard.index.Erase(meta.key, Mix64(meta.key));
+    // Fill the hole with the last row; the slot is examined again, as it now
+    // holds a row not yet looked at.
+    const int64_t last = shard.rows.size() - 1;
+    if (slot != last) {
+      const float* last_row = shard.rows.row(last);
+      const Key moved = ReadMeta(last_row + meta_offset_).key;
+      std::memcpy(row, last_row, row_bytes);
+      shard.index.SetSlot(moved, Mix64(moved), slot);
+    }
+    shard.rows.RemoveLast();
+    ++evicted;
+  }
+  if (evicted > 0) shard.index.ShrinkIfSparse();
+  shard.evicted += evicted;
+  return evicted;
+}
+
+int64_t MemoryTable::EvictExpired() {
+  if (options_.ttl_steps == 0) return 0;
+  const int64_t step = this->step();
+  std::vector<int64_t> evicted(num_shards_, 0);
+  ParallelFor(0, num_shards_, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) evicted[s] = EvictShard(*shards_[s], step);
+  });
+  int64_t total = 0;
+  for (int64_t count : evicted) total += count;
+  return total;
+}
+
+std::optional<RowMeta> MemoryTable::row_meta(Key key) const {
+  const uint64_t hash = Mix64(key);
+  const Shard& shard = *shards_[hash % static_cast<uint64_t>(num_shards_)];
+  MutexLock lock(shard.mu);
+  const int64_t slot = shard.index.Find(key, hash);
+  if (slot < 0) return std::nullopt;
+  const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+  return RowMeta{meta.frequency, meta.last_seen_step};
+}
+
+int64_t MemoryTable::ShardBytes(const Shard& shard) const {
+  return static_cast<int64_t>(sizeof(Shard)) + shard.index.bytes() + shard.rows.bytes() +
+         (shard.sketch != nullptr ? shard.sketch->bytes() : 0);
 }
 
 int64_t MemoryTable::num_rows() const {
@@ -395,9 +494,54 @@ int64_t MemoryTable::memory_bytes() const {
   int64_t bytes = static_cast<int64_t>(sizeof(MemoryTable) + shards_.capacity() * sizeof(void*));
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
-    bytes += static_cast<int64_t>(sizeof(Shard)) + shard->index.bytes() + shard->rows.bytes();
+    bytes += ShardBytes(*shard);
   }
   return bytes;
+}
+
+TableStats MemoryTable::stats() const {
+  TableStats stats;
+  stats.memory_bytes =
+      static_cast<int64_t>(sizeof(MemoryTable) + shards_.capacity() * sizeof(void*));
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    stats.rows += shard->index.size();
+    stats.memory_bytes += ShardBytes(*shard);
+    stats.admitted_keys += shard->admitted;
+    stats.rejected_keys += shard->rejected;
+    stats.dropped_gradients += shard->dropped;
+    stats.evicted_rows += shard->evicted;
+  }
+  return stats;
+}
+
+Status ValidateAdmissionOptions(const AdmissionOptions& admission) {
+  switch (admission.kind) {
+    case AdmissionOptions::Kind::kNone:
+      return Status::OK();
+    case AdmissionOptions::Kind::kFrequency:
+      if (admission.min_count < 1 || admission.min_count > std::numeric_limits<uint32_t>::max()) {
+        return Status::InvalidArgument("admission.min_count must be in [1, 2^32 - 1], got ",
+                                       admission.min_count);
+      }
+      if (admission.sketch_width < 1 || admission.sketch_width > (int64_t{1} << 32)) {
+        return Status::InvalidArgument("admission.sketch_width must be in [1, 2^32], got ",
+                                       admission.sketch_width);
+      }
+      if (admission.sketch_depth < 1 || admission.sketch_depth > 16) {
+        return Status::InvalidArgument("admission.sketch_depth must be in [1, 16], got ",
+                                       admission.sketch_depth);
+      }
+      return Status::OK();
+    case AdmissionOptions::Kind::kProbability:
+      // Written as !(p > 0) so that NaN is rejected too.
+      if (!(admission.probability > 0.0) || !(admission.probability <= 1.0)) {
+        return Status::InvalidArgument("admission.probability must be in (0, 1], got ",
+                                       admission.probability);
+      }
+      return Status::OK();
+  }
+  return Status::InvalidArgument("admission.kind: unknown kind ", static_cast<int>(admission.kind));
 }
 
 Status ValidateTableOptions(const EmbeddingTableOptions& options) {
@@ -411,6 +555,10 @@ Status ValidateTableOptions(const EmbeddingTableOptions& options) {
   if (!std::isfinite(options.init_scale)) {
     return Status::InvalidArgument("init_scale must be finite, got ", options.init_scale);
   }
+  if (options.ttl_steps < 0) {
+    return Status::InvalidArgument("ttl_steps must be >= 0, got ", options.ttl_steps);
+  }
+  EMBER_RETURN_IF_ERROR(ValidateAdmissionOptions(options.admission));
   return ValidateSparseOptimizerOptions(options.optimizer);
 }
 

@@ -44,6 +44,10 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.sparse_optimizer.learning_rate > 0)) {
     return Status::InvalidArgument("--sparse_lr must be > 0, got ", o.sparse_optimizer.learning_rate);
   }
+  if (o.embedding_ttl_steps < 0) {
+    return Status::InvalidArgument("--embedding_ttl_steps must be >= 0, got ",
+                                   o.embedding_ttl_steps);
+  }
   if (!(o.dense_optimizer.learning_rate > 0)) {
     return Status::InvalidArgument("--dense_lr must be > 0, got ", o.dense_optimizer.learning_rate);
   }
@@ -57,6 +61,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   table_options.dim = options.embedding_dim;
   table_options.seed = options.seed;
   table_options.optimizer = options.sparse_optimizer;
+  table_options.admission = options.admission;
+  table_options.ttl_steps = options.embedding_ttl_steps;
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewMemoryTable(table_options));
   DlrmOptions model_options;
   model_options.num_dense = num_dense;
@@ -82,7 +88,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::Embeddi
 
 Trainer::~Trainer() = default;
 
-Status Trainer::Lookup(Step& step) {
+Status Trainer::Prepare(Step& step) {
   const io::Batch& batch = step.batch;
   const int64_t b = batch.size;
   const int dim = options_.embedding_dim;
@@ -104,7 +110,13 @@ Status Trainer::Lookup(Step& step) {
 }
 
 Status Trainer::Pull(Step& step) {
+  // The step stamps rows for TTL eviction and drives probabilistic admission.
+  table_->set_step(step.index);
   return table_->Pull(step.unique_keys, step.rows.data<float>());
+}
+
+Status Trainer::LookupRows(Step& step) {
+  return table_->Lookup(step.unique_keys, step.rows.data<float>());
 }
 
 Status Trainer::Forward(Step& step) {
@@ -139,12 +151,19 @@ Status Trainer::DenseTrain(Step& step) {
 }
 
 Status Trainer::Push(Step& step) {
-  return table_->Push(step.unique_keys, step.drows.data<float>());
+  EMBER_RETURN_IF_ERROR(table_->Push(step.unique_keys, step.drows.data<float>()));
+  const int64_t ttl = options_.embedding_ttl_steps;
+  if (ttl > 0 && (step.index + 1) % std::max<int64_t>(1, ttl / 2) == 0) {
+    const int64_t evicted = table_->EvictExpired();
+    VLOG(1) << "step " << step.index << ": evicted " << evicted << " rows unseen for " << ttl
+            << " steps";
+  }
+  return Status::OK();
 }
 
 std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
   return {
-      {"unique", [this](Step& s) { return Lookup(s); }},
+      {"unique", [this](Step& s) { return Prepare(s); }},
       {"pull", [this](Step& s) { return Pull(s); }},
       {"dense", [this](Step& s) { return DenseTrain(s); }},
       {"push", [this](Step& s) { return Push(s); }},
@@ -234,8 +253,8 @@ Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
     for (int64_t begin = 0; begin < data.size(); begin += options_.eval_batch_size) {
       const int64_t end = std::min(data.size(), begin + options_.eval_batch_size);
       data.GetBatch(begin, end, &step.batch);
-      status = Lookup(step);
-      if (status.ok()) status = Pull(step);
+      status = Prepare(step);
+      if (status.ok()) status = LookupRows(step);
       if (status.ok()) status = Forward(step);
       if (!status.ok()) return;
       Tensor probabilities = Tensor::Empty({end - begin});

@@ -35,6 +35,11 @@ struct TrainOptions {
   // Shuffle the training examples every epoch (seeded).
   bool shuffle = true;
   embedding::SparseOptimizerOptions sparse_optimizer;
+  // Which keys get an embedding row (default: every key on first sight).
+  embedding::AdmissionOptions admission;
+  // Rows not pulled for this many steps are evicted (checked every
+  // max(1, ttl_steps / 2) steps, so a row lives at most 1.5x this); 0: never.
+  int64_t embedding_ttl_steps = 0;
   ops::DenseOptimizerOptions dense_optimizer;
   // Examples per evaluation batch.
   int eval_batch_size = 4096;
@@ -84,11 +89,13 @@ class Trainer {
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
           std::unique_ptr<DlrmModel> model);
   std::vector<pipeline::Stage<Step>> TrainingStages();
-  Status Lookup(Step& step);
+  Status Prepare(Step& step);
   Status Pull(Step& step);
+  Status Push(Step& step);
+  // Reads rows for evaluation without changing the table.
+  Status LookupRows(Step& step);
   Status Forward(Step& step);
   Status DenseTrain(Step& step);
-  Status Push(Step& step);
 
   TrainOptions options_;
   std::unique_ptr<embedding::EmbeddingTable> table_;

@@ -26,6 +26,8 @@ bool IsPositive32(const char*, int32_t value) { return value > 0; }
 bool IsNonNegative64(const char*, int64_t value) { return value >= 0; }
 bool IsFraction(const char*, double value) { return value > 0 && value < 1; }
 bool IsRatio(const char*, double value) { return value >= 0 && value <= 1; }
+bool IsNonNegativeDouble(const char*, double value) { return value >= 0; }
+bool IsPositive64(const char*, int64_t value) { return value > 0; }
 }  // namespace
 
 DEFINE_string(train_data, "",
@@ -51,8 +53,29 @@ DEFINE_int32(epochs, 1, "Passes over the training data.");
 DEFINE_validator(epochs, &IsPositive32);
 DEFINE_int64(max_steps, 0, "Stop after this many training steps; 0 means no limit.");
 DEFINE_validator(max_steps, &IsNonNegative64);
-DEFINE_string(sparse_optimizer, "adagrad", "Embedding optimizer: sgd or adagrad.");
-DEFINE_double(sparse_lr, 0.05, "Embedding learning rate.");
+DEFINE_string(sparse_optimizer, "adagrad",
+              "Embedding optimizer: sgd, adagrad, adam (lazy: per-row step count) or ftrl "
+              "(FTRL-Proximal; --sparse_lr is its alpha).");
+DEFINE_double(sparse_lr, 0.05, "Embedding learning rate (FTRL: alpha).");
+DEFINE_double(ftrl_beta, 1.0, "FTRL-Proximal beta (learning-rate smoothing).");
+DEFINE_validator(ftrl_beta, &IsNonNegativeDouble);
+DEFINE_double(ftrl_l1, 0.0, "FTRL-Proximal L1 regularisation; > 0 makes rows sparse.");
+DEFINE_validator(ftrl_l1, &IsNonNegativeDouble);
+DEFINE_double(ftrl_l2, 0.0, "FTRL-Proximal L2 regularisation.");
+DEFINE_validator(ftrl_l2, &IsNonNegativeDouble);
+DEFINE_string(admission, "none",
+              "Which keys get an embedding row: none (every key on first sight), frequency "
+              "(after --admission_min_count pulls, counted in a count-min sketch) or "
+              "probability (each pull admits with --admission_probability). A key not yet "
+              "admitted reads as zeros and its gradient is dropped.");
+DEFINE_int64(admission_min_count, 2, "With --admission=frequency: pulls before a row is made.");
+DEFINE_validator(admission_min_count, &IsPositive64);
+DEFINE_double(admission_probability, 0.5,
+              "With --admission=probability: chance that a pull of a new key admits it.");
+DEFINE_validator(admission_probability, &IsRatio);
+DEFINE_int64(embedding_ttl_steps, 0,
+             "Evict embedding rows not pulled for this many steps; 0 keeps every row.");
+DEFINE_validator(embedding_ttl_steps, &IsNonNegative64);
 DEFINE_string(dense_optimizer, "adam", "Dense optimizer: sgd, adagrad or adam.");
 DEFINE_double(dense_lr, 0.001, "Dense learning rate.");
 DEFINE_bool(shuffle, true, "Shuffle the training examples every epoch (seeded by --seed).");
@@ -106,6 +129,23 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   EMBER_ASSIGN_OR_RETURN(options.sparse_optimizer.type,
                          embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer));
   options.sparse_optimizer.learning_rate = static_cast<float>(FLAGS_sparse_lr);
+  options.sparse_optimizer.ftrl_beta = static_cast<float>(FLAGS_ftrl_beta);
+  options.sparse_optimizer.l1 = static_cast<float>(FLAGS_ftrl_l1);
+  options.sparse_optimizer.l2 = static_cast<float>(FLAGS_ftrl_l2);
+  using Admission = embedding::AdmissionOptions::Kind;
+  if (FLAGS_admission == "none") {
+    options.admission.kind = Admission::kNone;
+  } else if (FLAGS_admission == "frequency") {
+    options.admission.kind = Admission::kFrequency;
+  } else if (FLAGS_admission == "probability") {
+    options.admission.kind = Admission::kProbability;
+  } else {
+    return Status::InvalidArgument("--admission=", FLAGS_admission,
+                                   " is not known; use none, frequency or probability");
+  }
+  options.admission.min_count = FLAGS_admission_min_count;
+  options.admission.probability = FLAGS_admission_probability;
+  options.embedding_ttl_steps = FLAGS_embedding_ttl_steps;
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
                          ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);

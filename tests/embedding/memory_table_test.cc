@@ -16,6 +16,7 @@
 #include "embedding/embedding_table.h"
 #include "embedding/row_init.h"
 #include "embedding/sparse_optimizer.h"
+#include "tests/embedding/optimizer_reference.h"
 
 namespace ember::embedding {
 
@@ -179,34 +180,30 @@ TEST_P(MemoryTablePushTest, StepsMatchTheFormulaInDouble) {
   EXPECT_EQ(std::vector<float>(init.begin(), init.begin() + 1500 * dim),
             PullAll(*table, std::vector<Key>(keys.begin(), keys.begin() + 1500)));
 
-  std::vector<double> ref_w(init.begin(), init.end());
-  std::vector<double> ref_acc(init.size(), options.optimizer.initial_accumulator);
-  const double lr = options.optimizer.learning_rate;
-  const double eps = options.optimizer.epsilon;
+  std::vector<ReferenceRow> ref;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ref.emplace_back(options.optimizer, &init[i * dim], dim);
+  }
   RandomStream random(9);
   std::vector<float> grads(keys.size() * dim);
   for (int step = 0; step < 6; ++step) {
     for (float& g : grads) g = static_cast<float>(random.Uniform(-1.0, 1.0));
     ASSERT_TRUE(table->Push(keys, grads.data()).ok());
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const double g = grads[i];
-      if (GetParam() == SparseOptimizer::kSgd) {
-        ref_w[i] -= lr * g;
-      } else {
-        ref_acc[i] += g * g;
-        ref_w[i] -= lr * g / (std::sqrt(ref_acc[i]) + eps);
-      }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ReferenceStep(options.optimizer, &grads[i * dim], ref[i]);
     }
   }
   const std::vector<float> rows = PullAll(*table, keys);
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_NEAR(ref_w[i], rows[i], 1e-6 * std::max(1.0, std::abs(ref_w[i]))) << i;
+    const double expected = ref[i / dim].w[i % dim];
+    ASSERT_NEAR(expected, rows[i], 1e-6 * std::max(1.0, std::abs(expected))) << i;
   }
   EXPECT_EQ(static_cast<int64_t>(keys.size()), table->num_rows());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptimizers, MemoryTablePushTest,
-                         ::testing::Values(SparseOptimizer::kSgd, SparseOptimizer::kAdagrad),
+                         ::testing::Values(SparseOptimizer::kSgd, SparseOptimizer::kAdagrad,
+                                           SparseOptimizer::kAdam, SparseOptimizer::kFtrl),
                          [](const auto& info) { return SparseOptimizerName(info.param); });
 
 // A few training steps on `keys`: pull, a gradient that depends on the pulled
@@ -304,6 +301,35 @@ TEST(MemoryTableTest, InvalidOptionsAreRejectedNamingTheField) {
       {[](EmbeddingTableOptions& o) { o.optimizer.learning_rate = -0.1f; }, "learning_rate"},
       {[](EmbeddingTableOptions& o) { o.optimizer.initial_accumulator = -1.0f; },
        "initial_accumulator"},
+      {[](EmbeddingTableOptions& o) { o.optimizer.beta2 = 1.0f; }, "beta2"},
+      {[](EmbeddingTableOptions& o) { o.ttl_steps = -1; }, "ttl_steps"},
+      {[](EmbeddingTableOptions& o) {
+         o.admission.kind = AdmissionOptions::Kind::kFrequency;
+         o.admission.min_count = 0;
+       },
+       "min_count"},
+      {[](EmbeddingTableOptions& o) {
+         o.admission.kind = AdmissionOptions::Kind::kFrequency;
+         o.admission.sketch_width = 0;
+       },
+       "sketch_width"},
+      {[](EmbeddingTableOptions& o) {
+         o.admission.kind = AdmissionOptions::Kind::kFrequency;
+         o.admission.sketch_depth = 17;
+       },
+       "sketch_depth"},
+      {[](EmbeddingTableOptions& o) {
+         o.admission.kind = AdmissionOptions::Kind::kProbability;
+         o.admission.probability = 0.0;
+       },
+       "probability"},
+      {[](EmbeddingTableOptions& o) {
+         o.admission.kind = AdmissionOptions::Kind::kProbability;
+         o.admission.probability = std::nan("");
+       },
+       "probability"},
+      {[](EmbeddingTableOptions& o) { o.admission.kind = static_cast<AdmissionOptions::Kind>(9); },
+       "admission.kind"},
   };
   for (const Case& c : cases) {
     EmbeddingTableOptions options;

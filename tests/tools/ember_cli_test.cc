@@ -115,7 +115,8 @@ TEST_F(EmberCliTest, MalformedLineWithBadLinesFailExitsTwoNamingFileAndLine) {
 TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   for (const std::string& flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
-        "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0"}) {
+        "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0",
+        "--admission=sometimes"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);
@@ -134,6 +135,7 @@ TEST_F(EmberCliTest, BadCommandLineExitsOne) {
   EXPECT_EQ(1, Ember("frobnicate").exit_code);
   EXPECT_EQ(1, Ember("train --no_such_flag=3").exit_code);
   EXPECT_EQ(1, Ember("train --batch_size=0").exit_code);
+  EXPECT_EQ(1, Ember("train --ftrl_l1=-1").exit_code);
   EXPECT_EQ(1, Ember("").exit_code);
 }
 

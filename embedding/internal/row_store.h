@@ -1,0 +1,127 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "embedding/embedding_table.h"
+
+// The storage of one shard of the in-memory table: an index from key to slot
+// and an arena of fixed-size rows addressed by slot.
+
+namespace ember::embedding {
+
+// key -> slot, open addressing with linear probing. An entry is empty when its
+// slot is negative, so every 64-bit key (0 and ~0 included) can be stored.
+// `hash` is always Mix64(key); the bucket of a key is the top bits of it (the
+// shard was chosen by hash % num_shards, whose low bits are the same for every
+// key of a shard). Deletion is by backward shift (Knuth, TAOCP vol. 3,
+// 6.4 Algorithm R): no tombstones, so probe lengths after many deletions are
+// those of a table that never held the deleted keys.
+// Thread safety: none; the owner serialises access.
+class KeyIndex {
+ public:
+  KeyIndex();
+
+  int64_t size() const { return size_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t bytes() const { return capacity_ * static_cast<int64_t>(sizeof(Entry)); }
+
+  void Prefetch(uint64_t hash) const { __builtin_prefetch(&entries_[Bucket(hash)]); }
+
+  // Returns the slot of `key`, or -1 if it is absent.
+  int64_t Find(Key key, uint64_t hash) const {
+    for (uint64_t i = Bucket(hash);; i = (i + 1) & mask_) {
+      const Entry& entry = entries_[i];
+      if (entry.slot < 0) return -1;
+      if (entry.key == key) return entry.slot;
+    }
+  }
+
+  // Grows (rehashes) if one more key would pass the load limit. May throw
+  // std::bad_alloc, leaving the index as it was.
+  void ReserveOneMore() {
+    if (size_ + 1 > grow_at_) Rehash(capacity_ * 2);
+  }
+
+  // Adds `key` -> `slot`. Never allocates.
+  // REQUIRES: key is absent; ReserveOneMore() was called since the last Insert.
+  void Insert(Key key, uint64_t hash, int64_t slot);
+
+  // Points the present `key` at `slot`. REQUIRES: key is present.
+  void SetSlot(Key key, uint64_t hash, int64_t slot);
+
+  // Removes `key`; returns its slot, or -1 if it was absent. Never allocates.
+  int64_t Erase(Key key, uint64_t hash);
+
+  // Rehashes into a smaller array when under 1/8 full, so that memory follows
+  // the number of keys down after evictions. Keeps the index as it is if the
+  // smaller array cannot be allocated.
+  void ShrinkIfSparse();
+
+ private:
+  struct Entry {
+    Key key;
+    int64_t slot;  // < 0: empty
+  };
+
+  uint64_t Bucket(uint64_t hash) const { return hash >> shift_; }
+  // The position of `key`'s entry, or -1.
+  int64_t Position(Key key, uint64_t hash) const;
+  void Allocate(int64_t capacity);
+  void Rehash(int64_t capacity);
+
+  std::unique_ptr<Entry[]> entries_;
+  int64_t capacity_ = 0;
+  uint64_t mask_ = 0;
+  int shift_ = 64;
+  int64_t size_ = 0;
+  int64_t grow_at_ = 0;
+};
+
+// Rows of row_floats floats, addressed by slot in [0, size()), in chunks that
+// never move. Rows are removed by moving the last row into the hole, so slots
+// stay dense and emptied chunks are freed.
+// Thread safety: none; the owner serialises access.
+class RowArena {
+ public:
+  // `chunk_bytes`: target bytes per chunk (at least one row per chunk).
+  RowArena(int64_t row_floats, int64_t chunk_bytes);
+
+  int64_t size() const { return size_; }
+  int64_t bytes() const {
+    return static_cast<int64_t>(chunks_.size()) * ChunkFloats() * 4 +
+           static_cast<int64_t>(chunks_.capacity() * sizeof(chunks_[0]));
+  }
+
+  float* row(int64_t slot) const {
+    return chunks_[slot >> chunk_shift_].get() + (slot & chunk_mask_) * row_floats_;
+  }
+
+  // Makes room for one more row. May throw std::bad_alloc, leaving the arena
+  // as it was.
+  void ReserveOneMore() {
+    if (size_ < static_cast<int64_t>(chunks_.size()) << chunk_shift_) return;
+    chunks_.push_back(std::make_unique_for_overwrite<float[]>(ChunkFloats()));
+  }
+
+  // Returns the slot of a new, uninitialised row. REQUIRES: ReserveOneMore()
+  // was called since the last Append.
+  int64_t Append() { return size_++; }
+
+  // Removes the last row; frees chunks left empty, keeping one spare so that
+  // a row added and removed at a chunk boundary does not allocate each time.
+  // REQUIRES: size() > 0.
+  void RemoveLast();
+
+ private:
+  int64_t ChunkFloats() const { return (int64_t{1} << chunk_shift_) * row_floats_; }
+
+  int64_t row_floats_;
+  int chunk_shift_ = 0;
+  int64_t chunk_mask_ = 0;
+  std::vector<std::unique_ptr<float[]>> chunks_;
+  int64_t size_ = 0;
+};
+
+}  // namespace ember::embedding

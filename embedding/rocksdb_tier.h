@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "embedding/tier.h"
+
+namespace ember::embedding {
+
+struct RocksDbTierOptions {
+  // Directory of the database. Required.
+  std::string path;
+  // Bytes per row. Required; must match the row size the database was created
+  // with.
+  int64_t row_bytes = 0;
+  // LRU cache of data, index and filter blocks: the tier's main use of memory
+  // besides the write buffers. Default: 256 MiB.
+  int64_t block_cache_bytes = int64_t{256} << 20;
+  // Rows buffered in memory (per memtable, at most two) before they are
+  // written to a file. Default: 64 MiB.
+  int64_t write_buffer_bytes = int64_t{64} << 20;
+  // Threads for flushes and compactions. Default: 4.
+  int max_background_jobs = 4;
+  // Create the database, and the directories of `path`, if `path` holds none.
+  // Default: true.
+  bool create_if_missing = true;
+  // Fail with IOError if `path` already holds a database. Default: false.
+  bool error_if_exists = false;
+  // Log each write before applying it, so that writes since the last Flush()
+  // survive a crash. Default: false. The disk tier is rebuilt from the last
+  // checkpoint after a crash (which calls Flush()), so the log would only save
+  // rows that training then discards; without it a Put costs a memtable insert.
+  bool use_write_ahead_log = false;
+};
+
+// Opens (or creates) a disk tier backed by RocksDB at options.path. Rows are
+// read with batched MultiGet and written with one WriteBatch per call; see the
+// .cc for how the database is tuned for point lookups of fixed-size rows.
+// The database records its row size: opening it with another row_bytes fails
+// with InvalidArgument, as does a directory holding a database that is not a
+// tier, or invalid options (row_bytes, block_cache_bytes < 0,
+// write_buffer_bytes < 1 MiB, max_background_jobs < 1). Returns IOError naming
+// the path and the operation when RocksDB fails (a missing database without
+// create_if_missing, an unwritable path, a lock held by another process), and
+// DataLoss when RocksDB reports corruption.
+// Every RocksDB failure of the tier's methods becomes IOError (DataLoss for
+// corruption or a stored row of the wrong size), naming the path and the
+// operation. Destroying the tier closes the database (flushing buffered rows on
+// a best-effort basis; errors are logged); only Flush() promises durability.
+// The directory stays on disk: removing it is the caller's business.
+Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options);
+
+// Deletes the database at `path` (its files and, if then empty, the
+// directory). OK if there is no database there. The tier must be closed.
+// Returns IOError naming the path on failure.
+Status DestroyRocksDbTier(const std::string& path);
+
+}  // namespace ember::embedding

@@ -1,0 +1,227 @@
+// What the RocksDB tier adds to the Tier contract (tier_contract_test.cc):
+// persistence, options, and the errors of opening and of damaged databases.
+
+#include "embedding/rocksdb_tier.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "embedding/tier.h"
+#include "tests/embedding/tier_test_rows.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ember::embedding {
+namespace {
+
+using test::AllIndices;
+using test::FirstWrongRow;
+using test::RowsOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kRowBytes = 64;
+
+class RocksDbTierTest : public test::TempDirTest {
+ protected:
+  RocksDbTierOptions Options(const std::string& name = "db") const {
+    RocksDbTierOptions options;
+    options.path = Path(name);
+    options.row_bytes = kRowBytes;
+    options.block_cache_bytes = int64_t{8} << 20;
+    options.write_buffer_bytes = int64_t{2} << 20;
+    return options;
+  }
+
+  std::unique_ptr<Tier> Open(const RocksDbTierOptions& options) {
+    Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+    EXPECT_TRUE(tier.ok()) << tier.status();
+    return tier.ok() ? std::move(tier).value() : nullptr;
+  }
+
+  // Writes `value` under `key` straight into the rows of the tier at `path`,
+  // bypassing the tier's checks, as a damaged disk might.
+  void ForgeRow(const std::string& path, Key key, const std::string& value) {
+    rocksdb::DBOptions db_options;
+    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {"ember_meta", rocksdb::ColumnFamilyOptions()}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(db_options, path, families, &handles, &db).ok());
+    std::string encoded(8, '\0');
+    for (int i = 7; i >= 0; --i, key >>= 8) encoded[i] = static_cast<char>(key & 0xff);
+    EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], encoded, value).ok());
+    for (rocksdb::ColumnFamilyHandle* handle : handles) {
+      EXPECT_TRUE(db->DestroyColumnFamilyHandle(handle).ok());
+    }
+    EXPECT_TRUE(db->Close().ok());
+    delete db;
+  }
+};
+
+TEST_F(RocksDbTierTest, AReopenedTierHoldsTheRowsFlushedBeforeClosing) {
+  const std::vector<Key> keys = test::SpreadKeys(20000, 1);
+  {
+    std::unique_ptr<Tier> tier = Open(Options());
+    ASSERT_NE(tier, nullptr);
+    std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
+    ASSERT_TRUE(tier->Delete({keys[0]}).ok());
+    std::vector<char> newer = RowsOf({keys[1]}, 2, kRowBytes);
+    ASSERT_TRUE(tier->Put({keys[1]}, newer.data()).ok());
+    Status status = tier->Flush();
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  std::unique_ptr<Tier> tier = Open(Options());
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(keys.size() * kRowBytes);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(tier->Get(keys, out.data(), &missing).ok());
+  EXPECT_EQ(std::vector<int64_t>{0}, missing);
+  std::vector<int64_t> rest = AllIndices(keys.size());
+  rest.erase(rest.begin(), rest.begin() + 2);
+  EXPECT_EQ(-1, FirstWrongRow(keys, rest, out, 1, kRowBytes));
+  EXPECT_EQ(-1, FirstWrongRow(keys, {1}, out, 2, kRowBytes));
+}
+
+TEST_F(RocksDbTierTest, ReopeningWithAnotherRowSizeIsInvalidArgument) {
+  ASSERT_NE(Open(Options()), nullptr);
+  RocksDbTierOptions options = Options();
+  options.row_bytes = 32;
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, tier.status().code()) << tier.status();
+  EXPECT_THAT(tier.status().message(), HasSubstr("rows of 64 bytes"));
+  EXPECT_THAT(tier.status().message(), HasSubstr(options.path));
+}
+
+TEST_F(RocksDbTierTest, OpeningUnderARegularFileIsIOErrorNamingThePath) {
+  std::ofstream(Path("file")) << "not a directory";
+  RocksDbTierOptions options = Options("file/db");
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kIOError, tier.status().code()) << tier.status();
+  EXPECT_THAT(tier.status().message(), HasSubstr(options.path));
+}
+
+TEST_F(RocksDbTierTest, OpeningAMissingDatabaseWithoutCreateIfMissingIsIOError) {
+  RocksDbTierOptions options = Options();
+  options.create_if_missing = false;
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kIOError, tier.status().code()) << tier.status();
+  EXPECT_FALSE(std::filesystem::exists(options.path));
+}
+
+TEST_F(RocksDbTierTest, OpeningATierThatIsOpenIsIOError) {
+  std::unique_ptr<Tier> first = Open(Options());
+  ASSERT_NE(first, nullptr);
+  Result<std::unique_ptr<Tier>> second = NewRocksDbTier(Options());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(StatusCode::kIOError, second.status().code()) << second.status();
+}
+
+TEST_F(RocksDbTierTest, ErrorIfExistsRefusesAnExistingTier) {
+  ASSERT_NE(Open(Options()), nullptr);
+  RocksDbTierOptions options = Options();
+  options.error_if_exists = true;
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kIOError, tier.status().code()) << tier.status();
+}
+
+TEST_F(RocksDbTierTest, ADatabaseThatIsNotATierIsInvalidArgument) {
+  rocksdb::Options plain;
+  plain.create_if_missing = true;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(plain, Path("plain"), &db).ok());
+  delete db;
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(Options("plain"));
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, tier.status().code()) << tier.status();
+  EXPECT_THAT(tier.status().message(), HasSubstr("not an Ember tier"));
+}
+
+TEST_F(RocksDbTierTest, AStoredRowOfTheWrongSizeIsDataLoss) {
+  {
+    std::unique_ptr<Tier> tier = Open(Options());
+    ASSERT_NE(tier, nullptr);
+    std::vector<char> rows = RowsOf({1, 3}, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put({1, 3}, rows.data()).ok());
+  }
+  ForgeRow(Path("db"), 2, "short");
+  std::unique_ptr<Tier> tier = Open(Options());
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(3 * kRowBytes);
+  std::vector<int64_t> missing;
+  Status get = tier->Get({1, 2, 3}, out.data(), &missing);
+  EXPECT_EQ(StatusCode::kDataLoss, get.code()) << get;
+  EXPECT_THAT(get.message(), HasSubstr("row of key 2 has 5 bytes, expected 64"));
+  Status scan = tier->Scan([](Key, const char*) { return Status::OK(); });
+  EXPECT_EQ(StatusCode::kDataLoss, scan.code()) << scan;
+  EXPECT_TRUE(tier->Get({1, 3}, out.data(), &missing).ok()) << "other rows stay readable";
+}
+
+TEST_F(RocksDbTierTest, RefusesInvalidOptionsNamingTheField) {
+  struct Case {
+    const char* field;
+    void (*change)(RocksDbTierOptions*);
+  };
+  const Case cases[] = {
+      {"path", [](RocksDbTierOptions* o) { o->path.clear(); }},
+      {"row_bytes", [](RocksDbTierOptions* o) { o->row_bytes = 0; }},
+      {"block_cache_bytes", [](RocksDbTierOptions* o) { o->block_cache_bytes = 1000; }},
+      {"write_buffer_bytes", [](RocksDbTierOptions* o) { o->write_buffer_bytes = 0; }},
+      {"max_background_jobs", [](RocksDbTierOptions* o) { o->max_background_jobs = 0; }},
+  };
+  for (const Case& c : cases) {
+    RocksDbTierOptions options = Options();
+    c.change(&options);
+    Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+    ASSERT_FALSE(tier.ok()) << c.field;
+    EXPECT_EQ(StatusCode::kInvalidArgument, tier.status().code()) << tier.status();
+    EXPECT_THAT(tier.status().message(), HasSubstr(c.field));
+  }
+}
+
+TEST_F(RocksDbTierTest, DestroyRemovesAClosedTierAndAcceptsAMissingOne) {
+  ASSERT_NE(Open(Options()), nullptr);
+  ASSERT_TRUE(std::filesystem::exists(Path("db")));
+  Status status = DestroyRocksDbTier(Path("db"));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(std::filesystem::exists(Path("db")));
+  status = DestroyRocksDbTier(Path("never_made"));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_F(RocksDbTierTest, ATierWithTheWriteAheadLogReopensWithItsRows) {
+  RocksDbTierOptions options = Options();
+  options.use_write_ahead_log = true;
+  {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    std::vector<char> rows = RowsOf({9}, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put({9}, rows.data()).ok());
+  }
+  std::unique_ptr<Tier> tier = Open(options);
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(kRowBytes);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(tier->Get({9}, out.data(), &missing).ok());
+  EXPECT_THAT(missing, IsEmpty());
+  EXPECT_EQ(-1, FirstWrongRow({9}, {0}, out, 1, kRowBytes));
+}
+
+}  // namespace
+}  // namespace ember::embedding
