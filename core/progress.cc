@@ -24,15 +24,25 @@ double ProgressReporter::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+bool ProgressReporter::Due() {
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_print_).count();
+  if (since < (terminal_ ? 0.25 : log_interval_seconds_)) return false;
+  last_print_ = now;
+  return true;
+}
+
 void ProgressReporter::Update(int64_t done, const std::string& detail) {
   done_ = done;
   detail_ = detail;
-  const auto now = std::chrono::steady_clock::now();
-  const double since = std::chrono::duration<double>(now - last_print_).count();
-  if (since >= (terminal_ ? 0.25 : log_interval_seconds_)) {
-    last_print_ = now;
-    Print(false);
-  }
+  if (Due()) Print(false);
+}
+
+void ProgressReporter::Update(int64_t done, const std::function<std::string()>& detail) {
+  done_ = done;
+  if (!Due()) return;
+  detail_ = detail();
+  Print(false);
 }
 
 void ProgressReporter::Finish(const std::string& detail) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ember {
@@ -19,6 +20,9 @@ class ProgressReporter {
   // (e.g. "loss 0.4512"). Cheap when called often: prints at most 4 times a
   // second on a terminal.
   void Update(int64_t done, const std::string& detail = "");
+  // As above, with the detail computed only when a line is printed (for
+  // details that cost something to gather).
+  void Update(int64_t done, const std::function<std::string()>& detail);
   // Prints the final line.
   void Finish(const std::string& detail = "");
 
@@ -26,6 +30,7 @@ class ProgressReporter {
 
  private:
   void Print(bool final_line);
+  bool Due();
 
   std::string label_;
   int64_t total_;

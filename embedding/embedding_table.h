@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +89,16 @@ struct TableStats {
   int64_t dropped_gradients = 0;
   // Rows removed by EvictExpired.
   int64_t evicted_rows = 0;
+
+  // Tiers (all zero without a disk tier).
+  int64_t memory_rows = 0;       // Rows held in the memory tier.
+  int64_t disk_rows = 0;         // Rows held only in the disk tier (approximate).
+  int64_t memory_hits = 0;       // Pulled/pushed keys found in memory.
+  int64_t disk_hits = 0;         // ... read back from the disk tier.
+  int64_t prefetched_rows = 0;   // Rows Prefetch() brought into memory.
+  int64_t spilled_rows = 0;      // Rows written back to disk to stay within budget.
+  int64_t disk_reads = 0;        // Rows read from the disk tier, in total.
+  int64_t disk_writes = 0;       // Rows written to the disk tier, in total.
 };
 
 // Bookkeeping of one row, next to its weights and optimizer state.
@@ -117,7 +128,25 @@ struct EmbeddingTableOptions {
   // EvictExpired() removes rows not pulled for more than ttl_steps steps;
   // 0 keeps rows forever. Default: 0.
   int64_t ttl_steps = 0;
+
+  // Bytes the memory tier may hold, counting everything it keeps (vectors,
+  // optimizer state, metadata, index, eviction bookkeeping). Rows beyond it
+  // are written back to a RocksDB tier in `disk_path`. 0: no limit and no
+  // disk tier (the default).
+  int64_t memory_budget_bytes = 0;
+  enum class EvictionPolicy { kLru, kLfu };
+  // Which rows leave memory first when over budget.
+  EvictionPolicy eviction_policy = EvictionPolicy::kLru;
+  // Directory of the disk tier; required when memory_budget_bytes > 0. The
+  // table creates it and does not remove it.
+  std::string disk_path;
+  // RocksDB block cache of the disk tier. Default: 64 MiB.
+  int64_t disk_block_cache_bytes = int64_t{64} << 20;
 };
+
+// Receives one stored row: its key and row_floats() floats (weights, then
+// optimizer state, then metadata), valid only during the call.
+using RowVisitor = std::function<Status(Key key, const float* row)>;
 
 // An unbounded in-memory embedding table: 64-bit key -> row (vector,
 // optimizer state and RowMeta). A row is created the first time its key is
@@ -185,6 +214,34 @@ class EmbeddingTable {
   virtual int64_t memory_bytes() const = 0;
   // A consistent view of each shard; shards are read one after another.
   virtual TableStats stats() const = 0;
+
+  // --- Tiers --------------------------------------------------------------
+  // Starts loading the rows of `keys` that live in the disk tier into memory,
+  // in the background, so that a later Pull finds them there. Changes no
+  // value and no metadata; a no-op without a disk tier. Errors surface in
+  // the next Pull or Push.
+  virtual void Prefetch(const std::vector<Key>& keys) = 0;
+
+  // --- Snapshots (used by embedding/checkpoint.h) ---------------------------
+  // REQUIRES for all of these: no concurrent Pull, Push or Prefetch.
+  //
+  // Floats of one stored row: dim weights, the optimizer state, metadata.
+  virtual int64_t row_floats() const = 0;
+  // Visits every row of every tier once, in no particular order.
+  virtual Status Scan(const RowVisitor& visit) = 0;
+  // Copies the stored rows of `keys` into `rows` (keys.size() x row_floats());
+  // the indices of keys without a row go to `missing` (their rows are left
+  // untouched).
+  virtual Status ReadRows(const std::vector<Key>& keys, float* rows,
+                          std::vector<int64_t>* missing) = 0;
+  // Inserts or overwrites whole rows as Scan/ReadRows give them.
+  virtual Status WriteRows(const std::vector<Key>& keys, const float* rows) = 0;
+  // Removes the rows of `keys` (absent keys are ignored).
+  virtual Status EraseRows(const std::vector<Key>& keys) = 0;
+  // Keys whose row was created or changed (by Push, WriteRows, or a Pull
+  // that created it), and keys whose row was removed (TTL, EraseRows), since
+  // the previous call; clears both sets. Both are sorted and disjoint.
+  virtual void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) = 0;
 };
 
 // An in-memory table. Fails with InvalidArgument naming the field on invalid
@@ -194,6 +251,16 @@ class EmbeddingTable {
 // (embedding/sparse_optimizer.h) rejects (learning_rate <= 0, ...).
 // Its Pull and Push return ResourceExhausted if memory runs out while rows
 // are created; rows created before that stay valid.
+// memory_budget_bytes must be 0: a table with a disk tier is made by
+// NewEmbeddingTable.
 Result<std::unique_ptr<EmbeddingTable>> NewMemoryTable(const EmbeddingTableOptions& options);
+
+// The table `options` describe: in memory when memory_budget_bytes is 0,
+// otherwise a memory tier of that budget in front of a RocksDB tier at
+// disk_path (see embedding/tiered_table.h). Fails with InvalidArgument as
+// NewMemoryTable does, and when memory_budget_bytes < 0, when it is > 0
+// without a disk_path, or when it is below one row per shard (the message
+// names the minimum); with IOError if the disk tier cannot be opened.
+Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOptions& options);
 
 }  // namespace ember::embedding

@@ -1,23 +1,13 @@
-// NewMemoryTable: the in-memory EmbeddingTable.
-//
-// Keys are spread over shards by Mix64(key) % num_shards. A shard is a mutex,
-// a flat open-addressing index (key -> slot, linear probing), an arena of
-// rows in fixed-size chunks, so that growing never moves a row, and, with
-// frequency admission, its own count-min sketch (the shard's keys are the
-// only ones it counts, and it is updated under the shard's lock in batch
-// order, so its counts do not depend on thread count). A row is
-//
-//   [dim weights][optimizer state][key: 2][last_seen_step: 2][frequency: 1]
-//
-// floats, the last three bit-copied integers (RowMeta): metadata lives in
-// the row, whose cache line Pull touches anyway, and the key lets eviction
-// walk the arena and move rows. Eviction fills each hole with the shard's
-// last row, so slots stay dense and emptied chunks are freed.
+// NewMemoryTable and NewEmbeddingTable: Pull, Push, Lookup, TTL eviction,
+// statistics and the factories of internal::MemoryTable (see
+// embedding/internal/memory_table.h for the layout).
 //
 // A batch is grouped by shard in one counting-sort pass; then each shard,
 // under its own lock taken once per batch, resolves its keys to rows (the
-// index lookups prefetched a few keys ahead) and copies or updates them (the
-// rows prefetched a few keys ahead). Shards run in parallel in the caller's
+// index lookups prefetched a few keys ahead; with a disk tier, the keys not
+// in memory are read with one batched Get) and copies or updates them (the
+// rows prefetched a few keys ahead); with a disk tier it then spills its
+// coldest rows if it is over budget. Shards run in parallel in the caller's
 // arena; there is no table-wide lock.
 
 #include <algorithm>
@@ -36,12 +26,14 @@
 #include "core/status.h"
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
-#include "embedding/internal/count_min_sketch.h"
-#include "embedding/internal/row_store.h"
+#include "embedding/internal/memory_table.h"
+#include "embedding/rocksdb_tier.h"
 #include "embedding/row_init.h"
 #include "embedding/sparse_optimizer.h"
+#include "embedding/tiered_table.h"
 
 namespace ember::embedding {
+namespace internal {
 namespace {
 
 // Upper bound on num_shards: beyond it a shard holds too little to be worth a
@@ -51,40 +43,19 @@ constexpr int kMaxShards = 1 << 16;
 constexpr int kMaxDim = 1 << 20;
 // Target bytes of one chunk of the row arena.
 constexpr int64_t kChunkBytes = int64_t{64} << 10;
+// With a budget, chunks are at most this fraction of a shard's budget, so
+// that the arena's granularity (and its one spare chunk) costs little of it.
+constexpr int64_t kChunksPerShardBudget = 16;
 // Keys looked ahead when prefetching index buckets and rows.
 constexpr int64_t kPrefetchDistance = 16;
-// Below this many keys a batch runs on the calling thread: scheduling tasks
-// for mostly empty shards costs more than it saves.
-constexpr int64_t kMinKeysForParallel = 2048;
-// Floats of RowMeta at the end of a row: key (2), last_seen_step (2),
-// frequency (1).
-constexpr int64_t kMetaFloats = 5;
+// Floats after the stored row: the change epoch.
+constexpr int64_t kEpochFloats = 1;
+// Entries of an empty KeyIndex (row_store.cc's kMinIndexCapacity).
+constexpr int64_t kMinIndexBytes = 16 * 16;
 // Salts that keep the admission hashes independent of row initialisation.
 constexpr uint64_t kSketchSalt = 0x5ce7c4a3b1d2e9f1ULL;
 constexpr uint64_t kProbabilitySalt = 0x9a1b7e3cd4f20865ULL;
-
-// The RowMeta of a row, at `meta` = row + dim + state floats. Bit-copied so
-// that no float arithmetic ever touches the integers.
-struct StoredMeta {
-  Key key;
-  int64_t last_seen_step;
-  uint32_t frequency;
-};
-static_assert(sizeof(Key) + sizeof(int64_t) + sizeof(uint32_t) == kMetaFloats * sizeof(float));
-
-StoredMeta ReadMeta(const float* meta) {
-  StoredMeta m;
-  std::memcpy(&m.key, meta, sizeof(m.key));
-  std::memcpy(&m.last_seen_step, meta + 2, sizeof(m.last_seen_step));
-  std::memcpy(&m.frequency, meta + 4, sizeof(m.frequency));
-  return m;
-}
-
-void WriteMeta(const StoredMeta& m, float* meta) {
-  std::memcpy(meta, &m.key, sizeof(m.key));
-  std::memcpy(meta + 2, &m.last_seen_step, sizeof(m.last_seen_step));
-  std::memcpy(meta + 4, &m.frequency, sizeof(m.frequency));
-}
+constexpr uint64_t kPolicySalt = 0x3c6ef372fe94f82bULL;
 
 // Records a Pull at `step`: frequency + 1 (saturating), last seen = step.
 void TouchMeta(int64_t step, float* meta) {
@@ -95,123 +66,90 @@ void TouchMeta(int64_t step, float* meta) {
   std::memcpy(meta + 4, &frequency, sizeof(frequency));
 }
 
-// Thread safety: fields are guarded by mu. Aligned so that neighbouring
-// shards' mutexes do not share a cache line.
-struct alignas(64) Shard {
-  Shard(int64_t row_floats, std::unique_ptr<CountMinSketch> sketch)
-      : rows(row_floats, kChunkBytes), sketch(std::move(sketch)) {}
+EvictionPolicy::Kind PolicyKind(const EmbeddingTableOptions& options, bool tiered) {
+  if (!tiered) return EvictionPolicy::Kind::kNone;
+  return options.eviction_policy == EmbeddingTableOptions::EvictionPolicy::kLfu
+             ? EvictionPolicy::Kind::kLfu
+             : EvictionPolicy::Kind::kLru;
+}
 
-  mutable Mutex mu;
-  KeyIndex index GUARDED_BY(mu);
-  RowArena rows GUARDED_BY(mu);
-  // Pulls of keys without a row; null unless admission is kFrequency.
-  std::unique_ptr<CountMinSketch> sketch PT_GUARDED_BY(mu);
-  int64_t admitted GUARDED_BY(mu) = 0;
-  int64_t rejected GUARDED_BY(mu) = 0;
-  int64_t dropped GUARDED_BY(mu) = 0;
-  int64_t evicted GUARDED_BY(mu) = 0;
-};
+int64_t StoredRowFloats(const EmbeddingTableOptions& options) {
+  return options.dim + StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
+}
 
-// One batch's keys grouped by shard: the keys of shard s, their hashes and
-// their positions in the caller's arrays are at [begin[s], begin[s + 1]).
-// `rows` receives the resolved row of each grouped key (null: not admitted).
-struct BatchScratch {
-  std::vector<int64_t> begin;
-  std::vector<uint32_t> shard_of;
-  std::vector<Key> keys;
-  std::vector<uint64_t> hashes;
-  std::vector<int64_t> positions;
-  std::vector<float*> rows;
-};
+int64_t SketchBytesPerShard(const EmbeddingTableOptions& options) {
+  const AdmissionOptions& admission = options.admission;
+  if (admission.kind != AdmissionOptions::Kind::kFrequency) return 0;
+  const int64_t width = (admission.sketch_width + options.num_shards - 1) / options.num_shards;
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(width))) *
+         admission.sketch_depth * static_cast<int64_t>(sizeof(uint32_t));
+}
 
-// Whether rows are resolved for a Pull (an occurrence for admission) or a Push.
-enum class Access { kPull, kPush };
+}  // namespace
 
-// Thread safety: all public methods may be called concurrently.
-class MemoryTable final : public EmbeddingTable {
- public:
-  explicit MemoryTable(const EmbeddingTableOptions& options)
-      : options_(options),
-        dim_(options.dim),
-        num_shards_(options.num_shards),
-        meta_offset_(options.dim + StateFloatsPerRow(options.optimizer.type, options.dim)),
-        row_floats_(meta_offset_ + kMetaFloats),
-        init_scale_(InitScale(options)),
-        admission_seed_(HashCombine(options.seed, kProbabilitySalt)) {
-    const AdmissionOptions& admission = options.admission;
-    shards_.reserve(num_shards_);
-    for (int s = 0; s < num_shards_; ++s) {
-      std::unique_ptr<CountMinSketch> sketch;
-      if (admission.kind == AdmissionOptions::Kind::kFrequency) {
-        // The shards split the table's counters between them.
-        const int64_t width = (admission.sketch_width + num_shards_ - 1) / num_shards_;
-        sketch = std::make_unique<CountMinSketch>(width, admission.sketch_depth,
-                                                  HashCombine(options.seed, kSketchSalt));
-      }
-      shards_.push_back(std::make_unique<Shard>(row_floats_, std::move(sketch)));
-    }
+MemoryTable::MemoryTable(const EmbeddingTableOptions& options, std::unique_ptr<Tier> disk)
+    : options_(options),
+      dim_(options.dim),
+      num_shards_(options.num_shards),
+      meta_offset_(options.dim + StateFloatsPerRow(options.optimizer.type, options.dim)),
+      row_floats_(meta_offset_ + kMetaFloats),
+      stride_floats_(row_floats_ + kEpochFloats +
+                     EvictionPolicy::LinkFloats(PolicyKind(options, disk != nullptr))),
+      init_scale_(InitScale(options)),
+      admission_seed_(HashCombine(options.seed, kProbabilitySalt)),
+      disk_(std::move(disk)),
+      shard_budget_bytes_(disk_ == nullptr ? 0
+                                           : (options.memory_budget_bytes -
+                                              TableOverheadBytes(options.num_shards)) /
+                                                 options.num_shards),
+      last_evict_step_(std::numeric_limits<int64_t>::min()) {
+  const AdmissionOptions& admission = options.admission;
+  int64_t chunk_bytes = kChunkBytes;
+  if (disk_ != nullptr) {
+    chunk_bytes = std::clamp(shard_budget_bytes_ / kChunksPerShardBudget,
+                             stride_floats_ * int64_t{4}, kChunkBytes);
   }
-  MemoryTable(const MemoryTable&) = delete;
-  MemoryTable& operator=(const MemoryTable&) = delete;
+  const EvictionPolicy::Kind policy_kind = PolicyKind(options, disk_ != nullptr);
+  shards_.reserve(num_shards_);
+  for (int s = 0; s < num_shards_; ++s) {
+    std::unique_ptr<CountMinSketch> sketch;
+    if (admission.kind == AdmissionOptions::Kind::kFrequency) {
+      // The shards split the table's counters between them.
+      const int64_t width = (admission.sketch_width + num_shards_ - 1) / num_shards_;
+      sketch = std::make_unique<CountMinSketch>(width, admission.sketch_depth,
+                                                HashCombine(options.seed, kSketchSalt));
+    }
+    const EvictionPolicy policy(policy_kind, row_floats_ + kEpochFloats, meta_offset_,
+                                HashCombine(HashCombine(options.seed, kPolicySalt), s));
+    shards_.push_back(
+        std::make_unique<Shard>(stride_floats_, chunk_bytes, std::move(sketch), policy));
+  }
+  if (disk_ != nullptr) prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
+}
 
-  Status Pull(const std::vector<Key>& keys, float* out) override;
-  Status Push(const std::vector<Key>& keys, const float* grads) override;
-  Status Lookup(const std::vector<Key>& keys, float* out) override;
+MemoryTable::~MemoryTable() {
+  if (!prefetch_thread_.joinable()) return;
+  {
+    MutexLock lock(prefetch_mu_);
+    prefetch_closed_ = true;
+  }
+  prefetch_cv_.NotifyAll();
+  prefetch_thread_.join();
+}
 
-  // Relaxed: the step is a value handed from the caller to later calls on
-  // the same thread (see the class comment of EmbeddingTable); it orders no
-  // other memory.
-  void set_step(int64_t step) override { step_.store(step, std::memory_order_relaxed); }
-  int64_t step() const override { return step_.load(std::memory_order_relaxed); }
-  int64_t EvictExpired() override;
-  std::optional<RowMeta> row_meta(Key key) const override;
+int64_t MemoryTable::TableOverheadBytes(int num_shards) {
+  return static_cast<int64_t>(sizeof(MemoryTable)) + int64_t{num_shards} * sizeof(void*);
+}
 
-  int dim() const override { return dim_; }
-  int64_t num_rows() const override;
-  int64_t memory_bytes() const override;
-  TableStats stats() const override;
-
- private:
-  // Fills `batch` with `keys` grouped by shard.
-  void Group(const std::vector<Key>& keys, BatchScratch& batch) const;
-  // Calls shard_fn(shard) for every shard with keys in `batch`, in parallel
-  // when the batch is large enough. Returns ResourceExhausted if memory runs
-  // out; rows created before that stay valid.
-  template <typename ShardFn>
-  Status ForEachShard(const BatchScratch& batch, const ShardFn& shard_fn) const;
-  // Resolves the keys of shard `s` in `batch` to rows into batch.rows,
-  // creating the rows of missing keys that are admitted (null for the others).
-  void ResolveRows(Shard& shard, int s, Access access, int64_t step, BatchScratch& batch) const
-      REQUIRES(shard.mu);
-  // Whether `key`, which has no row, gets one now.
-  bool Admit(Shard& shard, Key key, Access access, int64_t step) const REQUIRES(shard.mu);
-  // Creates the row of `key`; returns its slot. May throw std::bad_alloc.
-  int64_t CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const
-      REQUIRES(shard.mu);
-  // Removes the rows of shard `shard` older than ttl_steps at `step`.
-  int64_t EvictShard(Shard& shard, int64_t step) const;
-  int64_t ShardBytes(const Shard& shard) const REQUIRES(shard.mu);
-
-  std::unique_ptr<BatchScratch> TakeScratch();
-  void ReturnScratch(std::unique_ptr<BatchScratch> scratch);
-
-  const EmbeddingTableOptions options_;
-  const int dim_;
-  const int num_shards_;
-  // Floats before the RowMeta of a row: weights and optimizer state.
-  const int64_t meta_offset_;
-  const int64_t row_floats_;
-  const float init_scale_;
-  const uint64_t admission_seed_;
-  std::vector<std::unique_ptr<Shard>> shards_;
-  std::atomic<int64_t> step_{0};
-
-  // Scratch buffers kept between batches so that a steady stream of batches
-  // allocates nothing. A pool rather than thread_local: a thread waiting in a
-  // parallel loop may run another batch's task (oneTBB work stealing).
-  Mutex scratch_mu_;
-  std::vector<std::unique_ptr<BatchScratch>> free_scratch_ GUARDED_BY(scratch_mu_);
-};
+int64_t MemoryTable::MinShardBytes(const EmbeddingTableOptions& options) {
+  const int64_t stride_bytes =
+      4 * (StoredRowFloats(options) + kEpochFloats +
+           EvictionPolicy::LinkFloats(PolicyKind(options, true)));
+  // One row needs its chunk and the spare chunk the arena may keep (chunks
+  // are one row at this budget), and the chunk table.
+  return static_cast<int64_t>(sizeof(Shard)) + kMinIndexBytes + SketchBytesPerShard(options) +
+         2 * stride_bytes + 4 * static_cast<int64_t>(sizeof(void*));
+}
 
 std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
   {
@@ -222,7 +160,10 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
       return scratch;
     }
   }
-  return std::make_unique<BatchScratch>();
+  auto scratch = std::make_unique<BatchScratch>();
+  scratch->status.resize(num_shards_);
+  if (disk_ != nullptr) scratch->io.resize(num_shards_);
+  return scratch;
 }
 
 void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
@@ -258,28 +199,6 @@ void MemoryTable::Group(const std::vector<Key>& keys, BatchScratch& batch) const
   batch.begin[num_shards_] = n;
 }
 
-template <typename ShardFn>
-Status MemoryTable::ForEachShard(const BatchScratch& batch, const ShardFn& shard_fn) const {
-  const int64_t n = batch.begin[num_shards_];
-  try {
-    if (n < kMinKeysForParallel) {
-      for (int s = 0; s < num_shards_; ++s) {
-        if (batch.begin[s] < batch.begin[s + 1]) shard_fn(s);
-      }
-    } else {
-      ParallelFor(0, num_shards_, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t s = begin; s < end; ++s) {
-          if (batch.begin[s] < batch.begin[s + 1]) shard_fn(static_cast<int>(s));
-        }
-      });
-    }
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted("embedding table: out of memory creating rows (",
-                                     num_rows(), " rows, ", memory_bytes(), " bytes held)");
-  }
-  return Status::OK();
-}
-
 int64_t MemoryTable::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
   // Allocate first, so that a failure leaves index and arena consistent.
   shard.index.ReserveOneMore();
@@ -289,9 +208,57 @@ int64_t MemoryTable::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t ste
   InitRowWeights(options_.seed, key, init_scale_, dim_, row);
   InitOptimizerState(options_.optimizer, dim_, row + dim_);
   WriteMeta(StoredMeta{key, step, 0}, row + meta_offset_);
+  const uint32_t unmarked = 0;
+  std::memcpy(row + row_floats_, &unmarked, sizeof(unmarked));
   shard.index.Insert(key, hash, slot);
-  ++shard.admitted;
+  shard.policy.Inserted(shard.rows, slot);
+  ++shard.counters.admitted;
   return slot;
+}
+
+int64_t MemoryTable::InsertRow(Shard& shard, Key key, uint64_t hash, const float* row) const {
+  shard.index.ReserveOneMore();
+  shard.rows.ReserveOneMore();
+  const int64_t slot = shard.rows.Append();
+  float* dst = shard.rows.row(slot);
+  std::memcpy(dst, row, sizeof(float) * row_floats_);
+  const uint32_t unmarked = 0;
+  std::memcpy(dst + row_floats_, &unmarked, sizeof(unmarked));
+  shard.index.Insert(key, hash, slot);
+  shard.policy.Inserted(shard.rows, slot);
+  return slot;
+}
+
+void MemoryTable::RemoveSlot(Shard& shard, int64_t slot) const {
+  float* row = shard.rows.row(slot);
+  const Key key = ReadMeta(row + meta_offset_).key;
+  shard.policy.Removed(shard.rows, slot);
+  shard.index.Erase(key, Mix64(key));
+  const int64_t last = shard.rows.size() - 1;
+  if (slot != last) {
+    const float* last_row = shard.rows.row(last);
+    const Key moved = ReadMeta(last_row + meta_offset_).key;
+    std::memcpy(row, last_row, sizeof(float) * stride_floats_);
+    shard.index.SetSlot(moved, Mix64(moved), slot);
+    shard.policy.Moved(shard.rows, last, slot);
+  }
+  shard.rows.RemoveLast();
+}
+
+void MemoryTable::MarkChanged(Shard& shard, float* row) const {
+  float* epoch_float = row + row_floats_;
+  uint32_t epoch;
+  std::memcpy(&epoch, epoch_float, sizeof(epoch));
+  if (epoch == shard.epoch) return;
+  std::memcpy(epoch_float, &shard.epoch, sizeof(epoch));
+  std::vector<Key>& changed = shard.changed;
+  if (changed.size() == changed.capacity() && changed.size() >= 1024) {
+    // A key is appended again after it left memory and came back; dedupe
+    // before growing so that the list stays within twice the keys changed.
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  }
+  changed.push_back(ReadMeta(row + meta_offset_).key);
 }
 
 bool MemoryTable::Admit(Shard& shard, Key key, Access access, int64_t step) const {
@@ -311,47 +278,100 @@ bool MemoryTable::Admit(Shard& shard, Key key, Access access, int64_t step) cons
   return false;
 }
 
-void MemoryTable::ResolveRows(Shard& shard, int s, Access access, int64_t step,
-                              BatchScratch& batch) const {
+Status MemoryTable::ResolveRows(Shard& shard, int s, Access access, int64_t step,
+                                BatchScratch& batch) const {
   const int64_t begin = batch.begin[s];
   const int64_t end = batch.begin[s + 1];
   CountMinSketch* sketch = shard.sketch.get();
+  if (disk_ == nullptr) {
+    for (int64_t k = begin; k < end; ++k) {
+      if (k + kPrefetchDistance < end) {
+        shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
+        // Most lookups of a table with admission that is still filling miss;
+        // their counters are read next.
+        if (sketch != nullptr) sketch->Prefetch(batch.keys[k + kPrefetchDistance]);
+      }
+      const Key key = batch.keys[k];
+      int64_t slot = shard.index.Find(key, batch.hashes[k]);
+      if (slot < 0 && Admit(shard, key, access, step)) {
+        slot = CreateRow(shard, key, batch.hashes[k], step);
+        MarkChanged(shard, shard.rows.row(slot));
+      }
+      if (slot < 0) {
+        ++(access == Access::kPull ? shard.counters.rejected : shard.counters.dropped);
+        batch.rows[k] = nullptr;
+        continue;
+      }
+      float* row = shard.rows.row(slot);
+      // The caller's pass over the rows comes right after this one; a shard's
+      // rows of one batch fit in L2, so start loading them now.
+      __builtin_prefetch(row);
+      batch.rows[k] = row;
+    }
+    return Status::OK();
+  }
+  // With a disk tier: find what memory holds, read the rest from disk in one
+  // Get, and only then decide on creating rows, so that a row living on disk
+  // is never created afresh. Rows never move while rows are added, so the
+  // pointers of the first pass stay valid.
+  ShardIo& io = batch.io[s];
+  io.keys.clear();
+  io.positions.clear();
   for (int64_t k = begin; k < end; ++k) {
-    if (k + kPrefetchDistance < end) {
-      shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
-      // Most lookups of a table with admission that is still filling miss;
-      // their counters are read next.
-      if (sketch != nullptr) sketch->Prefetch(batch.keys[k + kPrefetchDistance]);
-    }
-    const Key key = batch.keys[k];
-    int64_t slot = shard.index.Find(key, batch.hashes[k]);
-    if (slot < 0 && Admit(shard, key, access, step)) {
-      slot = CreateRow(shard, key, batch.hashes[k], step);
-    }
+    if (k + kPrefetchDistance < end) shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
+    const int64_t slot = shard.index.Find(batch.keys[k], batch.hashes[k]);
     if (slot < 0) {
-      ++(access == Access::kPull ? shard.rejected : shard.dropped);
       batch.rows[k] = nullptr;
+      io.keys.push_back(batch.keys[k]);
+      io.positions.push_back(k);
       continue;
     }
-    float* row = shard.rows.row(slot);
-    // The caller's pass over the rows comes right after this one; a shard's
-    // rows of one batch fit in L2, so start loading them now.
-    __builtin_prefetch(row);
-    batch.rows[k] = row;
+    shard.policy.Accessed(shard.rows, slot);
+    batch.rows[k] = shard.rows.row(slot);
   }
+  shard.counters.memory_hits += (end - begin) - static_cast<int64_t>(io.keys.size());
+  if (io.keys.empty()) return Status::OK();
+  EMBER_RETURN_IF_ERROR(LoadFromDisk(shard, access, io));
+  const int64_t missing = static_cast<int64_t>(io.keys.size());
+  for (int64_t i = 0; i < missing; ++i) {
+    const int64_t k = io.positions[i];
+    int64_t slot = io.slots[i];
+    if (slot < 0 && Admit(shard, io.keys[i], access, step)) {
+      slot = CreateRow(shard, io.keys[i], batch.hashes[k], step);
+      MarkChanged(shard, shard.rows.row(slot));
+    }
+    if (slot < 0) {
+      ++(access == Access::kPull ? shard.counters.rejected : shard.counters.dropped);
+      continue;
+    }
+    batch.rows[k] = shard.rows.row(slot);
+  }
+  return Status::OK();
+}
+
+Status MemoryTable::TakePrefetchError() {
+  // Acquire: pairs with the release in PrefetchLoop, so that the error is
+  // set when the flag is seen (the mutex below orders it anyway).
+  if (!has_prefetch_error_.load(std::memory_order_acquire)) return Status::OK();
+  MutexLock lock(prefetch_mu_);
+  Status error = std::move(prefetch_error_);
+  prefetch_error_ = Status::OK();
+  has_prefetch_error_.store(false, std::memory_order_relaxed);
+  return error;
 }
 
 Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
   if (keys.empty()) return Status::OK();
   if (out == nullptr) return Status::InvalidArgument("Pull: out is null for ", keys.size(), " keys");
+  EMBER_RETURN_IF_ERROR(TakePrefetchError());
   std::unique_ptr<BatchScratch> batch = TakeScratch();
   Group(keys, *batch);
   const size_t row_bytes = sizeof(float) * dim_;
   const int64_t step = this->step();
-  Status status = ForEachShard(*batch, [&](int s) {
+  Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ResolveRows(shard, s, Access::kPull, step, *batch);
+    EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPull, step, *batch));
     const int64_t end = batch->begin[s + 1];
     for (int64_t k = batch->begin[s]; k < end; ++k) {
       if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
@@ -364,6 +384,39 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
       std::memcpy(dst, row, row_bytes);
       TouchMeta(step, row + meta_offset_);
     }
+    if (disk_ == nullptr) return Status::OK();
+    return EnforceBudget(shard, batch->io[s]);
+  });
+  ReturnScratch(std::move(batch));
+  return status;
+}
+
+Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
+  if (keys.empty()) return Status::OK();
+  if (grads == nullptr) {
+    return Status::InvalidArgument("Push: grads is null for ", keys.size(), " keys");
+  }
+  EMBER_RETURN_IF_ERROR(TakePrefetchError());
+  std::unique_ptr<BatchScratch> batch = TakeScratch();
+  Group(keys, *batch);
+  const SparseOptimizerOptions& optimizer = options_.optimizer;
+  const int64_t step = this->step();
+  Status status = ForEachShard(*batch, [&](int s) -> Status {
+    Shard& shard = *shards_[s];
+    MutexLock lock(shard.mu);
+    EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPush, step, *batch));
+    const int64_t end = batch->begin[s + 1];
+    uint32_t epoch;
+    for (int64_t k = batch->begin[s]; k < end; ++k) {
+      if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
+      float* row = batch->rows[k];
+      if (row == nullptr) continue;  // not admitted: the gradient is dropped
+      ApplySparseOptimizer(optimizer, dim_, grads + batch->positions[k] * dim_, row, row + dim_);
+      std::memcpy(&epoch, row + row_floats_, sizeof(epoch));
+      if (epoch != shard.epoch) MarkChanged(shard, row);
+    }
+    if (disk_ == nullptr) return Status::OK();
+    return EnforceBudget(shard, batch->io[s]);
   });
   ReturnScratch(std::move(batch));
   return status;
@@ -378,9 +431,21 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
   Group(keys, *batch);
   const size_t row_bytes = sizeof(float) * dim_;
   const bool admission = options_.admission.kind != AdmissionOptions::Kind::kNone;
-  Status status = ForEachShard(*batch, [&](int s) {
+  auto absent = [&](Key key, float* dst) {
+    if (admission) {
+      std::memset(dst, 0, row_bytes);
+    } else {
+      InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
+    }
+  };
+  Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
+    ShardIo* io = disk_ != nullptr ? &batch->io[s] : nullptr;
+    if (io != nullptr) {
+      io->keys.clear();
+      io->positions.clear();
+    }
     const int64_t end = batch->begin[s + 1];
     for (int64_t k = batch->begin[s]; k < end; ++k) {
       const Key key = batch->keys[k];
@@ -388,37 +453,25 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
       const int64_t slot = shard.index.Find(key, batch->hashes[k]);
       if (slot >= 0) {
         std::memcpy(dst, shard.rows.row(slot), row_bytes);
-      } else if (admission) {
-        std::memset(dst, 0, row_bytes);
+      } else if (io != nullptr) {
+        io->keys.push_back(key);
+        io->positions.push_back(batch->positions[k]);
       } else {
-        InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
+        absent(key, dst);
       }
     }
-  });
-  ReturnScratch(std::move(batch));
-  return status;
-}
-
-Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
-  if (keys.empty()) return Status::OK();
-  if (grads == nullptr) {
-    return Status::InvalidArgument("Push: grads is null for ", keys.size(), " keys");
-  }
-  std::unique_ptr<BatchScratch> batch = TakeScratch();
-  Group(keys, *batch);
-  const SparseOptimizerOptions& optimizer = options_.optimizer;
-  const int64_t step = this->step();
-  Status status = ForEachShard(*batch, [&](int s) {
-    Shard& shard = *shards_[s];
-    MutexLock lock(shard.mu);
-    ResolveRows(shard, s, Access::kPush, step, *batch);
-    const int64_t end = batch->begin[s + 1];
-    for (int64_t k = batch->begin[s]; k < end; ++k) {
-      if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
-      float* row = batch->rows[k];
-      if (row == nullptr) continue;  // not admitted: the gradient is dropped
-      ApplySparseOptimizer(optimizer, dim_, grads + batch->positions[k] * dim_, row, row + dim_);
+    if (io == nullptr || io->keys.empty()) return Status::OK();
+    EMBER_RETURN_IF_ERROR(ReadDiskRows(*io));
+    const size_t stored_bytes = sizeof(float) * row_floats_;
+    for (size_t i = 0; i < io->keys.size(); ++i) {
+      float* dst = out + io->positions[i] * dim_;
+      if (io->slots[i] < 0) {
+        absent(io->keys[i], dst);
+      } else {
+        std::memcpy(dst, io->rows.data() + i * stored_bytes, row_bytes);
+      }
     }
+    return Status::OK();
   });
   ReturnScratch(std::move(batch));
   return status;
@@ -426,37 +479,30 @@ Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
 
 int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
   MutexLock lock(shard.mu);
-  const size_t row_bytes = sizeof(float) * row_floats_;
   int64_t evicted = 0;
   int64_t slot = 0;
   while (slot < shard.rows.size()) {
-    float* row = shard.rows.row(slot);
-    const StoredMeta meta = ReadMeta(row + meta_offset_);
+    const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
     if (step - meta.last_seen_step <= options_.ttl_steps) {
       ++slot;
       continue;
     }
-    shard.index.Erase(meta.key, Mix64(meta.key));
-    // Fill the hole with the last row; the slot is examined again, as it now
-    // holds a row not yet looked at.
-    const int64_t last = shard.rows.size() - 1;
-    if (slot != last) {
-      const float* last_row = shard.rows.row(last);
-      const Key moved = ReadMeta(last_row + meta_offset_).key;
-      std::memcpy(row, last_row, row_bytes);
-      shard.index.SetSlot(moved, Mix64(moved), slot);
-    }
-    shard.rows.RemoveLast();
+    // The slot is examined again: it now holds the shard's last row.
+    RemoveSlot(shard, slot);
+    shard.removed.push_back(meta.key);
     ++evicted;
   }
   if (evicted > 0) shard.index.ShrinkIfSparse();
-  shard.evicted += evicted;
+  shard.counters.evicted += evicted;
   return evicted;
 }
 
 int64_t MemoryTable::EvictExpired() {
   if (options_.ttl_steps == 0) return 0;
   const int64_t step = this->step();
+  // Before any shard is locked: a Prefetch that loads a row after its shard
+  // was swept must see this step (see last_evict_step_).
+  last_evict_step_.store(step, std::memory_order_relaxed);
   std::vector<int64_t> evicted(num_shards_, 0);
   ParallelFor(0, num_shards_, 1, [&](int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) evicted[s] = EvictShard(*shards_[s], step);
@@ -471,8 +517,16 @@ std::optional<RowMeta> MemoryTable::row_meta(Key key) const {
   const Shard& shard = *shards_[hash % static_cast<uint64_t>(num_shards_)];
   MutexLock lock(shard.mu);
   const int64_t slot = shard.index.Find(key, hash);
-  if (slot < 0) return std::nullopt;
-  const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+  if (slot >= 0) {
+    const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+    return RowMeta{meta.frequency, meta.last_seen_step};
+  }
+  if (disk_ == nullptr) return std::nullopt;
+  ShardIo io;
+  io.keys.push_back(key);
+  if (!ReadDiskRows(io).ok() || io.slots[0] < 0) return std::nullopt;
+  const StoredMeta meta =
+      ReadMeta(reinterpret_cast<const float*>(io.rows.data()) + meta_offset_);
   return RowMeta{meta.frequency, meta.last_seen_step};
 }
 
@@ -485,13 +539,13 @@ int64_t MemoryTable::num_rows() const {
   int64_t rows = 0;
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
-    rows += shard->index.size();
+    rows += shard->index.size() + shard->counters.disk_rows;
   }
   return rows;
 }
 
 int64_t MemoryTable::memory_bytes() const {
-  int64_t bytes = static_cast<int64_t>(sizeof(MemoryTable) + shards_.capacity() * sizeof(void*));
+  int64_t bytes = TableOverheadBytes(num_shards_);
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
     bytes += ShardBytes(*shard);
@@ -501,19 +555,30 @@ int64_t MemoryTable::memory_bytes() const {
 
 TableStats MemoryTable::stats() const {
   TableStats stats;
-  stats.memory_bytes =
-      static_cast<int64_t>(sizeof(MemoryTable) + shards_.capacity() * sizeof(void*));
+  stats.memory_bytes = TableOverheadBytes(num_shards_);
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
-    stats.rows += shard->index.size();
+    const ShardCounters& c = shard->counters;
+    stats.rows += shard->index.size() + c.disk_rows;
     stats.memory_bytes += ShardBytes(*shard);
-    stats.admitted_keys += shard->admitted;
-    stats.rejected_keys += shard->rejected;
-    stats.dropped_gradients += shard->dropped;
-    stats.evicted_rows += shard->evicted;
+    stats.admitted_keys += c.admitted;
+    stats.rejected_keys += c.rejected;
+    stats.dropped_gradients += c.dropped;
+    stats.evicted_rows += c.evicted;
+    if (disk_ == nullptr) continue;
+    stats.memory_rows += shard->index.size();
+    stats.disk_rows += c.disk_rows;
+    stats.memory_hits += c.memory_hits;
+    stats.disk_hits += c.disk_hits;
+    stats.prefetched_rows += c.prefetched;
+    stats.spilled_rows += c.spilled;
+    stats.disk_reads += c.disk_reads;
+    stats.disk_writes += c.disk_writes;
   }
   return stats;
 }
+
+namespace {
 
 Status ValidateAdmissionOptions(const AdmissionOptions& admission) {
   switch (admission.kind) {
@@ -558,20 +623,86 @@ Status ValidateTableOptions(const EmbeddingTableOptions& options) {
   if (options.ttl_steps < 0) {
     return Status::InvalidArgument("ttl_steps must be >= 0, got ", options.ttl_steps);
   }
+  if (options.memory_budget_bytes < 0) {
+    return Status::InvalidArgument("memory_budget_bytes must be >= 0, got ",
+                                   options.memory_budget_bytes);
+  }
   EMBER_RETURN_IF_ERROR(ValidateAdmissionOptions(options.admission));
   return ValidateSparseOptimizerOptions(options.optimizer);
 }
 
+// The checks of a tiered table's options beyond ValidateTableOptions.
+Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
+  const int64_t minimum = MemoryTable::TableOverheadBytes(options.num_shards) +
+                          options.num_shards * MemoryTable::MinShardBytes(options);
+  if (options.memory_budget_bytes < minimum) {
+    return Status::InvalidArgument("memory_budget_bytes must be at least ", minimum,
+                                   " (one row in each of ", options.num_shards,
+                                   " shards) for this dim, optimizer and admission, got ",
+                                   options.memory_budget_bytes);
+  }
+  if (options.disk_block_cache_bytes < 0) {
+    return Status::InvalidArgument("disk_block_cache_bytes must be >= 0, got ",
+                                   options.disk_block_cache_bytes);
+  }
+  return Status::OK();
+}
+
 }  // namespace
+}  // namespace internal
 
 Result<std::unique_ptr<EmbeddingTable>> NewMemoryTable(const EmbeddingTableOptions& options) {
-  EMBER_RETURN_IF_ERROR(ValidateTableOptions(options));
+  EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
+  if (options.memory_budget_bytes != 0) {
+    return Status::InvalidArgument("NewMemoryTable: memory_budget_bytes must be 0, got ",
+                                   options.memory_budget_bytes,
+                                   "; use NewEmbeddingTable for a table with a disk tier");
+  }
   try {
-    return std::unique_ptr<EmbeddingTable>(std::make_unique<MemoryTable>(options));
+    return std::unique_ptr<EmbeddingTable>(
+        std::make_unique<internal::MemoryTable>(options, nullptr));
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("embedding table: out of memory creating ",
                                      options.num_shards, " shards");
   }
+}
+
+Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
+                                                       std::unique_ptr<Tier> disk) {
+  EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
+  if (options.memory_budget_bytes == 0) {
+    return Status::InvalidArgument("NewTieredTable: memory_budget_bytes must be > 0");
+  }
+  EMBER_RETURN_IF_ERROR(internal::ValidateTieredOptions(options));
+  if (disk == nullptr) return Status::InvalidArgument("NewTieredTable: disk tier is null");
+  const int64_t row_bytes = internal::StoredRowFloats(options) * int64_t{sizeof(float)};
+  if (disk->row_bytes() != row_bytes) {
+    return Status::InvalidArgument("NewTieredTable: disk tier rows have ", disk->row_bytes(),
+                                   " bytes, the table's have ", row_bytes);
+  }
+  try {
+    return std::unique_ptr<EmbeddingTable>(
+        std::make_unique<internal::MemoryTable>(options, std::move(disk)));
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("embedding table: out of memory creating ",
+                                     options.num_shards, " shards");
+  }
+}
+
+Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOptions& options) {
+  if (options.memory_budget_bytes == 0) return NewMemoryTable(options);
+  EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
+  EMBER_RETURN_IF_ERROR(internal::ValidateTieredOptions(options));
+  if (options.disk_path.empty()) {
+    return Status::InvalidArgument(
+        "disk_path is required when memory_budget_bytes > 0 (the disk tier's directory)");
+  }
+  RocksDbTierOptions disk_options;
+  disk_options.path = options.disk_path;
+  disk_options.row_bytes = internal::StoredRowFloats(options) * int64_t{sizeof(float)};
+  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
+  EMBER_ASSIGN_OR_RETURN(auto disk, NewRocksDbTier(disk_options));
+  return NewTieredTable(options, std::move(disk));
 }
 
 }  // namespace ember::embedding

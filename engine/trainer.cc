@@ -63,7 +63,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   table_options.optimizer = options.sparse_optimizer;
   table_options.admission = options.admission;
   table_options.ttl_steps = options.embedding_ttl_steps;
-  EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewMemoryTable(table_options));
+  table_options.memory_budget_bytes = options.embedding_memory_budget_bytes;
+  table_options.disk_path = options.embedding_dir;
+  EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(table_options));
   DlrmOptions model_options;
   model_options.num_dense = num_dense;
   model_options.num_slots = num_slots;
@@ -188,6 +190,7 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   }
   double loss_sum = 0.0;
   int64_t loss_count = 0;
+  const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     for (int epoch = 0; epoch < options_.epochs && report.steps < total_steps; ++epoch) {
@@ -200,14 +203,34 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
       }
       loss_sum = 0.0;
       loss_count = 0;
-      auto next = [&](int64_t i, Step& s) {
-        if (report.steps >= total_steps || i >= steps_per_epoch) return false;
+      // With a disk tier, the rows of batch i + 1 are prefetched while batch
+      // i trains, so that its Pull finds them in memory.
+      io::Batch lookahead;
+      int64_t lookahead_index = -1;
+      std::vector<embedding::Key> lookahead_keys;
+      std::vector<int64_t> lookahead_rows;
+      auto gather = [&](int64_t i, io::Batch* batch) {
         const int64_t begin = i * options_.batch_size;
         const int64_t end = std::min(n, begin + options_.batch_size);
+        train.GatherBatch(std::vector<int64_t>(order.begin() + begin, order.begin() + end),
+                          batch);
+      };
+      auto next = [&](int64_t i, Step& s) {
+        if (report.steps >= total_steps || i >= steps_per_epoch) return false;
         TraceSpan span(options_.tracer, "read", "stage", report.steps);
         s.index = report.steps;
-        train.GatherBatch(std::vector<int64_t>(order.begin() + begin, order.begin() + end),
-                          &s.batch);
+        if (lookahead_index == i) {
+          std::swap(s.batch, lookahead);
+        } else {
+          gather(i, &s.batch);
+        }
+        lookahead_index = -1;
+        if (prefetch && i + 1 < steps_per_epoch && report.steps + 1 < total_steps) {
+          gather(i + 1, &lookahead);
+          lookahead_index = i + 1;
+          embedding::UniqueKeys(lookahead.keys, &lookahead_keys, &lookahead_rows);
+          table_->Prefetch(lookahead_keys);
+        }
         return true;
       };
       auto done = [&](Step& s) {
@@ -216,11 +239,22 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
         loss_sum += s.loss * s.batch.size;
         loss_count += s.batch.size;
         if (progress) {
-          char detail[96];
-          const double seconds = progress->elapsed_seconds();
-          std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
-                        seconds > 0 ? report.examples / seconds : 0.0, loss_sum / loss_count);
-          progress->Update(report.steps, detail);
+          progress->Update(report.steps, [&] {
+            const double seconds = progress->elapsed_seconds();
+            char detail[192];
+            int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
+                                     seconds > 0 ? report.examples / seconds : 0.0,
+                                     loss_sum / loss_count);
+            if (options_.embedding_memory_budget_bytes > 0) {
+              const embedding::TableStats t = table_->stats();
+              const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
+              std::snprintf(detail + used, sizeof(detail) - used,
+                            ", embeddings %.0f MiB in memory, %.1f%% memory hits",
+                            t.memory_bytes / 1048576.0,
+                            lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0);
+            }
+            return std::string(detail);
+          });
         }
       };
       status = pipeline::RunSequential<Step>(stages, next, step, options_.tracer,
@@ -240,6 +274,7 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   if (report.train_seconds == 0.0) report.train_seconds = busy;
   report.samples_per_sec = report.train_seconds > 0 ? report.examples / report.train_seconds : 0;
   report.last_epoch_loss = loss_count ? loss_sum / loss_count : 0.0;
+  report.embedding = table_->stats();
   return report;
 }
 

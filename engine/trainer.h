@@ -40,6 +40,13 @@ struct TrainOptions {
   // Rows not pulled for this many steps are evicted (checked every
   // max(1, ttl_steps / 2) steps, so a row lives at most 1.5x this); 0: never.
   int64_t embedding_ttl_steps = 0;
+  // Bytes the embedding memory tier may hold; rows beyond it live in a
+  // RocksDB tier under embedding_dir. 0: everything in memory, no disk tier.
+  int64_t embedding_memory_budget_bytes = 0;
+  // Directory of the disk tier (required with a budget).
+  std::string embedding_dir;
+  // With a disk tier: prefetch the rows of the next batch while one trains.
+  bool prefetch = true;
   ops::DenseOptimizerOptions dense_optimizer;
   // Examples per evaluation batch.
   int eval_batch_size = 4096;
@@ -61,6 +68,8 @@ struct TrainReport {
   // Mean training loss over the last epoch.
   double last_epoch_loss = 0.0;
   pipeline::StageTimes stage_times;
+  // The embedding table at the end of training.
+  embedding::TableStats embedding;
 };
 
 // Trains a model on in-memory data, one batch at a time through the stages

@@ -27,6 +27,11 @@ void LogEffectiveFlags(const std::string& command_file);
 // Parses "512,256,64" into widths; InvalidArgument naming `flag` otherwise.
 Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text);
 
+// Parses a byte size such as "8GB", "32MB", "512KiB", "1.5G" or "4096"
+// (K/M/G/T with or without "B", powers of 1024; case-insensitive);
+// InvalidArgument naming `flag` otherwise.
+Result<int64_t> ParseByteSize(const std::string& flag, const std::string& text);
+
 // Splits a comma-separated list, dropping empty items.
 std::vector<std::string> SplitList(const std::string& text);
 

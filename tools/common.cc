@@ -1,6 +1,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <cctype>
 #include <charconv>
 #include <vector>
 
@@ -47,6 +48,39 @@ std::vector<std::string> SplitList(const std::string& text) {
     start = comma + 1;
   }
   return items;
+}
+
+Result<int64_t> ParseByteSize(const std::string& flag, const std::string& text) {
+  const auto invalid = [&] {
+    return Status::InvalidArgument("--", flag, "=", text,
+                                   ": expected a size such as 512MB, 8GB or 1048576");
+  };
+  double value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr == begin || value < 0) return invalid();
+  std::string unit(ptr, end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
+  int shift = 0;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "K") {
+    shift = 10;
+  } else if (unit == "M") {
+    shift = 20;
+  } else if (unit == "G") {
+    shift = 30;
+  } else if (unit == "T") {
+    shift = 40;
+  } else {
+    return invalid();
+  }
+  const double bytes = value * static_cast<double>(int64_t{1} << shift);
+  if (bytes > 9.0e18) return invalid();
+  return static_cast<int64_t>(bytes);
 }
 
 Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text) {

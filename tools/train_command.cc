@@ -76,6 +76,15 @@ DEFINE_validator(admission_probability, &IsRatio);
 DEFINE_int64(embedding_ttl_steps, 0,
              "Evict embedding rows not pulled for this many steps; 0 keeps every row.");
 DEFINE_validator(embedding_ttl_steps, &IsNonNegative64);
+DEFINE_string(embedding_memory_budget, "",
+              "Bytes the embedding tables may hold in memory (e.g. 512MB, 8GB), counting "
+              "vectors, optimizer state and index; rows beyond it are written back to a "
+              "RocksDB tier in --embedding_dir. Empty: everything in memory, no disk tier.");
+DEFINE_string(embedding_dir, "",
+              "Directory of the embedding disk tier. Empty: a fresh temporary directory, "
+              "removed when the run ends.");
+DEFINE_bool(prefetch, true,
+            "With a disk tier, load the rows of the next batch while the current one trains.");
 DEFINE_string(dense_optimizer, "adam", "Dense optimizer: sgd, adagrad or adam.");
 DEFINE_double(dense_lr, 0.001, "Dense learning rate.");
 DEFINE_bool(shuffle, true, "Shuffle the training examples every epoch (seeded by --seed).");
@@ -146,6 +155,15 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.admission.min_count = FLAGS_admission_min_count;
   options.admission.probability = FLAGS_admission_probability;
   options.embedding_ttl_steps = FLAGS_embedding_ttl_steps;
+  if (!FLAGS_embedding_memory_budget.empty()) {
+    EMBER_ASSIGN_OR_RETURN(options.embedding_memory_budget_bytes,
+                           ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
+    if (options.embedding_memory_budget_bytes == 0) {
+      return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
+    }
+  }
+  options.embedding_dir = FLAGS_embedding_dir;
+  options.prefetch = FLAGS_prefetch;
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
                          ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
@@ -222,6 +240,33 @@ std::string StageSummary(const pipeline::StageTimes& times) {
   return summary;
 }
 
+std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
+  char line[512];
+  int used = std::snprintf(line, sizeof(line),
+                           "%lld rows, %.1f MiB in memory, %lld created, %lld evicted (TTL)",
+                           static_cast<long long>(t.rows), t.memory_bytes / 1048576.0,
+                           static_cast<long long>(t.admitted_keys),
+                           static_cast<long long>(t.evicted_rows));
+  if (t.rejected_keys > 0 || t.dropped_gradients > 0) {
+    used += std::snprintf(line + used, sizeof(line) - used,
+                          ", %lld lookups of keys not yet admitted",
+                          static_cast<long long>(t.rejected_keys));
+  }
+  if (t.disk_reads + t.disk_writes + t.disk_rows > 0) {
+    const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
+    std::snprintf(line + used, sizeof(line) - used,
+                  "; tiers: %lld rows in memory, ~%lld on disk only, %.1f%% memory hits, "
+                  "%lld prefetched, %lld spilled, disk %.0f reads/s and %.0f writes/s",
+                  static_cast<long long>(t.memory_rows), static_cast<long long>(t.disk_rows),
+                  lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0,
+                  static_cast<long long>(t.prefetched_rows),
+                  static_cast<long long>(t.spilled_rows),
+                  seconds > 0 ? t.disk_reads / seconds : 0.0,
+                  seconds > 0 ? t.disk_writes / seconds : 0.0);
+  }
+  return line;
+}
+
 Status Train() {
   LogEffectiveFlags("tools/train_command.cc");
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
@@ -240,6 +285,10 @@ Status Train() {
 
   TempDir temp_dir;
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir));
+  TempDir embedding_temp_dir;
+  if (options.embedding_memory_budget_bytes > 0 && options.embedding_dir.empty()) {
+    EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create());
+  }
   std::unique_ptr<Tracer> tracer;
   if (!FLAGS_trace_file.empty()) {
     tracer = std::make_unique<Tracer>();
@@ -249,6 +298,7 @@ Status Train() {
                                                                data.train.num_slots()));
   EMBER_ASSIGN_OR_RETURN(engine::TrainReport report, trainer->Fit(data.train));
   LOG(INFO) << "stages: " << StageSummary(report.stage_times);
+  LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
   EMBER_ASSIGN_OR_RETURN(engine::Metrics test, trainer->Evaluate(data.test));
 
   std::printf("train: %lld steps, %lld examples, %.0f samples/s, last epoch loss %.4f\n",
@@ -280,6 +330,15 @@ Status Train() {
       stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
     }
     train_json.Add("stage_seconds", stages);
+    const embedding::TableStats& t = report.embedding;
+    JsonObject embedding_json;
+    embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
+        .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
+        .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
+        .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
+        .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
+        .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys);
+    train_json.Add("embedding", embedding_json);
     JsonObject root;
     root.Add("model", options.model).Add("test", test_json).Add("train", train_json);
     EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_metrics_out, root.ToString()));

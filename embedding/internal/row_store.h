@@ -89,6 +89,9 @@ class RowArena {
   RowArena(int64_t row_floats, int64_t chunk_bytes);
 
   int64_t size() const { return size_; }
+  int64_t num_chunks() const { return static_cast<int64_t>(chunks_.size()); }
+  int64_t rows_per_chunk() const { return int64_t{1} << chunk_shift_; }
+  int64_t chunk_bytes() const { return ChunkFloats() * 4; }
   int64_t bytes() const {
     return static_cast<int64_t>(chunks_.size()) * ChunkFloats() * 4 +
            static_cast<int64_t>(chunks_.capacity() * sizeof(chunks_[0]));

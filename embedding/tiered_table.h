@@ -1,0 +1,48 @@
+#pragma once
+
+#include <memory>
+
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "embedding/tier.h"
+
+namespace ember::embedding {
+
+// A table whose memory tier holds at most options.memory_budget_bytes, in
+// front of `disk` (which the table owns); NewEmbeddingTable calls it with a
+// RocksDB tier at options.disk_path. Tests pass an in-memory or a faulty
+// tier. `disk` must be empty and hold rows of row_floats() * 4 bytes.
+// Fails with InvalidArgument as NewEmbeddingTable does (disk_path is not
+// used), if disk is null, or if its row_bytes() does not match.
+//
+// Design (the .cc files of internal/memory_table.h have the details):
+// * Budget: each of the num_shards shards may hold
+//   (memory_budget_bytes - table overhead) / num_shards bytes, counting its
+//   row arena (weights, optimizer state, RowMeta, change epoch, LRU links),
+//   its index and its share of the admission sketch. Not counted: the change
+//   lists TakeChanges empties (8 bytes per key changed since the last call,
+//   in either tier), per-batch I/O buffers, and the disk tier's own block
+//   cache and write buffers (disk_block_cache_bytes, RocksDB memtables). After
+//   every Pull, Push or Prefetch a shard over budget writes its coldest rows
+//   to disk (one Put per shard per call) and drops them, so memory_bytes()
+//   <= memory_budget_bytes between calls. During a call a shard holds every
+//   row of the call's keys, even beyond its budget.
+// * Tiers are disjoint: a row is in memory or on disk. Keys not in memory are
+//   read with one batched Get per shard per call before rows are created, so
+//   a row on disk is never created afresh; loaded rows are deleted from disk.
+//   Values and RowMeta are identical to those of a table without a disk tier
+//   under any budget and policy.
+// * TTL: EvictExpired removes memory rows as NewMemoryTable's does and
+//   remembers its step; a disk row that had expired by then is dropped when
+//   it is next read (Pull, Push, Prefetch), counted in evicted_rows and
+//   reported by TakeChanges then, and is invisible to Lookup, row_meta, Scan
+//   and ReadRows from the start. Until read it stays in the disk tier's
+//   files and in stats().disk_rows.
+// * Prefetch hands keys to a background thread (a queue of at most 4
+//   batches; Prefetch blocks while it is full) that loads their disk rows
+//   into memory without changing them. Its first error is returned by the
+//   next Pull or Push.
+Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
+                                                       std::unique_ptr<Tier> disk);
+
+}  // namespace ember::embedding

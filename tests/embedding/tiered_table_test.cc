@@ -1,0 +1,503 @@
+#include "embedding/tiered_table.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "embedding/embedding_table.h"
+#include "embedding/faulty_tier.h"
+#include "embedding/tier.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ember::embedding {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int kDim = 8;
+constexpr int kShards = 8;
+constexpr int64_t kUniverse = 20000;
+
+// Distinct keys of batch `step`: Zipf-like draws (u^4 puts most mass on few
+// keys), spread over the key space by an odd multiplier.
+std::vector<Key> BatchKeys(uint64_t seed, int64_t step, int draws) {
+  RandomStream random(seed, static_cast<uint64_t>(step));
+  std::vector<Key> keys(draws);
+  for (Key& key : keys) {
+    const double u = static_cast<double>(random.NextU64() >> 11) * 0x1.0p-53;
+    key = static_cast<Key>(u * u * u * u * kUniverse) * 0x9e3779b97f4a7c15ULL;
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  // A batch order that is not sorted.
+  for (size_t i = keys.size(); i > 1; --i) std::swap(keys[i - 1], keys[random.NextBelow(i)]);
+  return keys;
+}
+
+std::vector<float> Gradients(const std::vector<Key>& keys, int64_t step) {
+  std::vector<float> grads(keys.size() * kDim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (int e = 0; e < kDim; ++e) {
+      grads[i * kDim + e] = static_cast<float>(UniformAt(keys[i], step, e) - 0.5);
+    }
+  }
+  return grads;
+}
+
+struct StoredRow {
+  Key key;
+  std::vector<float> row;
+  // Bitwise: the metadata floats are bit-copied integers, some of them NaNs.
+  bool operator==(const StoredRow& other) const {
+    return key == other.key && row.size() == other.row.size() &&
+           std::memcmp(row.data(), other.row.data(), row.size() * sizeof(float)) == 0;
+  }
+};
+
+// Every stored row, sorted by key; fails the test if a key comes twice.
+std::vector<StoredRow> SortedRows(EmbeddingTable& table) {
+  std::vector<StoredRow> rows;
+  const int64_t floats = table.row_floats();
+  EXPECT_TRUE(table
+                  .Scan([&](Key key, const float* row) {
+                    rows.push_back({key, std::vector<float>(row, row + floats)});
+                    return Status::OK();
+                  })
+                  .ok());
+  std::sort(rows.begin(), rows.end(),
+            [](const StoredRow& a, const StoredRow& b) { return a.key < b.key; });
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_NE(rows[i - 1].key, rows[i].key) << "Scan visited a key twice";
+  }
+  return rows;
+}
+
+std::vector<Key> KeysOf(const std::vector<StoredRow>& rows) {
+  std::vector<Key> keys;
+  for (const StoredRow& row : rows) keys.push_back(row.key);
+  return keys;
+}
+
+EmbeddingTableOptions BaseOptions() {
+  EmbeddingTableOptions options;
+  options.dim = kDim;
+  options.num_shards = kShards;
+  options.seed = 7;
+  options.admission.sketch_width = 1024;
+  return options;
+}
+
+struct RunOptions {
+  int steps = 120;
+  int draws = 400;
+  bool prefetch = false;
+  // Checked after every call when > 0.
+  int64_t budget_bytes = 0;
+};
+
+// Runs Pull/Push over the batches and returns every pulled value.
+std::vector<float> Train(EmbeddingTable& table, const RunOptions& run) {
+  std::vector<float> pulled;
+  std::vector<float> out;
+  for (int step = 0; step < run.steps; ++step) {
+    table.set_step(step);
+    if (step % 10 == 9) table.EvictExpired();
+    const std::vector<Key> keys = BatchKeys(1, step, run.draws);
+    if (run.prefetch) table.Prefetch(BatchKeys(1, step + 1, run.draws));
+    out.assign(keys.size() * kDim, -1.0f);
+    EXPECT_TRUE(table.Pull(keys, out.data()).ok());
+    if (run.budget_bytes > 0) EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Pull";
+    pulled.insert(pulled.end(), out.begin(), out.end());
+    const std::vector<float> grads = Gradients(keys, step);
+    EXPECT_TRUE(table.Push(keys, grads.data()).ok());
+    if (run.budget_bytes > 0) EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Push";
+  }
+  return pulled;
+}
+
+class TieredTableTest : public test::TempDirTest {};
+
+// (optimizer with its admission, budget as a fraction of the in-memory
+// table, prefetch, policy)
+using EquivalenceParam = std::tuple<int, double, bool, EmbeddingTableOptions::EvictionPolicy>;
+
+class TieredEquivalenceTest : public test::TempDirTest,
+                              public ::testing::WithParamInterface<EquivalenceParam> {};
+
+TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
+  const auto [config, fraction, prefetch, policy] = GetParam();
+  EmbeddingTableOptions options = BaseOptions();
+  options.ttl_steps = 15;
+  switch (config) {
+    case 0:
+      options.optimizer.type = SparseOptimizer::kAdagrad;
+      options.admission.kind = AdmissionOptions::Kind::kFrequency;
+      break;
+    case 1:
+      options.optimizer.type = SparseOptimizer::kAdam;
+      options.admission.kind = AdmissionOptions::Kind::kProbability;
+      options.admission.probability = 0.5;
+      break;
+    default:
+      options.optimizer.type = SparseOptimizer::kFtrl;
+      options.optimizer.l1 = 0.01f;
+      break;
+  }
+  auto memory = NewEmbeddingTable(options);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  RunOptions run;
+  const std::vector<float> expected_pulls = Train(*memory.value(), run);
+  const std::vector<StoredRow> expected_rows = SortedRows(*memory.value());
+
+  options.memory_budget_bytes = static_cast<int64_t>(fraction * memory.value()->memory_bytes());
+  options.disk_path = Path("disk");
+  options.eviction_policy = policy;
+  auto tiered = NewEmbeddingTable(options);
+  ASSERT_TRUE(tiered.ok()) << tiered.status();
+  run.prefetch = prefetch;
+  run.budget_bytes = options.memory_budget_bytes;
+  const std::vector<float> pulls = Train(*tiered.value(), run);
+  ASSERT_EQ(expected_pulls.size(), pulls.size());
+  EXPECT_EQ(0, std::memcmp(expected_pulls.data(), pulls.data(), pulls.size() * sizeof(float)));
+  const std::vector<StoredRow> rows = SortedRows(*tiered.value());
+  ASSERT_EQ(KeysOf(expected_rows), KeysOf(rows));
+  EXPECT_TRUE(expected_rows == rows) << "stored rows differ";
+
+  const TableStats stats = tiered.value()->stats();
+  EXPECT_GT(stats.spilled_rows, 0);
+  EXPECT_GT(stats.disk_hits + stats.prefetched_rows, 0);
+  EXPECT_EQ(stats.memory_rows + stats.disk_rows, stats.rows);
+  EXPECT_LE(stats.memory_bytes, options.memory_budget_bytes);
+  if (prefetch) EXPECT_GT(stats.prefetched_rows, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OptimizersBudgetsPolicies, TieredEquivalenceTest,
+    ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0.5, 0.25, 0.1),
+                       ::testing::Bool(),
+                       ::testing::Values(EmbeddingTableOptions::EvictionPolicy::kLru,
+                                         EmbeddingTableOptions::EvictionPolicy::kLfu)));
+
+TEST_F(TieredTableTest, ReadWriteAndEraseRowsRoundTripAcrossTiers) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 64 << 10;
+  options.disk_path = Path("disk");
+  auto table_or = NewEmbeddingTable(options);
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  EmbeddingTable& table = *table_or.value();
+  RunOptions run;
+  run.steps = 30;
+  Train(table, run);
+  const std::vector<StoredRow> rows = SortedRows(table);
+  ASSERT_GT(table.stats().disk_rows, 0);
+  const int64_t floats = table.row_floats();
+
+  // ReadRows finds every row, in either tier, plus a missing key.
+  std::vector<Key> keys = KeysOf(rows);
+  keys.push_back(12345);
+  std::vector<float> read(keys.size() * floats, -7.0f);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(table.ReadRows(keys, read.data(), &missing).ok());
+  EXPECT_THAT(missing, ElementsAreArray({static_cast<int64_t>(rows.size())}));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(rows[i].row.data(), &read[i * floats], floats * sizeof(float)));
+  }
+
+  // WriteRows overwrites every row (both tiers) and adds new keys.
+  std::vector<Key> write_keys = KeysOf(rows);
+  std::vector<float> written = read;
+  written.resize(rows.size() * floats);
+  for (int64_t i = 0; i < static_cast<int64_t>(rows.size()); ++i) {
+    written[i * floats] += 1.0f;
+  }
+  for (Key extra : {Key{1}, Key{2}, Key{3}}) {
+    write_keys.push_back(extra);
+    written.insert(written.end(), rows[0].row.begin(), rows[0].row.end());
+  }
+  ASSERT_TRUE(table.WriteRows(write_keys, written.data()).ok());
+  std::vector<Key> changed;
+  std::vector<Key> removed;
+  table.TakeChanges(&changed, &removed);
+  EXPECT_EQ(write_keys.size(), changed.size());
+  EXPECT_LE(table.memory_bytes(), options.memory_budget_bytes);
+  std::vector<float> reread(write_keys.size() * floats);
+  ASSERT_TRUE(table.ReadRows(write_keys, reread.data(), &missing).ok());
+  EXPECT_THAT(missing, IsEmpty());
+  for (size_t i = 0; i < write_keys.size(); ++i) {
+    // Equal except the key inside the row's metadata, which WriteRows sets.
+    ASSERT_EQ(0, std::memcmp(&written[i * floats], &reread[i * floats], kDim * sizeof(float)));
+  }
+  EXPECT_EQ(static_cast<int64_t>(write_keys.size()), table.num_rows());
+
+  // EraseRows removes rows of both tiers; absent keys are ignored.
+  std::vector<Key> erase(write_keys.begin(), write_keys.begin() + write_keys.size() / 2);
+  erase.push_back(999999);
+  ASSERT_TRUE(table.EraseRows(erase).ok());
+  ASSERT_TRUE(table.ReadRows(write_keys, reread.data(), &missing).ok());
+  EXPECT_EQ(static_cast<int64_t>(write_keys.size() / 2), static_cast<int64_t>(missing.size()));
+  EXPECT_EQ(static_cast<int64_t>(write_keys.size() - write_keys.size() / 2), table.num_rows());
+  EXPECT_EQ(write_keys.size() - write_keys.size() / 2, SortedRows(table).size());
+}
+
+TEST_F(TieredTableTest, TakeChangesReportsChangesButNotSpillsOrReloads) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.ttl_steps = 5;
+  options.memory_budget_bytes = 48 << 10;
+  options.disk_path = Path("disk");
+  auto table_or = NewEmbeddingTable(options);
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  EmbeddingTable& table = *table_or.value();
+  std::vector<Key> changed;
+  std::vector<Key> removed;
+
+  std::vector<Key> first(300);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = 1000 + i;
+  std::vector<float> out(4000 * kDim);
+  ASSERT_TRUE(table.Pull(first, out.data()).ok());
+  table.TakeChanges(&changed, &removed);
+  std::vector<Key> sorted_first = first;
+  std::sort(sorted_first.begin(), sorted_first.end());
+  EXPECT_EQ(sorted_first, changed);
+  EXPECT_THAT(removed, IsEmpty());
+
+  // Creating many more rows spills `first`; pulling it again reloads it.
+  std::vector<Key> second(3000);
+  for (size_t i = 0; i < second.size(); ++i) second[i] = 100000 + i;
+  ASSERT_TRUE(table.Pull(second, out.data()).ok());
+  table.TakeChanges(&changed, &removed);
+  EXPECT_EQ(second.size(), changed.size());
+  ASSERT_TRUE(table.Pull(first, out.data()).ok());
+  ASSERT_GT(table.stats().disk_hits, 0);
+  table.TakeChanges(&changed, &removed);
+  EXPECT_THAT(changed, IsEmpty());
+  EXPECT_THAT(removed, IsEmpty());
+
+  // Push changes rows wherever they are; EraseRows removes them.
+  const std::vector<Key> pushed = {first[0], first[1], second[5]};
+  const std::vector<float> grads = Gradients(pushed, 0);
+  ASSERT_TRUE(table.Push(pushed, grads.data()).ok());
+  const std::vector<Key> erased = {second[7], first[2]};
+  ASSERT_TRUE(table.EraseRows(erased).ok());
+  table.TakeChanges(&changed, &removed);
+  std::vector<Key> expected_changed = pushed;
+  std::sort(expected_changed.begin(), expected_changed.end());
+  std::vector<Key> expected_removed = erased;
+  std::sort(expected_removed.begin(), expected_removed.end());
+  EXPECT_EQ(expected_changed, changed);
+  EXPECT_EQ(expected_removed, removed);
+
+  // TTL: keys of `first` pulled at step 0, kept alive by nothing, expire.
+  table.set_step(100);
+  const std::vector<Key> alive = {second[0]};
+  ASSERT_TRUE(table.Pull(alive, out.data()).ok());
+  table.EvictExpired();
+  const std::vector<Key> disk_or_memory = {first[3], second[1]};
+  ASSERT_TRUE(table.Pull(disk_or_memory, out.data()).ok());  // recreates them
+  table.TakeChanges(&changed, &removed);
+  for (Key key : disk_or_memory) {
+    EXPECT_TRUE(std::binary_search(changed.begin(), changed.end(), key)) << key;
+  }
+  EXPECT_FALSE(std::binary_search(changed.begin(), changed.end(), alive[0]));
+  EXPECT_TRUE(std::binary_search(removed.begin(), removed.end(), first[4]) ||
+              table.row_meta(first[4]) == std::nullopt);
+  EXPECT_EQ(std::nullopt, table.row_meta(first[4]));
+}
+
+// Runs batches against `table` until a call fails; returns the failed call's
+// index (Pull 2i, Push 2i + 1) or -1.
+int RunUntilError(EmbeddingTable& table, int steps, Status* error) {
+  std::vector<float> out;
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<Key> keys = BatchKeys(3, step, 200);
+    out.resize(keys.size() * kDim);
+    *error = table.Pull(keys, out.data());
+    if (!error->ok()) return 2 * step;
+    const std::vector<float> grads = Gradients(keys, step);
+    *error = table.Push(keys, grads.data());
+    if (!error->ok()) return 2 * step + 1;
+  }
+  return -1;
+}
+
+// The memory table after the first `calls` calls of RunUntilError.
+std::vector<StoredRow> ReferenceAfter(EmbeddingTableOptions options, int calls) {
+  options.memory_budget_bytes = 0;
+  auto table = NewMemoryTable(options).value();
+  std::vector<float> out;
+  for (int step = 0; 2 * step < calls; ++step) {
+    const std::vector<Key> keys = BatchKeys(3, step, 200);
+    out.resize(keys.size() * kDim);
+    EXPECT_TRUE(table->Pull(keys, out.data()).ok());
+    if (2 * step + 1 >= calls) break;
+    const std::vector<float> grads = Gradients(keys, step);
+    EXPECT_TRUE(table->Push(keys, grads.data()).ok());
+  }
+  return SortedRows(*table);
+}
+
+TEST_F(TieredTableTest, AFailingDiskFailsTheCallWithoutCorruptingTheTable) {
+  EmbeddingTableOptions options = BaseOptions();
+  // One shard: a failed call is then all or nothing.
+  options.num_shards = 1;
+  options.memory_budget_bytes = 24 << 10;
+  for (int failing = 1; failing <= 40; ++failing) {
+    SCOPED_TRACE(failing);
+    FaultyTierOptions faults;
+    faults.first_failing_call = failing;
+    faults.failing_calls = 1;
+    auto base = NewInMemoryTier(int64_t{4} * (kDim + kDim + 5));
+    ASSERT_TRUE(base.ok());
+    auto table_or = NewTieredTable(
+        options, std::make_unique<FaultyTier>(std::move(base).value(), faults));
+    ASSERT_TRUE(table_or.ok()) << table_or.status();
+    Status error;
+    const int failed = RunUntilError(*table_or.value(), 20, &error);
+    ASSERT_GE(failed, 0);
+    EXPECT_EQ(StatusCode::kIOError, error.code()) << error;
+    // The failed call either happened completely or not at all.
+    const std::vector<StoredRow> rows = SortedRows(*table_or.value());
+    const bool before = rows == ReferenceAfter(options, failed);
+    const bool after = rows == ReferenceAfter(options, failed + 1);
+    EXPECT_TRUE(before || after) << "call " << failed << " left a mixed state";
+  }
+}
+
+TEST_F(TieredTableTest, ADeadDiskKeepsFailingAndAPrefetchErrorReachesTheNextPull) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 24 << 10;
+  FaultyTierOptions faults;
+  faults.first_failing_call = 5;
+  auto base = NewInMemoryTier(int64_t{4} * (kDim + kDim + 5));
+  ASSERT_TRUE(base.ok());
+  auto table_or =
+      NewTieredTable(options, std::make_unique<FaultyTier>(std::move(base).value(), faults));
+  ASSERT_TRUE(table_or.ok());
+  EmbeddingTable& table = *table_or.value();
+  Status error;
+  ASSERT_GE(RunUntilError(table, 50, &error), 0);
+  EXPECT_EQ(StatusCode::kIOError, error.code());
+  table.Prefetch(BatchKeys(3, 0, 200));
+  std::vector<float> out(kDim);
+  EXPECT_EQ(StatusCode::kIOError, table.Pull({BatchKeys(3, 1, 200)}, out.data()).code());
+}
+
+TEST_F(TieredTableTest, PrefetchErrorIsReturnedByTheNextPull) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 24 << 10;
+  // Count the calls a run makes, then fail the first one after it: the
+  // Prefetch's read.
+  auto counting = std::make_unique<FaultyTier>(
+      NewInMemoryTier(int64_t{4} * (kDim + kDim + 5)).value(),
+      FaultyTierOptions{.first_failing_call = int64_t{1} << 40});
+  FaultyTier* counter = counting.get();
+  auto table_or = NewTieredTable(options, std::move(counting));
+  ASSERT_TRUE(table_or.ok());
+  Status error;
+  ASSERT_EQ(-1, RunUntilError(*table_or.value(), 10, &error));
+  const int64_t calls = counter->calls();
+  table_or.value().reset();
+
+  FaultyTierOptions faults;
+  faults.first_failing_call = calls + 1;
+  faults.failing_calls = 1;
+  auto table = NewTieredTable(options, std::make_unique<FaultyTier>(
+                                           NewInMemoryTier(int64_t{4} * (kDim + kDim + 5)).value(),
+                                           faults))
+                   .value();
+  ASSERT_EQ(-1, RunUntilError(*table, 10, &error));
+  table->Prefetch(BatchKeys(3, 0, 200));
+  std::vector<Key> one = {BatchKeys(3, 0, 200)[0]};
+  std::vector<float> out(kDim);
+  // Either the Prefetch or this Pull made the failing read.
+  EXPECT_EQ(StatusCode::kIOError, table->Pull(one, out.data()).code());
+  EXPECT_TRUE(table->Pull(one, out.data()).ok());
+}
+
+TEST_F(TieredTableTest, ConcurrentPullsOfDisjointKeysWithPrefetchMatchTheSequentialRun) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.optimizer.type = SparseOptimizer::kAdam;
+  constexpr int kThreads = 4;
+  constexpr int kSteps = 40;
+  // Thread t owns the keys with key % kThreads == t.
+  auto keys_of = [](int thread, int step) {
+    std::vector<Key> keys;
+    for (Key key : BatchKeys(5, step, 600)) {
+      if (key % kThreads == static_cast<Key>(thread)) keys.push_back(key);
+    }
+    return keys;
+  };
+  auto run = [&](EmbeddingTable& table, int thread) {
+    std::vector<float> out;
+    for (int step = 0; step < kSteps; ++step) {
+      const std::vector<Key> keys = keys_of(thread, step);
+      out.resize(keys.size() * kDim);
+      ASSERT_TRUE(table.Pull(keys, out.data()).ok());
+      const std::vector<float> grads = Gradients(keys, step);
+      ASSERT_TRUE(table.Push(keys, grads.data()).ok());
+    }
+  };
+  auto memory = NewMemoryTable(options).value();
+  for (int t = 0; t < kThreads; ++t) run(*memory, t);
+
+  options.memory_budget_bytes = memory->memory_bytes() / 5;
+  options.disk_path = Path("disk");
+  auto tiered_or = NewEmbeddingTable(options);
+  ASSERT_TRUE(tiered_or.ok()) << tiered_or.status();
+  EmbeddingTable& tiered = *tiered_or.value();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { run(tiered, t); });
+  std::thread prefetcher([&] {
+    for (int step = 0; step < kSteps; ++step) tiered.Prefetch(BatchKeys(5, step, 600));
+  });
+  for (std::thread& thread : threads) thread.join();
+  prefetcher.join();
+  EXPECT_TRUE(SortedRows(*memory) == SortedRows(tiered));
+  EXPECT_LE(tiered.memory_bytes(), options.memory_budget_bytes);
+}
+
+TEST_F(TieredTableTest, InvalidOptionsAreRejectedNamingTheProblem) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = -1;
+  EXPECT_THAT(NewEmbeddingTable(options).status().message(), HasSubstr("memory_budget_bytes"));
+  options.memory_budget_bytes = 1 << 20;
+  EXPECT_THAT(NewEmbeddingTable(options).status().message(), HasSubstr("disk_path"));
+  EXPECT_THAT(NewMemoryTable(options).status().message(), HasSubstr("NewEmbeddingTable"));
+  options.disk_path = Path("disk");
+  options.memory_budget_bytes = 100;
+  const Status small = NewEmbeddingTable(options).status();
+  EXPECT_EQ(StatusCode::kInvalidArgument, small.code());
+  EXPECT_THAT(small.message(), HasSubstr("at least"));
+  options.memory_budget_bytes = 1 << 20;
+  EXPECT_TRUE(NewEmbeddingTable(options).ok());
+  auto wrong_rows = NewInMemoryTier(12);
+  EXPECT_EQ(StatusCode::kInvalidArgument,
+            NewTieredTable(options, std::move(wrong_rows).value()).status().code());
+}
+
+TEST_F(TieredTableTest, MemoryTableScansAndRoundTripsRows) {
+  auto table = NewMemoryTable(BaseOptions()).value();
+  RunOptions run;
+  run.steps = 10;
+  Train(*table, run);
+  const std::vector<StoredRow> rows = SortedRows(*table);
+  EXPECT_EQ(static_cast<size_t>(table->num_rows()), rows.size());
+  auto copy = NewMemoryTable(BaseOptions()).value();
+  std::vector<float> flat;
+  for (const StoredRow& row : rows) flat.insert(flat.end(), row.row.begin(), row.row.end());
+  ASSERT_TRUE(copy->WriteRows(KeysOf(rows), flat.data()).ok());
+  EXPECT_TRUE(rows == SortedRows(*copy));
+}
+
+}  // namespace
+}  // namespace ember::embedding
