@@ -924,6 +924,10 @@ Status Checkpointer::SaveFull(int64_t step) {
 
 Status Checkpointer::SaveDelta(int64_t step) {
   if (options_.dir.empty()) return Status::InvalidArgument("CheckpointOptions.dir is empty");
+  if (!table_.tracks_changes()) {
+    return Status::FailedPrecondition(
+        "a delta snapshot needs a table made with EmbeddingTableOptions::track_changes");
+  }
   Result<std::vector<SnapshotName>> names = ListSnapshotNames(options_.dir);
   if (!names.ok() && names.status().code() != StatusCode::kNotFound) return names.status();
   const bool has_full =

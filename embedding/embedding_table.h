@@ -142,6 +142,10 @@ struct EmbeddingTableOptions {
   std::string disk_path;
   // RocksDB block cache of the disk tier. Default: 64 MiB.
   int64_t disk_block_cache_bytes = int64_t{64} << 20;
+  // Keep the keys changed and removed since the last TakeChanges (for delta
+  // checkpoints): 8 bytes per such key, outside memory_budget_bytes. Off by
+  // default, so that a table nobody checkpoints does not grow a list.
+  bool track_changes = false;
 };
 
 // Receives one stored row: its key and row_floats() floats (weights, then
@@ -241,7 +245,10 @@ class EmbeddingTable {
   // Keys whose row was created or changed (by Push, WriteRows, or a Pull
   // that created it), and keys whose row was removed (TTL, EraseRows), since
   // the previous call; clears both sets. Both are sorted and disjoint.
+  // Both stay empty unless the table was made with track_changes.
   virtual void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) = 0;
+  // Whether changes are tracked (EmbeddingTableOptions::track_changes).
+  virtual bool tracks_changes() const = 0;
 };
 
 // An in-memory table. Fails with InvalidArgument naming the field on invalid

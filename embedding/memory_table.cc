@@ -246,6 +246,7 @@ void MemoryTable::RemoveSlot(Shard& shard, int64_t slot) const {
 }
 
 void MemoryTable::MarkChanged(Shard& shard, float* row) const {
+  if (!options_.track_changes) return;
   float* epoch_float = row + row_floats_;
   uint32_t epoch;
   std::memcpy(&epoch, epoch_float, sizeof(epoch));
@@ -489,7 +490,7 @@ int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
     }
     // The slot is examined again: it now holds the shard's last row.
     RemoveSlot(shard, slot);
-    shard.removed.push_back(meta.key);
+    if (options_.track_changes) shard.removed.push_back(meta.key);
     ++evicted;
   }
   if (evicted > 0) shard.index.ShrinkIfSparse();

@@ -175,7 +175,9 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
       EMBER_RETURN_IF_ERROR(disk_->Put(io->keys, io->rows.data()));
       shard.counters.disk_rows += static_cast<int64_t>(io->absent.size());
       shard.counters.disk_writes += n;
-      shard.changed.insert(shard.changed.end(), io->keys.begin(), io->keys.end());
+      if (options_.track_changes) {
+        shard.changed.insert(shard.changed.end(), io->keys.begin(), io->keys.end());
+      }
     }
     return EnforceBudget(shard, *io);
   });
@@ -198,7 +200,7 @@ Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
       const int64_t slot = shard.index.Find(batch->keys[k], batch->hashes[k]);
       if (slot >= 0) {
         RemoveSlot(shard, slot);
-        shard.removed.push_back(batch->keys[k]);
+        if (options_.track_changes) shard.removed.push_back(batch->keys[k]);
       } else if (io != nullptr) {
         io->keys.push_back(batch->keys[k]);
       }
@@ -220,7 +222,9 @@ Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
     if (io->loaded.empty()) return Status::OK();
     EMBER_RETURN_IF_ERROR(disk_->Delete(io->loaded));
     shard.counters.disk_rows -= static_cast<int64_t>(io->loaded.size());
-    shard.removed.insert(shard.removed.end(), io->loaded.begin(), io->loaded.end());
+    if (options_.track_changes) {
+      shard.removed.insert(shard.removed.end(), io->loaded.begin(), io->loaded.end());
+    }
     return Status::OK();
   });
   ReturnScratch(std::move(batch));

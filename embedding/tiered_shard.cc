@@ -86,7 +86,9 @@ Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   shard.counters.disk_rows -= static_cast<int64_t>(io.loaded.size());
   (access == Access::kPrefetch ? shard.counters.prefetched : shard.counters.disk_hits) += loaded;
   shard.counters.evicted += static_cast<int64_t>(expired.size());
-  shard.removed.insert(shard.removed.end(), expired.begin(), expired.end());
+  if (options_.track_changes) {
+    shard.removed.insert(shard.removed.end(), expired.begin(), expired.end());
+  }
   return Status::OK();
 }
 

@@ -188,6 +188,7 @@ class MemoryTable final : public EmbeddingTable {
   Status WriteRows(const std::vector<Key>& keys, const float* rows) override;
   Status EraseRows(const std::vector<Key>& keys) override;
   void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) override;
+  bool tracks_changes() const override { return options_.track_changes; }
 
   // Bytes of one shard's fixed parts and one row, for the minimum budget.
   static int64_t MinShardBytes(const EmbeddingTableOptions& options);

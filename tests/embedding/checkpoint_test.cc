@@ -53,6 +53,7 @@ std::unique_ptr<EmbeddingTable> MakeMemoryTable(SparseOptimizer optimizer, int d
   options.seed = 11;
   options.ttl_steps = ttl_steps;
   options.optimizer.type = optimizer;
+  options.track_changes = true;
   Result<std::unique_ptr<EmbeddingTable>> table = NewMemoryTable(options);
   EXPECT_TRUE(table.ok()) << table.status();
   return std::move(table).value();
@@ -625,6 +626,32 @@ TEST(CheckpointHashTest, ChangesWithAnyFlippedByteAndWithLength) {
   Fnv1a64Words with_zero;
   with_zero.Update(longer.data(), longer.size());
   EXPECT_NE(original.Digest(), with_zero.Digest());
+}
+
+}  // namespace
+}  // namespace ember::embedding
+
+namespace ember::embedding {
+namespace {
+
+class UntrackedCheckpointTest : public ::ember::test::TempDirTest {};
+
+TEST_F(UntrackedCheckpointTest, DeltaOfATableThatDoesNotTrackChangesIsFailedPrecondition) {
+  EmbeddingTableOptions options;
+  options.dim = 4;
+  options.num_shards = 2;
+  auto table = NewMemoryTable(options);
+  ASSERT_TRUE(table.ok());
+  std::vector<float> out(4);
+  ASSERT_TRUE((*table)->Pull({1}, out.data()).ok());
+  CheckpointOptions checkpoint;
+  checkpoint.dir = Path("ckpt");
+  checkpoint.optimizer = SparseOptimizerName(SparseOptimizer::kAdagrad);
+  Checkpointer checkpointer(**table, checkpoint);
+  ASSERT_TRUE(checkpointer.SaveFull(1).ok());
+  Status delta = checkpointer.SaveDelta(2);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, delta.code());
+  EXPECT_NE(std::string::npos, delta.message().find("track_changes")) << delta;
 }
 
 }  // namespace

@@ -107,6 +107,7 @@ class FakeTable : public EmbeddingTable {
     }
     return Status::OK();
   }
+  bool tracks_changes() const override { return true; }
   void TakeChanges(std::vector<Key> *changed, std::vector<Key> *removed) override {
     changed->assign(changed_.begin(), changed_.end());
     removed->assign(removed_.begin(), removed_.end());
@@ -186,6 +187,7 @@ class FaultyScanTable : public EmbeddingTable {
     return base_.WriteRows(keys, rows);
   }
   Status EraseRows(const std::vector<Key> &keys) override { return base_.EraseRows(keys); }
+  bool tracks_changes() const override { return base_.tracks_changes(); }
   void TakeChanges(std::vector<Key> *changed, std::vector<Key> *removed) override {
     base_.TakeChanges(changed, removed);
   }

@@ -95,6 +95,7 @@ EmbeddingTableOptions BaseOptions() {
   options.num_shards = kShards;
   options.seed = 7;
   options.admission.sketch_width = 1024;
+  options.track_changes = true;
   return options;
 }
 

@@ -87,6 +87,24 @@ TEST_F(EmberCliTest, IdleOpenMpThreadsArePassiveUnlessTheUserSaysOtherwise) {
   EXPECT_NE(std::string::npos, user.output.find("OMP_WAIT_POLICY=active")) << user.output;
 }
 
+// The disk tier changes where rows live, never what training computes.
+TEST_F(EmberCliTest, TrainingWithADiskTierGivesTheSameModelAsInMemory) {
+  ASSERT_EQ(0, Ember("gen-data --rows=6000 --out=" + Path("d.tsv")).exit_code);
+  const std::string common = "train --train_data=" + Path("d.tsv") + " " + kSmallModel;
+  CommandRun memory = Ember(common + " --metrics_out=" + Path("memory.json"));
+  ASSERT_EQ(0, memory.exit_code) << memory.output;
+  CommandRun tiered = Ember(common + " --metrics_out=" + Path("tiered.json") +
+                            " --embedding_memory_budget=256KB --embedding_dir=" + Path("tier"));
+  ASSERT_EQ(0, tiered.exit_code) << tiered.output;
+  auto a = ember::ReadFile(Path("memory.json")), b = ember::ReadFile(Path("tiered.json"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(JsonNumber(*a, "test", "auc"), JsonNumber(*b, "test", "auc"));
+  EXPECT_EQ(JsonNumber(*a, "test", "logloss"), JsonNumber(*b, "test", "logloss"));
+  EXPECT_EQ(0, JsonNumber(*a, "embedding", "disk_writes"));
+  EXPECT_GT(JsonNumber(*b, "embedding", "disk_writes"), 0);
+  EXPECT_LE(JsonNumber(*b, "embedding", "memory_bytes"), 256 * 1024);
+}
+
 TEST_F(EmberCliTest, FlagfileCarriesTheConfiguration) {
   ASSERT_EQ(0, Ember("gen-data --out=" + Path("d.tsv") + " --rows=2000").exit_code);
   std::ofstream(Path("job.flags")) << "--train_data=" << Path("d.tsv") << "\n--max_steps=2\n"
@@ -116,7 +134,8 @@ TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   for (const std::string& flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
         "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0",
-        "--admission=sometimes"}) {
+        "--admission=sometimes",
+        "--embedding_memory_budget=lots"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);

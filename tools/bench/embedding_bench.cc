@@ -1,0 +1,451 @@
+// Embedding Pull + Push (Adagrad) throughput in unique keys/s (issue 4), all in
+// memory and with the memory budget at 50%, 25% and 10% of the all-in-memory
+// table (rows beyond it in the RocksDB tier), with and without Prefetch of the
+// next batch; beside this machine's random-gather limit measured in the same
+// run: the same batches' rows gathered from a flat array and scattered back.
+//   build/tools/bench/embedding_bench [--rows=N] [--unique_keys=U] [--threads=N]
+//       [--batches=B] [--warmup_batches=W] [--zipf=S] [--bench_dir=DIR]
+//       [benchmark flags]
+// A case is one batch of U distinct keys per iteration: Pull, then Push of
+// random gradients, in a ThreadArena of --threads threads (Prefetch's own
+// background work is the table's and not counted in them).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "core/random.h"
+#include "core/status.h"
+#include "core/threads.h"
+#include "embedding/embedding_table.h"
+#include "tools/bench/key_batches.h"
+#include "tools/bench/ratio_reporter.h"
+
+namespace {
+
+using ember::Result;
+using ember::Status;
+using ember::bench::KeyDistribution;
+using ember::embedding::EmbeddingTable;
+using ember::embedding::Key;
+
+int64_t g_rows = 2'000'000;
+int64_t g_unique_keys = 50'000;
+int64_t g_batches = 64;
+int64_t g_warmup_batches = 4;
+double g_zipf = 1.05;
+int g_threads = 2;
+std::string g_bench_dir = "/tmp";
+
+// Set up in main, used by every case.
+std::unique_ptr<ember::ThreadArena> g_arena;
+std::string g_run_dir;
+
+constexpr int kDims[] = {16, 64};
+constexpr int kBudgetPercents[] = {50, 25, 10};
+constexpr KeyDistribution kDistributions[] = {KeyDistribution::kZipf, KeyDistribution::kUniform};
+// Keys per Pull while pre-populating a table.
+constexpr int64_t kPopulateKeys = 1 << 16;
+constexpr uint64_t kSeed = 4;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The pool of batches of one distribution, drawn once (in parallel; each
+// batch depends only on its index) and cycled through by every case.
+const std::vector<std::vector<Key>>& Batches(KeyDistribution distribution) {
+  static std::map<KeyDistribution, std::vector<std::vector<Key>>> pools;
+  auto& pool = pools[distribution];
+  if (pool.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    ember::bench::KeyBatchOptions options;
+    options.rows = g_rows;
+    options.distribution = distribution;
+    options.zipf_exponent = g_zipf;
+    options.seed = kSeed;
+    const ember::bench::KeyBatches batches(options);
+    pool.resize(g_batches);
+    g_arena->Execute([&] {
+      ember::ParallelFor(0, g_batches, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) pool[b] = batches.UniqueBatch(g_unique_keys, b);
+      });
+    });
+    std::fprintf(stderr, "[embedding_bench] %lld %s batches of %lld unique keys drawn in %.1f s\n",
+                 static_cast<long long>(g_batches), KeyDistributionName(distribution),
+                 static_cast<long long>(g_unique_keys), SecondsSince(start));
+  }
+  return pool;
+}
+
+std::vector<float> RandomFloats(int64_t n, float scale, uint64_t stream) {
+  std::vector<float> values(n);
+  ember::RandomStream random(kSeed, stream);
+  for (float& v : values) v = static_cast<float>(random.Uniform(-scale, scale));
+  return values;
+}
+
+// --- Random-gather limit -----------------------------------------------------
+
+// The flat R x dim array of the gather cases; one dim at a time, released
+// before the tables are built.
+struct FlatRows {
+  int dim = 0;
+  std::vector<float> rows;
+};
+std::unique_ptr<FlatRows> g_flat;
+
+std::vector<float>& Flat(int dim) {
+  if (g_flat == nullptr || g_flat->dim != dim) {
+    g_flat.reset();
+    g_flat = std::make_unique<FlatRows>();
+    g_flat->dim = dim;
+    g_flat->rows = RandomFloats(g_rows * dim, 0.1f, 1);  // touches every page
+  }
+  return g_flat->rows;
+}
+
+// One iteration: copy the batch's rows (dim floats each) into a buffer, then
+// back, one memcpy per row, in parallel chunks in the arena.
+void BM_RandomGather(benchmark::State& state, int dim, KeyDistribution distribution) {
+  const auto& batches = Batches(distribution);
+  float* rows = Flat(dim).data();
+  std::vector<float> buffer(g_unique_keys * dim);
+  const size_t row_bytes = dim * sizeof(float);
+  int64_t keys = 0, next = 0;
+  for (auto _ : state) {
+    const std::vector<Key>& batch = batches[next++ % batches.size()];
+    g_arena->Execute([&] {
+      ember::ParallelFor(0, batch.size(), 1024, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          std::memcpy(&buffer[i * dim], rows + batch[i] * dim, row_bytes);
+        }
+      });
+      ember::ParallelFor(0, batch.size(), 1024, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          std::memcpy(rows + batch[i] * dim, &buffer[i * dim], row_bytes);
+        }
+      });
+    });
+    benchmark::ClobberMemory();
+    keys += batch.size();
+  }
+  state.counters["keys/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
+}
+
+// --- Tables --------------------------------------------------------------------
+
+// The table the current cases share: built and pre-populated once per (dim,
+// budget), reused by the cases of both distributions with and without
+// Prefetch, then dropped (with its disk directory) for the next one.
+struct BenchTable {
+  int dim = 0;
+  int budget_percent = 0;  // 0: all in memory
+  std::string disk_path;   // empty when all in memory
+  std::unique_ptr<EmbeddingTable> table;
+  int64_t step = 0;            // the next batch, and the table's step
+  std::string warmed_up_case;  // the case the last warm-up was for
+};
+std::unique_ptr<BenchTable> g_table;
+// memory_bytes() of the populated all-in-memory table of each dim: the base of
+// the budgets.
+std::map<int, int64_t> g_full_memory_bytes;
+
+void DropTable() {
+  if (g_table == nullptr) return;
+  const std::string path = g_table->disk_path;
+  g_table.reset();
+  if (!path.empty()) {
+    std::error_code error;
+    std::filesystem::remove_all(path, error);
+  }
+}
+
+Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
+                                                 const std::string& disk_path) {
+  ember::embedding::EmbeddingTableOptions options;
+  options.dim = dim;
+  options.seed = kSeed;
+  options.optimizer.type = ember::embedding::SparseOptimizer::kAdagrad;
+  options.memory_budget_bytes = budget_bytes;
+  options.disk_path = disk_path;
+  return ember::embedding::NewEmbeddingTable(options);
+}
+
+// Creates every row [0, rows) with Pulls of kPopulateKeys keys.
+Status Populate(EmbeddingTable& table) {
+  std::vector<Key> keys;
+  std::vector<float> out(kPopulateKeys * table.dim());
+  Status status;
+  for (int64_t begin = 0; begin < g_rows && status.ok(); begin += kPopulateKeys) {
+    keys.clear();
+    for (Key k = begin; k < static_cast<Key>(std::min(begin + kPopulateKeys, g_rows)); ++k) {
+      keys.push_back(k);
+    }
+    g_arena->Execute([&] { status = table.Pull(keys, out.data()); });
+  }
+  return status;
+}
+
+Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
+  auto bench_table = std::make_unique<BenchTable>();
+  bench_table->dim = dim;
+  bench_table->budget_percent = budget_percent;
+  int64_t budget_bytes = 0;
+  if (budget_percent > 0) {
+    budget_bytes = g_full_memory_bytes.at(dim) * budget_percent / 100;
+    bench_table->disk_path =
+        g_run_dir + "/dim" + std::to_string(dim) + "_budget" + std::to_string(budget_percent);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EMBER_ASSIGN_OR_RETURN(bench_table->table, NewTable(dim, budget_bytes, bench_table->disk_path));
+  EMBER_RETURN_IF_ERROR(Populate(*bench_table->table));
+  const ember::embedding::TableStats stats = bench_table->table->stats();
+  std::fprintf(stderr,
+               "[embedding_bench] dim %d, budget %d%% (%.1f MiB): %lld rows populated in %.1f s; "
+               "memory %.1f MiB, %lld rows in memory\n",
+               dim, budget_percent, budget_bytes / 1048576.0, static_cast<long long>(stats.rows),
+               SecondsSince(start), stats.memory_bytes / 1048576.0,
+               static_cast<long long>(budget_percent > 0 ? stats.memory_rows : stats.rows));
+  return bench_table;
+}
+
+Result<BenchTable*> AcquireTable(int dim, int budget_percent) {
+  if (g_table != nullptr && g_table->dim == dim && g_table->budget_percent == budget_percent) {
+    return g_table.get();
+  }
+  DropTable();
+  g_flat.reset();
+  if (budget_percent > 0 && g_full_memory_bytes.count(dim) == 0) {
+    // The all-in-memory case was filtered out: build its table to measure it.
+    EMBER_ASSIGN_OR_RETURN(g_table, BuildTable(dim, 0));
+    g_full_memory_bytes[dim] = g_table->table->memory_bytes();
+    DropTable();
+  }
+  EMBER_ASSIGN_OR_RETURN(g_table, BuildTable(dim, budget_percent));
+  if (budget_percent == 0) g_full_memory_bytes[dim] = g_table->table->memory_bytes();
+  return g_table.get();
+}
+
+// One training step on the next batch of the pool: Prefetch of the batch
+// after it (when asked), Pull, Push.
+Status Step(BenchTable& t, const std::vector<std::vector<Key>>& batches, bool prefetch,
+            const std::vector<float>& grads, std::vector<float>* out, int64_t* keys) {
+  const std::vector<Key>& batch = batches[t.step % batches.size()];
+  if (prefetch) t.table->Prefetch(batches[(t.step + 1) % batches.size()]);
+  Status status;
+  g_arena->Execute([&] {
+    t.table->set_step(t.step);
+    status = t.table->Pull(batch, out->data());
+    if (status.ok()) status = t.table->Push(batch, grads.data());
+  });
+  ++t.step;
+  *keys += batch.size();
+  return status;
+}
+
+void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
+                 KeyDistribution distribution, int budget_percent, bool prefetch) {
+  Result<BenchTable*> acquired = AcquireTable(dim, budget_percent);
+  if (!acquired.ok()) {
+    state.SkipWithError(acquired.status().ToString().c_str());
+    return;
+  }
+  BenchTable& t = **acquired;
+  const auto& batches = Batches(distribution);
+  std::vector<float> out(g_unique_keys * dim);
+  const std::vector<float> grads = RandomFloats(g_unique_keys * dim, 0.01f, 2);
+  int64_t keys = 0;
+  // The memory tier follows the keys of the case before: warm it up on this
+  // case's keys once, untimed (benchmark calls this function several times).
+  if (t.warmed_up_case != name) {
+    if (prefetch) t.table->Prefetch(batches[t.step % batches.size()]);
+    for (int64_t i = 0; i < g_warmup_batches; ++i) {
+      const Status status = Step(t, batches, prefetch, grads, &out, &keys);
+      if (!status.ok()) {
+        state.SkipWithError(status.ToString().c_str());
+        return;
+      }
+    }
+    t.warmed_up_case = name;
+  }
+  keys = 0;
+  const ember::embedding::TableStats before = t.table->stats();
+  for (auto _ : state) {
+    const Status status = Step(t, batches, prefetch, grads, &out, &keys);
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      break;
+    }
+  }
+  const ember::embedding::TableStats after = t.table->stats();
+  state.counters["keys/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
+  if (budget_percent > 0) {
+    const double memory_hits = after.memory_hits - before.memory_hits;
+    const double disk_hits = after.disk_hits - before.disk_hits;
+    // Share of pulled and pushed keys found in memory, and rows read from disk
+    // per key of the batches.
+    state.counters["mem_hit"] =
+        memory_hits + disk_hits > 0 ? memory_hits / (memory_hits + disk_hits) : 0.0;
+    state.counters["disk_rd/key"] =
+        keys > 0 ? static_cast<double>(after.disk_reads - before.disk_reads) / keys : 0.0;
+    state.counters["mem_MiB"] = after.memory_bytes / 1048576.0;
+  }
+}
+
+// --- Registration and report ---------------------------------------------------
+
+std::string CaseName(int dim, KeyDistribution distribution, int budget_percent, bool prefetch) {
+  std::string name = "dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
+  if (budget_percent == 0) return name + "/memory";
+  return name + "/budget:" + std::to_string(budget_percent) + "%" +
+         (prefetch ? "/prefetch" : "/no_prefetch");
+}
+
+std::string GatherName(int dim, KeyDistribution distribution) {
+  return "gather/dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
+}
+
+// Cases run in registration order, which keeps one table alive at a time.
+void RegisterCases() {
+  auto configure = [](benchmark::internal::Benchmark* b) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+  };
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      configure(benchmark::RegisterBenchmark(GatherName(dim, distribution).c_str(), BM_RandomGather,
+                                             dim, distribution));
+    }
+    for (int budget_percent : {0, 50, 25, 10}) {
+      for (KeyDistribution distribution : kDistributions) {
+        for (bool prefetch : {false, true}) {
+          if (budget_percent == 0 && prefetch) continue;  // a no-op without a disk tier
+          const std::string name =
+              "pullpush/" + CaseName(dim, distribution, budget_percent, prefetch);
+          configure(benchmark::RegisterBenchmark(name.c_str(), BM_PullPush, name, dim, distribution,
+                                                 budget_percent, prefetch));
+        }
+      }
+    }
+  }
+}
+
+std::string RunName(const std::string& name) { return name + "/real_time"; }
+
+// PrintRatio, or a line saying that a side was not measured (skipped with an
+// error, or left out by --benchmark_filter).
+void PrintRatioOf(const ember::bench::RatioReporter& reporter, const std::string& label,
+                  const std::string& candidate, const std::string& baseline) {
+  if (reporter.Counter(RunName(candidate), "keys/s") <= 0 ||
+      reporter.Counter(RunName(baseline), "keys/s") <= 0) {
+    std::printf("%-44s not measured\n", label.c_str());
+    return;
+  }
+  reporter.PrintRatio(label, RunName(candidate), RunName(baseline), "keys/s");
+}
+
+void PrintReport(const ember::bench::RatioReporter& reporter) {
+  std::printf("\nPull+Push (Adagrad) vs the random-gather limit (same keys, same threads):\n");
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      for (int budget_percent : {0, 50, 25, 10}) {
+        for (bool prefetch : {false, true}) {
+          if (budget_percent == 0 && prefetch) continue;
+          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
+          PrintRatioOf(reporter, name, "pullpush/" + name, GatherName(dim, distribution));
+        }
+      }
+    }
+  }
+  std::printf("\nBudgeted vs all in memory (same dim and keys):\n");
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      for (int budget_percent : kBudgetPercents) {
+        for (bool prefetch : {false, true}) {
+          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
+          PrintRatioOf(reporter, name, "pullpush/" + name,
+                       "pullpush/" + CaseName(dim, distribution, 0, false));
+        }
+      }
+    }
+  }
+  std::printf("\nGoal: budget 10%%, Zipf keys, prefetch >= 0.60 of all in memory:\n");
+  for (int dim : kDims) {
+    const double budgeted = reporter.Counter(
+        RunName("pullpush/" + CaseName(dim, KeyDistribution::kZipf, 10, true)), "keys/s");
+    const double memory = reporter.Counter(
+        RunName("pullpush/" + CaseName(dim, KeyDistribution::kZipf, 0, false)), "keys/s");
+    if (budgeted <= 0 || memory <= 0) {
+      std::printf("dim:%-3d not measured\n", dim);
+      continue;
+    }
+    const double ratio = budgeted / memory;
+    std::printf("dim:%-3d %.2f  %s\n", dim, ratio, ratio >= 0.60 ? "meets 0.60" : "BELOW 0.60");
+  }
+}
+
+bool ParseFlags(int argc, char** argv) {
+  auto value = [](const char* arg, const char* name) -> const char* {
+    const size_t n = std::strlen(name);
+    return std::strncmp(arg, name, n) == 0 ? arg + n : nullptr;
+  };
+  for (int i = 1; i < argc; ++i) {
+    if (const char* v = value(argv[i], "--rows=")) g_rows = std::atoll(v);
+    if (const char* v = value(argv[i], "--unique_keys=")) g_unique_keys = std::atoll(v);
+    if (const char* v = value(argv[i], "--batches=")) g_batches = std::atoll(v);
+    if (const char* v = value(argv[i], "--warmup_batches=")) g_warmup_batches = std::atoll(v);
+    if (const char* v = value(argv[i], "--zipf=")) g_zipf = std::atof(v);
+    if (const char* v = value(argv[i], "--threads=")) g_threads = std::atoi(v);
+    if (const char* v = value(argv[i], "--bench_dir=")) g_bench_dir = v;
+  }
+  if (g_rows < 1 || g_unique_keys < 1 || g_unique_keys > g_rows || g_batches < 2 ||
+      g_warmup_batches < 0 || !(g_zipf > 0) || g_threads < 1) {
+    std::fprintf(stderr,
+                 "embedding_bench: need --rows >= 1, 1 <= --unique_keys <= --rows, "
+                 "--batches >= 2, --warmup_batches >= 0, --zipf > 0, --threads >= 1\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ParseFlags(argc, argv)) return 1;
+  benchmark::Initialize(&argc, argv);
+  std::string dir_template = g_bench_dir + "/ember_embedding_bench.XXXXXX";
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    std::fprintf(stderr, "embedding_bench: cannot create a directory under %s: %s\n",
+                 g_bench_dir.c_str(), std::strerror(errno));
+    return 1;
+  }
+  g_run_dir = dir_template;
+  g_arena = std::make_unique<ember::ThreadArena>(g_threads);
+  std::printf(
+      "rows: %lld, unique keys per batch: %lld, pool: %lld batches, warm-up: %lld batches, "
+      "zipf exponent: %.2f, threads: %d (ThreadArena), disk tier under %s\n",
+      static_cast<long long>(g_rows), static_cast<long long>(g_unique_keys),
+      static_cast<long long>(g_batches), static_cast<long long>(g_warmup_batches), g_zipf,
+      g_threads, g_run_dir.c_str());
+  RegisterCases();
+  ember::bench::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  DropTable();
+  g_flat.reset();
+  PrintReport(reporter);
+  std::error_code error;
+  std::filesystem::remove_all(g_run_dir, error);
+  benchmark::Shutdown();
+  return 0;
+}
