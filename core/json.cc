@@ -1,10 +1,144 @@
 #include "core/json.h"
 
 #include <cmath>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 namespace ember {
+namespace {
+
+// Recursive descent over RFC 8259 JSON; \u escapes outside ASCII are not
+// needed by manifests and are rejected.
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : text_(text) {}
+
+  size_t position() const { return pos_; }
+
+  bool ParseDocument(JsonValue* value) {
+    if (!ParseValue(value, 0)) return false;
+    SkipSpace();
+    return pos_ == text_.size();
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::strchr(" \t\r\n", text_[pos_]) != nullptr) ++pos_;
+  }
+  bool Consume(char c) {
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool ConsumeWord(const char* word) {
+    const size_t n = std::strlen(word);
+    if (text_.compare(pos_, n, word) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+  bool ParseValue(JsonValue* value, int depth) {
+    if (depth > 16) return false;
+    SkipSpace();
+    if (pos_ >= text_.size()) return false;
+    const char c = text_[pos_];
+    if (c == '{') return ParseObject(value, depth);
+    if (c == '[') return ParseArray(value, depth);
+    if (c == '"') {
+      value->type = JsonValue::Type::kString;
+      return ParseString(&value->text);
+    }
+    if (ConsumeWord("true") || ConsumeWord("false")) {
+      value->type = JsonValue::Type::kBool;
+      value->boolean = c == 't';
+      return true;
+    }
+    if (ConsumeWord("null")) return true;
+    const size_t start = pos_;
+    while (pos_ < text_.size() && std::strchr("+-0123456789.eE", text_[pos_]) != nullptr) ++pos_;
+    if (pos_ == start) return false;
+    value->type = JsonValue::Type::kNumber;
+    value->text = text_.substr(start, pos_ - start);
+    return true;
+  }
+  bool ParseString(std::string* out) {
+    if (!Consume('"')) return false;
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_++];
+      if (c == '"') return true;
+      if (c != '\\') {
+        *out += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) return false;
+      const char e = text_[pos_++];
+      const char* from = "\"\\/bfnrt";
+      const char* to = "\"\\/\b\f\n\r\t";
+      const char* hit = std::strchr(from, e);
+      if (hit != nullptr && e != '\0') {
+        *out += to[hit - from];
+      } else if (e == 'u' && pos_ + 4 <= text_.size()) {
+        unsigned code = 0;
+        auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + pos_ + 4, code, 16);
+        if (ec != std::errc() || end != text_.data() + pos_ + 4 || code > 0x7f) return false;
+        *out += static_cast<char>(code);
+        pos_ += 4;
+      } else {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool ParseArray(JsonValue* value, int depth) {
+    value->type = JsonValue::Type::kArray;
+    Consume('[');
+    if (Consume(']')) return true;
+    do {
+      value->items.emplace_back();
+      if (!ParseValue(&value->items.back(), depth + 1)) return false;
+    } while (Consume(','));
+    return Consume(']');
+  }
+  bool ParseObject(JsonValue* value, int depth) {
+    value->type = JsonValue::Type::kObject;
+    Consume('{');
+    if (Consume('}')) return true;
+    do {
+      std::string key;
+      SkipSpace();
+      if (!ParseString(&key) || !Consume(':')) return false;
+      value->fields.emplace_back(std::move(key), JsonValue());
+      if (!ParseValue(&value->fields.back().second, depth + 1)) return false;
+    } while (Consume(','));
+    return Consume('}');
+  }
+
+  const std::string& text_;
+  size_t pos_ = 0;
+};
+
+
+}  // namespace
+
+const JsonValue* JsonValue::Find(const std::string& key) const {
+  for (const auto& [name, value] : fields) {
+    if (name == key) return &value;
+  }
+  return nullptr;
+}
+
+Result<JsonValue> ParseJson(const std::string& text) {
+  JsonValue value;
+  JsonReader reader(text);
+  if (!reader.ParseDocument(&value)) {
+    return Status::InvalidArgument("malformed JSON near byte ", reader.position());
+  }
+  return value;
+}
 
 std::string JsonQuote(const std::string& text) {
   std::string out = "\"";

@@ -5,7 +5,27 @@
 #include <utility>
 #include <vector>
 
+#include "core/status.h"
+
 namespace ember {
+
+// A parsed JSON document: one node per value.
+struct JsonValue {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  std::string text;  // kString: the string; kNumber: the literal as written.
+  std::vector<JsonValue> items;                             // kArray
+  std::vector<std::pair<std::string, JsonValue>> fields;   // kObject, in order
+
+  // The field named `key` of an object, or nullptr.
+  const JsonValue* Find(const std::string& key) const;
+};
+
+// Parses a whole JSON document (RFC 8259, nesting up to 16 levels; \u
+// escapes beyond ASCII are rejected). InvalidArgument, with the byte offset,
+// on anything else.
+Result<JsonValue> ParseJson(const std::string& text);
 
 // `text` as a JSON string literal, quotes included.
 std::string JsonQuote(const std::string& text);

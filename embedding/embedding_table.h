@@ -140,8 +140,11 @@ struct EmbeddingTableOptions {
   // Directory of the disk tier; required when memory_budget_bytes > 0. The
   // table creates it and does not remove it.
   std::string disk_path;
-  // RocksDB block cache of the disk tier. Default: 64 MiB.
-  int64_t disk_block_cache_bytes = int64_t{64} << 20;
+  // RocksDB memory of the disk tier, outside memory_budget_bytes: its block
+  // cache, and two write buffers (memtables) of disk_write_buffer_bytes each.
+  // Together they are the tier's fixed overhead. Defaults: 8 MiB and 4 MiB.
+  int64_t disk_block_cache_bytes = int64_t{8} << 20;
+  int64_t disk_write_buffer_bytes = int64_t{4} << 20;
   // Keep the keys changed and removed since the last TakeChanges (for delta
   // checkpoints): 8 bytes per such key, outside memory_budget_bytes. Off by
   // default, so that a table nobody checkpoints does not grow a list.

@@ -702,6 +702,7 @@ Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOp
   disk_options.path = options.disk_path;
   disk_options.row_bytes = internal::StoredRowFloats(options) * int64_t{sizeof(float)};
   disk_options.block_cache_bytes = options.disk_block_cache_bytes;
+  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
   EMBER_ASSIGN_OR_RETURN(auto disk, NewRocksDbTier(disk_options));
   return NewTieredTable(options, std::move(disk));
 }
