@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "core/mutex.h"
 #include "core/random.h"
 #include "core/status.h"
@@ -482,6 +484,7 @@ int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
   MutexLock lock(shard.mu);
   int64_t evicted = 0;
   int64_t slot = 0;
+  std::vector<Key> expired;
   while (slot < shard.rows.size()) {
     const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
     if (step - meta.last_seen_step <= options_.ttl_steps) {
@@ -491,10 +494,24 @@ int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
     // The slot is examined again: it now holds the shard's last row.
     RemoveSlot(shard, slot);
     if (options_.track_changes) shard.removed.push_back(meta.key);
+    if (disk_ != nullptr) expired.push_back(meta.key);
     ++evicted;
   }
   if (evicted > 0) shard.index.ShrinkIfSparse();
   shard.counters.evicted += evicted;
+  if (!expired.empty()) {
+    // The rows may have stale copies on disk (see LoadFromDisk). A copy is
+    // older than its memory row, so it reads as expired from now on anyway;
+    // deleting it keeps disk_rows exact and the disk small.
+    Status deleted = disk_->Delete(expired);
+    if (!deleted.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "TTL eviction: cannot delete " << expired.size()
+                                << " stale rows from the disk tier: " << deleted;
+      // Counted as expired rows on disk not yet looked at (an upper bound:
+      // some of the keys may have had no copy).
+      shard.counters.disk_rows += static_cast<int64_t>(expired.size());
+    }
+  }
   return evicted;
 }
 

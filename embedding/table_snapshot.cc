@@ -53,8 +53,8 @@ Status MemoryTable::Scan(const RowVisitor& visit) {
     if (ExpiredOnDisk(row.data() + meta_offset_)) return Status::OK();
     const uint64_t hash = Mix64(key);
     {
-      // The tiers are disjoint; this keeps a key from being visited twice
-      // even if a failed Delete had left a stale copy on disk.
+      // A row loaded into memory keeps a stale copy on disk; memory's row
+      // is the key's row and was visited above.
       Shard& shard = *shards_[hash % static_cast<uint64_t>(num_shards_)];
       MutexLock lock(shard.mu);
       if (shard.index.Find(key, hash) >= 0) return Status::OK();
@@ -193,37 +193,55 @@ Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
   Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ShardIo* io = disk_ != nullptr ? &batch->io[s] : nullptr;
-    if (io != nullptr) io->keys.clear();
     const int64_t end = batch->begin[s + 1];
-    for (int64_t k = batch->begin[s]; k < end; ++k) {
-      const int64_t slot = shard.index.Find(batch->keys[k], batch->hashes[k]);
-      if (slot >= 0) {
+    if (disk_ == nullptr) {
+      for (int64_t k = batch->begin[s]; k < end; ++k) {
+        const int64_t slot = shard.index.Find(batch->keys[k], batch->hashes[k]);
+        if (slot < 0) continue;
         RemoveSlot(shard, slot);
         if (options_.track_changes) shard.removed.push_back(batch->keys[k]);
-      } else if (io != nullptr) {
-        io->keys.push_back(batch->keys[k]);
       }
+      shard.index.ShrinkIfSparse();
+      return Status::OK();
+    }
+    // With a disk tier a memory row may have a stale copy on disk, so every
+    // key in memory is deleted from disk too; so are the keys only on disk.
+    // Memory changes only after the Delete succeeded.
+    ShardIo& io = batch->io[s];
+    io.keys.clear();
+    io.loaded.clear();
+    for (int64_t k = batch->begin[s]; k < end; ++k) {
+      if (shard.index.Find(batch->keys[k], batch->hashes[k]) >= 0) {
+        io.loaded.push_back(batch->keys[k]);
+      } else {
+        io.keys.push_back(batch->keys[k]);
+      }
+    }
+    const size_t in_memory = io.loaded.size();
+    if (!io.keys.empty()) {
+      const int64_t n = static_cast<int64_t>(io.keys.size());
+      io.rows.resize(n * sizeof(float) * row_floats_);
+      EMBER_RETURN_IF_ERROR(disk_->Get(io.keys, io.rows.data(), &io.absent));
+      size_t next_absent = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (next_absent < io.absent.size() && io.absent[next_absent] == i) {
+          ++next_absent;
+          continue;
+        }
+        io.loaded.push_back(io.keys[i]);
+      }
+    }
+    if (io.loaded.empty()) return Status::OK();
+    EMBER_RETURN_IF_ERROR(disk_->Delete(io.loaded));
+    for (size_t i = 0; i < in_memory; ++i) {
+      const Key key = io.loaded[i];
+      const int64_t slot = shard.index.Find(key, Mix64(key));
+      if (slot >= 0) RemoveSlot(shard, slot);
     }
     shard.index.ShrinkIfSparse();
-    if (io == nullptr || io->keys.empty()) return Status::OK();
-    const int64_t n = static_cast<int64_t>(io->keys.size());
-    io->rows.resize(n * sizeof(float) * row_floats_);
-    EMBER_RETURN_IF_ERROR(disk_->Get(io->keys, io->rows.data(), &io->absent));
-    io->loaded.clear();
-    size_t next_absent = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (next_absent < io->absent.size() && io->absent[next_absent] == i) {
-        ++next_absent;
-        continue;
-      }
-      io->loaded.push_back(io->keys[i]);
-    }
-    if (io->loaded.empty()) return Status::OK();
-    EMBER_RETURN_IF_ERROR(disk_->Delete(io->loaded));
-    shard.counters.disk_rows -= static_cast<int64_t>(io->loaded.size());
+    shard.counters.disk_rows -= static_cast<int64_t>(io.loaded.size() - in_memory);
     if (options_.track_changes) {
-      shard.removed.insert(shard.removed.end(), io->loaded.begin(), io->loaded.end());
+      shard.removed.insert(shard.removed.end(), io.loaded.begin(), io.loaded.end());
     }
     return Status::OK();
   });

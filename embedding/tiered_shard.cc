@@ -45,9 +45,10 @@ Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   auto undo = [&] {
     for (; inserted > 0; --inserted) RemoveSlot(shard, shard.rows.size() - 1);
   };
-  // The loaded keys go first in io.loaded and the expired ones after them;
-  // both are deleted from disk.
-  std::vector<Key> expired;
+  // io.loaded receives the expired keys: TTL removed them, so they are
+  // deleted from disk. The loaded ones stay there as stale copies (memory
+  // wins while the key is in memory; a spill overwrites them), which saves a
+  // Delete per loaded row.
   try {
     size_t next_absent = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -60,34 +61,34 @@ Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
       std::memcpy(meta, io.rows.data() + i * row_bytes + meta_offset_ * sizeof(float),
                   sizeof(meta));
       if (ExpiredOnDisk(meta)) {
-        expired.push_back(io.keys[i]);
+        io.loaded.push_back(io.keys[i]);
         continue;
       }
       // InsertRow copies with memcpy, so the byte buffer needs no alignment.
       io.slots[i] = InsertRow(shard, io.keys[i], Mix64(io.keys[i]),
                               reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
       ++inserted;
-      io.loaded.push_back(io.keys[i]);
     }
-    io.loaded.insert(io.loaded.end(), expired.begin(), expired.end());
   } catch (const std::bad_alloc&) {
     undo();
     throw;
   }
-  if (io.loaded.empty()) return Status::OK();
-  Status deleted = disk_->Delete(io.loaded);
-  if (!deleted.ok()) {
-    // The rows are still on disk; memory must not hold second copies.
-    undo();
-    io.slots.assign(n, -1);
-    return deleted;
+  if (!io.loaded.empty()) {
+    Status deleted = disk_->Delete(io.loaded);
+    if (!deleted.ok()) {
+      // The expired rows are still on disk; leave memory as it was.
+      undo();
+      io.slots.assign(n, -1);
+      return deleted;
+    }
   }
-  const int64_t loaded = inserted;
-  shard.counters.disk_rows -= static_cast<int64_t>(io.loaded.size());
-  (access == Access::kPrefetch ? shard.counters.prefetched : shard.counters.disk_hits) += loaded;
-  shard.counters.evicted += static_cast<int64_t>(expired.size());
+  const int64_t expired = static_cast<int64_t>(io.loaded.size());
+  // The loaded rows are no longer only on disk.
+  shard.counters.disk_rows -= inserted + expired;
+  (access == Access::kPrefetch ? shard.counters.prefetched : shard.counters.disk_hits) += inserted;
+  shard.counters.evicted += expired;
   if (options_.track_changes) {
-    shard.removed.insert(shard.removed.end(), expired.begin(), expired.end());
+    shard.removed.insert(shard.removed.end(), io.loaded.begin(), io.loaded.end());
   }
   return Status::OK();
 }

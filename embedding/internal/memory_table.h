@@ -22,8 +22,11 @@
 // rows. Removing a row fills its hole with the shard's last row, so slots
 // stay dense and emptied chunks are freed.
 //
-// With a disk tier (memory_budget_bytes > 0) a key's row lives in exactly one
-// tier: loading a row deletes it from disk, spilling it writes it there.
+// With a disk tier (memory_budget_bytes > 0) a key's row is its memory row
+// if the shard's index holds the key, else its disk row. Loading a row leaves
+// the disk copy in place, stale from then on (this saves a Delete per load);
+// spilling overwrites it, and erasing or TTL-evicting a memory row deletes
+// it. Every read (Scan, ReadRows, Lookup, row_meta) looks in memory first.
 // See tiered_shard.cc.
 
 #include <atomic>
@@ -92,8 +95,9 @@ struct ShardCounters {
   int64_t spilled = 0;
   int64_t disk_reads = 0;
   int64_t disk_writes = 0;
-  // Rows only the disk tier holds (exact: the tiers are disjoint), counting
-  // rows that expired there but were not yet looked at.
+  // Keys whose row is on disk and not in memory (stale disk copies of memory
+  // rows are not counted), counting rows that expired there but were not yet
+  // looked at. Exact unless deleting a TTL-evicted row's copy failed.
   int64_t disk_rows = 0;
 };
 

@@ -251,6 +251,88 @@ TEST_F(TieredTableTest, ReadWriteAndEraseRowsRoundTripAcrossTiers) {
   EXPECT_EQ(write_keys.size() - write_keys.size() / 2, SortedRows(table).size());
 }
 
+// Loading a row leaves a stale copy on disk (memory wins); erasing or
+// TTL-evicting the memory row must delete that copy too, and Scan must not
+// show it.
+TEST_F(TieredTableTest, StaleDiskCopiesAreHiddenAndDeletedWithTheirRows) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 64 << 10;
+  options.ttl_steps = 5;
+  auto tier_or = NewInMemoryTier(int64_t{4} * (kDim + kDim + 5));
+  ASSERT_TRUE(tier_or.ok());
+  Tier* tier = tier_or.value().get();
+  auto table_or = NewTieredTable(options, std::move(tier_or).value());
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  EmbeddingTable& table = *table_or.value();
+  RunOptions run;
+  run.steps = 30;
+  Train(table, run);
+  ASSERT_GT(table.stats().disk_rows, 0);
+  const int64_t floats = table.row_floats();
+  auto on_disk = [&](Key key) {
+    std::vector<char> row(tier->row_bytes());
+    std::vector<int64_t> missing;
+    EXPECT_TRUE(tier->Get({key}, row.data(), &missing).ok());
+    return missing.empty();
+  };
+  auto consistent = [&] {
+    const TableStats stats = table.stats();
+    EXPECT_EQ(stats.memory_rows + stats.disk_rows, stats.rows);
+    // num_rows also counts expired disk rows not yet looked at; Scan skips
+    // them. SortedRows fails if Scan shows a key twice.
+    EXPECT_GE(static_cast<size_t>(table.num_rows()), SortedRows(table).size());
+  };
+  // Two keys that only the disk holds.
+  std::vector<Key> disk_keys;
+  ASSERT_TRUE(tier->Scan([&](Key key, const char*) {
+                    if (disk_keys.size() < 2) disk_keys.push_back(key);
+                    return Status::OK();
+                  })
+                  .ok());
+  ASSERT_EQ(2u, disk_keys.size());
+  // Load them and change them: memory now holds newer rows than the disk.
+  table.set_step(run.steps);
+  std::vector<float> out(disk_keys.size() * kDim);
+  ASSERT_TRUE(table.Pull(disk_keys, out.data()).ok());
+  const std::vector<float> grads(disk_keys.size() * kDim, 0.25f);
+  ASSERT_TRUE(table.Push(disk_keys, grads.data()).ok());
+  std::vector<float> rows(disk_keys.size() * floats);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(table.ReadRows(disk_keys, rows.data(), &missing).ok());
+  ASSERT_THAT(missing, IsEmpty());
+  // Scan shows each key once, with its memory row.
+  const std::vector<StoredRow> scanned = SortedRows(table);
+  for (size_t i = 0; i < disk_keys.size(); ++i) {
+    auto it = std::find_if(scanned.begin(), scanned.end(),
+                           [&](const StoredRow& r) { return r.key == disk_keys[i]; });
+    ASSERT_NE(it, scanned.end());
+    EXPECT_EQ(0, std::memcmp(it->row.data(), &rows[i * floats], floats * sizeof(float)));
+  }
+  consistent();
+
+  // Erasing the first removes its disk copy, stale or not.
+  const int64_t before = table.num_rows();
+  ASSERT_TRUE(table.EraseRows({disk_keys[0]}).ok());
+  EXPECT_FALSE(on_disk(disk_keys[0]));
+  EXPECT_EQ(before - 1, table.num_rows());
+  ASSERT_TRUE(table.ReadRows({disk_keys[0]}, rows.data(), &missing).ok());
+  EXPECT_EQ(1u, missing.size());
+  consistent();
+
+  // Keep the second in memory while everything else expires, then let it
+  // expire too: TTL removes it and its disk copy.
+  for (int64_t step = run.steps + 1; step < run.steps + 4; ++step) {
+    table.set_step(step);
+    ASSERT_TRUE(table.Pull({disk_keys[1]}, out.data()).ok());
+  }
+  table.set_step(run.steps + 20);
+  EXPECT_GT(table.EvictExpired(), 0);
+  EXPECT_FALSE(on_disk(disk_keys[1]));
+  ASSERT_TRUE(table.ReadRows({disk_keys[1]}, rows.data(), &missing).ok());
+  EXPECT_EQ(1u, missing.size());
+  consistent();
+}
+
 TEST_F(TieredTableTest, TakeChangesReportsChangesButNotSpillsOrReloads) {
   EmbeddingTableOptions options = BaseOptions();
   options.ttl_steps = 5;
