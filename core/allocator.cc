@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace ember {
 namespace {
 
@@ -32,6 +36,17 @@ Allocator* CpuAllocator() {
 Result<Allocator*> AllocatorFor(const Device& device) {
   if (device.is_cpu()) return CpuAllocator();
   return CudaAllocator(device.index);
+}
+
+void TuneProcessAllocator() {
+#if defined(__GLIBC__)
+  constexpr int kMmapThresholdBytes = 64 << 10;
+  constexpr int kMaxArenas = 2;
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
+    mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  }
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kMaxArenas);
+#endif
 }
 
 }  // namespace ember

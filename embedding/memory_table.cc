@@ -169,6 +169,13 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
 }
 
 void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
+  // Reads for Lookup and snapshots fill a shard's row buffer with all of its
+  // keys at once: give such buffers back rather than keep them for every
+  // later batch.
+  const size_t keep_bytes = 2 * kIoChunkRows * sizeof(float) * row_floats_;
+  for (ShardIo& io : scratch->io) {
+    if (io.rows.capacity() > keep_bytes) std::vector<char>().swap(io.rows);
+  }
   MutexLock lock(scratch_mu_);
   free_scratch_.push_back(std::move(scratch));
 }

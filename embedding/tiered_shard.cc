@@ -34,40 +34,53 @@ bool MemoryTable::ExpiredOnDisk(const float* meta) const {
 Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const {
   const int64_t n = static_cast<int64_t>(io.keys.size());
   const int64_t row_bytes = sizeof(float) * row_floats_;
-  io.rows.resize(n * row_bytes);
   io.slots.assign(n, -1);
-  EMBER_RETURN_IF_ERROR(disk_->Get(io.keys, io.rows.data(), &io.absent));
   io.loaded.clear();
-  shard.counters.disk_reads += n - static_cast<int64_t>(io.absent.size());
   // Rows are inserted at the end of the arena, so a failure undoes them by
   // removing the last `inserted` slots.
   int64_t inserted = 0;
   auto undo = [&] {
     for (; inserted > 0; --inserted) RemoveSlot(shard, shard.rows.size() - 1);
+    io.slots.assign(n, -1);
   };
   // io.loaded receives the expired keys: TTL removed them, so they are
   // deleted from disk. The loaded ones stay there as stale copies (memory
   // wins while the key is in memory; a spill overwrites them), which saves a
   // Delete per loaded row.
+  // Read in chunks of kIoChunkRows so that the row buffer stays small
+  // whatever the batch (it is kept between batches, per shard, outside the
+  // budget); each chunk is one batched Get.
+  int64_t read = 0;
   try {
-    size_t next_absent = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (next_absent < io.absent.size() && io.absent[next_absent] == i) {
-        ++next_absent;
-        continue;
+    for (int64_t begin = 0; begin < n; begin += kIoChunkRows) {
+      const int64_t count = std::min(kIoChunkRows, n - begin);
+      io.chunk_keys.assign(io.keys.begin() + begin, io.keys.begin() + begin + count);
+      io.rows.resize(count * row_bytes);
+      if (Status got = disk_->Get(io.chunk_keys, io.rows.data(), &io.absent); !got.ok()) {
+        undo();
+        return got;
       }
-      // Tier rows are bytes; copy through memcpy-based helpers only.
-      alignas(float) float meta[kMetaFloats];
-      std::memcpy(meta, io.rows.data() + i * row_bytes + meta_offset_ * sizeof(float),
-                  sizeof(meta));
-      if (ExpiredOnDisk(meta)) {
-        io.loaded.push_back(io.keys[i]);
-        continue;
+      read += count - static_cast<int64_t>(io.absent.size());
+      size_t next_absent = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        if (next_absent < io.absent.size() && io.absent[next_absent] == i) {
+          ++next_absent;
+          continue;
+        }
+        // Tier rows are bytes; copy through memcpy-based helpers only.
+        alignas(float) float meta[kMetaFloats];
+        std::memcpy(meta, io.rows.data() + i * row_bytes + meta_offset_ * sizeof(float),
+                    sizeof(meta));
+        if (ExpiredOnDisk(meta)) {
+          io.loaded.push_back(io.chunk_keys[i]);
+          continue;
+        }
+        // InsertRow copies with memcpy, so the byte buffer needs no alignment.
+        io.slots[begin + i] =
+            InsertRow(shard, io.chunk_keys[i], Mix64(io.chunk_keys[i]),
+                      reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
+        ++inserted;
       }
-      // InsertRow copies with memcpy, so the byte buffer needs no alignment.
-      io.slots[i] = InsertRow(shard, io.keys[i], Mix64(io.keys[i]),
-                              reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
-      ++inserted;
     }
   } catch (const std::bad_alloc&) {
     undo();
@@ -78,10 +91,10 @@ Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
     if (!deleted.ok()) {
       // The expired rows are still on disk; leave memory as it was.
       undo();
-      io.slots.assign(n, -1);
       return deleted;
     }
   }
+  shard.counters.disk_reads += read;
   const int64_t expired = static_cast<int64_t>(io.loaded.size());
   // The loaded rows are no longer only on disk.
   shard.counters.disk_rows -= inserted + expired;
@@ -132,32 +145,37 @@ Status MemoryTable::EnforceBudget(Shard& shard, ShardIo& io) const {
       shard.index.SetSlot(evicted, Mix64(evicted), last);
       shard.policy.Moved(shard.rows, last, victim);
     }
-    const int64_t count = size - target;
-    io.keys.resize(count);
-    io.rows.resize(count * row_bytes);
-    for (int64_t i = 0; i < count; ++i) {
-      const float* row = shard.rows.row(target + i);
-      io.keys[i] = ReadMeta(row + meta_offset_).key;
-      std::memcpy(io.rows.data() + i * row_bytes, row, row_bytes);
-    }
-    Status put = disk_->Put(io.keys, io.rows.data());
-    if (!put.ok()) {
-      // The rows stay in memory, over budget, as the coldest; the next call
-      // tries again.
-      for (int64_t slot = size - 1; slot >= target; --slot) {
-        shard.policy.InsertedCold(shard.rows, slot);
+    // Written in chunks of kIoChunkRows rows (one Put each), coldest last, so
+    // that the row buffer stays small. A chunk on disk is dropped from
+    // memory at once; on error the rows not yet written stay in memory as
+    // the coldest, and the next call tries again.
+    for (int64_t end = size; end > target;) {
+      const int64_t begin = std::max(target, end - kIoChunkRows);
+      const int64_t count = end - begin;
+      io.chunk_keys.resize(count);
+      io.rows.resize(count * row_bytes);
+      for (int64_t i = 0; i < count; ++i) {
+        const float* row = shard.rows.row(begin + i);
+        io.chunk_keys[i] = ReadMeta(row + meta_offset_).key;
+        std::memcpy(io.rows.data() + i * row_bytes, row, row_bytes);
       }
-      return put;
-    }
-    for (int64_t i = count - 1; i >= 0; --i) {
-      shard.index.Erase(io.keys[i], Mix64(io.keys[i]));
-      shard.rows.RemoveLast();
+      if (Status put = disk_->Put(io.chunk_keys, io.rows.data()); !put.ok()) {
+        for (int64_t slot = end - 1; slot >= target; --slot) {
+          shard.policy.InsertedCold(shard.rows, slot);
+        }
+        return put;
+      }
+      for (int64_t i = count - 1; i >= 0; --i) {
+        shard.index.Erase(io.chunk_keys[i], Mix64(io.chunk_keys[i]));
+        shard.rows.RemoveLast();
+      }
+      shard.counters.spilled += count;
+      shard.counters.disk_writes += count;
+      shard.counters.disk_rows += count;
+      end = begin;
     }
     if (shard.rows.size() == 0) shard.policy.Clear();
     shard.index.ShrinkIfSparse();
-    shard.counters.spilled += count;
-    shard.counters.disk_writes += count;
-    shard.counters.disk_rows += count;
   }
   return Status::OK();
 }

@@ -24,12 +24,14 @@ namespace ember::embedding {
 //   in either tier), per-batch I/O buffers, and the disk tier's own block
 //   cache and write buffers (disk_block_cache_bytes, RocksDB memtables). After
 //   every Pull, Push or Prefetch a shard over budget writes its coldest rows
-//   to disk (one Put per shard per call) and drops them, so memory_bytes()
+//   to disk (in Puts of at most 128 rows, so that the I/O buffers each shard
+//   keeps stay small) and drops them, so memory_bytes()
 //   <= memory_budget_bytes between calls. During a call a shard holds every
 //   row of the call's keys, even beyond its budget.
 // * Tiers are disjoint: a row is in memory or on disk. Keys not in memory are
-//   read with one batched Get per shard per call before rows are created, so
-//   a row on disk is never created afresh; loaded rows are deleted from disk.
+//   read with batched Gets (128 keys each) before rows are created, so
+//   a row on disk is never created afresh; a loaded row's disk copy stays,
+//   stale and hidden, until a spill overwrites it or the row is erased.
 //   Values and RowMeta are identical to those of a table without a disk tier
 //   under any budget and policy.
 // * TTL: EvictExpired removes memory rows as NewMemoryTable's does and

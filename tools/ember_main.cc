@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/allocator.h"
 #include "tools/commands.h"
 
 namespace {
@@ -42,6 +43,7 @@ void EnsurePassiveOpenMpWaitPolicy(char** argv) {
 
 int main(int argc, char** argv) {
   EnsurePassiveOpenMpWaitPolicy(argv);
+  ember::TuneProcessAllocator();
   gflags::SetUsageMessage(kUsage);
   gflags::SetVersionString("0.1.0");
   if (argc < 2 || argv[1][0] == '-') {

@@ -56,6 +56,11 @@ namespace ember::embedding::internal {
 // for mostly empty shards costs more than it saves.
 constexpr int64_t kMinKeysForParallel = 2048;
 
+// Rows per batched disk read or write of a shard: large enough that RocksDB's
+// per-call costs vanish, small enough that the row buffers each shard keeps
+// between batches (outside the budget) stay a few tens of KiB.
+constexpr int64_t kIoChunkRows = 128;
+
 // Floats of RowMeta at the end of a stored row: key (2), last_seen_step (2),
 // frequency (1).
 constexpr int64_t kMetaFloats = 5;
@@ -130,6 +135,7 @@ struct alignas(64) Shard {
 // Per-shard buffers for the disk tier, kept between batches.
 struct ShardIo {
   std::vector<Key> keys;            // keys to read, write or delete
+  std::vector<Key> chunk_keys;      // the keys of one chunk of disk I/O
   std::vector<int64_t> positions;   // where each of `keys` came from
   std::vector<int64_t> slots;       // slot of each of `keys` after loading, or -1
   std::vector<int64_t> absent;      // Tier::Get's missing indices

@@ -25,6 +25,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "core/allocator.h"
 #include "core/random.h"
 #include "core/status.h"
 #include "core/threads.h"
@@ -47,6 +48,9 @@ int64_t g_warmup_batches = 4;
 double g_zipf = 1.05;
 int g_threads = 2;
 std::string g_bench_dir = "/tmp";
+std::string g_policy = "lru";
+int64_t g_disk_cache_mib = 8;
+int64_t g_disk_write_buffer_mib = 4;
 
 // Set up in main, used by every case.
 std::unique_ptr<ember::ThreadArena> g_arena;
@@ -180,6 +184,11 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   options.optimizer.type = ember::embedding::SparseOptimizer::kAdagrad;
   options.memory_budget_bytes = budget_bytes;
   options.disk_path = disk_path;
+  options.eviction_policy = g_policy == "lfu"
+                                ? ember::embedding::EmbeddingTableOptions::EvictionPolicy::kLfu
+                                : ember::embedding::EmbeddingTableOptions::EvictionPolicy::kLru;
+  options.disk_block_cache_bytes = g_disk_cache_mib << 20;
+  options.disk_write_buffer_bytes = g_disk_write_buffer_mib << 20;
   return ember::embedding::NewEmbeddingTable(options);
 }
 
@@ -408,6 +417,11 @@ bool ParseFlags(int argc, char** argv) {
     if (const char* v = value(argv[i], "--zipf=")) g_zipf = std::atof(v);
     if (const char* v = value(argv[i], "--threads=")) g_threads = std::atoi(v);
     if (const char* v = value(argv[i], "--bench_dir=")) g_bench_dir = v;
+    if (const char* v = value(argv[i], "--policy=")) g_policy = v;
+    if (const char* v = value(argv[i], "--disk_cache_mib=")) g_disk_cache_mib = std::atoll(v);
+    if (const char* v = value(argv[i], "--disk_write_buffer_mib=")) {
+      g_disk_write_buffer_mib = std::atoll(v);
+    }
   }
   if (g_rows < 1 || g_unique_keys < 1 || g_unique_keys > g_rows || g_batches < 2 ||
       g_warmup_batches < 0 || !(g_zipf > 0) || g_threads < 1) {
@@ -423,6 +437,7 @@ bool ParseFlags(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (!ParseFlags(argc, argv)) return 1;
+  ember::TuneProcessAllocator();  // as the ember binary does
   benchmark::Initialize(&argc, argv);
   std::string dir_template = g_bench_dir + "/ember_embedding_bench.XXXXXX";
   if (mkdtemp(dir_template.data()) == nullptr) {
