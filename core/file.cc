@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <glog/logging.h>
 
 namespace ember {
 namespace {
@@ -43,34 +46,68 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  EMBER_ASSIGN_OR_RETURN(auto file, AtomicFileWriter::Create(path));
+  EMBER_RETURN_IF_ERROR(file->Write(contents));
+  return file->Commit();
+}
+
+Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path) {
+  // The counter keeps two writers of one process (to the same path, too)
+  // apart; the pid keeps processes apart.
+  static std::atomic<int64_t> next_id{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(next_id.fetch_add(1, std::memory_order_relaxed));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError(tmp, ": cannot create: ", ErrnoText());
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
+  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(path, tmp, fd));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+Status AtomicFileWriter::Write(std::string_view bytes) {
+  if (fd_ < 0) return Status::IOError(temp_path_, ": write after close");
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      const Status error = Status::IOError(tmp, ": write failed: ", ErrnoText());
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return error;
+      return Status::IOError(temp_path_, ": write failed: ", ErrnoText());
     }
-    written += static_cast<size_t>(n);
+    bytes.remove_prefix(static_cast<size_t>(n));
+    size_ += n;
   }
-  if (::fsync(fd) != 0) {
-    const Status error = Status::IOError(tmp, ": fsync failed: ", ErrnoText());
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return error;
+  return Status::OK();
+}
+
+Status AtomicFileWriter::WriteAt(int64_t offset, std::string_view bytes) {
+  CHECK(offset >= 0 && offset + static_cast<int64_t>(bytes.size()) <= size_)
+      << "WriteAt must overwrite bytes already written";
+  if (fd_ < 0) return Status::IOError(temp_path_, ": write after close");
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(temp_path_, ": write failed: ", ErrnoText());
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+    offset += n;
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const Status error = Status::IOError(path, ": rename from ", tmp, " failed: ", ErrnoText());
-    ::unlink(tmp.c_str());
-    return error;
+  return Status::OK();
+}
+
+Status AtomicFileWriter::Commit() {
+  CHECK(!committed_ && fd_ >= 0) << "Commit is called once, on an open writer";
+  if (::fsync(fd_) != 0) return Status::IOError(temp_path_, ": fsync failed: ", ErrnoText());
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) return Status::IOError(temp_path_, ": close failed: ", ErrnoText());
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return Status::IOError(path_, ": rename from ", temp_path_, " failed: ", ErrnoText());
   }
-  return FsyncDirectoryOf(path);
+  committed_ = true;
+  return FsyncDirectoryOf(path_);
 }
 
 Status MakeDirectories(const std::string& path) {

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -13,6 +16,49 @@ Result<std::string> ReadFile(const std::string& path);
 // directory is written, fsynced and renamed over `path`, then the directory is
 // fsynced. A failure leaves any previous file at `path` untouched.
 Status WriteFileAtomic(const std::string& path, const std::string& contents);
+
+// A file written in pieces under a temporary name in the directory of `path`
+// ("<path>.tmp.<pid>.<n>") and made visible at `path` only by Commit: fsync,
+// rename over `path`, fsync of the directory. Destroyed without a successful
+// Commit (abandoned, or after an error) it removes the temporary file, so a
+// failed writer leaves any previous file at `path` untouched and no new one.
+// A process killed while writing leaves the temporary file behind, never a
+// partial file at `path`.
+// Thread safety: one thread at a time.
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file. IOError naming it if it cannot be created
+  // (missing or unwritable directory).
+  static Result<std::unique_ptr<AtomicFileWriter>> Create(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  // Appends `bytes`. IOError naming the temporary file on failure.
+  Status Write(std::string_view bytes);
+  // Overwrites bytes [offset, offset + bytes.size()) already written (a
+  // header filled in last). REQUIRES: offset + bytes.size() <= size().
+  Status WriteAt(int64_t offset, std::string_view bytes);
+  // Bytes appended so far.
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+  // Makes the contents durable and visible at `path`. IOError on failure,
+  // after which the temporary file is removed when the writer is destroyed.
+  // REQUIRES: called at most once.
+  Status Commit();
+
+ private:
+  AtomicFileWriter(std::string path, std::string temp_path, int fd)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+  bool committed_ = false;
+};
 
 // Creates `path` and its parents if missing.
 Status MakeDirectories(const std::string& path);

@@ -172,8 +172,21 @@ std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
   };
 }
 
+namespace {
+
+// The model has one output: multi-task data (several labels per example)
+// needs a multi-task model.
+Status CheckOneLabel(const io::Dataset& data) {
+  if (data.num_labels() == 1) return Status::OK();
+  return Status::InvalidArgument("the data has ", data.num_labels(),
+                                 " labels per example; this model trains on one");
+}
+
+}  // namespace
+
 Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
+  EMBER_RETURN_IF_ERROR(CheckOneLabel(train));
   const int64_t n = train.size();
   const int64_t steps_per_epoch = (n + options_.batch_size - 1) / options_.batch_size;
   int64_t total_steps = steps_per_epoch * options_.epochs;
@@ -279,6 +292,7 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 }
 
 Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
+  EMBER_RETURN_IF_ERROR(CheckOneLabel(data));
   std::vector<float> predictions;
   predictions.reserve(data.size());
   Status status;

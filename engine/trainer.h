@@ -83,8 +83,11 @@ class Trainer {
   ~Trainer();
 
   // Runs options.epochs epochs (or up to max_steps) over `train`.
+  // InvalidArgument for data without examples or with more than one label
+  // per example (multi-task data; the model has one output).
   Result<TrainReport> Fit(const io::Dataset& train);
   // Predicted click probabilities for every example of `data`, in order.
+  // InvalidArgument for data with more than one label per example.
   Result<std::vector<float>> Predict(const io::Dataset& data);
   // AUC, logloss and calibration on `data`.
   Result<Metrics> Evaluate(const io::Dataset& data);

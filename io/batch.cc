@@ -4,10 +4,11 @@
 
 namespace ember::io {
 
-void Batch::Clear(int num_dense_features, int num_categorical_slots) {
+void Batch::Clear(int num_dense_features, int num_categorical_slots, int labels_per_example) {
   size = 0;
   num_dense = num_dense_features;
   num_slots = num_categorical_slots;
+  num_labels = labels_per_example;
   labels.clear();
   dense.clear();
   offsets.assign(1, 0);
@@ -17,6 +18,7 @@ void Batch::Clear(int num_dense_features, int num_categorical_slots) {
 void AppendBatch(const Batch& from, Batch* to) {
   CHECK_EQ(from.num_dense, to->num_dense) << "AppendBatch requires the same dense width";
   CHECK_EQ(from.num_slots, to->num_slots) << "AppendBatch requires the same slot count";
+  CHECK_EQ(from.num_labels, to->num_labels) << "AppendBatch requires the same label count";
   CHECK(!to->offsets.empty()) << "AppendBatch requires a cleared destination";
   if (from.size == 0) return;
   to->labels.insert(to->labels.end(), from.labels.begin(), from.labels.end());

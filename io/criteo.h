@@ -1,21 +1,20 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "io/dataset.h"
+#include "io/text_format.h"
+#include "io/text_reader.h"
 
 namespace ember::io {
 
 inline constexpr int kCriteoDense = 13;
 inline constexpr int kCriteoSlots = 26;
 inline constexpr int kCriteoColumns = 1 + kCriteoDense + kCriteoSlots;
-
-enum class BadLinePolicy { kSkip, kFail };
-// Parses "skip" or "fail".
-Result<BadLinePolicy> ParseBadLinePolicy(const std::string& name);
 
 struct CriteoReadOptions {
   int slot_bits = kDefaultSlotBitsForReader;
@@ -29,9 +28,8 @@ struct CriteoReadOptions {
   int threads = 0;
 };
 
-// Reads Criteo TSV files (label, 13 integer, 26 hex categorical columns, tab
-// separated; an empty field is missing) into memory, in file order then line
-// order whatever the thread count. A `.gz` path is read through zlib.
+// The Criteo TSV format: label, 13 integer and 26 categorical columns, tab
+// separated; an empty field is missing. No header.
 //
 // Each example has label 0 or 1, dense[j] = LogTransform(I(j+1)) (missing is
 // 0; integers may be negative) and one key per slot s = HashCategorical(s,
@@ -41,16 +39,15 @@ struct CriteoReadOptions {
 //
 // Bad lines, by reason: "column count" (not 40 fields, blank lines inside a
 // file included), "bad label" (not exactly "0" or "1"), "unparsable
-// integer", "line too long" (over 1 MiB). With kFail the read fails with
-// InvalidArgument "path:line: reason (got ...)" for the first bad line. With
-// kSkip they are counted in Dataset::bad_lines() (examples "path:line: reason
-// (got ...)") and logged as a warning; the read fails with InvalidArgument
-// when bad_lines / lines_read > max_bad_ratio.
+// integer", "line too long" (over 1 MiB).
 //
-// Other failures: no paths (InvalidArgument), a missing file (NotFound), a
-// directory (InvalidArgument), a read failure (IOError) or a truncated or
-// corrupt gzip file (DataLoss), each naming the file; slot_bits outside
-// [5, 32] (InvalidArgument). Memory: the dataset plus one 64 MiB read block.
+// InvalidArgument if slot_bits is outside [5, 32] (26 slots need 5 bits).
+Result<std::unique_ptr<TextFormat>> NewCriteoFormat(int slot_bits = kDefaultSlotBitsForReader);
+
+// Reads Criteo TSV files into memory with ReadTextFiles (text_reader.h; file
+// then line order whatever the thread count, ".gz" read through zlib, the
+// bad-line policy and the other failures described there).
+// InvalidArgument if there are no paths or slot_bits is outside [5, 32].
 Result<Dataset> ReadCriteoFiles(const std::vector<std::string>& paths,
                                 const CriteoReadOptions& options);
 

@@ -12,7 +12,12 @@ constexpr size_t kMaxBadLineExamples = 5;
 
 // Appends example `i` of `from` to `to`. REQUIRES: same shape.
 void AppendExample(const Batch& from, int64_t i, Batch* to) {
-  to->labels.push_back(from.labels[i]);
+  if (from.num_labels == 1) {
+    to->labels.push_back(from.labels[i]);
+  } else {
+    const float* labels = from.labels.data() + i * from.num_labels;
+    to->labels.insert(to->labels.end(), labels, labels + from.num_labels);
+  }
   const float* dense = from.dense.data() + i * from.num_dense;
   to->dense.insert(to->dense.end(), dense, dense + from.num_dense);
   for (int s = 0; s < from.num_slots; ++s) {
@@ -27,7 +32,8 @@ void AppendExample(const Batch& from, int64_t i, Batch* to) {
 // Appends examples [begin, end) of `from` to `to` in bulk. REQUIRES: same shape.
 void AppendRange(const Batch& from, int64_t begin, int64_t end, Batch* to) {
   if (begin == end) return;
-  to->labels.insert(to->labels.end(), from.labels.begin() + begin, from.labels.begin() + end);
+  to->labels.insert(to->labels.end(), from.labels.begin() + begin * from.num_labels,
+                    from.labels.begin() + end * from.num_labels);
   to->dense.insert(to->dense.end(), from.dense.begin() + begin * from.num_dense,
                    from.dense.begin() + end * from.num_dense);
   const int64_t first_bag = begin * from.num_slots;
@@ -63,18 +69,18 @@ Dataset Dataset::Slice(int64_t begin, int64_t end) const {
 void Dataset::GetBatch(int64_t begin, int64_t end, Batch* batch) const {
   CHECK(0 <= begin && begin <= end && end <= size())
       << "GetBatch range [" << begin << ", " << end << ") must lie in [0, " << size() << ")";
-  batch->Clear(num_dense(), num_slots());
+  batch->Clear(num_dense(), num_slots(), num_labels());
   const int64_t rows = end - begin;
-  batch->labels.reserve(rows);
+  batch->labels.reserve(rows * num_labels());
   batch->dense.reserve(rows * num_dense());
   batch->offsets.reserve(rows * num_slots() + 1);
   AppendRange(all_, begin, end, batch);
 }
 
 void Dataset::GatherBatch(const std::vector<int64_t>& indices, Batch* batch) const {
-  batch->Clear(num_dense(), num_slots());
+  batch->Clear(num_dense(), num_slots(), num_labels());
   const int64_t rows = static_cast<int64_t>(indices.size());
-  batch->labels.reserve(rows);
+  batch->labels.reserve(rows * num_labels());
   batch->dense.reserve(rows * num_dense());
   batch->offsets.reserve(rows * num_slots() + 1);
   for (const int64_t i : indices) {
@@ -86,7 +92,7 @@ void Dataset::GatherBatch(const std::vector<int64_t>& indices, Batch* batch) con
 void Dataset::Append(const Dataset& other) {
   // A default-constructed Dataset has no shape yet and takes the other's.
   if (all_.offsets.empty()) {
-    all_.Clear(other.num_dense(), other.num_slots());
+    all_.Clear(other.num_dense(), other.num_slots(), other.num_labels());
   }
   if (other.all_.offsets.empty()) {
     MergeReport(other.report_, &report_);
@@ -94,6 +100,7 @@ void Dataset::Append(const Dataset& other) {
   }
   CHECK_EQ(num_dense(), other.num_dense()) << "Append requires the same dense width";
   CHECK_EQ(num_slots(), other.num_slots()) << "Append requires the same slot count";
+  CHECK_EQ(num_labels(), other.num_labels()) << "Append requires the same label count";
   AppendRange(other.all_, 0, other.size(), &all_);
   MergeReport(other.report_, &report_);
 }

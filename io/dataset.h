@@ -13,7 +13,8 @@ namespace ember::io {
 inline constexpr int kDefaultSlotBitsForReader = kDefaultSlotBits;
 
 // Counts of lines a reader rejected, by reason ("column count", "bad label",
-// "unparsable integer", ...), plus the first few examples with file:line.
+// "unparsable integer", ...; see BadLineReasonName in text_format.h), plus
+// the first few examples with file:line.
 struct BadLineReport {
   int64_t lines_read = 0;
   int64_t bad_lines = 0;
@@ -33,6 +34,7 @@ class Dataset {
   int64_t size() const { return all_.size; }
   int num_dense() const { return all_.num_dense; }
   int num_slots() const { return all_.num_slots; }
+  int num_labels() const { return all_.num_labels; }
   const BadLineReport& bad_lines() const { return report_; }
   const Batch& all() const { return all_; }
 
@@ -48,7 +50,8 @@ class Dataset {
   void GatherBatch(const std::vector<int64_t>& indices, Batch* batch) const;
   // Appends the examples of `other` and adds its bad-line counts to ours
   // (examples kept up to 5). A default-constructed Dataset takes the shape
-  // of `other`. REQUIRES: otherwise the same num_dense and num_slots.
+  // of `other`. REQUIRES: otherwise the same num_dense, num_slots and
+  // num_labels.
   void Append(const Dataset& other);
 
  private:

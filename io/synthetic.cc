@@ -1,14 +1,8 @@
 #include "io/synthetic.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "core/file.h"
@@ -236,71 +230,9 @@ double MeanLogLoss(const std::vector<double>& p, const std::vector<uint8_t>& lab
   return sum / static_cast<double>(p.size());
 }
 
-// A file written under a temporary name and renamed over `path` on Commit;
-// removed if never committed.
-class AtomicOutputFile {
- public:
-  AtomicOutputFile() = default;
-  ~AtomicOutputFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!temp_path_.empty() && !committed_) ::unlink(temp_path_.c_str());
-  }
-  AtomicOutputFile(const AtomicOutputFile&) = delete;
-  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
-
-  Status Open(const std::string& path) {
-    path_ = path;
-    temp_path_ = path + ".tmp." + std::to_string(::getpid());
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::IOError(temp_path_, ": cannot create: ", std::strerror(errno));
-    return Status::OK();
-  }
-
-  Status Write(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status::IOError(temp_path_, ": write failed: ", std::strerror(errno));
-      }
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return Status::OK();
-  }
-
-  // Makes the contents durable and visible at `path`.
-  Status Commit() {
-    if (::fsync(fd_) != 0) {
-      return Status::IOError(temp_path_, ": fsync failed: ", std::strerror(errno));
-    }
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) return Status::IOError(temp_path_, ": close failed: ", std::strerror(errno));
-    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-      return Status::IOError(path_, ": rename from ", temp_path_,
-                             " failed: ", std::strerror(errno));
-    }
-    committed_ = true;
-    const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
-    const std::string dir = parent.empty() ? std::string(".") : parent.string();
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) return Status::IOError(dir, ": cannot open directory: ", std::strerror(errno));
-    const int sync_rc = ::fsync(dir_fd);
-    ::close(dir_fd);
-    if (sync_rc != 0) return Status::IOError(dir, ": fsync failed: ", std::strerror(errno));
-    return Status::OK();
-  }
-
- private:
-  std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 // Draws all rows in parallel chunks and writes them in row order, holding at
 // most one wave of chunks' text at a time. Fills p and labels per row.
-Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, AtomicOutputFile* file,
+Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, AtomicFileWriter* file,
                  const std::function<void(int64_t)>& progress, std::vector<double>* p,
                  std::vector<uint8_t>* labels) {
   const int64_t chunks = (options.rows + kChunkRows - 1) / kChunkRows;
@@ -407,10 +339,9 @@ Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path, const Synthe
   const PlantedModel model = BuildModel(options);
   std::vector<double> p(options.rows);
   std::vector<uint8_t> labels(options.rows);
-  AtomicOutputFile file;
-  EMBER_RETURN_IF_ERROR(file.Open(path));
-  EMBER_RETURN_IF_ERROR(WriteRows(options, model, &file, progress, &p, &labels));
-  EMBER_RETURN_IF_ERROR(file.Commit());
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path));
+  EMBER_RETURN_IF_ERROR(WriteRows(options, model, file.get(), progress, &p, &labels));
+  EMBER_RETURN_IF_ERROR(file->Commit());
 
   SyntheticInfo info;
   info.rows = options.rows;

@@ -44,6 +44,36 @@ TEST_F(FileTest, WriteIntoMissingDirectoryIsIOErrorNamingThePath) {
   EXPECT_NE(std::string::npos, status.message().find("no/such/dir/x"));
 }
 
+TEST_F(FileTest, AtomicFileWriterShowsNothingUntilCommit) {
+  Result<std::unique_ptr<AtomicFileWriter>> file = AtomicFileWriter::Create(Path("a.bin"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Write("xxxx-body").ok());
+  ASSERT_TRUE((*file)->WriteAt(0, "head").ok());
+  EXPECT_EQ(9, (*file)->size());
+  EXPECT_FALSE(FileExists(Path("a.bin")));
+  ASSERT_TRUE((*file)->Commit().ok());
+  EXPECT_EQ("head-body", *ReadFile(Path("a.bin")));
+  EXPECT_FALSE(FileExists((*file)->temp_path()));
+}
+
+TEST_F(FileTest, AbandonedAtomicFileWriterKeepsThePreviousFileAndLeavesNoTemporary) {
+  ASSERT_TRUE(WriteFileAtomic(Path("a.bin"), "old").ok());
+  {
+    Result<std::unique_ptr<AtomicFileWriter>> first = AtomicFileWriter::Create(Path("a.bin"));
+    Result<std::unique_ptr<AtomicFileWriter>> second = AtomicFileWriter::Create(Path("a.bin"));
+    ASSERT_TRUE(first.ok() && second.ok());
+    EXPECT_NE((*first)->temp_path(), (*second)->temp_path());
+    ASSERT_TRUE((*first)->Write("new").ok());
+  }
+  EXPECT_EQ("old", *ReadFile(Path("a.bin")));
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(1, files);
+}
+
 TEST_F(FileTest, WritableDestinationNeedsAnExistingDirectory) {
   EXPECT_TRUE(CheckWritableDestination(Path("out.json")).ok());
   EXPECT_EQ(StatusCode::kInvalidArgument, CheckWritableDestination(Path("no/out.json")).code());

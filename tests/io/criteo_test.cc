@@ -13,6 +13,7 @@
 
 #include "core/file.h"
 #include "io/feature_hash.h"
+#include "tests/io/text_fixture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::io {
@@ -54,35 +55,7 @@ std::string ValidLines(int n) {
   return text;
 }
 
-void ExpectSameBatch(const Batch& expected, const Batch& actual) {
-  EXPECT_EQ(expected.size, actual.size);
-  EXPECT_EQ(expected.num_dense, actual.num_dense);
-  EXPECT_EQ(expected.num_slots, actual.num_slots);
-  EXPECT_EQ(expected.labels, actual.labels);
-  EXPECT_EQ(expected.dense, actual.dense);
-  EXPECT_EQ(expected.offsets, actual.offsets);
-  EXPECT_EQ(expected.keys, actual.keys);
-}
-
-class CriteoTest : public test::TempDirTest {
- protected:
-
-  std::string Write(const std::string& name, const std::string& contents) const {
-    const std::string path = Path(name);
-    std::ofstream(path, std::ios::binary) << contents;
-    return path;
-  }
-  std::string WriteGzip(const std::string& name, const std::string& contents) const {
-    const std::string path = Path(name);
-    gzFile file = gzopen(path.c_str(), "wb");
-    EXPECT_NE(nullptr, file);
-    EXPECT_EQ(static_cast<int>(contents.size()),
-              gzwrite(file, contents.data(), static_cast<unsigned>(contents.size())));
-    EXPECT_EQ(Z_OK, gzclose(file));
-    return path;
-  }
-
-};
+class CriteoTest : public TextFormatTest {};
 
 TEST_F(CriteoTest, ValidLineGivesLabelTransformedDenseAndOneKeyPerSlot) {
   const std::string path = Write("a.tsv", Line("1") + "\n");

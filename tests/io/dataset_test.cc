@@ -137,6 +137,41 @@ TEST(DatasetTest, AppendToAnEmptyDatasetTakesTheOtherShape) {
   ExpectExample(data.all(), 1, 1);
 }
 
+// Example i of a two-task batch has labels {i, 10 + i} and slot bag {i}.
+Batch MakeTwoLabelBatch(int examples) {
+  Batch batch;
+  batch.Clear(0, 1, 2);
+  for (int i = 0; i < examples; ++i) {
+    batch.labels.push_back(static_cast<float>(i));
+    batch.labels.push_back(static_cast<float>(10 + i));
+    batch.keys.push_back(i);
+    batch.offsets.push_back(static_cast<int64_t>(batch.keys.size()));
+    ++batch.size;
+  }
+  return batch;
+}
+
+TEST(DatasetTest, SeveralLabelsPerExampleTravelTogether) {
+  Dataset data(MakeTwoLabelBatch(4));
+  EXPECT_EQ(2, data.num_labels());
+  Batch batch;
+  data.GetBatch(1, 3, &batch);
+  EXPECT_EQ(2, batch.num_labels);
+  EXPECT_THAT(batch.labels, ElementsAre(1, 11, 2, 12));
+  data.GatherBatch({3, 0}, &batch);
+  EXPECT_THAT(batch.labels, ElementsAre(3, 13, 0, 10));
+  EXPECT_THAT(data.Slice(2, 3).all().labels, ElementsAre(2, 12));
+  data.Append(data.Slice(0, 1));
+  EXPECT_EQ(5, data.size());
+  EXPECT_THAT(data.all().labels, ElementsAre(0, 10, 1, 11, 2, 12, 3, 13, 0, 10));
+  Dataset empty;
+  empty.Append(data);
+  EXPECT_EQ(2, empty.num_labels());
+  Batch all = MakeTwoLabelBatch(1);
+  AppendBatch(MakeTwoLabelBatch(2), &all);
+  EXPECT_THAT(all.labels, ElementsAre(0, 10, 0, 10, 1, 11));
+}
+
 TEST(BatchTest, AppendBatchShiftsTheOffsetsOfTheAppendedExamples) {
   Batch all = MakeBatch(3);
   Batch more;
