@@ -8,7 +8,11 @@
 //       [benchmark flags]
 // A case is one batch of U distinct keys per iteration: Pull, then Push of
 // random gradients, in a ThreadArena of --threads threads (Prefetch's own
-// background work is the table's and not counted in them).
+// background work is the table's and not counted in them). Every step draws a
+// fresh batch (untimed), as a stream of training data does; --warmup_batches
+// untimed steps first let the memory tier settle on the case's keys. The
+// gather cases cycle through a pool of --batches batches (a flat array has
+// no cache to defeat).
 #include <stdlib.h>
 
 #include <algorithm>
@@ -44,7 +48,7 @@ using ember::embedding::Key;
 int64_t g_rows = 2'000'000;
 int64_t g_unique_keys = 50'000;
 int64_t g_batches = 64;
-int64_t g_warmup_batches = 4;
+int64_t g_warmup_batches = 16;
 double g_zipf = 1.05;
 int g_threads = 2;
 std::string g_bench_dir = "/tmp";
@@ -159,6 +163,7 @@ struct BenchTable {
   std::string disk_path;   // empty when all in memory
   std::unique_ptr<EmbeddingTable> table;
   int64_t step = 0;            // the next batch, and the table's step
+  std::vector<Key> current;    // the batch of `step`, drawn ahead
   std::string warmed_up_case;  // the case the last warm-up was for
 };
 std::unique_ptr<BenchTable> g_table;
@@ -247,20 +252,45 @@ Result<BenchTable*> AcquireTable(int dim, int budget_percent) {
   return g_table.get();
 }
 
-// One training step on the next batch of the pool: Prefetch of the batch
-// after it (when asked), Pull, Push.
-Status Step(BenchTable& t, const std::vector<std::vector<Key>>& batches, bool prefetch,
-            const std::vector<float>& grads, std::vector<float>* out, int64_t* keys) {
-  const std::vector<Key>& batch = batches[t.step % batches.size()];
-  if (prefetch) t.table->Prefetch(batches[(t.step + 1) % batches.size()]);
+// The batch of `step`: a fresh draw of --unique_keys keys, as in a stream of
+// training data. (Cycling through a fixed pool of batches would be the worst
+// case of an LRU memory tier: a pool whose keys outgrow the tier evicts each
+// key just before it comes back.)
+std::vector<Key> DrawBatch(KeyDistribution distribution, int64_t step) {
+  static std::map<KeyDistribution, std::unique_ptr<ember::bench::KeyBatches>> draws;
+  auto& batches = draws[distribution];
+  if (batches == nullptr) {
+    ember::bench::KeyBatchOptions options;
+    options.rows = g_rows;
+    options.distribution = distribution;
+    options.zipf_exponent = g_zipf;
+    options.seed = kSeed;
+    batches = std::make_unique<ember::bench::KeyBatches>(options);
+  }
+  // Far from the pool's indices, so that the tables see batches the gather
+  // cases did not.
+  return batches->UniqueBatch(g_unique_keys, (uint64_t{1} << 32) + static_cast<uint64_t>(step));
+}
+
+// One training step: Prefetch of the next step's batch (when asked), Pull and
+// Push of this one. Drawing the next batch is not timed when `state` is given.
+Status Step(BenchTable& t, KeyDistribution distribution, bool prefetch,
+            const std::vector<float>& grads, std::vector<float>* out, int64_t* keys,
+            benchmark::State* state) {
+  if (t.current.empty()) t.current = DrawBatch(distribution, t.step);
+  if (state != nullptr) state->PauseTiming();
+  std::vector<Key> next = DrawBatch(distribution, t.step + 1);
+  if (state != nullptr) state->ResumeTiming();
+  if (prefetch) t.table->Prefetch(next);
   Status status;
   g_arena->Execute([&] {
     t.table->set_step(t.step);
-    status = t.table->Pull(batch, out->data());
-    if (status.ok()) status = t.table->Push(batch, grads.data());
+    status = t.table->Pull(t.current, out->data());
+    if (status.ok()) status = t.table->Push(t.current, grads.data());
   });
   ++t.step;
-  *keys += batch.size();
+  *keys += t.current.size();
+  t.current = std::move(next);
   return status;
 }
 
@@ -272,16 +302,16 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
     return;
   }
   BenchTable& t = **acquired;
-  const auto& batches = Batches(distribution);
   std::vector<float> out(g_unique_keys * dim);
   const std::vector<float> grads = RandomFloats(g_unique_keys * dim, 0.01f, 2);
   int64_t keys = 0;
   // The memory tier follows the keys of the case before: warm it up on this
   // case's keys once, untimed (benchmark calls this function several times).
   if (t.warmed_up_case != name) {
-    if (prefetch) t.table->Prefetch(batches[t.step % batches.size()]);
+    t.current = DrawBatch(distribution, t.step);
+    if (prefetch) t.table->Prefetch(t.current);
     for (int64_t i = 0; i < g_warmup_batches; ++i) {
-      const Status status = Step(t, batches, prefetch, grads, &out, &keys);
+      const Status status = Step(t, distribution, prefetch, grads, &out, &keys, nullptr);
       if (!status.ok()) {
         state.SkipWithError(status.ToString().c_str());
         return;
@@ -292,7 +322,7 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
   keys = 0;
   const ember::embedding::TableStats before = t.table->stats();
   for (auto _ : state) {
-    const Status status = Step(t, batches, prefetch, grads, &out, &keys);
+    const Status status = Step(t, distribution, prefetch, grads, &out, &keys, &state);
     if (!status.ok()) {
       state.SkipWithError(status.ToString().c_str());
       break;
