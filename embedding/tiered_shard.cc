@@ -122,6 +122,7 @@ int64_t MemoryTable::TargetRows(const Shard& shard) const {
 
 Status MemoryTable::EnforceBudget(Shard& shard, ShardIo& io) const {
   const int64_t row_bytes = sizeof(float) * row_floats_;
+  const int64_t step = this->step();
   // A second round is needed only when shrinking the index or the change
   // lists did not free what the first round counted on.
   for (int round = 0; round < 2 && ShardBytes(shard) > shard_budget_bytes_; ++round) {
@@ -132,7 +133,7 @@ Status MemoryTable::EnforceBudget(Shard& shard, ShardIo& io) const {
     // can be dropped with RemoveLast once they are on disk; until then they
     // are ordinary rows outside the policy.
     for (int64_t live = size; live > target; --live) {
-      const int64_t victim = shard.policy.PickVictim(shard.rows, live);
+      const int64_t victim = shard.policy.PickVictim(shard.rows, live, step);
       shard.policy.Removed(shard.rows, victim);
       const int64_t last = live - 1;
       if (victim == last) continue;

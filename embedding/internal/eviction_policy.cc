@@ -1,6 +1,7 @@
 #include "embedding/internal/eviction_policy.h"
 
 #include <cstring>
+#include <tuple>
 
 #include <glog/logging.h>
 
@@ -83,7 +84,7 @@ void EvictionPolicy::Moved(RowArena& rows, int64_t from, int64_t to) {
   }
 }
 
-int64_t EvictionPolicy::PickVictim(const RowArena& rows, int64_t live) {
+int64_t EvictionPolicy::PickVictim(const RowArena& rows, int64_t live, int64_t step) {
   DCHECK_GT(live, 0);
   if (kind_ == Kind::kLru) {
     DCHECK_NE(tail_, kNil) << "every live row is in the LRU list";
@@ -91,6 +92,7 @@ int64_t EvictionPolicy::PickVictim(const RowArena& rows, int64_t live) {
   }
   DCHECK(kind_ == Kind::kLfu);
   int64_t best = -1;
+  bool best_current = false;
   uint32_t best_frequency = 0;
   int64_t best_step = 0;
   for (int i = 0; i < kLfuSamples; ++i) {
@@ -98,15 +100,17 @@ int64_t EvictionPolicy::PickVictim(const RowArena& rows, int64_t live) {
     const int64_t slot = static_cast<int64_t>(random_ % static_cast<uint64_t>(live));
     const float* meta = rows.row(slot) + meta_offset_;
     // RowMeta layout: key (2 floats), last_seen_step (2), frequency (1).
-    int64_t step;
+    int64_t seen_step;
     uint32_t frequency;
-    std::memcpy(&step, meta + 2, sizeof(step));
+    std::memcpy(&seen_step, meta + 2, sizeof(seen_step));
     std::memcpy(&frequency, meta + 4, sizeof(frequency));
-    if (best < 0 || frequency < best_frequency ||
-        (frequency == best_frequency && step < best_step)) {
+    const bool current = seen_step == step;
+    if (best < 0 || std::tie(current, frequency, seen_step) <
+                        std::tie(best_current, best_frequency, best_step)) {
       best = slot;
+      best_current = current;
       best_frequency = frequency;
-      best_step = step;
+      best_step = seen_step;
     }
   }
   return best;

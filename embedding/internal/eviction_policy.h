@@ -18,8 +18,11 @@ namespace ember::embedding {
 // already counts, and moves with the row. The head is the row used last.
 //
 // kLfu approximates least-frequently-used by sampling (as Redis does): a
-// victim is the row with the smallest (RowMeta frequency, last_seen_step)
-// among kLfuSamples slots drawn from a per-shard random stream. It needs no
+// victim is the row with the smallest (pulled at the current step, RowMeta
+// frequency, last_seen_step) among kLfuSamples slots drawn from a per-shard
+// random stream. Rows pulled at the current step go last: a new row has the
+// lowest frequency of all, and evicting it between its Pull and its Push
+// would only make the Push read it back. It needs no
 // bookkeeping besides the RowMeta every row has; its choice is approximate
 // (a victim is colder than most rows, not necessarily the coldest).
 //
@@ -65,7 +68,8 @@ class EvictionPolicy {
   void Moved(RowArena& rows, int64_t from, int64_t to);
   // The coldest row among slots [0, live), which all are in the policy.
   // REQUIRES: live > 0; kind() != kNone.
-  int64_t PickVictim(const RowArena& rows, int64_t live);
+  // `step`: the table's current step (kLfu spares rows pulled at it).
+  int64_t PickVictim(const RowArena& rows, int64_t live, int64_t step);
   // Forgets every row (the arena was emptied).
   void Clear() { head_ = tail_ = kNil; }
 

@@ -584,3 +584,107 @@ TEST_F(TieredTableTest, MemoryTableScansAndRoundTripsRows) {
 
 }  // namespace
 }  // namespace ember::embedding
+
+namespace ember::embedding {
+namespace {
+
+// The memory tier keeps what was used last: a batch pulled twice in a row is
+// read from disk at most once, and keys pulled every step stay in memory while
+// others come and go. (The equivalence tests cannot see a bad eviction
+// choice; only the hit counters can.)
+TEST_F(TieredTableTest, RecentAndHotRowsStayInMemory) {
+  for (const auto policy :
+       {EmbeddingTableOptions::EvictionPolicy::kLru, EmbeddingTableOptions::EvictionPolicy::kLfu}) {
+    SCOPED_TRACE(policy == EmbeddingTableOptions::EvictionPolicy::kLru ? "LRU" : "LFU");
+    EmbeddingTableOptions options = BaseOptions();
+    options.eviction_policy = policy;
+    options.memory_budget_bytes = 256 << 10;  // ~1500 rows of this table
+    options.disk_path = Path(policy == EmbeddingTableOptions::EvictionPolicy::kLru ? "lru" : "lfu");
+    auto table_or = NewEmbeddingTable(options);
+    ASSERT_TRUE(table_or.ok()) << table_or.status();
+    EmbeddingTable& table = *table_or.value();
+    std::vector<float> out;
+    int64_t step = 0;
+    auto pull = [&](const std::vector<Key>& keys) {
+      table.set_step(step++);
+      out.resize(keys.size() * kDim);
+      ASSERT_TRUE(table.Pull(keys, out.data()).ok());
+      ASSERT_TRUE(table.Push(keys, out.data()).ok());
+    };
+    auto range = [](Key begin, Key end) {
+      std::vector<Key> keys;
+      for (Key k = begin; k < end; ++k) keys.push_back(k * 0x9e3779b97f4a7c15ULL);
+      return keys;
+    };
+    // 10000 rows, most of them on disk.
+    for (Key begin = 0; begin < 10000; begin += 500) pull(range(begin, begin + 500));
+    ASSERT_GT(table.stats().disk_rows, 8000);
+
+    const std::vector<Key> batch = range(2000, 2400);
+    pull(batch);
+    const TableStats before = table.stats();
+    pull(batch);
+    const TableStats after = table.stats();
+    EXPECT_EQ(before.disk_hits, after.disk_hits) << "a batch pulled twice was read from disk twice";
+    EXPECT_EQ(before.memory_hits + 2 * static_cast<int64_t>(batch.size()), after.memory_hits);
+
+    // 200 hot keys in every step, 400 cold ones that change every step.
+    const std::vector<Key> hot = range(20000, 20200);
+    int64_t hot_disk_hits = 0;
+    for (int step = 0; step < 30; ++step) {
+      std::vector<Key> keys = hot;
+      const std::vector<Key> cold = range(30000 + step * 400, 30400 + step * 400);
+      keys.insert(keys.end(), cold.begin(), cold.end());
+      const TableStats start = table.stats();
+      pull(keys);
+      if (step >= 3) hot_disk_hits += table.stats().disk_hits - start.disk_hits;
+    }
+    // From step 3 on only cold keys are new; none of them is on disk yet, so
+    // any disk hit is a hot key that was evicted.
+    EXPECT_EQ(0, hot_disk_hits);
+  }
+}
+
+}  // namespace
+}  // namespace ember::embedding
+
+namespace ember::embedding {
+namespace {
+
+// The same at the scale where shards run in parallel and I/O comes in chunks:
+// a Pull's rows are still in memory for its Push and for a second Pull.
+TEST_F(TieredTableTest, PushFindsTheRowsItsPullLoadedInLargeParallelBatches) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.num_shards = 64;
+  options.optimizer.type = SparseOptimizer::kAdagrad;
+  options.memory_budget_bytes = 4 << 20;
+  options.disk_path = Path("disk");
+  auto table_or = NewEmbeddingTable(options);
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  EmbeddingTable& table = *table_or.value();
+  std::vector<float> out;
+  auto range = [](Key begin, Key end) {
+    std::vector<Key> keys;
+    for (Key k = begin; k < end; ++k) keys.push_back(k * 0x9e3779b97f4a7c15ULL);
+    return keys;
+  };
+  for (Key begin = 0; begin < 100000; begin += 5000) {
+    const std::vector<Key> keys = range(begin, begin + 5000);
+    out.resize(keys.size() * kDim);
+    ASSERT_TRUE(table.Pull(keys, out.data()).ok());
+  }
+  const std::vector<Key> batch = range(1000, 6000);
+  const TableStats start = table.stats();
+  ASSERT_TRUE(table.Pull(batch, out.data()).ok());
+  const TableStats pulled = table.stats();
+  ASSERT_TRUE(table.Push(batch, out.data()).ok());
+  const TableStats pushed = table.stats();
+  EXPECT_EQ(5000, pulled.disk_hits - start.disk_hits + pulled.memory_hits - start.memory_hits);
+  EXPECT_EQ(0, pushed.disk_hits - pulled.disk_hits) << "Push re-read rows its Pull had loaded";
+  const TableStats again_start = table.stats();
+  ASSERT_TRUE(table.Pull(batch, out.data()).ok());
+  EXPECT_EQ(0, table.stats().disk_hits - again_start.disk_hits);
+}
+
+}  // namespace
+}  // namespace ember::embedding
