@@ -124,6 +124,8 @@ class JsonReader {
 
 }  // namespace
 
+JsonValue::JsonValue() = default;
+
 const JsonValue* JsonValue::Find(const std::string& key) const {
   for (const auto& [name, value] : fields) {
     if (name == key) return &value;

@@ -12,6 +12,10 @@ namespace ember {
 // A parsed JSON document: one node per value.
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  // Defaulted in json.cc: clang 14 with libstdc++ 12 checks an implicit
+  // (constexpr) default constructor while the class is still incomplete,
+  // which `fields`, holding the class itself, does not allow.
+  JsonValue();
   Type type = Type::kNull;
   bool boolean = false;
   std::string text;  // kString: the string; kNumber: the literal as written.

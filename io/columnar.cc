@@ -470,8 +470,6 @@ Status MappedColumnarFile::LoadGroup(int64_t g, const GroupEntry& entry, uint64_
   dense_.push_back(At<float>(entry.dense.offset));
   for (const SlotEntry& slot : entry.slots) {
     SlotView view;
-    view.keys = At<Key>(slot.keys.offset);
-    view.num_keys = static_cast<int64_t>(slot.keys.bytes / sizeof(Key));
     uint64_t key_bytes = slot.keys.bytes;
     if (slot.bag == kVariableBags) {
       EMBER_RETURN_IF_ERROR(check(slot.offsets, offset_bytes));
@@ -484,6 +482,10 @@ Status MappedColumnarFile::LoadGroup(int64_t g, const GroupEntry& entry, uint64_
       view.bag = static_cast<int64_t>(slot.bag);
     }
     EMBER_RETURN_IF_ERROR(check(slot.keys, key_bytes));
+    // Only now is the offset known to lie in the file: a pointer made from
+    // an unchecked offset may overflow (undefined even if never read).
+    view.keys = At<Key>(slot.keys.offset);
+    view.num_keys = static_cast<int64_t>(slot.keys.bytes / sizeof(Key));
     slots_.push_back(view);
   }
   first_row_.push_back(first_row_.back() + static_cast<int64_t>(rows));

@@ -48,7 +48,9 @@ void AppendRange(const Batch& from, int64_t begin, int64_t end, Batch* to) {
   to->size += end - begin;
 }
 
-void MergeReport(const BadLineReport& from, BadLineReport* to) {
+}  // namespace
+
+void MergeBadLineReport(const BadLineReport& from, BadLineReport* to) {
   to->lines_read += from.lines_read;
   to->bad_lines += from.bad_lines;
   for (const auto& [reason, count] : from.by_reason) to->by_reason[reason] += count;
@@ -58,7 +60,18 @@ void MergeReport(const BadLineReport& from, BadLineReport* to) {
   }
 }
 
-}  // namespace
+std::string BadLineTotals(const BadLineReport& report) {
+  std::string summary = std::to_string(report.bad_lines) + " of " +
+                        std::to_string(report.lines_read) + " lines bad";
+  if (report.by_reason.empty()) return summary;
+  summary += " (";
+  bool first = true;
+  for (const auto& [reason, count] : report.by_reason) {
+    summary += (first ? "" : ", ") + reason + ": " + std::to_string(count);
+    first = false;
+  }
+  return summary + ")";
+}
 
 Dataset Dataset::Slice(int64_t begin, int64_t end) const {
   Batch part;
@@ -95,14 +108,14 @@ void Dataset::Append(const Dataset& other) {
     all_.Clear(other.num_dense(), other.num_slots(), other.num_labels());
   }
   if (other.all_.offsets.empty()) {
-    MergeReport(other.report_, &report_);
+    MergeBadLineReport(other.report_, &report_);
     return;
   }
   CHECK_EQ(num_dense(), other.num_dense()) << "Append requires the same dense width";
   CHECK_EQ(num_slots(), other.num_slots()) << "Append requires the same slot count";
   CHECK_EQ(num_labels(), other.num_labels()) << "Append requires the same label count";
   AppendRange(other.all_, 0, other.size(), &all_);
-  MergeReport(other.report_, &report_);
+  MergeBadLineReport(other.report_, &report_);
 }
 
 }  // namespace ember::io

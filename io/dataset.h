@@ -22,6 +22,14 @@ struct BadLineReport {
   std::vector<std::string> first_examples;  // "path:line: reason"
 };
 
+// Adds the counts of `from` to `to` and its examples while `to` has fewer
+// than 5.
+void MergeBadLineReport(const BadLineReport& from, BadLineReport* to);
+
+// "3 of 1000 lines bad (bad label: 1, column count: 2)"; "0 of 1000 lines
+// bad" when there are none.
+std::string BadLineTotals(const BadLineReport& report);
+
 // Examples held in memory in columnar form (one Batch holding all of them),
 // cut into mini-batches on request.
 // Thread safety: const methods may be called concurrently.

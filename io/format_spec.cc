@@ -25,6 +25,10 @@ Status CheckUnused(const FormatSpec& spec) {
       {"schema_file", !spec.schema_file.empty(), n == "csv"},
       {"delimiter", spec.delimiter != defaults.delimiter, n == "csv"},
       {"header", spec.header, n == "csv"},
+      {"dense_defaults",
+       spec.dense_defaults.transform != DenseTransform::kLog1p ||
+           spec.dense_defaults.min.has_value() || spec.dense_defaults.max.has_value(),
+       n == "csv"},
       {"field_starts", !spec.field_starts.empty(), n == "libsvm"},
       {"num_fields", spec.num_fields != 0, n == "libffm"},
       {"require_binary_values", spec.require_binary_values, n == "libsvm" || n == "libffm"},

@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <utility>
 
 #include "core/file.h"
 #include "core/json.h"
 #include "core/random.h"
 #include "core/threads.h"
+#include "io/columnar.h"
+#include "io/delimited_format.h"
 #include "io/feature_hash.h"
+#include "io/text_reader.h"
 
 namespace ember::io {
 namespace {
@@ -22,6 +27,8 @@ constexpr double kDenseWeightScale = 0.15;
 constexpr int kDenseCenterSamples = 4096;
 // Largest vocabulary: ids are written as distinct 32-bit hex strings.
 constexpr int64_t kMaxVocabulary = int64_t{1} << 32;
+// Largest bag of a multi-hot slot.
+constexpr int kMaxBagSize = 1024;
 // Bound on the planted model's tables (weights, latents, Zipf CDF).
 constexpr int64_t kMaxModelBytes = int64_t{2} << 30;
 
@@ -34,16 +41,39 @@ constexpr uint64_t kDenseCenterTag = 0x4a6c8e0f2b3d5f71ULL;
 // The planted model that every row is drawn from. Each id's parameters are a
 // function of (seed, slot, id) alone.
 struct PlantedModel {
-  int64_t vocabulary = 0;
+  int num_slots = 0;
   int rank = 0;
   int interacting_slots = 0;
-  std::vector<double> zipf_cdf;      // [vocabulary]: P(id <= i)
-  std::vector<float> id_weights;     // [num_slots x vocabulary]
-  std::vector<float> latents;        // [interacting_slots x vocabulary x rank]
-  std::vector<double> dense_mu;      // [num_dense]: mean of log(1 + count)
-  std::vector<double> dense_weight;  // [num_dense]
-  std::vector<double> dense_center;  // [num_dense]: E[LogTransform(value)]
+  int first_multi_hot = 0;  // Slots from here on hold bags.
+  int max_bag_size = 1;
+  std::vector<int64_t> vocabulary;  // [num_slots]
+  // Zipf CDF of each distinct vocabulary: P(id <= i), i < vocabulary.
+  std::map<int64_t, std::vector<double>> zipf_cdfs;
+  std::vector<const std::vector<double>*> slot_cdf;  // [num_slots], into zipf_cdfs
+  std::vector<int64_t> weight_begin;  // [num_slots + 1]: slot s's weights in id_weights
+  std::vector<int64_t> latent_begin;  // [interacting_slots + 1]: rows in latents
+  std::vector<float> id_weights;      // [sum of vocabularies]
+  std::vector<float> latents;         // [latent rows x rank]
+  std::vector<double> dense_mu;       // [num_dense]: mean of log(1 + count)
+  std::vector<double> dense_weight;   // [num_dense]
+  std::vector<double> dense_center;   // [num_dense]: E[LogTransform(value)]
 };
+
+// One drawn row, before it is written in a format.
+struct DrawnRow {
+  double p = 0.0;
+  bool label = false;
+  std::vector<int64_t> dense;  // [num_dense]: the count, or -1 if missing
+  std::vector<uint32_t> ids;   // scrambled ids of every bag, slot after slot
+  std::vector<int> bag_end;    // [num_slots]: end of slot s's bag in ids
+  std::vector<int64_t> ranks;  // Zipf ranks, as `ids` (scratch)
+  std::vector<float> pooled;   // [interacting_slots x rank] (scratch)
+};
+
+std::vector<int64_t> SlotVocabularies(const SyntheticOptions& options) {
+  if (!options.slot_vocabularies.empty()) return options.slot_vocabularies;
+  return std::vector<int64_t>(options.num_slots, options.vocabulary);
+}
 
 // Feature j's count: floor(exp(N(mu, 1))) - 1, at least 0.
 int64_t DenseCount(double mu, double normal) {
@@ -72,49 +102,66 @@ void BuildDenseModel(const SyntheticOptions& options, PlantedModel* model) {
 // is 0: the click rate is then set by `bias` rather than by which ids the
 // seed happened to make heavy. A per-slot constant is learnable as bias.
 void CenterIdWeights(PlantedModel* model) {
-  const int64_t vocab = model->vocabulary;
-  const int64_t slots = static_cast<int64_t>(model->id_weights.size()) / vocab;
-  for (int64_t slot = 0; slot < slots; ++slot) {
-    float* weights = model->id_weights.data() + slot * vocab;
+  for (int slot = 0; slot < model->num_slots; ++slot) {
+    const int64_t vocab = model->vocabulary[slot];
+    const std::vector<double>& cdf = *model->slot_cdf[slot];
+    float* weights = model->id_weights.data() + model->weight_begin[slot];
     double mean = 0.0;
     double previous_cdf = 0.0;
     for (int64_t id = 0; id < vocab; ++id) {
-      mean += (model->zipf_cdf[id] - previous_cdf) * weights[id];
-      previous_cdf = model->zipf_cdf[id];
+      mean += (cdf[id] - previous_cdf) * weights[id];
+      previous_cdf = cdf[id];
     }
     for (int64_t id = 0; id < vocab; ++id) weights[id] -= static_cast<float>(mean);
   }
 }
 
-PlantedModel BuildModel(const SyntheticOptions& options) {
-  PlantedModel model;
-  const int64_t vocab = options.vocabulary;
-  model.vocabulary = vocab;
-  model.rank = options.latent_rank;
-  model.interacting_slots = options.interacting_slots;
-  // Zipf: P(id = i) proportional to (i + 1)^-s; id 0 is the most frequent.
-  model.zipf_cdf.resize(vocab);
+// Zipf: P(id = i) proportional to (i + 1)^-s; id 0 is the most frequent.
+std::vector<double> ZipfCdf(int64_t vocab, double exponent) {
+  std::vector<double> cdf(vocab);
   double total = 0.0;
   for (int64_t i = 0; i < vocab; ++i) {
-    total += std::pow(static_cast<double>(i + 1), -options.zipf_exponent);
-    model.zipf_cdf[i] = total;
+    total += std::pow(static_cast<double>(i + 1), -exponent);
+    cdf[i] = total;
   }
-  for (double& c : model.zipf_cdf) c /= total;
-  model.zipf_cdf.back() = 1.0;
+  for (double& c : cdf) c /= total;
+  cdf.back() = 1.0;
+  return cdf;
+}
 
-  model.id_weights.resize(options.num_slots * vocab);
-  model.latents.resize(int64_t{options.interacting_slots} * vocab * options.latent_rank);
+PlantedModel BuildModel(const SyntheticOptions& options) {
+  PlantedModel model;
+  model.num_slots = options.num_slots;
+  model.rank = options.latent_rank;
+  model.interacting_slots = options.interacting_slots;
+  model.first_multi_hot = options.num_slots - options.multi_hot_slots;
+  model.max_bag_size = options.max_bag_size;
+  model.vocabulary = SlotVocabularies(options);
+  model.weight_begin.push_back(0);
+  model.latent_begin.push_back(0);
+  for (int slot = 0; slot < options.num_slots; ++slot) {
+    const int64_t vocab = model.vocabulary[slot];
+    auto [it, inserted] = model.zipf_cdfs.try_emplace(vocab);
+    if (inserted) it->second = ZipfCdf(vocab, options.zipf_exponent);
+    model.slot_cdf.push_back(&it->second);
+    model.weight_begin.push_back(model.weight_begin.back() + vocab);
+    if (slot < options.interacting_slots) {
+      model.latent_begin.push_back(model.latent_begin.back() + vocab);
+    }
+  }
+  model.id_weights.resize(model.weight_begin.back());
+  model.latents.resize(model.latent_begin.back() * options.latent_rank);
   ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
     for (int64_t slot = begin; slot < end; ++slot) {
       const uint64_t weight_seed = HashCombine(HashCombine(options.seed, kIdWeightTag), slot);
       const uint64_t latent_seed = HashCombine(HashCombine(options.seed, kLatentTag), slot);
-      for (int64_t id = 0; id < vocab; ++id) {
+      for (int64_t id = 0; id < model.vocabulary[slot]; ++id) {
         RandomStream weight(weight_seed, id);
-        model.id_weights[slot * vocab + id] =
+        model.id_weights[model.weight_begin[slot] + id] =
             static_cast<float>(options.id_weight_scale * weight.Normal());
         if (slot >= options.interacting_slots) continue;
         RandomStream latent(latent_seed, id);
-        float* vec = model.latents.data() + (slot * vocab + id) * options.latent_rank;
+        float* vec = model.latents.data() + (model.latent_begin[slot] + id) * options.latent_rank;
         for (int k = 0; k < options.latent_rank; ++k) {
           vec[k] = static_cast<float>(options.interaction_scale * latent.Normal());
         }
@@ -155,44 +202,83 @@ void AppendInt(int64_t value, std::string* out) {
   out->append(text, result.ptr);
 }
 
-// Draws row `row` from RandomStream(seed, row), appends its TSV line to `out`
-// and returns its true click probability and label.
-std::pair<double, bool> DrawRow(const SyntheticOptions& options, const PlantedModel& model,
-                                int64_t row, std::vector<int64_t>* ids, std::string* out) {
+// Draws the Zipf rank of one id of `slot`.
+int64_t DrawRank(const PlantedModel& model, int slot, RandomStream* rng) {
+  const std::vector<double>& cdf = *model.slot_cdf[slot];
+  const double u = rng->NextDouble();
+  return std::min<int64_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin(),
+                           model.vocabulary[slot] - 1);
+}
+
+// Draws row `row` from RandomStream(seed, row) into `out`. The order of the
+// draws (dense values, then slots, then the label) is what makes the rows of
+// the default options the same as those of the first generator.
+void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t row,
+             DrawnRow* out) {
   RandomStream rng(options.seed, row);
-  const size_t label_pos = out->size();
-  out->push_back('0');
   double logit = options.bias;
+  out->dense.resize(options.num_dense);
   for (int j = 0; j < options.num_dense; ++j) {
     const bool missing = rng.Bernoulli(kDenseMissingRate);
     const int64_t count = DenseCount(model.dense_mu[j], rng.Normal());
-    out->push_back('\t');
     const double value = missing ? 0.0 : LogTransform(static_cast<double>(count));
     logit += model.dense_weight[j] * (value - model.dense_center[j]);
-    if (!missing) AppendInt(count, out);
+    out->dense[j] = missing ? -1 : count;
   }
+  out->ids.clear();
+  out->ranks.clear();
+  out->bag_end.resize(options.num_slots);
   for (int s = 0; s < options.num_slots; ++s) {
-    const double u = rng.NextDouble();
-    const int64_t id = std::min<int64_t>(
-        std::upper_bound(model.zipf_cdf.begin(), model.zipf_cdf.end(), u) - model.zipf_cdf.begin(),
-        model.vocabulary - 1);
-    (*ids)[s] = id;
-    logit += model.id_weights[s * model.vocabulary + id];
-    out->push_back('\t');
-    AppendHex8(ScrambleId(s, id), out);
+    const int64_t bag_size =
+        s < model.first_multi_hot ? 1 : static_cast<int64_t>(rng.NextBelow(model.max_bag_size + 1));
+    for (int64_t k = 0; k < bag_size; ++k) {
+      const int64_t id = DrawRank(model, s, &rng);
+      logit += model.id_weights[model.weight_begin[s] + id];
+      out->ranks.push_back(id);
+      out->ids.push_back(ScrambleId(s, id));
+    }
+    out->bag_end[s] = static_cast<int>(out->ids.size());
   }
+  // Each interacting slot's latent vector, summed over its bag (one id for a
+  // single-valued slot, copied exactly).
+  const int rank = model.rank;
+  out->pooled.assign(static_cast<size_t>(model.interacting_slots) * rank, 0.0f);
   for (int a = 0; a < model.interacting_slots; ++a) {
-    const float* va = model.latents.data() + (a * model.vocabulary + (*ids)[a]) * model.rank;
-    for (int b = a + 1; b < model.interacting_slots; ++b) {
-      const float* vb = model.latents.data() + (b * model.vocabulary + (*ids)[b]) * model.rank;
-      for (int k = 0; k < model.rank; ++k) logit += double{va[k]} * vb[k];
+    float* pooled = out->pooled.data() + a * rank;
+    for (int i = a == 0 ? 0 : out->bag_end[a - 1]; i < out->bag_end[a]; ++i) {
+      const float* v = model.latents.data() + (model.latent_begin[a] + out->ranks[i]) * rank;
+      for (int k = 0; k < rank; ++k) pooled[k] += v[k];
     }
   }
-  const double p = 1.0 / (1.0 + std::exp(-logit));
-  const bool label = rng.Bernoulli(p);
-  (*out)[label_pos] = label ? '1' : '0';
+  for (int a = 0; a < model.interacting_slots; ++a) {
+    const float* va = out->pooled.data() + a * rank;
+    for (int b = a + 1; b < model.interacting_slots; ++b) {
+      const float* vb = out->pooled.data() + b * rank;
+      for (int k = 0; k < rank; ++k) logit += double{va[k]} * vb[k];
+    }
+  }
+  out->p = 1.0 / (1.0 + std::exp(-logit));
+  out->label = rng.Bernoulli(out->p);
+}
+
+// Appends `row` as one line of text: Criteo TSV (`delimiter` '\t') or the
+// csv output (','), whose multi-hot bags are ids separated by '|'.
+void AppendLine(const DrawnRow& row, char delimiter, std::string* out) {
+  out->push_back(row.label ? '1' : '0');
+  for (const int64_t count : row.dense) {
+    out->push_back(delimiter);
+    if (count >= 0) AppendInt(count, out);
+  }
+  int begin = 0;
+  for (const int end : row.bag_end) {
+    out->push_back(delimiter);
+    for (int i = begin; i < end; ++i) {
+      if (i > begin) out->push_back('|');
+      AppendHex8(row.ids[i], out);
+    }
+    begin = end;
+  }
   out->push_back('\n');
-  return {p, label};
 }
 
 // The AUC of `scores` against `labels` by the rank-sum formula, ties
@@ -230,32 +316,91 @@ double MeanLogLoss(const std::vector<double>& p, const std::vector<uint8_t>& lab
   return sum / static_cast<double>(p.size());
 }
 
+// The header line of the csv output.
+std::string CsvHeader(const SyntheticOptions& options) {
+  std::string header = "label";
+  for (int j = 0; j < options.num_dense; ++j) header += ",I" + std::to_string(j + 1);
+  for (int s = 0; s < options.num_slots; ++s) header += ",C" + std::to_string(s + 1);
+  return header;
+}
+
+// Where the rows go: a text file (kCriteo, kCsv), or a columnar file fed with
+// the batches that the csv format parses from each chunk's csv text, which
+// makes the columnar output exactly what converting the csv output gives.
+struct Output {
+  std::unique_ptr<AtomicFileWriter> text;
+  std::unique_ptr<ColumnarWriter> columnar;
+  std::unique_ptr<TextFormat> csv;
+  std::unique_ptr<LineParser> parser;
+};
+
+Result<Output> OpenOutput(const std::string& path, const SyntheticOptions& options) {
+  Output output;
+  if (options.format != SyntheticFormat::kColumnar) {
+    EMBER_ASSIGN_OR_RETURN(output.text, AtomicFileWriter::Create(path));
+    if (options.format == SyntheticFormat::kCsv) {
+      EMBER_RETURN_IF_ERROR(output.text->Write(CsvHeader(options) + "\n"));
+    }
+    return output;
+  }
+  DelimitedFormatOptions csv;
+  EMBER_ASSIGN_OR_RETURN(csv.schema, ParseSchemaSpec(SyntheticCsvSchema(options)));
+  csv.header = true;
+  csv.slot_bits = options.slot_bits;
+  EMBER_ASSIGN_OR_RETURN(output.csv, NewDelimitedFormat(csv));
+  EMBER_ASSIGN_OR_RETURN(output.parser, output.csv->NewLineParser(CsvHeader(options)));
+  ColumnarShape shape;
+  shape.num_dense = options.num_dense;
+  shape.num_slots = options.num_slots;
+  shape.slot_bits = options.slot_bits;
+  EMBER_ASSIGN_OR_RETURN(output.columnar, ColumnarWriter::Open(path, shape));
+  return output;
+}
+
 // Draws all rows in parallel chunks and writes them in row order, holding at
-// most one wave of chunks' text at a time. Fills p and labels per row.
-Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, AtomicFileWriter* file,
+// most one wave of chunks (text, and for columnar output their batches) at a
+// time. Fills p and labels per row.
+Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Output* output,
                  const std::function<void(int64_t)>& progress, std::vector<double>* p,
                  std::vector<uint8_t>* labels) {
   const int64_t chunks = (options.rows + kChunkRows - 1) / kChunkRows;
   const int64_t wave_chunks = std::max(2, 2 * HardwareThreads());
+  const char delimiter = options.format == SyntheticFormat::kCriteo ? '\t' : ',';
   std::vector<std::string> texts(wave_chunks);
+  std::vector<ParsedLines> parsed(output->parser ? wave_chunks : 0);
   int64_t next_progress = kProgressEveryRows;
   for (int64_t wave_begin = 0; wave_begin < chunks; wave_begin += wave_chunks) {
     const int64_t wave_end = std::min(chunks, wave_begin + wave_chunks);
     ParallelFor(wave_begin, wave_end, 1, [&](int64_t begin, int64_t end) {
-      std::vector<int64_t> ids(options.num_slots);
+      DrawnRow drawn;
       for (int64_t chunk = begin; chunk < end; ++chunk) {
         std::string& text = texts[chunk - wave_begin];
         text.clear();
         const int64_t row_end = std::min(options.rows, (chunk + 1) * kChunkRows);
         for (int64_t row = chunk * kChunkRows; row < row_end; ++row) {
-          const auto [prob, label] = DrawRow(options, model, row, &ids, &text);
-          (*p)[row] = prob;
-          (*labels)[row] = label ? 1 : 0;
+          DrawRow(options, model, row, &drawn);
+          AppendLine(drawn, delimiter, &text);
+          (*p)[row] = drawn.p;
+          (*labels)[row] = drawn.label ? 1 : 0;
+        }
+        if (output->parser) {
+          ParseLines(text, *output->parser, output->csv->layout(), /*stop_at_bad_line=*/true,
+                     &parsed[chunk - wave_begin]);
         }
       }
     });
     for (int64_t chunk = wave_begin; chunk < wave_end; ++chunk) {
-      EMBER_RETURN_IF_ERROR(file->Write(texts[chunk - wave_begin]));
+      if (output->parser) {
+        const ParsedLines& lines = parsed[chunk - wave_begin];
+        if (lines.bad_lines > 0) {
+          return Status::Internal("generated row ", chunk * kChunkRows + lines.lines - 1,
+                                  " does not parse as csv: ",
+                                  BadLineReasonName(lines.examples.front().reason));
+        }
+        EMBER_RETURN_IF_ERROR(output->columnar->Append(lines.rows));
+      } else {
+        EMBER_RETURN_IF_ERROR(output->text->Write(texts[chunk - wave_begin]));
+      }
       const int64_t rows_done = std::min(options.rows, (chunk + 1) * kChunkRows);
       if (progress && rows_done >= next_progress) {
         progress(rows_done);
@@ -267,31 +412,98 @@ Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Ato
   return Status::OK();
 }
 
+// The flags of `ember train` / `ember convert` that read the output.
+std::string ReadFlags(const SyntheticOptions& options) {
+  switch (options.format) {
+    case SyntheticFormat::kCriteo:
+      return "--format=criteo";
+    case SyntheticFormat::kCsv:
+      return "--format=csv --header --schema=" + SyntheticCsvSchema(options);
+    case SyntheticFormat::kColumnar:
+      return "--format=columnar";
+  }
+  return "";
+}
+
 std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info) {
   JsonObject opts;
   opts.Add("rows", options.rows)
       .AddRaw("seed", std::to_string(options.seed))
       .Add("num_dense", options.num_dense)
       .Add("num_slots", options.num_slots)
-      .Add("vocabulary", options.vocabulary)
-      .Add("zipf_exponent", options.zipf_exponent)
+      .Add("vocabulary", options.vocabulary);
+  if (!options.slot_vocabularies.empty()) {
+    std::string list = "[";
+    for (const int64_t v : options.slot_vocabularies) {
+      list += (list.size() > 1 ? ", " : "") + std::to_string(v);
+    }
+    opts.AddRaw("slot_vocabularies", list + "]");
+  }
+  opts.Add("zipf_exponent", options.zipf_exponent)
       .Add("id_weight_scale", options.id_weight_scale)
       .Add("latent_rank", options.latent_rank)
       .Add("interacting_slots", options.interacting_slots)
       .Add("interaction_scale", options.interaction_scale)
-      .Add("bias", options.bias);
+      .Add("bias", options.bias)
+      .Add("multi_hot_slots", options.multi_hot_slots)
+      .Add("max_bag_size", options.max_bag_size)
+      .Add("slot_bits", options.slot_bits);
   JsonObject facts;
   facts.Add("rows", info.rows)
       .Add("positive_rate", info.positive_rate)
       .Add("bayes_auc", info.bayes_auc)
       .Add("bayes_logloss", info.bayes_logloss);
   JsonObject meta;
-  meta.Add("format", "criteo_tsv").Add("generator", "ember synthetic v1");
+  const char* format_names[] = {"criteo_tsv", "csv", "columnar"};
+  meta.Add("format", format_names[static_cast<int>(options.format)])
+      .Add("read_flags", ReadFlags(options))
+      .Add("generator", "ember synthetic v1");
   meta.Add("options", opts).Add("info", facts);
   return meta.ToString();
 }
 
 }  // namespace
+
+Result<SyntheticFormat> ParseSyntheticFormat(const std::string& name) {
+  if (name == "criteo") return SyntheticFormat::kCriteo;
+  if (name == "csv") return SyntheticFormat::kCsv;
+  if (name == "columnar") return SyntheticFormat::kColumnar;
+  return Status::InvalidArgument("unknown output format \"", name,
+                                 "\" (expected criteo, csv or columnar)");
+}
+
+const char* SyntheticFormatName(SyntheticFormat format) {
+  switch (format) {
+    case SyntheticFormat::kCriteo:
+      return "criteo";
+    case SyntheticFormat::kCsv:
+      return "csv";
+    case SyntheticFormat::kColumnar:
+      return "columnar";
+  }
+  return "unknown";
+}
+
+std::string SyntheticCsvSchema(const SyntheticOptions& options) {
+  // One entry for `count` columns from `first`: an index or a range.
+  const auto columns = [](int first, int count, const char* role) {
+    const std::string ref = count == 1 ? std::to_string(first)
+                                       : std::to_string(first) + "-" +
+                                             std::to_string(first + count - 1);
+    return "," + ref + "=" + role;
+  };
+  std::string schema = "label";
+  int column = 1;
+  const int single = options.num_slots - options.multi_hot_slots;
+  for (const auto& [count, role] : {std::pair{options.num_dense, "dense"},
+                                    std::pair{single, "cat"},
+                                    std::pair{options.multi_hot_slots, "multi"}}) {
+    if (count == 0) continue;
+    schema += columns(column, count, role);
+    column += count;
+  }
+  return schema;
+}
 
 Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   if (o.rows < 1) return Status::InvalidArgument("rows must be >= 1, got ", o.rows);
@@ -303,6 +515,18 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   }
   if (o.vocabulary < 1 || o.vocabulary > kMaxVocabulary) {
     return Status::InvalidArgument("vocabulary must be in [1, 2^32], got ", o.vocabulary);
+  }
+  if (!o.slot_vocabularies.empty()) {
+    if (static_cast<int>(o.slot_vocabularies.size()) != o.num_slots) {
+      return Status::InvalidArgument("slot_vocabularies has ", o.slot_vocabularies.size(),
+                                     " values for num_slots=", o.num_slots);
+    }
+    for (const int64_t v : o.slot_vocabularies) {
+      if (v < 1 || v > kMaxVocabulary) {
+        return Status::InvalidArgument("slot_vocabularies: each vocabulary must be in [1, 2^32], ",
+                                       "got ", v);
+      }
+    }
   }
   if (!(o.zipf_exponent > 0.0) || !std::isfinite(o.zipf_exponent)) {
     return Status::InvalidArgument("zipf_exponent must be > 0, got ", o.zipf_exponent);
@@ -321,10 +545,31 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
     return Status::InvalidArgument("interaction_scale must be >= 0, got ", o.interaction_scale);
   }
   if (!std::isfinite(o.bias)) return Status::InvalidArgument("bias must be finite");
-  const double model_bytes =
-      static_cast<double>(o.vocabulary) *
-      (sizeof(double) +
-       sizeof(float) * (o.num_slots + static_cast<double>(o.interacting_slots) * o.latent_rank));
+  if (o.multi_hot_slots < 0 || o.multi_hot_slots > o.num_slots) {
+    return Status::InvalidArgument("multi_hot_slots must be in [0, num_slots=", o.num_slots,
+                                   "], got ", o.multi_hot_slots);
+  }
+  if (o.max_bag_size < 1 || o.max_bag_size > kMaxBagSize) {
+    return Status::InvalidArgument("max_bag_size must be in [1, ", kMaxBagSize, "], got ",
+                                   o.max_bag_size);
+  }
+  if (o.slot_bits < 1 || o.slot_bits > 32 || o.num_slots > (int64_t{1} << o.slot_bits)) {
+    return Status::InvalidArgument("slot_bits must be in [1, 32] and leave room for num_slots=",
+                                   o.num_slots, ", got ", o.slot_bits);
+  }
+  if (o.format == SyntheticFormat::kCriteo &&
+      (o.num_dense != 13 || o.num_slots != 26 || o.multi_hot_slots != 0)) {
+    return Status::InvalidArgument(
+        "the criteo format holds 13 dense and 26 single-valued slots (got num_dense=",
+        o.num_dense, ", num_slots=", o.num_slots, ", multi_hot_slots=", o.multi_hot_slots,
+        "); write csv or columnar");
+  }
+  double model_bytes = 0.0;
+  const std::vector<int64_t> vocabularies = SlotVocabularies(o);
+  for (int s = 0; s < o.num_slots; ++s) {
+    const double floats = 1.0 + (s < o.interacting_slots ? o.latent_rank : 0);
+    model_bytes += static_cast<double>(vocabularies[s]) * (sizeof(double) + sizeof(float) * floats);
+  }
   if (model_bytes > static_cast<double>(kMaxModelBytes)) {
     return Status::InvalidArgument("the planted model would need ", model_bytes / (1 << 20),
                                    " MiB (vocabulary x slots too large; limit ",
@@ -333,15 +578,15 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   return Status::OK();
 }
 
-Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path, const SyntheticOptions& options,
-                                           const std::function<void(int64_t)>& progress) {
+Result<SyntheticInfo> WriteSynthetic(const std::string& path, const SyntheticOptions& options,
+                                     const std::function<void(int64_t)>& progress) {
   EMBER_RETURN_IF_ERROR(ValidateSyntheticOptions(options));
   const PlantedModel model = BuildModel(options);
   std::vector<double> p(options.rows);
   std::vector<uint8_t> labels(options.rows);
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path));
-  EMBER_RETURN_IF_ERROR(WriteRows(options, model, file.get(), progress, &p, &labels));
-  EMBER_RETURN_IF_ERROR(file->Commit());
+  EMBER_ASSIGN_OR_RETURN(Output output, OpenOutput(path, options));
+  EMBER_RETURN_IF_ERROR(WriteRows(options, model, &output, progress, &p, &labels));
+  EMBER_RETURN_IF_ERROR(output.text ? output.text->Commit() : output.columnar->Finish());
 
   SyntheticInfo info;
   info.rows = options.rows;
@@ -352,6 +597,13 @@ Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path, const Synthe
   info.bayes_logloss = MeanLogLoss(p, labels);
   EMBER_RETURN_IF_ERROR(WriteFileAtomic(path + ".meta.json", MetaJson(options, info)));
   return info;
+}
+
+Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path, const SyntheticOptions& options,
+                                           const std::function<void(int64_t)>& progress) {
+  SyntheticOptions criteo = options;
+  criteo.format = SyntheticFormat::kCriteo;
+  return WriteSynthetic(path, criteo, progress);
 }
 
 Result<double> ReadSyntheticBayesAuc(const std::string& data_path) {

@@ -6,15 +6,35 @@
 #include <vector>
 
 #include "core/status.h"
+#include "io/feature_hash.h"
 
 namespace ember::io {
 
-// A planted logistic model over Criteo-shaped features. Each slot's ids are
-// Zipf-distributed over a vocabulary; each id carries a weight and a latent
-// vector; dense features are counts whose log1p carries a weight; the label
-// is Bernoulli(sigmoid(bias + dense term + id weights + pairwise latent
-// interactions between slots)). A model that learns the planted function
-// reaches the Bayes AUC, which is computed from the true probabilities.
+// How WriteSynthetic writes the rows.
+enum class SyntheticFormat {
+  // Criteo TSV (criteo.h): label, 13 integer and 26 hex categorical columns.
+  // Needs num_dense = 13, num_slots = 26 and no multi-hot slots.
+  kCriteo,
+  // Comma-separated text with a header line "label,I1,..,In,C1,..,Cm" and
+  // multi-hot fields as ids separated by '|'; read it with the csv format
+  // and the schema of SyntheticCsvSchema() (also in the .meta.json).
+  kCsv,
+  // Ember's columnar format (columnar.h): the rows the csv format reads
+  // from the csv output (identical batches), written without the text.
+  kColumnar,
+};
+
+// "criteo", "csv" or "columnar"; InvalidArgument for anything else.
+Result<SyntheticFormat> ParseSyntheticFormat(const std::string& name);
+const char* SyntheticFormatName(SyntheticFormat format);
+
+// A planted logistic model over CTR-shaped features (Criteo's shape by
+// default). Each slot's ids are Zipf-distributed over the slot's vocabulary;
+// each id carries a weight and a latent vector; dense features are counts
+// whose log1p carries a weight; the label is Bernoulli(sigmoid(bias + dense
+// term + id weights + pairwise latent interactions between slots)). A model
+// that learns the planted function reaches the Bayes AUC, which is computed
+// from the true probabilities.
 //
 // Details: id weights ~ N(0, id_weight_scale) are shifted per slot so that
 // their Zipf-weighted mean is 0, and the dense term is w_j * (LogTransform(x_j)
@@ -26,13 +46,21 @@ namespace ember::io {
 // 0.82. The defaults are chosen so that one epoch of DLRM at its Criteo sizes
 // comes within about 0.02 AUC of that ceiling (a smaller vocabulary or more
 // rows make the id weights easier to learn; weaker interactions, too).
+//
+// Multi-hot slots are the last `multi_hot_slots` slots: each row holds a bag
+// of 0 to max_bag_size ids there (size uniform, ids drawn independently from
+// the slot's Zipf distribution, repeats possible), and the bag adds the sum
+// of its ids' weights (and of their latent vectors, for an interacting
+// slot), as the sum pooling of the models does. An empty bag adds nothing.
 struct SyntheticOptions {
   int64_t rows = 1000000;
   uint64_t seed = 1;
   int num_dense = 13;
   int num_slots = 26;
-  // Distinct ids per slot (the same for every slot).
+  // Distinct ids per slot, for every slot unless slot_vocabularies is set.
   int64_t vocabulary = 200;
+  // Distinct ids of each slot (num_slots values); empty: `vocabulary` each.
+  std::vector<int64_t> slot_vocabularies;
   // Zipf exponent of the id distribution in each slot.
   double zipf_exponent = 1.05;
   // Standard deviation of each id's weight.
@@ -44,7 +72,17 @@ struct SyntheticOptions {
   double interaction_scale = 0.15;
   // Intercept of the logit; sets the click rate (about 25% by default).
   double bias = -1.45;
+  // The last `multi_hot_slots` slots hold bags of 0 to max_bag_size ids.
+  int multi_hot_slots = 0;
+  int max_bag_size = 4;
+  SyntheticFormat format = SyntheticFormat::kCriteo;
+  // kColumnar: the key bits of the slot (feature_hash.h), stored in the file.
+  int slot_bits = kDefaultSlotBits;
 };
+
+// The schema (delimited_format.h) that reads the kCsv output of `options`
+// with a header: "label,1-13=dense,14-39=cat" plus "=multi" columns.
+std::string SyntheticCsvSchema(const SyntheticOptions& options);
 
 // What the generator knows about the data it wrote.
 struct SyntheticInfo {
@@ -57,23 +95,34 @@ struct SyntheticInfo {
 };
 
 // Validates options: rows >= 1, num_dense in [0, 64], num_slots in [1, 1023],
-// vocabulary in [1, 2^32], zipf_exponent > 0, scales >= 0, latent_rank in
-// [0, 256], interacting_slots in [0, num_slots], a finite bias, and planted
-// tables (vocabulary x (slots + interacting_slots x latent_rank)) under 2 GiB.
-// InvalidArgument naming the field otherwise.
+// vocabulary in [1, 2^32] (each of slot_vocabularies too, and num_slots of
+// them if any), zipf_exponent > 0, scales >= 0, latent_rank in [0, 256],
+// interacting_slots in [0, num_slots], a finite bias, multi_hot_slots in
+// [0, num_slots], max_bag_size in [1, 1024], slot_bits in [1, 32] with
+// room for num_slots, the Criteo shape for kCriteo, and planted tables
+// (the sum over slots of vocabulary x (1 + latent_rank if interacting))
+// under 2 GiB. InvalidArgument naming the field otherwise.
 Status ValidateSyntheticOptions(const SyntheticOptions& options);
 
-// Writes `options.rows` examples to `path` as Criteo TSV (ids as 8-digit hex,
-// dense counts as decimal integers, some dense values missing; with 13 dense
-// and 26 slots ReadCriteoFiles reads it without bad lines), and
-// `path + ".meta.json"` with the options and the SyntheticInfo. Both writes are
-// atomic. The bytes depend only on the options (seed included).
-// Row r is drawn from RandomStream(seed, r), so a shorter file is a prefix of
-// a longer one. Memory: the planted tables plus 9 bytes per row (the true
-// probabilities and labels, for the exact AUC) and a few chunks of text.
+// Writes `options.rows` examples to `path` in `options.format` (text: ids as
+// 8-digit hex, dense counts as decimal integers, some dense values missing;
+// the Criteo output reads with ReadCriteoFiles, the csv output with the
+// csv format and SyntheticCsvSchema, both without bad lines), and
+// `path + ".meta.json"` with the options, the format, the flags that read it
+// and the SyntheticInfo. Both writes are atomic. The bytes depend only on the
+// options (seed included). Row r is drawn from RandomStream(seed, r), so a
+// shorter file holds a prefix of the rows of a longer one; the default
+// options give the same rows as before multi-hot slots and per-slot
+// vocabularies existed. Memory: the planted tables plus 9 bytes per row (the
+// true probabilities and labels, for the exact AUC), a few chunks of text
+// and, for kColumnar, one row group.
 // `progress`, when set, is called on the calling thread about every 100k rows
 // with the rows written so far, and last with `rows`.
 // Fails with InvalidArgument (options) or IOError (writing).
+Result<SyntheticInfo> WriteSynthetic(const std::string& path, const SyntheticOptions& options,
+                                     const std::function<void(int64_t)>& progress = {});
+
+// WriteSynthetic with the format set to kCriteo.
 Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path,
                                            const SyntheticOptions& options,
                                            const std::function<void(int64_t)>& progress = {});

@@ -14,7 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin       # multi-process runs
   zlib1g-dev                       # gzip input
-  clang                            # libFuzzer targets
+  clang libclang-rt-dev libomp-dev # libFuzzer targets: libFuzzer and sanitizer
+                                   # runtimes, OpenMP for clang (scripts/run_fuzz.sh)
 )
 if [[ "${1:-}" == "--with-bench-baseline" ]]; then
   packages+=(python3-torch python3-numpy libopenblas0-openmp)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -19,10 +20,12 @@ int ExitCodeFor(const Status& status);
 // has parsed the command line, and returns an exit code.
 int RunTrain();
 int RunGenData();
+int RunConvert();
 
-// Logs every flag defined in the files of the running command and in
-// common_flags.cc with its effective value, once at start-up.
-void LogEffectiveFlags(const std::string& command_file);
+// Logs every flag defined in `flag_files` (e.g. "tools/train_command.cc",
+// "tools/format_flags.cc") and in common_flags.cc with its effective value,
+// once at start-up.
+void LogEffectiveFlags(const std::vector<std::string>& flag_files);
 
 // Parses "512,256,64" into widths; InvalidArgument naming `flag` otherwise.
 Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text);
@@ -34,5 +37,10 @@ Result<int64_t> ParseByteSize(const std::string& flag, const std::string& text);
 
 // Splits a comma-separated list, dropping empty items.
 std::vector<std::string> SplitList(const std::string& text);
+
+// The files of a comma-separated list of paths and glob patterns (an item
+// with '*', '?' or '[' is a pattern; its matches come sorted), in order.
+// NotFound naming `flag` and the pattern when a pattern matches nothing.
+Result<std::vector<std::string>> ExpandPathList(const std::string& flag, const std::string& text);
 
 }  // namespace ember::tools

@@ -1,5 +1,6 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <glob.h>
 
 #include <cctype>
 #include <charconv>
@@ -24,13 +25,15 @@ int ExitCodeFor(const Status& status) {
   }
 }
 
-void LogEffectiveFlags(const std::string& command_file) {
+void LogEffectiveFlags(const std::vector<std::string>& flag_files) {
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
   LOG(INFO) << "effective configuration:";
   for (const auto& flag : flags) {
-    const bool ours = flag.filename.find(command_file) != std::string::npos ||
-                      flag.filename.find("tools/common_flags.cc") != std::string::npos;
+    bool ours = flag.filename.find("tools/common_flags.cc") != std::string::npos;
+    for (const std::string& file : flag_files) {
+      ours = ours || flag.filename.find(file) != std::string::npos;
+    }
     if (!ours) continue;
     LOG(INFO) << "  --" << flag.name << "=" << flag.current_value
               << (flag.is_default ? "" : "  (set)");
@@ -48,6 +51,31 @@ std::vector<std::string> SplitList(const std::string& text) {
     start = comma + 1;
   }
   return items;
+}
+
+Result<std::vector<std::string>> ExpandPathList(const std::string& flag,
+                                                const std::string& text) {
+  std::vector<std::string> paths;
+  for (const std::string& item : SplitList(text)) {
+    if (item.find_first_of("*?[") == std::string::npos) {
+      paths.push_back(item);
+      continue;
+    }
+    glob_t matches{};
+    const int result = ::glob(item.c_str(), 0, nullptr, &matches);
+    if (result == 0) {
+      for (size_t i = 0; i < matches.gl_pathc; ++i) paths.push_back(matches.gl_pathv[i]);
+    }
+    ::globfree(&matches);
+    if (result == GLOB_NOMATCH) {
+      return Status::NotFound("--", flag, ": no file matches \"", item, "\"");
+    }
+    if (result != 0) {
+      return Status::IOError("--", flag, ": cannot expand \"", item, "\" (glob error ", result,
+                             ")");
+    }
+  }
+  return paths;
 }
 
 Result<int64_t> ParseByteSize(const std::string& flag, const std::string& text) {

@@ -2,11 +2,22 @@
 
 #include <gflags/gflags.h>
 
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+#include "tools/format_flags.h"
+
 namespace {
 
 bool IsPositive64(const char*, int64_t value) { return value > 0; }
 bool IsPositiveDouble(const char*, double value) { return value > 0; }
 bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
+bool IsPositive32(const char*, int32_t value) { return value > 0; }
+
+const ember::io::SyntheticOptions kSyntheticDefaults;
 
 }  // namespace
 
@@ -15,31 +26,81 @@ DEFINE_uint64(seed, 1,
               "The same seed reproduces a run bit for bit.");
 DEFINE_int32(threads, 0, "CPU threads Ember may use in total; 0 means every hardware thread.");
 DEFINE_validator(threads, &IsNonNegative32);
-DEFINE_int64(rows, ember::io::SyntheticOptions().rows,
+DEFINE_int64(rows, kSyntheticDefaults.rows,
              "Examples to generate (gen-data, and train when --train_data is empty).");
 DEFINE_validator(rows, &IsPositive64);
-DEFINE_int64(vocabulary, ember::io::SyntheticOptions().vocabulary, "Generated data: distinct ids per categorical slot.");
-DEFINE_validator(vocabulary, &IsPositive64);
-DEFINE_double(zipf_exponent, ember::io::SyntheticOptions().zipf_exponent, "Generated data: Zipf exponent of the ids in each slot.");
+DEFINE_string(vocabulary, std::to_string(kSyntheticDefaults.vocabulary),
+              "Generated data: distinct ids per categorical slot, one value for every slot or "
+              "a comma-separated list of --num_slots values (slot by slot).");
+DEFINE_double(zipf_exponent, kSyntheticDefaults.zipf_exponent,
+              "Generated data: Zipf exponent of the ids in each slot.");
 DEFINE_validator(zipf_exponent, &IsPositiveDouble);
-DEFINE_double(id_weight_scale, ember::io::SyntheticOptions().id_weight_scale,
+DEFINE_double(id_weight_scale, kSyntheticDefaults.id_weight_scale,
               "Generated data: standard deviation of each id's weight in the planted logit.");
-DEFINE_double(interaction_scale, ember::io::SyntheticOptions().interaction_scale,
+DEFINE_double(interaction_scale, kSyntheticDefaults.interaction_scale,
               "Generated data: scale of the latent vectors whose dot products add pairwise "
               "interactions between the first --interacting_slots slots.");
-DEFINE_int32(interacting_slots, ember::io::SyntheticOptions().interacting_slots, "Generated data: slots that interact pairwise.");
+DEFINE_int32(interacting_slots, kSyntheticDefaults.interacting_slots,
+             "Generated data: how many of the first slots interact pairwise (by default at "
+             "most --num_slots).");
+DEFINE_int32(num_dense, kSyntheticDefaults.num_dense,
+             "Generated data: dense (count) columns per example; other than 13 needs "
+             "gen-data --out_format=csv or columnar.");
+DEFINE_validator(num_dense, &IsNonNegative32);
+DEFINE_int32(num_slots, kSyntheticDefaults.num_slots,
+             "Generated data: categorical slots per example, multi-hot ones included; other "
+             "than 26 needs gen-data --out_format=csv or columnar.");
+DEFINE_validator(num_slots, &IsPositive32);
+DEFINE_int32(multi_hot_slots, kSyntheticDefaults.multi_hot_slots,
+             "Generated data: how many of the last slots hold a bag of 0 to --max_bag_size "
+             "ids instead of one id (needs gen-data --out_format=csv or columnar).");
+DEFINE_validator(multi_hot_slots, &IsNonNegative32);
+DEFINE_int32(max_bag_size, kSyntheticDefaults.max_bag_size,
+             "Generated data: largest bag of a multi-hot slot, in ids (bag sizes are uniform "
+             "in [0, max_bag_size]).");
+DEFINE_validator(max_bag_size, &IsPositive32);
 
 namespace ember::tools {
 
-io::SyntheticOptions SyntheticOptionsFromFlags() {
+Result<io::SyntheticOptions> SyntheticOptionsFromFlags() {
   io::SyntheticOptions options;
   options.rows = FLAGS_rows;
   options.seed = FLAGS_seed;
-  options.vocabulary = FLAGS_vocabulary;
   options.zipf_exponent = FLAGS_zipf_exponent;
   options.id_weight_scale = FLAGS_id_weight_scale;
   options.interaction_scale = FLAGS_interaction_scale;
   options.interacting_slots = FLAGS_interacting_slots;
+  // The default interacts the first 6 slots; with fewer slots, all of them.
+  if (gflags::GetCommandLineFlagInfoOrDie("interacting_slots").is_default) {
+    options.interacting_slots = std::min(options.interacting_slots, FLAGS_num_slots);
+  }
+  options.num_dense = FLAGS_num_dense;
+  options.num_slots = FLAGS_num_slots;
+  options.multi_hot_slots = FLAGS_multi_hot_slots;
+  options.max_bag_size = FLAGS_max_bag_size;
+  options.slot_bits = FLAGS_slot_bits;
+  std::vector<int64_t> vocabularies;
+  for (const std::string& item : SplitList(FLAGS_vocabulary)) {
+    int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
+      return Status::InvalidArgument("--vocabulary=", FLAGS_vocabulary, ": '", item,
+                                     "' is not a positive integer");
+    }
+    vocabularies.push_back(value);
+  }
+  if (vocabularies.empty()) {
+    return Status::InvalidArgument("--vocabulary is empty; give one value or one per slot");
+  }
+  if (vocabularies.size() == 1) {
+    options.vocabulary = vocabularies.front();
+  } else if (static_cast<int>(vocabularies.size()) == options.num_slots) {
+    options.slot_vocabularies = std::move(vocabularies);
+  } else {
+    return Status::InvalidArgument(
+        "--vocabulary has ", vocabularies.size(),
+        " values; give one, or one per slot (--num_slots=", options.num_slots, ")");
+  }
   return options;
 }
 

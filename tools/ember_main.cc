@@ -20,7 +20,10 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  train     train a CTR model and report test AUC and logloss\n"
     "            (with no --train_data: on data generated from a planted model)\n"
-    "  gen-data  write synthetic Criteo-format click data from a planted model\n"
+    "  convert   convert criteo, csv, libsvm, libffm or slot text files to\n"
+    "            Ember's columnar format (the fast path for repeated epochs)\n"
+    "  gen-data  write synthetic click data (criteo, csv or columnar) from a\n"
+    "            planted model, with its Bayes AUC beside it\n"
     "\n"
     "`ember <command> --help` lists Ember's flags with their defaults.\n"
     "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   }
   if (command == "train") return ember::tools::RunTrain();
   if (command == "gen-data") return ember::tools::RunGenData();
+  if (command == "convert") return ember::tools::RunConvert();
   std::fprintf(stderr, "ember: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return ember::tools::kExitBadCommandLine;
 }

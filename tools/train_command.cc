@@ -14,12 +14,14 @@
 #include "core/json.h"
 #include "core/trace.h"
 #include "engine/trainer.h"
+#include "io/columnar.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
 #include "scheduler/plan.h"
 #include "scheduler/resource_graph.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/format_flags.h"
 
 namespace {
 bool IsPositive32(const char*, int32_t value) { return value > 0; }
@@ -31,10 +33,11 @@ bool IsPositive64(const char*, int64_t value) { return value > 0; }
 }  // namespace
 
 DEFINE_string(train_data, "",
-              "Comma-separated Criteo TSV files (.gz allowed) to train on. Empty: generate "
-              "--rows examples from a planted model (see gen-data) and train on those.");
+              "Files to train on, comma-separated (glob patterns allowed), in --format (text "
+              "may be .gz). Empty: generate --rows examples from a planted model (see "
+              "gen-data) and train on those.");
 DEFINE_string(test_data, "",
-              "Comma-separated files to evaluate on. Empty: hold out the last "
+              "Files to evaluate on, like --train_data. Empty: hold out the last "
               "--test_fraction of the training data.");
 DEFINE_double(test_fraction, 0.2,
               "Fraction of the training data (its last examples) held out for evaluation "
@@ -92,11 +95,6 @@ DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
               "Write a Chrome trace (one span per stage per batch) to this file; empty: don't.");
-DEFINE_string(bad_lines, "skip",
-              "What a malformed input line does: skip (counted, first few logged) or fail.");
-DEFINE_double(max_bad_ratio, 0.01,
-              "With --bad_lines=skip, fail when more than this fraction of lines is bad.");
-DEFINE_validator(max_bad_ratio, &IsRatio);
 
 namespace ember::tools {
 namespace {
@@ -171,42 +169,123 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   return options;
 }
 
+// Data read from one source (the training or the test files).
+struct Source {
+  std::string format;     // "criteo", ..., "columnar"
+  int slot_bits = 0;
+  io::BadLineReport bad_lines;
+};
+
 struct Data {
   io::Dataset train;
   io::Dataset test;
+  Source train_source;
+  std::optional<Source> test_source;  // Unset when the test data is held out.
   std::optional<double> ceiling_auc;  // Bayes AUC of generated data.
 };
 
+// Generates --rows examples into `dir` and reads them: Criteo TSV for
+// Criteo's shape (13 dense, 26 single-valued slots), columnar otherwise.
+Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions& read,
+                               double* bayes_auc) {
+  EMBER_ASSIGN_OR_RETURN(io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
+  const bool criteo_shape = synthetic.num_dense == io::kCriteoDense &&
+                            synthetic.num_slots == io::kCriteoSlots &&
+                            synthetic.multi_hot_slots == 0;
+  synthetic.format = criteo_shape ? io::SyntheticFormat::kCriteo : io::SyntheticFormat::kColumnar;
+  const std::string path = dir + (criteo_shape ? "/generated.tsv" : "/generated.col");
+  LOG(INFO) << "no --train_data: generating " << synthetic.rows
+            << " examples from a planted model (seed " << synthetic.seed << ")";
+  if (FLAGS_format != "auto") {
+    LOG(WARNING) << "--format=" << FLAGS_format << " applies to --train_data and --test_data; "
+                 << "the generated data is read as "
+                 << io::SyntheticFormatName(synthetic.format);
+  }
+  ProgressReporter progress("gen-data rows", synthetic.rows);
+  EMBER_ASSIGN_OR_RETURN(
+      io::SyntheticInfo info,
+      io::WriteSynthetic(path, synthetic, [&](int64_t rows) { progress.Update(rows); }));
+  progress.Finish();
+  *bayes_auc = info.bayes_auc;
+  InputData input;
+  input.format = io::SyntheticFormatName(synthetic.format);
+  input.slot_bits = synthetic.slot_bits;
+  if (criteo_shape) {
+    EMBER_ASSIGN_OR_RETURN(auto format, io::NewCriteoFormat(synthetic.slot_bits));
+    EMBER_ASSIGN_OR_RETURN(input.data, io::ReadTextFiles({path}, *format, read));
+  } else {
+    EMBER_ASSIGN_OR_RETURN(input.data, io::ReadColumnarDataset(path));
+  }
+  return input;
+}
+
+// The model has one output: multi-task data fails here, before training.
+Status CheckSingleLabel(const char* flag, const io::Dataset& data) {
+  if (data.num_labels() == 1) return Status::OK();
+  return Status::InvalidArgument(
+      flag, " has ", data.num_labels(), " labels per example (several label columns in the "
+      "schema or --label_slots), but ember train's models predict one: keep one label");
+}
+
+// DLRM's bottom MLP needs a dense input; say so in terms of the data.
+Status CheckHasDenseFeatures(const InputData& train) {
+  if (train.data.num_dense() > 0 || FLAGS_model != "dlrm") return Status::OK();
+  return Status::InvalidArgument(
+      "--train_data (", train.format, ") has no dense features, but --model=dlrm needs at least "
+      "one (libsvm and libffm input has none; csv needs a dense column in the schema, slot "
+      "input --dense_slots)");
+}
+
+Status CheckSameShape(const InputData& train, const InputData& test) {
+  const io::Dataset& a = train.data;
+  const io::Dataset& b = test.data;
+  if (a.num_dense() != b.num_dense() || a.num_slots() != b.num_slots() ||
+      a.num_labels() != b.num_labels()) {
+    return Status::InvalidArgument(
+        "--test_data has ", b.num_labels(), " labels, ", b.num_dense(), " dense features and ",
+        b.num_slots(), " slots per example, --train_data ", a.num_labels(), ", ", a.num_dense(),
+        " and ", a.num_slots());
+  }
+  if (train.slot_bits != test.slot_bits) {
+    return Status::InvalidArgument("--test_data keys use ", test.slot_bits,
+                                   " slot bits, --train_data keys ", train.slot_bits,
+                                   " (see --slot_bits)");
+  }
+  return Status::OK();
+}
+
 Result<Data> LoadData(TempDir* temp_dir) {
-  io::CriteoReadOptions read;
-  EMBER_ASSIGN_OR_RETURN(read.bad_lines, io::ParseBadLinePolicy(FLAGS_bad_lines));
-  read.max_bad_ratio = FLAGS_max_bad_ratio;
-  read.threads = FLAGS_threads;
+  EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
   Data data;
-  std::vector<std::string> train_paths = SplitList(FLAGS_train_data);
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
+                         ExpandPathList("train_data", FLAGS_train_data));
+  InputData train;
   if (train_paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create());
-    const std::string path = dir + "/generated.tsv";
-    const io::SyntheticOptions synthetic = SyntheticOptionsFromFlags();
-    LOG(INFO) << "no --train_data: generating " << synthetic.rows
-              << " examples from a planted model (seed " << synthetic.seed << ")";
-    ProgressReporter progress("gen-data rows", synthetic.rows);
-    EMBER_ASSIGN_OR_RETURN(
-        io::SyntheticInfo info,
-        io::WriteSyntheticCriteo(path, synthetic, [&](int64_t rows) { progress.Update(rows); }));
-    progress.Finish();
-    data.ceiling_auc = info.bayes_auc;
-    train_paths = {path};
+    double bayes_auc = 0;
+    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &bayes_auc));
+    data.ceiling_auc = bayes_auc;
   } else {
     Result<double> bayes = io::ReadSyntheticBayesAuc(train_paths.front());
     if (bayes.ok()) data.ceiling_auc = *bayes;
+    Result<InputData> input = ReadInput(train_paths, read);
+    if (!input.ok()) return input.status().WithContext("--train_data");
+    train = *std::move(input);
   }
-  EMBER_ASSIGN_OR_RETURN(io::Dataset all, io::ReadCriteoFiles(train_paths, read));
-  const std::vector<std::string> test_paths = SplitList(FLAGS_test_data);
+  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train.data));
+  EMBER_RETURN_IF_ERROR(CheckHasDenseFeatures(train));
+  data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines()};
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> test_paths,
+                         ExpandPathList("test_data", FLAGS_test_data));
   if (!test_paths.empty()) {
-    EMBER_ASSIGN_OR_RETURN(data.test, io::ReadCriteoFiles(test_paths, read));
-    data.train = std::move(all);
+    Result<InputData> test = ReadInput(test_paths, read);
+    if (!test.ok()) return test.status().WithContext("--test_data");
+    EMBER_RETURN_IF_ERROR(CheckSameShape(train, *test));
+    data.test_source = Source{test->format, test->slot_bits, test->data.bad_lines()};
+    data.test = std::move(test->data);
+    data.train = std::move(train.data);
   } else {
+    const io::Dataset& all = train.data;
     const int64_t test_rows = static_cast<int64_t>(std::llround(all.size() * FLAGS_test_fraction));
     const int64_t train_rows = all.size() - test_rows;
     if (train_rows < 1 || test_rows < 1) {
@@ -222,6 +301,24 @@ Result<Data> LoadData(TempDir* temp_dir) {
             << " test examples, " << data.train.num_dense() << " dense features, "
             << data.train.num_slots() << " slots";
   return data;
+}
+
+// "criteo, 3 of 1000 lines bad (bad label: 3)", or for columnar input
+// "columnar (lines were checked when it was written)".
+std::string SourceSummary(const Source& source) {
+  if (source.format == "columnar") return "columnar (lines were checked when it was written)";
+  return source.format + ", " + io::BadLineTotals(source.bad_lines);
+}
+
+JsonObject SourceJson(const Source& source) {
+  JsonObject json;
+  json.Add("format", source.format)
+      .Add("lines_read", source.bad_lines.lines_read)
+      .Add("bad_lines", source.bad_lines.bad_lines);
+  JsonObject by_reason;
+  for (const auto& [reason, count] : source.bad_lines.by_reason) by_reason.Add(reason, count);
+  json.Add("bad_lines_by_reason", by_reason);
+  return json;
 }
 
 std::string StageSummary(const pipeline::StageTimes& times) {
@@ -268,7 +365,7 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
 }
 
 Status Train() {
-  LogEffectiveFlags("tools/train_command.cc");
+  LogEffectiveFlags({"tools/train_command.cc", "tools/format_flags.cc"});
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   // Fail now rather than after hours of training.
   for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
@@ -310,6 +407,10 @@ Status Train() {
     std::printf("planted-model ceiling AUC %.4f (gap %.4f)\n", *data.ceiling_auc,
                 *data.ceiling_auc - test.auc);
   }
+  std::printf("input: train data %s\n", SourceSummary(data.train_source).c_str());
+  if (data.test_source) {
+    std::printf("input: test data %s\n", SourceSummary(*data.test_source).c_str());
+  }
   std::fflush(stdout);
 
   if (tracer) {
@@ -339,8 +440,12 @@ Status Train() {
         .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
         .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys);
     train_json.Add("embedding", embedding_json);
+    JsonObject input_json;
+    input_json.Add("train", SourceJson(data.train_source));
+    if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
     JsonObject root;
     root.Add("model", options.model).Add("test", test_json).Add("train", train_json);
+    root.Add("input", input_json);
     EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_metrics_out, root.ToString()));
   }
   return Status::OK();

@@ -90,6 +90,8 @@ TEST_F(FormatSpecTest, RejectsUnknownNamesMisplacedFieldsAndBadValues) {
     s.slots = "a";
     s.header = true;
   });
+  add("libsvm", "dense_defaults does not apply",
+      [](FormatSpec& s) { s.dense_defaults.transform = DenseTransform::kRaw; });
   add("csv", "slots does not apply", [](FormatSpec& s) {
     s.schema = "label";
     s.slots = "a";

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "io/columnar.h"
 #include "io/criteo.h"
+#include "io/format_spec.h"
+#include "tests/io/text_fixture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::io {
@@ -25,6 +29,34 @@ class SyntheticTest : public test::TempDirTest {
     SyntheticOptions options;
     options.rows = 20000;
     return options;
+  }
+
+  // 3 dense, 5 slots of vocabularies 2, 3, 50, 60 and 70, the last two
+  // multi-hot with bags of 0 to 4 ids.
+  static SyntheticOptions MultiHotOptions(SyntheticFormat format) {
+    SyntheticOptions options;
+    options.rows = 12000;
+    options.num_dense = 3;
+    options.num_slots = 5;
+    options.slot_vocabularies = {2, 3, 50, 60, 70};
+    options.interacting_slots = 4;
+    options.multi_hot_slots = 2;
+    options.max_bag_size = 4;
+    options.format = format;
+    return options;
+  }
+
+  // Reads the csv output of `options` at `path` as its meta file says.
+  static Result<Dataset> ReadCsvOutput(const std::string& path, const SyntheticOptions& options) {
+    FormatSpec spec;
+    spec.name = "csv";
+    spec.schema = SyntheticCsvSchema(options);
+    spec.header = true;
+    spec.slot_bits = options.slot_bits;
+    EMBER_ASSIGN_OR_RETURN(auto format, MakeTextFormat(spec));
+    TextReadOptions strict;
+    strict.bad_lines = BadLinePolicy::kFail;
+    return ReadTextFiles({path}, *format, strict);
   }
 
 };
@@ -99,9 +131,10 @@ TEST_F(SyntheticTest, ProgressIsReportedInOrderUpToAllRows) {
   options.num_dense = 2;
   options.num_slots = 3;
   options.interacting_slots = 2;
+  options.format = SyntheticFormat::kCsv;
   std::vector<int64_t> reports;
-  Result<SyntheticInfo> info = WriteSyntheticCriteo(
-      Path("a.tsv"), options, [&](int64_t rows_done) { reports.push_back(rows_done); });
+  Result<SyntheticInfo> info = WriteSynthetic(
+      Path("a.csv"), options, [&](int64_t rows_done) { reports.push_back(rows_done); });
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_GE(reports.size(), 3u);
   EXPECT_TRUE(std::is_sorted(reports.begin(), reports.end()));
@@ -127,6 +160,132 @@ TEST_F(SyntheticTest, BayesAucOfMissingMetaIsNotFound) {
   EXPECT_EQ(StatusCode::kNotFound, ReadSyntheticBayesAuc(Path("none.tsv")).status().code());
 }
 
+// The first generator's rows for seed 1: the default options must keep
+// giving them (and so the demo's AUC).
+TEST_F(SyntheticTest, DefaultOptionsKeepTheFirstGeneratorsRows) {
+  SyntheticOptions options;
+  options.rows = 2;
+  ASSERT_TRUE(WriteSyntheticCriteo(Path("a.tsv"), options).ok());
+  EXPECT_EQ(
+      "1\t0\t4\t18\t\t34\t2\t6\t31\t3\t0\t0\t0\t25\ta8e60d2e\ta18818d3\tba9f56d3\t8ca4cb6f\t"
+      "568d19eb\tf523d6cf\t08271c6d\tf7bfcb58\t392cbdd2\tc8c0cf7f\t785f4796\t0939d222\t0c150db4\t"
+      "28137a22\t95f214b9\tf4f3f642\tbccc0793\tb429e21a\t49e6b715\t998cf95e\td4ff72d9\t9a9e7257\t"
+      "06466e1a\t9d7122e8\t71fce2ee\tf6f5ec28\n"
+      "0\t14\t2\t13\t0\t1\t0\t16\t10\t7\t\t\t0\t28\t123b195a\t74e130f9\tb7ae4bb8\tb5fbfcce\t"
+      "ea102dad\tc683e215\t5fd2b875\t1eabdddd\t871bc3f2\t8bd6bf0e\t6c9bd71e\t0812859c\tac16824a\t"
+      "f10706da\t9ac13dd0\t6391ffec\tfe2d4121\tc5565c0c\t9ba97d8c\t5f3a69d2\t77085711\t786b2f0e\t"
+      "2f8b4f99\tf6216668\t953c1cfd\t57bbe0d5\n",
+      *ReadFile(Path("a.tsv")));
+}
+
+TEST_F(SyntheticTest, CsvOutputHasTheShapeBagsAndVocabulariesAsked) {
+  const SyntheticOptions options = MultiHotOptions(SyntheticFormat::kCsv);
+  EXPECT_EQ("label,1-3=dense,4-6=cat,7-8=multi", SyntheticCsvSchema(options));
+  Result<SyntheticInfo> info = WriteSynthetic(Path("a.csv"), options);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(*ReadFile(Path("a.csv")), ::testing::StartsWith("label,I1,I2,I3,C1,C2,C3,C4,C5\n"));
+  Result<Dataset> data = ReadCsvOutput(Path("a.csv"), options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const Batch& all = data->all();
+  ASSERT_EQ(12000, all.size);
+  EXPECT_EQ(3, all.num_dense);
+  EXPECT_EQ(5, all.num_slots);
+  EXPECT_EQ(1, all.num_labels);
+  EXPECT_DOUBLE_EQ(info->positive_rate, CountPositives(all) / 12000.0);
+  std::vector<std::set<Key>> distinct(5);
+  std::vector<int> bags_of_size(5, 0);
+  for (int64_t i = 0; i < all.size; ++i) {
+    for (int s = 0; s < 5; ++s) {
+      const int64_t size = all.BagSize(i, s);
+      if (s < 3) {
+        ASSERT_EQ(1, size) << "row " << i << " slot " << s;
+      } else {
+        ASSERT_LE(size, 4) << "row " << i << " slot " << s;
+        ++bags_of_size[size];
+      }
+      for (const Key key : BagKeys(all, i, s)) distinct[s].insert(key);
+    }
+  }
+  // Bag sizes are uniform in [0, 4]: 24000 bags, about 4800 of each size.
+  for (int size = 0; size <= 4; ++size) EXPECT_GT(bags_of_size[size], 4000) << size;
+  EXPECT_EQ(2u, distinct[0].size());
+  EXPECT_EQ(3u, distinct[1].size());
+  EXPECT_LE(distinct[2].size(), 50u);
+  EXPECT_GT(distinct[2].size(), 25u);
+  EXPECT_LE(distinct[4].size(), 70u);
+  EXPECT_GT(info->bayes_auc, 0.5);
+  EXPECT_LT(info->bayes_auc, 1.0);
+}
+
+TEST_F(SyntheticTest, ColumnarOutputHoldsTheBatchesOfTheCsvOutput) {
+  const SyntheticOptions csv = MultiHotOptions(SyntheticFormat::kCsv);
+  const SyntheticOptions columnar = MultiHotOptions(SyntheticFormat::kColumnar);
+  Result<SyntheticInfo> csv_info = WriteSynthetic(Path("a.csv"), csv);
+  Result<SyntheticInfo> col_info = WriteSynthetic(Path("a.col"), columnar);
+  ASSERT_TRUE(csv_info.ok()) << csv_info.status();
+  ASSERT_TRUE(col_info.ok()) << col_info.status();
+  EXPECT_EQ(csv_info->bayes_auc, col_info->bayes_auc);
+  Result<Dataset> text = ReadCsvOutput(Path("a.csv"), csv);
+  Result<Dataset> binary = ReadColumnarDataset(Path("a.col"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  ExpectSameBatch(text->all(), binary->all());
+  Result<double> auc = ReadSyntheticBayesAuc(Path("a.col"));
+  ASSERT_TRUE(auc.ok()) << auc.status();
+  EXPECT_NEAR(col_info->bayes_auc, *auc, 1e-9);
+  EXPECT_THAT(*ReadFile(Path("a.col.meta.json")), HasSubstr("\"format\": \"columnar\""));
+  EXPECT_THAT(*ReadFile(Path("a.csv.meta.json")),
+              HasSubstr("--format=csv --header --schema=label,1-3=dense,4-6=cat,7-8=multi"));
+}
+
+TEST_F(SyntheticTest, ColumnarOutputOfCriteoShapeHoldsTheBatchesOfTheCriteoOutput) {
+  SyntheticOptions options = SmallOptions();
+  options.rows = 5000;
+  options.slot_bits = 12;
+  ASSERT_TRUE(WriteSyntheticCriteo(Path("a.tsv"), options).ok());
+  options.format = SyntheticFormat::kColumnar;
+  ASSERT_TRUE(WriteSynthetic(Path("a.col"), options).ok());
+  CriteoReadOptions read;
+  read.slot_bits = 12;
+  Result<Dataset> text = ReadCriteoFiles({Path("a.tsv")}, read);
+  Result<std::unique_ptr<ColumnarFile>> file = OpenColumnar(Path("a.col"));
+  ASSERT_TRUE(text.ok() && file.ok());
+  EXPECT_EQ(12, (*file)->shape().slot_bits);
+  Batch binary;
+  ASSERT_TRUE((*file)->ReadRows(0, (*file)->rows(), &binary).ok());
+  ExpectSameBatch(text->all(), binary);
+}
+
+TEST_F(SyntheticTest, EveryFormatIsDeterministicBySeed) {
+  for (const SyntheticFormat format : {SyntheticFormat::kCsv, SyntheticFormat::kColumnar}) {
+    SCOPED_TRACE(SyntheticFormatName(format));
+    SyntheticOptions options = MultiHotOptions(format);
+    options.rows = 3000;
+    ASSERT_TRUE(WriteSynthetic(Path("a"), options).ok());
+    ASSERT_TRUE(WriteSynthetic(Path("b"), options).ok());
+    options.seed = 7;
+    ASSERT_TRUE(WriteSynthetic(Path("c"), options).ok());
+    EXPECT_EQ(*ReadFile(Path("a")), *ReadFile(Path("b")));
+    EXPECT_NE(*ReadFile(Path("a")), *ReadFile(Path("c")));
+  }
+}
+
+TEST_F(SyntheticTest, CriteoFormatRefusesOtherShapes) {
+  SyntheticOptions options = MultiHotOptions(SyntheticFormat::kCriteo);
+  const Status status = WriteSynthetic(Path("a.tsv"), options).status();
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("criteo format holds 13 dense and 26"));
+  EXPECT_FALSE(FileExists(Path("a.tsv")));
+}
+
+TEST(SyntheticFormatTest, ParsesTheNamesItPrints) {
+  for (const SyntheticFormat format :
+       {SyntheticFormat::kCriteo, SyntheticFormat::kCsv, SyntheticFormat::kColumnar}) {
+    EXPECT_EQ(format, *ParseSyntheticFormat(SyntheticFormatName(format)));
+  }
+  EXPECT_EQ(StatusCode::kInvalidArgument, ParseSyntheticFormat("tsv").status().code());
+}
+
 struct InvalidCase {
   const char* field;
   void (*apply)(SyntheticOptions*);
@@ -146,6 +305,13 @@ TEST(SyntheticOptionsTest, InvalidOptionsAreRejectedNamingTheField) {
       {"interacting_slots", [](SyntheticOptions* o) { o->interacting_slots = 27; }},
       {"interaction_scale", [](SyntheticOptions* o) { o->interaction_scale = -0.1; }},
       {"vocabulary", [](SyntheticOptions* o) { o->vocabulary = int64_t{1} << 30; }},
+      {"slot_vocabularies", [](SyntheticOptions* o) { o->slot_vocabularies = {5, 6}; }},
+      {"slot_vocabularies",
+       [](SyntheticOptions* o) { o->slot_vocabularies = std::vector<int64_t>(26, 0); }},
+      {"multi_hot_slots", [](SyntheticOptions* o) { o->multi_hot_slots = 27; }},
+      {"max_bag_size", [](SyntheticOptions* o) { o->max_bag_size = 0; }},
+      {"slot_bits", [](SyntheticOptions* o) { o->slot_bits = 4; }},
+      {"criteo format", [](SyntheticOptions* o) { o->num_dense = 2; }},
   };
   EXPECT_TRUE(ValidateSyntheticOptions(SyntheticOptions()).ok());
   for (const InvalidCase& c : cases) {

@@ -1,5 +1,9 @@
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
+#include "tests/testing/temp_dir.h"
 #include "tools/commands.h"
 
 namespace ember::tools {
@@ -32,6 +36,30 @@ TEST(ParseWidthsTest, ParsesListsAndRejectsNonPositiveWidths) {
   EXPECT_EQ((std::vector<int>{512, 256, 64}), *ParseWidths("bottom_mlp", "512,256,64"));
   EXPECT_EQ(StatusCode::kInvalidArgument, ParseWidths("top_mlp", "64,0").status().code());
   EXPECT_EQ(StatusCode::kInvalidArgument, ParseWidths("top_mlp", "64,x").status().code());
+}
+
+class ExpandPathListTest : public test::TempDirTest {};
+
+TEST_F(ExpandPathListTest, ExpandsPatternsInOrderAndKeepsPlainPaths) {
+  for (const char* name : {"day_2.tsv", "day_1.tsv", "day_10.tsv", "other.csv"}) {
+    std::ofstream(Path(name)) << "x";
+  }
+  Result<std::vector<std::string>> paths =
+      ExpandPathList("train_data", Path("other.csv") + "," + Path("day_?.tsv") + ",," +
+                                       Path("not_there.tsv"));
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  EXPECT_EQ((std::vector<std::string>{Path("other.csv"), Path("day_1.tsv"), Path("day_2.tsv"),
+                                      Path("not_there.tsv")}),
+            *paths);
+  EXPECT_EQ(3u, ExpandPathList("input", Path("day_*")).value().size());
+  EXPECT_TRUE(ExpandPathList("input", "").value().empty());
+}
+
+TEST_F(ExpandPathListTest, APatternMatchingNothingIsNotFoundNamingFlagAndPattern) {
+  Result<std::vector<std::string>> paths = ExpandPathList("input", Path("*.gz"));
+  EXPECT_EQ(StatusCode::kNotFound, paths.status().code());
+  EXPECT_NE(std::string::npos, paths.status().message().find("--input"));
+  EXPECT_NE(std::string::npos, paths.status().message().find("*.gz"));
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "io/columnar.h"
+#include "io/format_spec.h"
+#include "io/text_reader.h"
+#include "tests/io/text_fixture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace {
@@ -170,6 +174,255 @@ TEST_F(EmberCliTest, HelpListsCommandsAndExitsZero) {
   CommandRun run = Ember("--help");
   EXPECT_EQ(0, run.exit_code);
   EXPECT_NE(std::string::npos, run.output.find("gen-data"));
+  EXPECT_NE(std::string::npos, run.output.find("convert"));
+}
+
+// Expects the columnar file at `columnar` to hold exactly the batch that
+// ReadTextFiles makes of `text_paths` in the format of `spec`.
+void ExpectSameData(const ember::io::FormatSpec& spec, const std::vector<std::string>& text_paths,
+                    const std::string& columnar) {
+  auto format = ember::io::MakeTextFormat(spec);
+  ASSERT_TRUE(format.ok()) << format.status();
+  ember::io::TextReadOptions lenient;
+  lenient.max_bad_ratio = 1.0;
+  auto text = ember::io::ReadTextFiles(text_paths, **format, lenient);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto binary = ember::io::ReadColumnarDataset(columnar);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  ember::io::ExpectSameBatch(text->all(), binary->all());
+}
+
+TEST_F(EmberCliTest, ConvertWritesEveryTextFormatAsTheTextReaderReadsIt) {
+  struct Case {
+    const char* flags;
+    ember::io::FormatSpec spec;
+    const char* text;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{"--format=csv --header --delimiter=semicolon "
+           "--schema=y=label,z=label,n=dense,u=cat,tags=multi:sep=pipe --dense_transform=raw",
+           {}, "u;y;tags;n;z\nu1;1;a|b;3;0\nu2;0;;x;1\n;1;c;2.5;1\n"};
+    c.spec.name = "csv";
+    c.spec.schema = "y=label,z=label,n=dense,u=cat,tags=multi:sep=pipe";
+    c.spec.header = true;
+    c.spec.delimiter = "semicolon";
+    c.spec.dense_defaults.transform = ember::io::DenseTransform::kRaw;
+    cases.push_back(c);
+  }
+  {
+    Case c{"--format=libsvm --field_starts=0,10 --slot_bits=12", {},
+           "1 3:1 12:1\n-1 5:1\nbad 1:1\n0 11:1 11:1\n"};
+    c.spec.name = "libsvm";
+    c.spec.field_starts = "0,10";
+    c.spec.slot_bits = 12;
+    cases.push_back(c);
+  }
+  {
+    Case c{"--format=libffm --num_fields=2 --require_binary_values", {},
+           "1 0:4:1 1:9:1\n0 1:3:1\n1 0:1:2\n"};
+    c.spec.name = "libffm";
+    c.spec.num_fields = 2;
+    c.spec.require_binary_values = true;
+    cases.push_back(c);
+  }
+  {
+    Case c{"--format=slot --slots=1-3 --dense_slots=d:2 --label_slots=0 --feasign_first "
+           "--ignore_unknown_slots",
+           {}, "1:0 7:1 8:2 9:2 0.5:d\n0:0 5:3 4:9\n"};
+    c.spec.name = "slot";
+    c.spec.slots = "1-3";
+    c.spec.dense_slots = "d:2";
+    c.spec.label_slots = "0";
+    c.spec.feasign_first = true;
+    c.spec.ignore_unknown_slots = true;
+    cases.push_back(c);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.flags);
+    const std::string input = Path("in" + std::to_string(i) + ".txt");
+    const std::string output = Path("out" + std::to_string(i) + ".col");
+    std::ofstream(input) << c.text;
+    CommandRun run = Ember("convert --input=" + input + " --output=" + output + " " + c.flags +
+                           " --max_bad_ratio=1");
+    ASSERT_EQ(0, run.exit_code) << run.output;
+    EXPECT_NE(std::string::npos, run.output.find("converted 1 " + c.spec.name)) << run.output;
+    EXPECT_NE(std::string::npos, run.output.find("bad lines: ")) << run.output;
+    ExpectSameData(c.spec, {input}, output);
+  }
+}
+
+TEST_F(EmberCliTest, ConvertedColumnarDataTrainsTheSameModelAsItsText) {
+  ASSERT_EQ(0, Ember("gen-data --rows=3000 --out=" + Path("a.tsv")).exit_code);
+  ASSERT_EQ(0, Ember("gen-data --rows=1000 --seed=2 --out=" + Path("b.tsv")).exit_code);
+  CommandRun convert = Ember("convert --input=" + Path("*.tsv") + " --output=" +
+                             Path("ab.ember") + " --rows_per_group=700");
+  ASSERT_EQ(0, convert.exit_code) << convert.output;
+  EXPECT_NE(std::string::npos, convert.output.find("4000 rows in 6 row groups")) << convert.output;
+  EXPECT_NE(std::string::npos, convert.output.find("bad lines: 0 of 4000 lines bad"))
+      << convert.output;
+  EXPECT_NE(std::string::npos, convert.output.find("convert input bytes")) << "progress";
+  ExpectSameData(ember::io::FormatSpec(), {Path("a.tsv"), Path("b.tsv")}, Path("ab.ember"));
+
+  const std::string common = std::string(kSmallModel) + " --max_steps=10";
+  CommandRun text = Ember("train --train_data=" + Path("a.tsv") + "," + Path("b.tsv") + " " +
+                          common + " --metrics_out=" + Path("text.json"));
+  ASSERT_EQ(0, text.exit_code) << text.output;
+  EXPECT_NE(std::string::npos, text.output.find("input: train data criteo, 0 of 4000 lines bad"))
+      << text.output;
+  CommandRun binary = Ember("train --train_data=" + Path("ab.ember") + " " + common +
+                            " --metrics_out=" + Path("binary.json"));
+  ASSERT_EQ(0, binary.exit_code) << binary.output;
+  EXPECT_NE(std::string::npos, binary.output.find("input: train data columnar")) << binary.output;
+  auto a = ember::ReadFile(Path("text.json")), b = ember::ReadFile(Path("binary.json"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(JsonNumber(*a, "test", "auc"), JsonNumber(*b, "test", "auc"));
+  EXPECT_EQ(JsonNumber(*a, "test", "logloss"), JsonNumber(*b, "test", "logloss"));
+}
+
+TEST_F(EmberCliTest, CriteoSampleConvertsAndTrainsFromColumnar) {
+  const std::string sample = std::string(EMBER_SHARED_DATA_DIR) + "/criteo/criteo_kaggle_8k.tsv";
+  if (!ember::FileExists(sample)) GTEST_SKIP() << "no shared data at " << sample;
+  CommandRun convert = Ember("convert --format=criteo --input=" + sample + " --output=" +
+                             Path("k.col"));
+  ASSERT_EQ(0, convert.exit_code) << convert.output;
+  EXPECT_NE(std::string::npos, convert.output.find("converted 1 criteo file(s)")) << convert.output;
+  ExpectSameData(ember::io::FormatSpec(), {sample}, Path("k.col"));
+  CommandRun train = Ember("train --train_data=" + Path("k.col") + " " + kSmallModel +
+                           " --max_steps=5 --metrics_out=" + Path("m.json"));
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GT(JsonNumber(*metrics, "test", "examples"), 1000);
+}
+
+TEST_F(EmberCliTest, TrainReadsTextFormatsAndReportsBadLinesByReason) {
+  std::ofstream(Path("d.slot")) << "1 u:1 i:4 d:0.5\n0 u:2 i:5 d:1\n1 u:3 i:4 d:2\nx u:4\n"
+                                << "0 u:1 i:6 d:0\n1 u:2 shop:4\n0 u:3 i:7 i:8\n1 u:4 d:3\n"
+                                << "0 u:1 i:4\n1 u:2 i:5 d:1.5\n";
+  CommandRun run = Ember("train --train_data=" + Path("d.slot") +
+                         " --format=slot --slots=u,i --dense_slots=d --max_bad_ratio=0.5 " +
+                         kSmallModel + " --metrics_out=" + Path("m.json"));
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos,
+            run.output.find("input: train data slot, 2 of 10 lines bad (bad label: 1, "
+                            "unknown slot: 1)"))
+      << run.output;
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(2, JsonNumber(*metrics, "train", "bad_lines"));
+}
+
+TEST_F(EmberCliTest, DataWithoutDenseFeaturesExitsTwoSayingDlrmNeedsThem) {
+  std::ofstream(Path("d.svm")) << "1 1:1 12:1\n0 2:1\n1 3:1 11:1\n0 5:1 15:1\n1 1:1\n";
+  CommandRun run = Ember("train --train_data=" + Path("d.svm") + " --format=libsvm " +
+                         kSmallModel);
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("(libsvm) has no dense features")) << run.output;
+}
+
+TEST_F(EmberCliTest, MultiLabelTrainingDataExitsTwoSayingTheModelTakesOneLabel) {
+  std::ofstream(Path("d.csv")) << "1,0,a\n0,1,b\n1,1,c\n0,0,d\n1,0,e\n";
+  CommandRun run = Ember("train --train_data=" + Path("d.csv") +
+                         " --format=csv --schema=label,label,cat " + kSmallModel);
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("2 labels per example")) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("--train_data")) << run.output;
+}
+
+TEST_F(EmberCliTest, BadFormatFlagsExitTwoNamingTheFlag) {
+  std::ofstream(Path("d.tsv")) << "1\tx\n";
+  ASSERT_EQ(0, Ember("gen-data --rows=100 --out_format=columnar --out=" + Path("d.col"))
+                   .exit_code);
+  const std::pair<std::string, std::string> cases[] = {
+      {"--train_data=" + Path("d.tsv") + " --format=parquet", "--format"},
+      {"--train_data=" + Path("d.tsv") + " --format=libsvm --schema=label", "schema"},
+      {"--train_data=" + Path("d.tsv") + " --format=csv", "schema"},
+      {"--train_data=" + Path("d.tsv") + " --format=csv --schema=label --delimiter=ab",
+       "delimiter"},
+      {"--train_data=" + Path("d.tsv") + " --format=csv --schema=label --dense_min=x",
+       "--dense_min"},
+      {"--train_data=" + Path("d.tsv") + " --dense_transform=sqrt", "--dense_transform"},
+      {"--train_data=" + Path("d.tsv") + " --format=columnar", "d.tsv"},
+      {"--train_data=" + Path("d.col") + " --header", "--header"},
+      {"--train_data=" + Path("d.col") + " --slot_bits=12", "--slot_bits"},
+      {"--train_data=" + Path("d.col") + "," + Path("d.tsv"), "--format=auto"},
+      {"--train_data=" + Path("nothing*.tsv"), "nothing*.tsv"},
+  };
+  for (const auto& [flags, name] : cases) {
+    CommandRun run = Ember("train " + flags + " " + kSmallModel);
+    EXPECT_EQ(2, run.exit_code) << flags << ": " << run.output;
+    EXPECT_NE(std::string::npos, run.output.find(name)) << flags << ": " << run.output;
+  }
+}
+
+TEST_F(EmberCliTest, ConvertErrorsExitTwoAndLeaveNoOutput) {
+  std::ofstream(Path("bad.tsv")) << "1\t2\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--output=" + Path("o.col"), "--input"},
+      {"--input=" + Path("bad.tsv"), "--output"},
+      {"--input=" + Path("missing.tsv") + " --output=" + Path("o.col"), "missing.tsv"},
+      {"--input=" + Path("bad.tsv") + " --output=" + Path("o.col") + " --bad_lines=fail",
+       "bad.tsv:1: column count"},
+      {"--input=" + Path("bad.tsv") + " --output=" + Path("no/dir/o.col"), "--output"},
+  };
+  for (const auto& [flags, name] : cases) {
+    CommandRun run = Ember("convert " + flags);
+    EXPECT_EQ(2, run.exit_code) << flags << ": " << run.output;
+    EXPECT_NE(std::string::npos, run.output.find(name)) << flags << ": " << run.output;
+  }
+  EXPECT_FALSE(ember::FileExists(Path("o.col")));
+}
+
+TEST_F(EmberCliTest, GenDataWritesEveryFormatWithItsBayesAucAndTrainReadsThem) {
+  const std::string shape =
+      " --rows=3000 --num_dense=4 --num_slots=6 --multi_hot_slots=2 --max_bag_size=3 "
+      "--vocabulary=10,20,30,40,50,60 --zipf_exponent=1.2";
+  CommandRun csv = Ember("gen-data --out_format=csv --out=" + Path("g.csv") + shape);
+  ASSERT_EQ(0, csv.exit_code) << csv.output;
+  EXPECT_NE(std::string::npos,
+            csv.output.find("--format=csv --header --schema=label,1-4=dense,5-8=cat,9-10=multi"))
+      << csv.output;
+  CommandRun col = Ember("gen-data --out_format=columnar --out=" + Path("g.col") + shape);
+  ASSERT_EQ(0, col.exit_code) << col.output;
+  for (const std::string& path : {Path("g.csv"), Path("g.col")}) {
+    auto meta = ember::ReadFile(path + ".meta.json");
+    ASSERT_TRUE(meta.ok()) << path;
+    EXPECT_GT(JsonNumber(*meta, "info", "bayes_auc"), 0.5) << path;
+    EXPECT_LT(JsonNumber(*meta, "info", "bayes_auc"), 1.0) << path;
+  }
+  ember::io::FormatSpec spec;
+  spec.name = "csv";
+  spec.header = true;
+  spec.schema = "label,1-4=dense,5-8=cat,9-10=multi";
+  ExpectSameData(spec, {Path("g.csv")}, Path("g.col"));
+  CommandRun train = Ember("train --train_data=" + Path("g.col") + " " + kSmallModel);
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  EXPECT_NE(std::string::npos, train.output.find("ceiling AUC")) << train.output;
+}
+
+TEST_F(EmberCliTest, TrainGeneratesDataOfTheShapeAsked) {
+  CommandRun run = Ember("train --rows=2000 --num_dense=2 --num_slots=5 --multi_hot_slots=2 " +
+                         std::string(kSmallModel) + " --metrics_out=" + Path("m.json"));
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("2 dense features, 5 slots")) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("ceiling AUC")) << run.output;
+}
+
+TEST_F(EmberCliTest, BadGenDataValuesExitTwoNamingTheFlag) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--num_slots=8", "criteo"},
+      {"--out_format=parquet", "--out_format"},
+      {"--vocabulary=10,x", "--vocabulary"},
+      {"--vocabulary=10,20", "--vocabulary"},
+      {"--out_format=csv --multi_hot_slots=30", "multi_hot_slots"},
+  };
+  for (const auto& [flags, name] : cases) {
+    CommandRun run = Ember("gen-data --rows=10 --out=" + Path("g") + " " + flags);
+    EXPECT_EQ(2, run.exit_code) << flags << ": " << run.output;
+    EXPECT_NE(std::string::npos, run.output.find(name)) << flags << ": " << run.output;
+  }
 }
 
 }  // namespace
