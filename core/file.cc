@@ -138,4 +138,14 @@ bool FileExists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
+int64_t TotalFileBytes(const std::vector<std::string>& paths) {
+  int64_t total = 0;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    const uintmax_t bytes = std::filesystem::file_size(path, error);
+    if (!error) total += static_cast<int64_t>(bytes);
+  }
+  return total;
+}
+
 }  // namespace ember

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -64,6 +65,11 @@ class AtomicFileWriter {
 Status MakeDirectories(const std::string& path);
 
 bool FileExists(const std::string& path);
+
+// The summed sizes of the files at `paths` as stored (a .gz counts its
+// compressed bytes); a file that cannot be examined counts 0. For progress
+// and sizing, not for validation.
+int64_t TotalFileBytes(const std::vector<std::string>& paths);
 
 // Checks, before long work, that a file can later be written at `path`: its
 // directory exists and is writable and `path` is not a directory. Returns

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
@@ -11,6 +12,7 @@
 namespace ember::engine {
 
 struct DlrmOptions {
+  // Dense features; 0 for data without any (libSVM, libFFM), see DlrmModel.
   int num_dense = 13;
   int num_slots = 26;
   int embedding_dim = 16;
@@ -27,13 +29,19 @@ struct DlrmOptions {
 // The dense half of DLRM (Naumov et al. 2019): bottom MLP over the dense
 // features, dot interaction of its output with the pooled embeddings of every
 // slot, top MLP over [bottom output, interactions] down to one logit.
+// Without dense features (num_dense 0) there is no bottom MLP: the slots'
+// embeddings interact among themselves and the top MLP reads [pooled
+// embeddings, interactions], so that a single slot still has an input and
+// every embedding keeps a direct path to the logit, as the bottom output has
+// with dense features.
 // Thread safety: none; one model belongs to one dense stage.
 class DlrmModel {
  public:
   // Fails with InvalidArgument on inconsistent options.
   static Result<std::unique_ptr<DlrmModel>> Create(const DlrmOptions& options);
 
-  // logits[B, 1] from dense[B, num_dense] and pooled[B, num_slots * dim].
+  // logits[B, 1] from dense[B, num_dense] (ignored when num_dense is 0) and
+  // pooled[B, num_slots * dim].
   // The inputs must stay alive and unchanged until Backward.
   Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits);
   // From dlogits[B, 1] (after Forward), fills every parameter's grad and
@@ -49,19 +57,27 @@ class DlrmModel {
   explicit DlrmModel(const DlrmOptions& options);
   void EnsureBatch(int64_t batch);
 
+  bool has_dense() const { return options_.num_dense > 0; }
+  // Vectors that interact: the bottom output (with dense features) and one
+  // per slot.
+  int num_features() const { return options_.num_slots + (has_dense() ? 1 : 0); }
+  // Width of the top MLP's direct input: the bottom output, or the pooled
+  // embeddings without dense features.
+  int64_t direct_width() const;
+
   DlrmOptions options_;
   int num_pairs_;
-  Mlp bottom_;
+  std::optional<Mlp> bottom_;  // Unset without dense features.
   Mlp top_;
   int64_t batch_ = -1;
   Tensor bottom_out_;   // [B, D]
-  Tensor features_;     // [B, (S + 1) * D]: bottom output then each slot.
+  Tensor features_;     // [B, F * D]: bottom output (if any) then each slot.
   Tensor interactions_;  // [B, P]
-  Tensor top_in_;        // [B, D + P]
+  Tensor top_in_;        // [B, direct_width + P]
   Tensor dtop_in_;
   Tensor dinteractions_;
-  Tensor dbottom_direct_;  // [B, D], from the top MLP's input.
-  Tensor dfeatures_;       // [B, (S + 1) * D]
+  Tensor dbottom_direct_;  // [B, direct_width], from the top MLP's input.
+  Tensor dfeatures_;       // [B, F * D]
   Tensor dbottom_feature_;  // [B, D], from the interaction.
 };
 

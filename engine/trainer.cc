@@ -7,6 +7,7 @@
 #include "core/progress.h"
 #include "core/random.h"
 #include "embedding/unique_keys.h"
+#include "io/batch_source.h"
 #include "ops/dense_ops.h"
 #include "pipeline/sequential_runner.h"
 
@@ -15,6 +16,7 @@ namespace ember::engine {
 // Everything one batch carries through the stages.
 struct Trainer::Step {
   int64_t index = 0;
+  int64_t epoch = 0;  // The epoch of the batch.
   io::Batch batch;
   std::vector<embedding::Key> unique_keys;
   std::vector<int64_t> key_rows;  // Row of each key occurrence in `rows`.
@@ -176,106 +178,133 @@ namespace {
 
 // The model has one output: multi-task data (several labels per example)
 // needs a multi-task model.
-Status CheckOneLabel(const io::Dataset& data) {
-  if (data.num_labels() == 1) return Status::OK();
-  return Status::InvalidArgument("the data has ", data.num_labels(),
+Status CheckOneLabel(int num_labels) {
+  if (num_labels == 1) return Status::OK();
+  return Status::InvalidArgument("the data has ", num_labels,
                                  " labels per example; this model trains on one");
 }
 
 }  // namespace
 
+Status Trainer::CheckShape(const io::BatchSource& data) const {
+  const DlrmOptions& model = model_->options();
+  if (data.num_dense() == model.num_dense && data.num_slots() == model.num_slots) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("the data has ", data.num_dense(), " dense features and ",
+                                 data.num_slots(), " slots per example, the model was made for ",
+                                 model.num_dense, " and ", model.num_slots);
+}
+
 Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
-  EMBER_RETURN_IF_ERROR(CheckOneLabel(train));
-  const int64_t n = train.size();
-  const int64_t steps_per_epoch = (n + options_.batch_size - 1) / options_.batch_size;
-  int64_t total_steps = steps_per_epoch * options_.epochs;
-  if (options_.max_steps > 0) total_steps = std::min(total_steps, options_.max_steps);
+  io::DatasetBatchSourceOptions source_options;
+  source_options.batch_size = options_.batch_size;
+  source_options.num_epochs = options_.epochs;
+  source_options.shuffle = options_.shuffle;
+  source_options.seed = options_.seed;
+  io::DatasetBatchSource source(train, source_options);
+  return Fit(source);
+}
+
+Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
+  EMBER_RETURN_IF_ERROR(CheckOneLabel(train.num_labels()));
+  EMBER_RETURN_IF_ERROR(CheckShape(train));
+  int64_t total_steps = train.EstimatedBatches();
+  if (options_.max_steps > 0) {
+    total_steps = total_steps < 0 ? options_.max_steps : std::min(total_steps, options_.max_steps);
+  }
+  const auto below_max_steps = [&](int64_t steps) {
+    return options_.max_steps == 0 || steps < options_.max_steps;
+  };
 
   TrainReport report;
   std::vector<pipeline::Stage<Step>> stages = TrainingStages();
-  std::vector<int64_t> order(n);
   Step step;
   Status status;
   std::unique_ptr<ProgressReporter> progress;
   if (options_.show_progress) {
     progress = std::make_unique<ProgressReporter>("train steps", total_steps);
   }
+  // Loss over the epoch of the last batch.
+  int64_t loss_epoch = -1;
   double loss_sum = 0.0;
   int64_t loss_count = 0;
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
+  // With a disk tier, the next batch is read one step ahead and its rows are
+  // prefetched while the current one trains, so that its Pull finds them in
+  // memory.
+  io::Batch lookahead;
+  bool have_lookahead = false;
+  int64_t lookahead_epoch = -1;
+  std::vector<embedding::Key> lookahead_keys;
+  std::vector<int64_t> lookahead_rows;
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
-    for (int epoch = 0; epoch < options_.epochs && report.steps < total_steps; ++epoch) {
-      std::iota(order.begin(), order.end(), 0);
-      if (options_.shuffle) {
-        RandomStream random(options_.seed, 0x5eed0000u + epoch);
-        for (int64_t i = n - 1; i > 0; --i) {
-          std::swap(order[i], order[random.NextBelow(static_cast<uint64_t>(i + 1))]);
-        }
+    auto next = [&](int64_t, Step& s) {
+      if (!status.ok() || !below_max_steps(report.steps)) return false;
+      TraceSpan span(options_.tracer, "read", "stage", report.steps);
+      s.index = report.steps;
+      if (have_lookahead) {
+        std::swap(s.batch, lookahead);
+        s.epoch = lookahead_epoch;
+        have_lookahead = false;
+      } else {
+        Result<bool> more = train.Next(&s.batch);
+        if (!more.ok()) status = more.status().WithContext("reading the training data");
+        if (!more.ok() || !*more) return false;
+        s.epoch = train.epoch();
       }
-      loss_sum = 0.0;
-      loss_count = 0;
-      // With a disk tier, the rows of batch i + 1 are prefetched while batch
-      // i trains, so that its Pull finds them in memory.
-      io::Batch lookahead;
-      int64_t lookahead_index = -1;
-      std::vector<embedding::Key> lookahead_keys;
-      std::vector<int64_t> lookahead_rows;
-      auto gather = [&](int64_t i, io::Batch* batch) {
-        const int64_t begin = i * options_.batch_size;
-        const int64_t end = std::min(n, begin + options_.batch_size);
-        train.GatherBatch(std::vector<int64_t>(order.begin() + begin, order.begin() + end),
-                          batch);
-      };
-      auto next = [&](int64_t i, Step& s) {
-        if (report.steps >= total_steps || i >= steps_per_epoch) return false;
-        TraceSpan span(options_.tracer, "read", "stage", report.steps);
-        s.index = report.steps;
-        if (lookahead_index == i) {
-          std::swap(s.batch, lookahead);
-        } else {
-          gather(i, &s.batch);
+      if (prefetch && below_max_steps(report.steps + 1)) {
+        Result<bool> more = train.Next(&lookahead);
+        if (!more.ok()) {
+          status = more.status().WithContext("reading the training data");
+          return false;
         }
-        lookahead_index = -1;
-        if (prefetch && i + 1 < steps_per_epoch && report.steps + 1 < total_steps) {
-          gather(i + 1, &lookahead);
-          lookahead_index = i + 1;
+        if (*more) {
+          have_lookahead = true;
+          lookahead_epoch = train.epoch();
           embedding::UniqueKeys(lookahead.keys, &lookahead_keys, &lookahead_rows);
           table_->Prefetch(lookahead_keys);
         }
-        return true;
-      };
-      auto done = [&](Step& s) {
-        ++report.steps;
-        report.examples += s.batch.size;
-        loss_sum += s.loss * s.batch.size;
-        loss_count += s.batch.size;
-        if (progress) {
-          progress->Update(report.steps, [&] {
-            const double seconds = progress->elapsed_seconds();
-            char detail[192];
-            int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
-                                     seconds > 0 ? report.examples / seconds : 0.0,
-                                     loss_sum / loss_count);
-            if (options_.embedding_memory_budget_bytes > 0) {
-              const embedding::TableStats t = table_->stats();
-              const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
-              std::snprintf(detail + used, sizeof(detail) - used,
-                            ", embeddings %.0f MiB in memory, %.1f%% memory hits",
-                            t.memory_bytes / 1048576.0,
-                            lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0);
-            }
-            return std::string(detail);
-          });
-        }
-      };
-      status = pipeline::RunSequential<Step>(stages, next, step, options_.tracer,
-                                             &report.stage_times, done);
-      if (!status.ok()) return;
-    }
+      }
+      return true;
+    };
+    auto done = [&](Step& s) {
+      ++report.steps;
+      report.examples += s.batch.size;
+      if (s.epoch != loss_epoch) {
+        loss_epoch = s.epoch;
+        loss_sum = 0.0;
+        loss_count = 0;
+      }
+      loss_sum += s.loss * s.batch.size;
+      loss_count += s.batch.size;
+      if (progress) {
+        progress->Update(report.steps, [&] {
+          const double seconds = progress->elapsed_seconds();
+          char detail[192];
+          int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
+                                   seconds > 0 ? report.examples / seconds : 0.0,
+                                   loss_sum / loss_count);
+          if (options_.embedding_memory_budget_bytes > 0) {
+            const embedding::TableStats t = table_->stats();
+            const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
+            std::snprintf(detail + used, sizeof(detail) - used,
+                          ", embeddings %.0f MiB in memory, %.1f%% memory hits",
+                          t.memory_bytes / 1048576.0,
+                          lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0);
+          }
+          return std::string(detail);
+        });
+      }
+    };
+    const Status run = pipeline::RunSequential<Step>(stages, next, step, options_.tracer,
+                                                     &report.stage_times, done);
+    if (status.ok()) status = run;
   });
   EMBER_RETURN_IF_ERROR(status);
+  if (report.steps == 0) return Status::InvalidArgument("the training data has no examples");
   report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
   if (progress) {
     char detail[64];
@@ -292,34 +321,55 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 }
 
 Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
-  EMBER_RETURN_IF_ERROR(CheckOneLabel(data));
+  io::DatasetBatchSourceOptions source_options;
+  source_options.batch_size = options_.eval_batch_size;
+  io::DatasetBatchSource source(data, source_options);
   std::vector<float> predictions;
   predictions.reserve(data.size());
+  EMBER_RETURN_IF_ERROR(Predict(source, &predictions, nullptr));
+  return predictions;
+}
+
+Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
+                        std::vector<float>* labels) {
+  EMBER_RETURN_IF_ERROR(CheckOneLabel(data.num_labels()));
+  EMBER_RETURN_IF_ERROR(CheckShape(data));
   Status status;
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     Step step;
-    for (int64_t begin = 0; begin < data.size(); begin += options_.eval_batch_size) {
-      const int64_t end = std::min(data.size(), begin + options_.eval_batch_size);
-      data.GetBatch(begin, end, &step.batch);
+    while (true) {
+      Result<bool> more = data.Next(&step.batch);
+      if (!more.ok()) status = more.status().WithContext("reading the evaluation data");
+      if (!more.ok() || !*more) return;
+      const int64_t b = step.batch.size;
       status = Prepare(step);
       if (status.ok()) status = LookupRows(step);
       if (status.ok()) status = Forward(step);
       if (!status.ok()) return;
-      Tensor probabilities = Tensor::Empty({end - begin});
-      status = ops::Sigmoid(step.logits.Reshape({end - begin}), &probabilities);
+      Tensor probabilities = Tensor::Empty({b});
+      status = ops::Sigmoid(step.logits.Reshape({b}), &probabilities);
       if (!status.ok()) return;
       const float* p = probabilities.data<float>();
-      predictions.insert(predictions.end(), p, p + (end - begin));
+      predictions->insert(predictions->end(), p, p + b);
+      if (labels != nullptr) {
+        labels->insert(labels->end(), step.batch.labels.begin(), step.batch.labels.end());
+      }
     }
   });
-  EMBER_RETURN_IF_ERROR(status);
-  return predictions;
+  return status;
 }
 
 Result<Metrics> Trainer::Evaluate(const io::Dataset& data) {
   EMBER_ASSIGN_OR_RETURN(std::vector<float> predictions, Predict(data));
   return ComputeMetrics(predictions, data.all().labels);
+}
+
+Result<Metrics> Trainer::Evaluate(io::BatchSource& data) {
+  std::vector<float> predictions, labels;
+  EMBER_RETURN_IF_ERROR(Predict(data, &predictions, &labels));
+  if (predictions.empty()) return Status::InvalidArgument("the evaluation data has no examples");
+  return ComputeMetrics(predictions, labels);
 }
 
 }  // namespace ember::engine

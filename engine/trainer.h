@@ -12,6 +12,7 @@
 #include "embedding/embedding_table.h"
 #include "engine/dlrm.h"
 #include "engine/metrics.h"
+#include "io/batch_source.h"
 #include "io/dataset.h"
 #include "ops/dense_optimizer.h"
 #include "pipeline/stage.h"
@@ -82,15 +83,28 @@ class Trainer {
                                                  int num_slots);
   ~Trainer();
 
-  // Runs options.epochs epochs (or up to max_steps) over `train`.
+  // Runs options.epochs epochs (or up to max_steps) over `train` in
+  // options.batch_size batches, shuffled every epoch by (seed, epoch) when
+  // options.shuffle.
   // InvalidArgument for data without examples or with more than one label
   // per example (multi-task data; the model has one output).
   Result<TrainReport> Fit(const io::Dataset& train);
+  // Trains on every batch of `train` (up to max_steps): the source decides
+  // batch size, order and epochs; options.batch_size, epochs and shuffle do
+  // not apply. Errors: as above, InvalidArgument when the source's dense or
+  // slot count is not the model's, and the source's read errors (with
+  // context).
+  Result<TrainReport> Fit(io::BatchSource& train);
   // Predicted click probabilities for every example of `data`, in order.
   // InvalidArgument for data with more than one label per example.
   Result<std::vector<float>> Predict(const io::Dataset& data);
+  // Appends the predictions for every batch of `data` to `predictions` and,
+  // when set, their labels to `labels`.
+  Status Predict(io::BatchSource& data, std::vector<float>* predictions,
+                 std::vector<float>* labels);
   // AUC, logloss and calibration on `data`.
   Result<Metrics> Evaluate(const io::Dataset& data);
+  Result<Metrics> Evaluate(io::BatchSource& data);
 
   embedding::EmbeddingTable& table() { return *table_; }
   DlrmModel& model() { return *model_; }
@@ -101,6 +115,8 @@ class Trainer {
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
           std::unique_ptr<DlrmModel> model);
   std::vector<pipeline::Stage<Step>> TrainingStages();
+  // InvalidArgument unless `data` has the model's dense and slot counts.
+  Status CheckShape(const io::BatchSource& data) const;
   Status Prepare(Step& step);
   Status Pull(Step& step);
   Status Push(Step& step);

@@ -5,15 +5,13 @@
 #include <utility>
 
 #include "core/file.h"
+#include "io/stream_reader.h"
 
 namespace ember::io {
 namespace {
 
-int64_t FileBytes(const std::string& path) {
-  std::error_code error;
-  const uintmax_t bytes = std::filesystem::file_size(path, error);
-  return error ? 0 : static_cast<int64_t>(bytes);
-}
+// Rows per batch taken from the stream reader and appended to the writer.
+constexpr int64_t kConvertBatchRows = 4096;
 
 // Fills in what only the finished output tells: its size and row groups.
 Status DescribeOutput(const std::string& output, ConvertReport* report) {
@@ -56,17 +54,34 @@ Result<ConvertReport> ConvertTextToColumnar(const std::vector<std::string>& path
   shape.num_slots = layout.num_slots;
   shape.slot_bits = options.slot_bits;
   EMBER_ASSIGN_OR_RETURN(auto writer, ColumnarWriter::Open(output, shape, options.write));
+  // The text in a stream, in file then line order, on the reader's threads:
+  // memory holds the pieces in flight and one row group, whatever the input.
+  StreamReaderOptions stream;
+  stream.batch_size = kConvertBatchRows;
+  stream.threads = options.read.threads;
+  stream.bad_lines = options.read.bad_lines;
+  stream.max_bad_ratio = options.read.max_bad_ratio;
+  EMBER_ASSIGN_OR_RETURN(auto reader, StreamReader::OpenText(paths, format, stream));
+  const int64_t input_bytes = TotalFileBytes(paths);
+  const int64_t input_lines = reader->EpochLines(0);
   ConvertReport report;
-  for (const std::string& path : paths) {
-    // One file's examples at a time: they are dropped before the next file.
-    EMBER_ASSIGN_OR_RETURN(const Dataset data, ReadTextFiles({path}, format, options.read));
-    EMBER_RETURN_IF_ERROR(writer->Append(data.all()));
-    MergeBadLineReport(data.bad_lines(), &report.bad_lines);
-    ++report.files;
-    report.rows += data.size();
-    report.input_bytes += FileBytes(path);
+  Batch batch;
+  while (true) {
+    EMBER_ASSIGN_OR_RETURN(const bool more, reader->Next(&batch));
+    if (!more) break;
+    EMBER_RETURN_IF_ERROR(writer->Append(batch));
+    report.rows += batch.size;
+    report.bad_lines = reader->bad_lines();
+    // The bytes done, estimated from the lines read (the index counted them).
+    report.input_bytes =
+        input_lines > 0 ? static_cast<int64_t>(static_cast<double>(input_bytes) *
+                                               report.bad_lines.lines_read / input_lines)
+                        : 0;
     if (progress) progress(report);
   }
+  report.bad_lines = reader->bad_lines();
+  report.files = static_cast<int64_t>(paths.size());
+  report.input_bytes = input_bytes;
   EMBER_RETURN_IF_ERROR(writer->Finish());
   EMBER_RETURN_IF_ERROR(DescribeOutput(output, &report));
   return report;

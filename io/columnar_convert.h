@@ -18,8 +18,8 @@
 namespace ember::io {
 
 struct ConvertOptions {
-  // How each text file is read: bad-line policy, max_bad_ratio (checked per
-  // file) and parser threads.
+  // How the text files are read: bad-line policy, max_bad_ratio (over all
+  // files) and parser threads.
   TextReadOptions read;
   // Row groups of the output.
   ColumnarWriteOptions write;
@@ -38,22 +38,24 @@ struct ConvertReport {
   BadLineReport bad_lines;   // Lines of the text files done, over all of them.
 };
 
-// Called on the calling thread after each input file with the report so far.
+// Called on the calling thread with the report so far (see each converter
+// for how often).
 using ConvertProgress = std::function<void(const ConvertReport&)>;
 
 // Converts text files of `format` into one columnar file at `output`, with
 // the rows of the files in file then line order: exactly the batch that
 // ReadTextFiles(paths, format, options.read) reads, for every format.
-// One file at a time: each is read whole with ReadTextFiles and appended to
-// a streaming ColumnarWriter, so memory holds the examples of the largest
-// file (about 4 bytes per label and dense value and 16 per key of a
-// single-valued slot: ~470 bytes per Criteo row, ~20 GiB for a 45M-row
-// Criteo day) plus one row group. The output appears atomically when every
+// The text is read in a stream (StreamReader, on options.read.threads
+// threads), so memory holds a few ~1 MiB pieces per thread and one row
+// group, however large the input. The output appears atomically when every
 // file is done; on an error no output is left (a previous file at `output`
-// stays as it was).
-// Errors: those of ReadTextFiles (bad lines past the policy name file and
-// line; max_bad_ratio applies to each file), InvalidArgument for no paths or
-// an output path that cannot be written, those of ColumnarWriter.
+// stays as it was). `progress` is called after every 4096 rows, with
+// input_bytes estimated from the lines of the pieces reached (ahead by up
+// to a piece); files is set at the end.
+// Errors: those of StreamReader::OpenText and Next (bad lines past the
+// policy name file and line; max_bad_ratio applies to all files together),
+// InvalidArgument for no paths or an output path that cannot be written,
+// those of ColumnarWriter.
 Result<ConvertReport> ConvertTextToColumnar(const std::vector<std::string>& paths,
                                             const TextFormat& format, const std::string& output,
                                             const ConvertOptions& options,
@@ -61,7 +63,7 @@ Result<ConvertReport> ConvertTextToColumnar(const std::vector<std::string>& path
 
 // Copies the rows of columnar files, in order, into one columnar file at
 // `output` cut into row groups as `options.write` says (to join files or
-// change the group size). Memory: one row group of input and one of output.
+// change the group size). `progress` is called after each file. Memory: one row group of input and one of output.
 // InvalidArgument naming the file when the files' shapes (labels, dense,
 // slots, slot bits) differ; otherwise the errors of OpenColumnar, ReadRows
 // and ColumnarWriter.

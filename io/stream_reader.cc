@@ -153,6 +153,25 @@ int64_t StreamReader::EpochRecords(int64_t epoch) const {
   return internal::PlanEpoch(*index_, PlanOptionsOf(options_), epoch).min_shard_lines;
 }
 
+int64_t StreamReader::EpochLines(int64_t epoch) const {
+  return internal::PlanEpoch(*index_, PlanOptionsOf(options_), epoch).lines;
+}
+
+int64_t StreamReader::EstimatedBatches() const {
+  int64_t batches = 0;
+  for (int64_t e = 0; e < options_.num_epochs; ++e) {
+    const internal::EpochPlan plan = internal::PlanEpoch(*index_, PlanOptionsOf(options_), e);
+    const int64_t records = equal_shards() ? plan.min_shard_lines : plan.lines;
+    batches += options_.drop_last ? records / options_.batch_size
+                                  : (records + options_.batch_size - 1) / options_.batch_size;
+  }
+  return batches;
+}
+
+int StreamReader::num_labels() const { return index_->layout.num_labels; }
+int StreamReader::num_dense() const { return index_->layout.num_dense; }
+int StreamReader::num_slots() const { return index_->layout.num_slots; }
+
 TextLayout StreamReader::layout() const { return index_->layout; }
 
 int64_t StreamReader::num_pieces() const { return static_cast<int64_t>(index_->pieces.size()); }

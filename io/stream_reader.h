@@ -82,6 +82,7 @@
 
 #include "core/status.h"
 #include "io/batch.h"
+#include "io/batch_source.h"
 #include "io/columnar.h"
 #include "io/dataset.h"
 #include "io/text_format.h"
@@ -210,7 +211,7 @@ struct StreamStats {
 
 // Thread safety: one thread at a time calls its methods; the parser threads
 // are its own and stopped by the destructor.
-class StreamReader {
+class StreamReader final : public BatchSource {
  public:
   // Text files of `format` (borrowed during the call only).
   static Result<std::unique_ptr<StreamReader>> OpenText(const std::vector<std::string>& paths,
@@ -229,13 +230,22 @@ class StreamReader {
   // records except the last of an epoch, which may be short (or is dropped
   // with drop_last); batches never span epochs. Errors: see the top of the
   // file; after one the reader's state is unspecified (Seek resets it).
-  Result<bool> Next(Batch* out);
+  Result<bool> Next(Batch* out) override;
   // The epoch of the last batch returned, and its index in that epoch.
-  int64_t epoch() const { return last_epoch_; }
+  int64_t epoch() const override { return last_epoch_; }
   int64_t batch_in_epoch() const { return last_batch_in_epoch_; }
   // Records this shard returns in `epoch` when known in advance (equal
   // shards with num_shards > 1), else -1.
   int64_t EpochRecords(int64_t epoch) const;
+  // Lines (columnar: rows) of this shard's pieces in `epoch`: the records it
+  // returns there without equal shards, less its bad lines.
+  int64_t EpochLines(int64_t epoch) const;
+  // Batches over all epochs from the start: exact with equal shards or
+  // without bad lines, an upper bound otherwise.
+  int64_t EstimatedBatches() const override;
+  int num_labels() const override;
+  int num_dense() const override;
+  int num_slots() const override;
 
   // The position after the last batch returned. Costs a scan of the shuffle
   // buffer (its oldest record), so take it at checkpoints, not every batch.

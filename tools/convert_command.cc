@@ -33,16 +33,6 @@ DEFINE_validator(rows_per_group, &IsPositive64);
 namespace ember::tools {
 namespace {
 
-int64_t TotalBytes(const std::vector<std::string>& paths) {
-  int64_t total = 0;
-  for (const std::string& path : paths) {
-    std::error_code error;
-    const uintmax_t bytes = std::filesystem::file_size(path, error);
-    if (!error) total += static_cast<int64_t>(bytes);
-  }
-  return total;
-}
-
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 Status Convert() {
@@ -65,11 +55,9 @@ Status Convert() {
             << FLAGS_output;
 
   const auto start = std::chrono::steady_clock::now();
-  ProgressReporter progress("convert input bytes", TotalBytes(paths));
+  ProgressReporter progress("convert input bytes", TotalFileBytes(paths));
   const io::ConvertProgress on_file = [&](const io::ConvertReport& so_far) {
-    progress.Update(so_far.input_bytes, std::to_string(so_far.rows) + " rows, " +
-                                            std::to_string(so_far.files) + "/" +
-                                            std::to_string(paths.size()) + " files");
+    progress.Update(so_far.input_bytes, [&] { return std::to_string(so_far.rows) + " rows"; });
   };
   std::unique_ptr<io::TextFormat> text;
   if (!format.columnar) {

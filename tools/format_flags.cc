@@ -245,4 +245,34 @@ Result<InputData> ReadInput(const std::vector<std::string>& paths,
   return input;
 }
 
+Result<InputStream> OpenInputStream(const std::vector<std::string>& paths,
+                                    io::StreamReaderOptions options) {
+  EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
+  options.bad_lines = read.bad_lines;
+  options.max_bad_ratio = read.max_bad_ratio;
+  EMBER_ASSIGN_OR_RETURN(const InputFormat format, ResolveInputFormat(paths));
+  InputStream input;
+  input.format = format.name();
+  if (format.columnar) {
+    if (paths.empty()) return Status::InvalidArgument("no columnar files to read");
+    // OpenColumnar checks that every file has the first one's shape.
+    EMBER_ASSIGN_OR_RETURN(auto first, io::OpenColumnar(paths.front()));
+    input.slot_bits = first->shape().slot_bits;
+    if (FlagIsSet("slot_bits") && FLAGS_slot_bits != input.slot_bits) {
+      return Status::InvalidArgument("--slot_bits=", FLAGS_slot_bits, " but ", paths.front(),
+                                     " was written with ", input.slot_bits, " slot bits");
+    }
+    EMBER_ASSIGN_OR_RETURN(input.reader, io::StreamReader::OpenColumnar(paths, options));
+    return input;
+  }
+  Result<std::unique_ptr<io::TextFormat>> text = io::MakeTextFormat(format.text);
+  if (!text.ok()) {
+    return text.status().WithContext("--format=" + FLAGS_format +
+                                     (FLAGS_format == "auto" ? " (read as criteo)" : ""));
+  }
+  EMBER_ASSIGN_OR_RETURN(input.reader, io::StreamReader::OpenText(paths, **text, options));
+  input.slot_bits = format.text.slot_bits;
+  return input;
+}
+
 }  // namespace ember::tools

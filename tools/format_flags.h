@@ -8,12 +8,14 @@
 
 #include <gflags/gflags_declare.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "io/dataset.h"
 #include "io/format_spec.h"
+#include "io/stream_reader.h"
 #include "io/text_reader.h"
 
 DECLARE_string(format);
@@ -82,5 +84,20 @@ struct InputData {
 // ResolveInputFormat, io::MakeTextFormat and the readers.
 Result<InputData> ReadInput(const std::vector<std::string>& paths,
                             const io::TextReadOptions& options);
+
+// Input files read in a stream.
+struct InputStream {
+  std::unique_ptr<io::StreamReader> reader;
+  std::string format;  // As InputFormat::name().
+  int slot_bits = 0;
+};
+
+// Opens a StreamReader over `paths` in the format ResolveInputFormat gives,
+// with `options` (its bad-line policy and max_bad_ratio are replaced by
+// --bad_lines and --max_bad_ratio). Columnar files must have one shape;
+// --slot_bits, when set, must match theirs. Errors as ReadInput and
+// StreamReader::OpenText / OpenColumnar.
+Result<InputStream> OpenInputStream(const std::vector<std::string>& paths,
+                                    io::StreamReaderOptions options);
 
 }  // namespace ember::tools

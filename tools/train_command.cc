@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,7 @@ bool IsFraction(const char*, double value) { return value > 0 && value < 1; }
 bool IsRatio(const char*, double value) { return value >= 0 && value <= 1; }
 bool IsNonNegativeDouble(const char*, double value) { return value >= 0; }
 bool IsPositive64(const char*, int64_t value) { return value > 0; }
+bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
 }  // namespace
 
 DEFINE_string(train_data, "",
@@ -90,7 +92,34 @@ DEFINE_bool(prefetch, true,
             "With a disk tier, load the rows of the next batch while the current one trains.");
 DEFINE_string(dense_optimizer, "adam", "Dense optimizer: sgd, adagrad or adam.");
 DEFINE_double(dense_lr, 0.001, "Dense learning rate.");
-DEFINE_bool(shuffle, true, "Shuffle the training examples every epoch (seeded by --seed).");
+DEFINE_bool(shuffle, true,
+            "Shuffle the training examples every epoch (seeded by --seed): all of them with "
+            "--reader=memory; with --reader=stream the file order, the pieces of each file "
+            "and a --shuffle_buffer of examples.");
+DEFINE_string(reader, "auto",
+              "How --train_data is read: memory (every example loaded, then batched), stream "
+              "(read in ~1 MiB pieces on --reader_threads threads while training runs, with "
+              "bounded memory: for data larger than memory) or auto (stream when --test_data "
+              "is given; memory when the test set is held out of the training data, or the "
+              "data is generated).");
+DEFINE_int32(reader_threads, 0,
+             "Parser threads of --reader=stream; 0: a quarter of --threads, at least 1.");
+DEFINE_validator(reader_threads, &IsNonNegative32);
+DEFINE_int64(shuffle_buffer, 100000,
+             "With --reader=stream and --shuffle: examples in the shuffle buffer (memory: "
+             "about 500 bytes each for Criteo rows); 0: no buffer.");
+DEFINE_validator(shuffle_buffer, &IsNonNegative64);
+DEFINE_int32(num_shards, 1,
+             "With --reader=stream: the training data is cut into this many shards, one per "
+             "worker of a data-parallel job; each gets the same number of batches per epoch.");
+DEFINE_validator(num_shards, &IsPositive32);
+DEFINE_int32(shard_index, 0, "With --num_shards: the shard this worker reads, from 0.");
+DEFINE_int64(piece_kib, 0,
+             "With --reader=stream: KiB of text per piece (the unit of parsing, shuffling and "
+             "sharding; columnar pieces have a row per 256 bytes of it). 0: 1024, or less for "
+             "small input so that every shard has at least 8 pieces.");
+DEFINE_validator(piece_kib, &IsNonNegative64);
+DEFINE_validator(shard_index, &IsNonNegative32);
 DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
@@ -174,14 +203,29 @@ struct Source {
   std::string format;     // "criteo", ..., "columnar"
   int slot_bits = 0;
   io::BadLineReport bad_lines;
+  // Streamed sources: the reader's counts, filled in when it is done.
+  std::optional<io::StreamStats> stream;
 };
 
+// The training and test data: in memory, or in stream readers.
 struct Data {
   io::Dataset train;
   io::Dataset test;
+  std::unique_ptr<io::StreamReader> train_stream;
+  std::unique_ptr<io::StreamReader> test_stream;
   Source train_source;
   std::optional<Source> test_source;  // Unset when the test data is held out.
   std::optional<double> ceiling_auc;  // Bayes AUC of generated data.
+  int num_dense = 0;
+  int num_slots = 0;
+};
+
+// The shape of examples, to compare training and test data.
+struct Shape {
+  int num_labels = 0;
+  int num_dense = 0;
+  int num_slots = 0;
+  int slot_bits = 0;
 };
 
 // Generates --rows examples into `dir` and reads them: Criteo TSV for
@@ -220,45 +264,134 @@ Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions
 }
 
 // The model has one output: multi-task data fails here, before training.
-Status CheckSingleLabel(const char* flag, const io::Dataset& data) {
-  if (data.num_labels() == 1) return Status::OK();
+Status CheckSingleLabel(const char* flag, int num_labels) {
+  if (num_labels == 1) return Status::OK();
   return Status::InvalidArgument(
-      flag, " has ", data.num_labels(), " labels per example (several label columns in the "
+      flag, " has ", num_labels, " labels per example (several label columns in the "
       "schema or --label_slots), but ember train's models predict one: keep one label");
 }
 
-// DLRM's bottom MLP needs a dense input; say so in terms of the data.
-Status CheckHasDenseFeatures(const InputData& train) {
-  if (train.data.num_dense() > 0 || FLAGS_model != "dlrm") return Status::OK();
-  return Status::InvalidArgument(
-      "--train_data (", train.format, ") has no dense features, but --model=dlrm needs at least "
-      "one (libsvm and libffm input has none; csv needs a dense column in the schema, slot "
-      "input --dense_slots)");
-}
-
-Status CheckSameShape(const InputData& train, const InputData& test) {
-  const io::Dataset& a = train.data;
-  const io::Dataset& b = test.data;
-  if (a.num_dense() != b.num_dense() || a.num_slots() != b.num_slots() ||
-      a.num_labels() != b.num_labels()) {
+Status CheckSameShape(const Shape& a, const Shape& b) {
+  if (a.num_dense != b.num_dense || a.num_slots != b.num_slots ||
+      a.num_labels != b.num_labels) {
     return Status::InvalidArgument(
-        "--test_data has ", b.num_labels(), " labels, ", b.num_dense(), " dense features and ",
-        b.num_slots(), " slots per example, --train_data ", a.num_labels(), ", ", a.num_dense(),
-        " and ", a.num_slots());
+        "--test_data has ", b.num_labels, " labels, ", b.num_dense, " dense features and ",
+        b.num_slots, " slots per example, --train_data ", a.num_labels, ", ", a.num_dense,
+        " and ", a.num_slots);
   }
-  if (train.slot_bits != test.slot_bits) {
-    return Status::InvalidArgument("--test_data keys use ", test.slot_bits,
-                                   " slot bits, --train_data keys ", train.slot_bits,
+  if (a.slot_bits != b.slot_bits) {
+    return Status::InvalidArgument("--test_data keys use ", b.slot_bits,
+                                   " slot bits, --train_data keys ", a.slot_bits,
                                    " (see --slot_bits)");
   }
   return Status::OK();
 }
 
-Result<Data> LoadData(TempDir* temp_dir) {
+Shape ShapeOf(const io::Dataset& data, int slot_bits) {
+  return Shape{data.num_labels(), data.num_dense(), data.num_slots(), slot_bits};
+}
+
+Shape ShapeOf(const io::StreamReader& reader, int slot_bits) {
+  return Shape{reader.num_labels(), reader.num_dense(), reader.num_slots(), slot_bits};
+}
+
+// Whether --reader asks to stream the training data.
+Result<bool> StreamTrainingData(bool have_test_data) {
+  if (FLAGS_reader == "memory") return false;
+  if (FLAGS_reader == "stream") {
+    if (!have_test_data) {
+      return Status::InvalidArgument(
+          "--reader=stream needs --test_data: a streamed training set cannot hold out its "
+          "last --test_fraction (give --test_data, or use --reader=memory)");
+    }
+    return true;
+  }
+  if (FLAGS_reader == "auto") return have_test_data;
+  return Status::InvalidArgument("--reader=", FLAGS_reader,
+                                 " is not known; use auto, memory or stream");
+}
+
+// --piece_kib in bytes, or for 0 the default: 1 MiB, less for small input so
+// that each shard has at least 8 pieces (no less than 16 KiB). A function of
+// the input's size: the same input gets the same pieces, hence the same order.
+int64_t PieceBytes(const std::vector<std::string>& paths) {
+  if (FLAGS_piece_kib > 0) return FLAGS_piece_kib << 10;
+  const int64_t per_piece = TotalFileBytes(paths) / (8 * int64_t{FLAGS_num_shards});
+  return std::clamp<int64_t>(per_piece, int64_t{16} << 10, int64_t{1} << 20);
+}
+
+int ReaderThreads(int threads) {
+  if (FLAGS_reader_threads > 0) return FLAGS_reader_threads;
+  return std::max(1, threads / 4);
+}
+
+// Streams --train_data and --test_data.
+Status OpenStreams(const std::vector<std::string>& train_paths,
+                   const std::vector<std::string>& test_paths, int threads, Data* data) {
+  if (FLAGS_shard_index >= FLAGS_num_shards) {
+    return Status::InvalidArgument("--shard_index=", FLAGS_shard_index,
+                                   " must be below --num_shards=", FLAGS_num_shards);
+  }
+  io::StreamReaderOptions options;
+  options.batch_size = FLAGS_batch_size;
+  options.num_epochs = FLAGS_epochs;
+  options.seed = FLAGS_seed;
+  options.shuffle_files = FLAGS_shuffle;
+  options.shuffle_pieces = FLAGS_shuffle;
+  options.shuffle_buffer = FLAGS_shuffle ? FLAGS_shuffle_buffer : 0;
+  options.num_shards = FLAGS_num_shards;
+  options.shard_index = FLAGS_shard_index;
+  options.threads = ReaderThreads(threads);
+  options.piece_bytes = PieceBytes(train_paths);
+  // Columnar: 4096 rows for 1 MiB, the StreamReader's default.
+  options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
+  Result<InputStream> train = OpenInputStream(train_paths, options);
+  if (!train.ok()) return train.status().WithContext("--train_data");
+  const Shape train_shape = ShapeOf(*train->reader, train->slot_bits);
+  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train_shape.num_labels));
+
+  io::StreamReaderOptions test_options;
+  test_options.batch_size = engine::TrainOptions().eval_batch_size;
+  test_options.threads = options.threads;
+  Result<InputStream> test = OpenInputStream(test_paths, test_options);
+  if (!test.ok()) return test.status().WithContext("--test_data");
+  EMBER_RETURN_IF_ERROR(CheckSameShape(train_shape, ShapeOf(*test->reader, test->slot_bits)));
+
+  data->train_source = Source{train->format, train->slot_bits, {}, {}};
+  data->test_source = Source{test->format, test->slot_bits, {}, {}};
+  data->num_dense = train_shape.num_dense;
+  data->num_slots = train_shape.num_slots;
+  LOG(INFO) << "data: streaming --train_data (" << train_paths.size() << " files, "
+            << train->reader->num_pieces() << " pieces, about "
+            << train->reader->EpochLines(0) << " examples per epoch in this shard, "
+            << options.threads << " parser threads) and --test_data (" << test_paths.size()
+            << " files), " << train_shape.num_dense << " dense features, "
+            << train_shape.num_slots << " slots";
+  data->train_stream = std::move(train->reader);
+  data->test_stream = std::move(test->reader);
+  return Status::OK();
+}
+
+Result<Data> LoadData(TempDir* temp_dir, int threads) {
   EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
   Data data;
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
                          ExpandPathList("train_data", FLAGS_train_data));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> test_paths,
+                         ExpandPathList("test_data", FLAGS_test_data));
+  if (!train_paths.empty()) {
+    Result<double> bayes = io::ReadSyntheticBayesAuc(train_paths.front());
+    if (bayes.ok()) data.ceiling_auc = *bayes;
+  }
+  EMBER_ASSIGN_OR_RETURN(const bool stream,
+                         StreamTrainingData(!train_paths.empty() && !test_paths.empty()));
+  if (stream) {
+    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, &data));
+    return data;
+  }
+  if (FLAGS_num_shards > 1) {
+    return Status::InvalidArgument("--num_shards needs --reader=stream (and --test_data)");
+  }
   InputData train;
   if (train_paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create());
@@ -266,22 +399,18 @@ Result<Data> LoadData(TempDir* temp_dir) {
     EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &bayes_auc));
     data.ceiling_auc = bayes_auc;
   } else {
-    Result<double> bayes = io::ReadSyntheticBayesAuc(train_paths.front());
-    if (bayes.ok()) data.ceiling_auc = *bayes;
     Result<InputData> input = ReadInput(train_paths, read);
     if (!input.ok()) return input.status().WithContext("--train_data");
     train = *std::move(input);
   }
-  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train.data));
-  EMBER_RETURN_IF_ERROR(CheckHasDenseFeatures(train));
-  data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines()};
-  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> test_paths,
-                         ExpandPathList("test_data", FLAGS_test_data));
+  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train.data.num_labels()));
+  data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines(), {}};
   if (!test_paths.empty()) {
     Result<InputData> test = ReadInput(test_paths, read);
     if (!test.ok()) return test.status().WithContext("--test_data");
-    EMBER_RETURN_IF_ERROR(CheckSameShape(train, *test));
-    data.test_source = Source{test->format, test->slot_bits, test->data.bad_lines()};
+    EMBER_RETURN_IF_ERROR(CheckSameShape(ShapeOf(train.data, train.slot_bits),
+                                         ShapeOf(test->data, test->slot_bits)));
+    data.test_source = Source{test->format, test->slot_bits, test->data.bad_lines(), {}};
     data.test = std::move(test->data);
     data.train = std::move(train.data);
   } else {
@@ -297,17 +426,31 @@ Result<Data> LoadData(TempDir* temp_dir) {
     data.train = all.Slice(0, train_rows);
   }
   if (data.test.size() == 0) return Status::InvalidArgument("the test data has no examples");
+  data.num_dense = data.train.num_dense();
+  data.num_slots = data.train.num_slots();
   LOG(INFO) << "data: " << data.train.size() << " training and " << data.test.size()
-            << " test examples, " << data.train.num_dense() << " dense features, "
-            << data.train.num_slots() << " slots";
+            << " test examples, " << data.num_dense << " dense features, " << data.num_slots
+            << " slots";
   return data;
 }
 
 // "criteo, 3 of 1000 lines bad (bad label: 3)", or for columnar input
 // "columnar (lines were checked when it was written)".
 std::string SourceSummary(const Source& source) {
-  if (source.format == "columnar") return "columnar (lines were checked when it was written)";
-  return source.format + ", " + io::BadLineTotals(source.bad_lines);
+  std::string summary =
+      source.format == "columnar" ? "columnar (lines were checked when it was written)"
+                                  : source.format + ", " + io::BadLineTotals(source.bad_lines);
+  if (source.stream) {
+    const io::StreamStats& s = *source.stream;
+    summary += ::ember::internal::StrCat("; streamed ", s.records_delivered, " examples in ",
+                                         s.batches_delivered, " batches");
+    if (s.padded_for_equal_shards + s.dropped_for_equal_shards > 0) {
+      summary += ::ember::internal::StrCat(
+          " (equal shards: ", s.padded_for_equal_shards, " repeated, ",
+          s.dropped_for_equal_shards, " lines left unread)");
+    }
+  }
+  return summary;
 }
 
 JsonObject SourceJson(const Source& source) {
@@ -315,6 +458,11 @@ JsonObject SourceJson(const Source& source) {
   json.Add("format", source.format)
       .Add("lines_read", source.bad_lines.lines_read)
       .Add("bad_lines", source.bad_lines.bad_lines);
+  if (source.stream) {
+    json.Add("streamed_examples", source.stream->records_delivered)
+        .Add("padded_for_equal_shards", source.stream->padded_for_equal_shards)
+        .Add("dropped_for_equal_shards", source.stream->dropped_for_equal_shards);
+  }
   JsonObject by_reason;
   for (const auto& [reason, count] : source.bad_lines.by_reason) by_reason.Add(reason, count);
   json.Add("bad_lines_by_reason", by_reason);
@@ -381,7 +529,7 @@ Status Train() {
   options.threads = plan.threads;
 
   TempDir temp_dir;
-  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir));
+  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads));
   TempDir embedding_temp_dir;
   if (options.embedding_memory_budget_bytes > 0 && options.embedding_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create());
@@ -391,12 +539,26 @@ Status Train() {
     tracer = std::make_unique<Tracer>();
     options.tracer = tracer.get();
   }
-  EMBER_ASSIGN_OR_RETURN(auto trainer, engine::Trainer::Create(options, data.train.num_dense(),
-                                                               data.train.num_slots()));
-  EMBER_ASSIGN_OR_RETURN(engine::TrainReport report, trainer->Fit(data.train));
+  EMBER_ASSIGN_OR_RETURN(auto trainer,
+                         engine::Trainer::Create(options, data.num_dense, data.num_slots));
+  Result<engine::TrainReport> fit =
+      data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
+  if (data.train_stream) {
+    data.train_source.stream = data.train_stream->stats();
+    data.train_source.bad_lines = data.train_source.stream->bad_lines;
+  }
+  EMBER_RETURN_IF_ERROR(fit.status());
+  const engine::TrainReport& report = *fit;
   LOG(INFO) << "stages: " << StageSummary(report.stage_times);
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
-  EMBER_ASSIGN_OR_RETURN(engine::Metrics test, trainer->Evaluate(data.test));
+  Result<engine::Metrics> evaluated =
+      data.test_stream ? trainer->Evaluate(*data.test_stream) : trainer->Evaluate(data.test);
+  if (data.test_stream) {
+    data.test_source->stream = data.test_stream->stats();
+    data.test_source->bad_lines = data.test_source->stream->bad_lines;
+  }
+  if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
+  const engine::Metrics& test = *evaluated;
 
   std::printf("train: %lld steps, %lld examples, %.0f samples/s, last epoch loss %.4f\n",
               static_cast<long long>(report.steps), static_cast<long long>(report.examples),

@@ -350,13 +350,14 @@ Result<std::unique_ptr<InputIndex>> IndexColumnarFiles(const std::vector<std::st
     const TextLayout layout{shape.num_labels, shape.num_dense, shape.num_slots};
     if (f == 0) {
       index->layout = layout;
-    } else if (layout.num_labels != index->layout.num_labels ||
-               layout.num_dense != index->layout.num_dense ||
-               layout.num_slots != index->layout.num_slots) {
+    } else if (!(shape == index->files[0].columnar->shape())) {
+      // Keys hashed with other slot bits would mean other features.
+      const ColumnarShape& first = index->files[0].columnar->shape();
       return Status::InvalidArgument(
-          file.path, ": rows of ", layout.num_labels, " labels, ", layout.num_dense, " dense, ",
-          layout.num_slots, " slots, unlike ", paths[0], " (", index->layout.num_labels,
-          " labels, ", index->layout.num_dense, " dense, ", index->layout.num_slots, " slots)");
+          file.path, ": rows of ", shape.num_labels, " labels, ", shape.num_dense, " dense, ",
+          shape.num_slots, " slots, ", shape.slot_bits, " slot bits, unlike ", paths[0], " (",
+          first.num_labels, " labels, ", first.num_dense, " dense, ", first.num_slots,
+          " slots, ", first.slot_bits, " slot bits)");
     }
     file.bytes = file.columnar->file_bytes();
     const int64_t rows = file.columnar->rows();

@@ -188,23 +188,34 @@ TEST_F(ColumnarConvertTest, MultiLabelCsvKeepsItsLabelsInSchemaOrder) {
   EXPECT_EQ((std::vector<float>{1, 1, 0, 0}), data->all().labels);
 }
 
-TEST_F(ColumnarConvertTest, ProgressIsReportedAfterEachFile) {
+TEST_F(ColumnarConvertTest, ProgressIsReportedEvery4096RowsWithTheBytesRead) {
   Result<std::unique_ptr<TextFormat>> format = MakeTextFormat(FormatSpec());
   ASSERT_TRUE(format.ok());
-  const std::vector<std::string> paths = {Write("a.tsv", CriteoLines(10, 1)),
-                                          Write("b.tsv", CriteoLines(20, 2))};
-  std::vector<int64_t> files, rows;
+  const std::vector<std::string> paths = {Write("a.tsv", CriteoLines(5000, 1)),
+                                          Write("b.tsv", CriteoLines(4000, 2))};
+  const int64_t total_bytes = static_cast<int64_t>(std::filesystem::file_size(paths[0]) +
+                                                   std::filesystem::file_size(paths[1]));
+  std::vector<int64_t> rows, bytes;
   ConvertOptions options;
   options.read = Lenient();
   Result<ConvertReport> report = ConvertTextToColumnar(paths, **format, Path("out.col"), options,
                                                        [&](const ConvertReport& so_far) {
-                                                         files.push_back(so_far.files);
                                                          rows.push_back(so_far.rows);
+                                                         bytes.push_back(so_far.input_bytes);
                                                        });
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ((std::vector<int64_t>{1, 2}), files);
-  EXPECT_EQ(report->rows, rows.back());
-  EXPECT_LT(rows.front(), rows.back());
+  // One line in 7 has the bad label 2: 7715 good rows of 9000 lines.
+  EXPECT_EQ(7715, report->rows);
+  EXPECT_EQ(1285, report->bad_lines.bad_lines);
+  EXPECT_EQ((std::vector<int64_t>{4096, 7715}), rows);
+  ASSERT_EQ(2u, bytes.size());
+  // Estimated from the lines of the pieces reached: the first batch lies in
+  // a.tsv, one piece (< 1 MiB), so the estimate is the total bytes times
+  // a.tsv's share of the lines: its size, give or take the line lengths.
+  EXPECT_NEAR(static_cast<double>(std::filesystem::file_size(paths[0])), bytes[0], 100);
+  EXPECT_EQ(total_bytes, bytes[1]);
+  EXPECT_EQ(total_bytes, report->input_bytes);
+  EXPECT_EQ(2, report->files);
 }
 
 TEST_F(ColumnarConvertTest, AFailureLeavesNoOutputAndAnOldOneIntact) {

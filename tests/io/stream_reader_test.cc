@@ -228,9 +228,12 @@ TEST_F(StreamReaderTest, EqualShardsReturnTheSameBatchCountAndDropTheRest) {
           EXPECT_GT(target, 1250 / shards - 2 * 15);
           EXPECT_LE(target, 1250 / shards);
         }
+        const int64_t estimated = reader->EstimatedBatches();
         const StreamRun run = ReadStream(reader.get());
         ASSERT_TRUE(run.status.ok()) << run.status;
         batch_counts.push_back(run.batches.size());
+        // No bad lines: the estimate is exact, with or without equal shards.
+        EXPECT_EQ(estimated, static_cast<int64_t>(run.batches.size()));
         const Batch records = Concat(run);
         for (const std::string& record : Records(records)) {
           EXPECT_TRUE(seen.insert(record).second) << "a record read twice in an epoch";

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "core/random.h"
 #include "io/columnar.h"
 #include "io/format_spec.h"
 #include "io/text_reader.h"
@@ -314,12 +315,84 @@ TEST_F(EmberCliTest, TrainReadsTextFormatsAndReportsBadLinesByReason) {
   EXPECT_EQ(2, JsonNumber(*metrics, "train", "bad_lines"));
 }
 
-TEST_F(EmberCliTest, DataWithoutDenseFeaturesExitsTwoSayingDlrmNeedsThem) {
-  std::ofstream(Path("d.svm")) << "1 1:1 12:1\n0 2:1\n1 3:1 11:1\n0 5:1 15:1\n1 1:1\n";
-  CommandRun run = Ember("train --train_data=" + Path("d.svm") + " --format=libsvm " +
-                         kSmallModel);
-  EXPECT_EQ(2, run.exit_code) << run.output;
-  EXPECT_NE(std::string::npos, run.output.find("(libsvm) has no dense features")) << run.output;
+// libSVM input has no dense features: DLRM then runs without a bottom MLP.
+TEST_F(EmberCliTest, LibsvmDataWithoutDenseFeaturesTrainsDlrm) {
+  {
+    std::ofstream out(Path("d.svm"));
+    ember::RandomStream random(4);
+    for (int i = 0; i < 3000; ++i) {
+      const int user = static_cast<int>(random.NextBelow(20)) + 1;
+      const int item = static_cast<int>(random.NextBelow(20)) + 101;
+      // A click when user and item parities agree (with noise): an interaction.
+      const bool click = random.Bernoulli((user + item) % 2 == 0 ? 0.9 : 0.1);
+      out << (click ? "1" : "-1") << " " << user << ":1 " << item << ":1\n";
+    }
+  }
+  CommandRun run = Ember("train --train_data=" + Path("d.svm") +
+                         " --format=libsvm --field_starts=1,101 --epochs=3 --batch_size=64 "
+                         "--bottom_mlp=16 --top_mlp=32 --threads=1 --metrics_out=" +
+                         Path("m.json"));
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GT(JsonNumber(*metrics, "test", "auc"), 0.8) << run.output;
+}
+
+// --reader=stream yields the batches --reader=memory makes when nothing is
+// shuffled, so both train the same model; shuffled and sharded streams run
+// and report what they read.
+TEST_F(EmberCliTest, StreamedTrainingMatchesInMemoryAndReportsTheStream) {
+  ASSERT_EQ(0, Ember("gen-data --rows=3000 --out=" + Path("a.tsv")).exit_code);
+  ASSERT_EQ(0, Ember("gen-data --rows=1000 --seed=2 --out=" + Path("b.tsv")).exit_code);
+  const std::string common = "train --train_data=" + Path("a.tsv") + " --test_data=" +
+                             Path("b.tsv") + " " + kSmallModel;
+  CommandRun memory = Ember(common + " --reader=memory --shuffle=false --metrics_out=" +
+                            Path("memory.json"));
+  ASSERT_EQ(0, memory.exit_code) << memory.output;
+  CommandRun stream = Ember(common + " --reader=stream --shuffle=false --metrics_out=" +
+                            Path("stream.json"));
+  ASSERT_EQ(0, stream.exit_code) << stream.output;
+  EXPECT_NE(std::string::npos, stream.output.find("streamed 3000 examples in 24 batches"))
+      << stream.output;
+  auto a = ember::ReadFile(Path("memory.json")), b = ember::ReadFile(Path("stream.json"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(JsonNumber(*a, "test", "auc"), JsonNumber(*b, "test", "auc"));
+  EXPECT_EQ(JsonNumber(*a, "test", "logloss"), JsonNumber(*b, "test", "logloss"));
+  EXPECT_EQ(1000, JsonNumber(*b, "test", "examples"));
+
+  // auto streams when --test_data is given; shuffled by default.
+  CommandRun shuffled = Ember(common + " --epochs=2 --shuffle_buffer=500");
+  ASSERT_EQ(0, shuffled.exit_code) << shuffled.output;
+  EXPECT_NE(std::string::npos, shuffled.output.find("streamed 6000 examples")) << shuffled.output;
+
+  // Shard 1 of 2 reads part of the data, as many batches as shard 0.
+  std::vector<double> steps;
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string json = Path("shard" + std::to_string(shard) + ".json");
+    CommandRun run = Ember(common + " --num_shards=2 --shard_index=" + std::to_string(shard) +
+                           " --metrics_out=" + json);
+    ASSERT_EQ(0, run.exit_code) << run.output;
+    auto metrics = ember::ReadFile(json);
+    ASSERT_TRUE(metrics.ok());
+    const double examples = JsonNumber(*metrics, "train", "examples");
+    EXPECT_GT(examples, 1000) << run.output;
+    EXPECT_LE(examples, 1500) << run.output;
+    steps.push_back(JsonNumber(*metrics, "train", "steps"));
+  }
+  EXPECT_EQ(steps[0], steps[1]);
+
+  const std::pair<std::string, std::string> errors[] = {
+      {"--train_data=" + Path("a.tsv") + " --reader=stream", "--reader=stream needs --test_data"},
+      {"--train_data=" + Path("a.tsv") + " --reader=disk", "--reader=disk"},
+      {"--train_data=" + Path("a.tsv") + " --test_data=" + Path("b.tsv") +
+           " --num_shards=2 --shard_index=2", "--shard_index"},
+      {"--train_data=" + Path("a.tsv") + " --num_shards=2", "--num_shards"},
+  };
+  for (const auto& [flags, name] : errors) {
+    CommandRun run = Ember("train " + flags + " " + kSmallModel);
+    EXPECT_EQ(2, run.exit_code) << flags << ": " << run.output;
+    EXPECT_NE(std::string::npos, run.output.find(name)) << flags << ": " << run.output;
+  }
 }
 
 TEST_F(EmberCliTest, MultiLabelTrainingDataExitsTwoSayingTheModelTakesOneLabel) {

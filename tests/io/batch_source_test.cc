@@ -1,0 +1,101 @@
+#include "io/batch_source.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace ember::io {
+namespace {
+
+// n examples with one dense feature equal to the example's index, one slot
+// and label index % 2.
+Dataset Numbered(int n) {
+  Batch all;
+  all.Clear(1, 1);
+  for (int i = 0; i < n; ++i) {
+    all.labels.push_back(static_cast<float>(i % 2));
+    all.dense.push_back(static_cast<float>(i));
+    all.keys.push_back(static_cast<Key>(i));
+    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
+  }
+  all.size = n;
+  return Dataset(std::move(all));
+}
+
+// The example indices of every batch, per epoch.
+std::vector<std::vector<int>> Drain(BatchSource& source, std::vector<int>* batch_sizes) {
+  std::vector<std::vector<int>> epochs;
+  Batch batch;
+  while (true) {
+    Result<bool> more = source.Next(&batch);
+    EXPECT_TRUE(more.ok());
+    if (!more.ok() || !*more) break;
+    if (source.epoch() >= static_cast<int64_t>(epochs.size())) epochs.emplace_back();
+    for (int64_t i = 0; i < batch.size; ++i) {
+      const int index = static_cast<int>(batch.dense[i]);
+      EXPECT_EQ(static_cast<Key>(index), batch.keys[batch.offsets[i]]);
+      epochs.back().push_back(index);
+    }
+    batch_sizes->push_back(static_cast<int>(batch.size));
+  }
+  return epochs;
+}
+
+TEST(DatasetBatchSourceTest, WithoutShuffleBatchesAreConsecutiveExamples) {
+  const Dataset data = Numbered(10);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 4;
+  options.num_epochs = 2;
+  DatasetBatchSource source(data, options);
+  EXPECT_EQ(6, source.EstimatedBatches());
+  EXPECT_EQ(-1, source.epoch());
+  std::vector<int> sizes;
+  const std::vector<std::vector<int>> epochs = Drain(source, &sizes);
+  std::vector<int> in_order(10);
+  std::iota(in_order.begin(), in_order.end(), 0);
+  ASSERT_EQ(2u, epochs.size());
+  EXPECT_EQ(in_order, epochs[0]);
+  EXPECT_EQ(in_order, epochs[1]);
+  // Batches never span epochs: the last of each is short.
+  EXPECT_EQ((std::vector<int>{4, 4, 2, 4, 4, 2}), sizes);
+}
+
+TEST(DatasetBatchSourceTest, ShuffleGivesEachEpochItsOwnPermutationFixedByTheSeed) {
+  const Dataset data = Numbered(100);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 7;
+  options.num_epochs = 3;
+  options.shuffle = true;
+  options.seed = 9;
+  std::vector<int> sizes;
+  DatasetBatchSource first(data, options), again(data, options);
+  const std::vector<std::vector<int>> epochs = Drain(first, &sizes);
+  EXPECT_EQ(epochs, Drain(again, &sizes));
+  ASSERT_EQ(3u, epochs.size());
+  for (const std::vector<int>& epoch : epochs) {
+    std::vector<int> sorted = epoch;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> all(100);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(all, sorted) << "every example once per epoch";
+  }
+  EXPECT_NE(epochs[0], epochs[1]);
+  options.seed = 10;
+  DatasetBatchSource other_seed(data, options);
+  EXPECT_NE(epochs, Drain(other_seed, &sizes));
+}
+
+TEST(DatasetBatchSourceTest, EmptyDataHasNoBatches) {
+  const Dataset data;
+  DatasetBatchSource source(data, {});
+  Batch batch;
+  Result<bool> more = source.Next(&batch);
+  ASSERT_TRUE(more.ok());
+  EXPECT_FALSE(*more);
+  EXPECT_EQ(0, source.EstimatedBatches());
+}
+
+}  // namespace
+}  // namespace ember::io
