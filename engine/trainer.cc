@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/progress.h"
+#include "engine/model_zoo.h"
 #include "core/random.h"
 #include "embedding/unique_keys.h"
 #include "io/batch_source.h"
@@ -34,8 +35,11 @@ struct Trainer::Step {
 };
 
 Status ValidateTrainOptions(const TrainOptions& o) {
-  if (o.model != "dlrm") {
-    return Status::InvalidArgument("--model=", o.model, " is not known; available: dlrm");
+  const std::vector<std::string> models = ModelNames();
+  if (std::find(models.begin(), models.end(), o.model) == models.end()) {
+    std::string known;
+    for (const std::string& name : models) known += (known.empty() ? "" : ", ") + name;
+    return Status::InvalidArgument("--model=", o.model, " is not known; available: ", known);
   }
   if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
@@ -68,19 +72,20 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   table_options.memory_budget_bytes = options.embedding_memory_budget_bytes;
   table_options.disk_path = options.embedding_dir;
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(table_options));
-  DlrmOptions model_options;
+  ModelOptions model_options;
+  model_options.name = options.model;
   model_options.num_dense = num_dense;
   model_options.num_slots = num_slots;
   model_options.embedding_dim = options.embedding_dim;
   model_options.bottom_mlp = options.bottom_mlp;
   model_options.top_mlp = options.top_mlp;
   model_options.seed = options.seed;
-  EMBER_ASSIGN_OR_RETURN(auto model, DlrmModel::Create(model_options));
+  EMBER_ASSIGN_OR_RETURN(auto model, DenseModel::Create(model_options));
   return std::unique_ptr<Trainer>(new Trainer(options, std::move(table), std::move(model)));
 }
 
 Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
-                 std::unique_ptr<DlrmModel> model)
+                 std::unique_ptr<DenseModel> model)
     : options_(options),
       table_(std::move(table)),
       model_(std::move(model)),
@@ -187,7 +192,7 @@ Status CheckOneLabel(int num_labels) {
 }  // namespace
 
 Status Trainer::CheckShape(const io::BatchSource& data) const {
-  const DlrmOptions& model = model_->options();
+  const ModelOptions& model = model_->options();
   if (data.num_dense() == model.num_dense && data.num_slots() == model.num_slots) {
     return Status::OK();
   }

@@ -10,7 +10,7 @@
 #include "core/threads.h"
 #include "core/trace.h"
 #include "embedding/embedding_table.h"
-#include "engine/dlrm.h"
+#include "engine/model.h"
 #include "engine/metrics.h"
 #include "io/batch_source.h"
 #include "io/dataset.h"
@@ -20,10 +20,10 @@
 namespace ember::engine {
 
 struct TrainOptions {
-  // Model name; only "dlrm" for now.
+  // Model name: one of ModelNames() (engine/model_zoo.h).
   std::string model = "dlrm";
   int embedding_dim = 16;
-  // See DlrmOptions.
+  // See ModelOptions.
   std::vector<int> bottom_mlp = {512, 256, 64};
   std::vector<int> top_mlp = {512, 256};
   int batch_size = 256;
@@ -107,13 +107,13 @@ class Trainer {
   Result<Metrics> Evaluate(io::BatchSource& data);
 
   embedding::EmbeddingTable& table() { return *table_; }
-  DlrmModel& model() { return *model_; }
+  DenseModel& model() { return *model_; }
 
   struct Step;
 
  private:
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
-          std::unique_ptr<DlrmModel> model);
+          std::unique_ptr<DenseModel> model);
   std::vector<pipeline::Stage<Step>> TrainingStages();
   // InvalidArgument unless `data` has the model's dense and slot counts.
   Status CheckShape(const io::BatchSource& data) const;
@@ -127,7 +127,7 @@ class Trainer {
 
   TrainOptions options_;
   std::unique_ptr<embedding::EmbeddingTable> table_;
-  std::unique_ptr<DlrmModel> model_;
+  std::unique_ptr<DenseModel> model_;
   ThreadArena arena_;
   int64_t dense_step_ = 0;
 };

@@ -1,4 +1,5 @@
-#include "engine/dlrm.h"
+#include "engine/model.h"
+#include "engine/model_zoo.h"
 
 #include <cmath>
 #include <vector>
@@ -18,7 +19,7 @@ void FillRandom(Tensor& t, RandomStream& random, double scale) {
 }
 
 // Mean sigmoid cross-entropy of the model's logits, accumulated in double.
-double Loss(DlrmModel& model, const Tensor& dense, const Tensor& pooled, const Tensor& labels) {
+double Loss(DenseModel& model, const Tensor& dense, const Tensor& pooled, const Tensor& labels) {
   Tensor logits;
   CHECK(model.Forward(dense, pooled, &logits).ok());
   double loss = 0;
@@ -30,27 +31,32 @@ double Loss(DlrmModel& model, const Tensor& dense, const Tensor& pooled, const T
 }
 
 struct GradientCase {
+  const char* model;
   int batch;
   int num_dense;  // 0: no bottom MLP.
   int num_slots;
+  int cross_rank = 0;  // dcn_v2: 0 full rank.
 };
 
-class DlrmGradientTest : public ::testing::TestWithParam<GradientCase> {};
+class ModelGradientTest : public ::testing::TestWithParam<GradientCase> {};
 
-// The whole dense half (bottom MLP, interaction, top MLP, loss) against
-// central finite differences, for every parameter tensor and the pooled input.
-TEST_P(DlrmGradientTest, BackwardMatchesFiniteDifferences) {
+// A whole model's dense half and the loss against central finite
+// differences, for every parameter tensor and the pooled input.
+TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferences) {
   const int batch = GetParam().batch;
   const int num_dense = GetParam().num_dense;
   const int num_slots = GetParam().num_slots;
-  DlrmOptions options;
+  ModelOptions options;
+  options.name = GetParam().model;
+  options.cross_layers = 2;
+  options.cross_rank = GetParam().cross_rank;
   options.num_dense = num_dense;
   options.num_slots = num_slots;
   options.embedding_dim = 4;
   options.bottom_mlp = {5, 4};
   options.top_mlp = {6};
   options.seed = 7;
-  auto model = DlrmModel::Create(options);
+  auto model = DenseModel::Create(options);
   ASSERT_TRUE(model.ok()) << model.status();
   RandomStream random(batch * 100 + num_dense * 10 + num_slots);
   const int64_t pooled_width = 4 * num_slots;
@@ -105,24 +111,62 @@ TEST_P(DlrmGradientTest, BackwardMatchesFiniteDifferences) {
   EXPECT_GT(checked, 50);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, DlrmGradientTest,
-                         ::testing::Values(GradientCase{1, 3, 3}, GradientCase{5, 3, 3},
-                                           GradientCase{1, 0, 3}, GradientCase{5, 0, 3},
-                                           GradientCase{4, 0, 1}),
+INSTANTIATE_TEST_SUITE_P(Shapes, ModelGradientTest,
+                         ::testing::Values(GradientCase{"dlrm", 1, 3, 3},
+                                           GradientCase{"dlrm", 5, 3, 3},
+                                           GradientCase{"dlrm", 1, 0, 3},
+                                           GradientCase{"dlrm", 5, 0, 3},
+                                           GradientCase{"dlrm", 4, 0, 1},
+                                           GradientCase{"wide_deep", 1, 3, 3},
+                                           GradientCase{"wide_deep", 5, 2, 3},
+                                           GradientCase{"wide_deep", 3, 0, 2},
+                                           GradientCase{"deepfm", 1, 3, 3},
+                                           GradientCase{"deepfm", 5, 2, 3},
+                                           GradientCase{"deepfm", 3, 0, 2},
+                                           GradientCase{"dcn_v2", 1, 3, 3},
+                                           GradientCase{"dcn_v2", 5, 2, 3},
+                                           GradientCase{"dcn_v2", 3, 0, 2, 2}),
                          [](const auto& info) {
-                           return "batch" + std::to_string(info.param.batch) + "_dense" +
+                           return std::string(info.param.model) +
+                                  (info.param.cross_rank ? "_rank" + std::to_string(
+                                                                         info.param.cross_rank)
+                                                         : "") +
+                                  "_batch" +
+                                  std::to_string(info.param.batch) + "_dense" +
                                   std::to_string(info.param.num_dense) + "_slots" +
                                   std::to_string(info.param.num_slots);
                          });
 
+TEST(ModelZooTest, EveryModelBuildsAGraphWithOneLogitAndCostsItsWork) {
+  for (const std::string& name : ModelNames()) {
+    SCOPED_TRACE(name);
+    ModelOptions options;
+    options.name = name;
+    auto model = DenseModel::Create(options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ops::Graph& graph = (*model)->graph();
+    ASSERT_EQ(1u, graph.outputs().size());
+    EXPECT_EQ((std::vector<int64_t>{1}), graph.values()[graph.outputs()[0]].shape);
+    // At least the MLP's multiply-adds: 13*512 + 512*256 + 256*64 for DLRM's
+    // bottom, (2 + ...)*512 for the deep part of the others.
+    EXPECT_GT((*model)->forward_flops_per_example(), 2 * 130000) << name;
+    EXPECT_NE(std::string::npos, graph.ToDot().find("fully_connected"));
+  }
+  ModelOptions unknown;
+  unknown.name = "resnet";
+  auto model = DenseModel::Create(unknown);
+  EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
+  EXPECT_NE(std::string::npos, model.status().message().find("dlrm")) << model.status();
+}
+
 TEST(DlrmTest, WithoutDenseFeaturesThereIsNoBottomMlp) {
-  DlrmOptions options;
+  ModelOptions options;
   options.num_dense = 0;
   options.num_slots = 3;
   options.embedding_dim = 4;
   options.bottom_mlp = {8};
   options.top_mlp = {5};
-  auto model = DlrmModel::Create(options);
+  auto model = DenseModel::Create(options);
   ASSERT_TRUE(model.ok()) << model.status();
   // The top MLP only: [3 slots x 4 + 3 pairs] -> 5 -> 1, weights and biases.
   const std::vector<Parameter*> params = (*model)->parameters();
@@ -135,13 +179,13 @@ TEST(DlrmTest, WithoutDenseFeaturesThereIsNoBottomMlp) {
 }
 
 TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
-  DlrmOptions options;
+  ModelOptions options;
   options.num_dense = 13;
   options.embedding_dim = 16;
   options.bottom_mlp = {64, 32};
-  auto implicit = DlrmModel::Create(options);
+  auto implicit = DenseModel::Create(options);
   options.bottom_mlp = {64, 32, 16};
-  auto explicit_last = DlrmModel::Create(options);
+  auto explicit_last = DenseModel::Create(options);
   ASSERT_TRUE(implicit.ok() && explicit_last.ok());
   std::vector<Parameter*> a = (*implicit)->parameters(), b = (*explicit_last)->parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -150,21 +194,21 @@ TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
 }
 
 TEST(DlrmTest, NonPositiveWidthIsInvalidArgument) {
-  DlrmOptions options;
+  ModelOptions options;
   options.bottom_mlp = {64, 0};
-  auto model = DlrmModel::Create(options);
+  auto model = DenseModel::Create(options);
   EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
   EXPECT_NE(std::string::npos, model.status().message().find("--bottom_mlp"));
 }
 
 TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
-  DlrmOptions options;
+  ModelOptions options;
   options.num_dense = 2;
   options.num_slots = 2;
   options.embedding_dim = 4;
   options.bottom_mlp = {4};
   options.top_mlp = {4};
-  auto model = DlrmModel::Create(options);
+  auto model = DenseModel::Create(options);
   ASSERT_TRUE(model.ok());
   Tensor dense = Tensor::Zeros({3, 2}), pooled = Tensor::Zeros({3, 7}), logits;
   EXPECT_EQ(StatusCode::kInvalidArgument, (*model)->Forward(dense, pooled, &logits).code());

@@ -1,0 +1,198 @@
+#include "engine/model_zoo.h"
+
+namespace ember::engine {
+namespace {
+
+using ops::Graph;
+using ops::Initializer;
+using ops::OpAttrs;
+
+// Adds fully connected layers from `x` (width `in`) through `widths`; hidden
+// layers use ReLU, the last one `last_relu`. Returns the last output.
+Result<int> AddMlp(Graph* g, const std::string& name, int x, int64_t in,
+                   const std::vector<int>& widths, bool last_relu) {
+  for (size_t l = 0; l < widths.size(); ++l) {
+    const std::string layer = name + "." + std::to_string(l);
+    const int64_t out = widths[l];
+    EMBER_ASSIGN_OR_RETURN(const int w,
+                           g->AddParameter(layer + ".weight", {out, in}, Initializer::kHeUniform,
+                                           in));
+    EMBER_ASSIGN_OR_RETURN(const int b, g->AddParameter(layer + ".bias", {out}, Initializer::kZeros));
+    const bool relu = l + 1 < widths.size() || last_relu;
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> y,
+                           g->AddNode(layer, "fully_connected", {x, w, b},
+                                      OpAttrs().Set("activation", relu ? 1 : 0)));
+    x = y[0];
+    in = out;
+  }
+  return x;
+}
+
+// `hidden` followed by a last width `output`, not repeated when the last
+// hidden width already equals it.
+std::vector<int> WithOutput(std::vector<int> hidden, int output) {
+  if (hidden.empty() || hidden.back() != output) hidden.push_back(output);
+  return hidden;
+}
+
+Status CheckOptions(const ModelOptions& o) {
+  if (o.num_dense < 0) return Status::InvalidArgument("dense feature count ", o.num_dense, " < 0");
+  if (o.num_slots < 1) return Status::InvalidArgument("the model needs at least one slot");
+  if (o.embedding_dim < 1) {
+    return Status::InvalidArgument("--embedding_dim must be positive, got ", o.embedding_dim);
+  }
+  for (int w : o.bottom_mlp) {
+    if (w < 1) return Status::InvalidArgument("--bottom_mlp widths must be positive, got ", w);
+  }
+  for (int w : o.top_mlp) {
+    if (w < 1) return Status::InvalidArgument("--top_mlp widths must be positive, got ", w);
+  }
+  if (o.cross_layers < 0 || o.cross_rank < 0) {
+    return Status::InvalidArgument("--cross_layers and --cross_rank must be >= 0");
+  }
+  return Status::OK();
+}
+
+// The inputs every model reads: "dense" (when there are dense features) and
+// "pooled".
+struct Inputs {
+  int dense = -1;
+  int pooled = -1;
+  int64_t pooled_width = 0;
+};
+
+Result<Inputs> AddInputs(Graph* g, const ModelOptions& o) {
+  Inputs in;
+  if (o.num_dense > 0) {
+    EMBER_ASSIGN_OR_RETURN(in.dense, g->AddInput("dense", {o.num_dense}));
+  }
+  in.pooled_width = int64_t{o.num_slots} * o.embedding_dim;
+  EMBER_ASSIGN_OR_RETURN(in.pooled, g->AddInput("pooled", {in.pooled_width}));
+  return in;
+}
+
+// [dense, pooled], or pooled alone without dense features.
+Result<int> DenseAndEmbeddings(Graph* g, const Inputs& in, int64_t* width) {
+  if (in.dense < 0) {
+    *width = in.pooled_width;
+    return in.pooled;
+  }
+  *width = g->values()[in.dense].shape[0] + in.pooled_width;
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> x, g->AddNode("x0", "concat", {in.dense, in.pooled}));
+  return x[0];
+}
+
+Status BuildDlrm(Graph* g, const ModelOptions& o) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  const int dim = o.embedding_dim;
+  int direct = in.pooled;  // The top MLP's direct input.
+  int64_t direct_width = in.pooled_width;
+  int features = in.pooled;
+  int num_features = o.num_slots;
+  if (in.dense >= 0) {
+    EMBER_ASSIGN_OR_RETURN(direct, AddMlp(g, "bottom", in.dense, o.num_dense,
+                                          WithOutput(o.bottom_mlp, dim), /*last_relu=*/true));
+    direct_width = dim;
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> f,
+                           g->AddNode("features", "concat", {direct, in.pooled}));
+    features = f[0];
+    num_features = o.num_slots + 1;
+  }
+  int top_in = direct;
+  int64_t top_width = direct_width;
+  if (num_features >= 2) {
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> pairs,
+                           g->AddNode("interaction", "dot_interaction", {features},
+                                      OpAttrs().Set("features", num_features)));
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
+                           g->AddNode("top_in", "concat", {direct, pairs[0]}));
+    top_in = t[0];
+    top_width += int64_t{num_features} * (num_features - 1) / 2;
+  }
+  EMBER_ASSIGN_OR_RETURN(const int logit, AddMlp(g, "top", top_in, top_width,
+                                                 WithOutput(o.top_mlp, 1), /*last_relu=*/false));
+  return g->MarkOutput(logit);
+}
+
+Status BuildWideDeep(Graph* g, const ModelOptions& o) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  int64_t width = 0;
+  EMBER_ASSIGN_OR_RETURN(const int x, DenseAndEmbeddings(g, in, &width));
+  EMBER_ASSIGN_OR_RETURN(const int wide, AddMlp(g, "wide", x, width, {1}, false));
+  EMBER_ASSIGN_OR_RETURN(const int deep,
+                         AddMlp(g, "deep", x, width, WithOutput(o.top_mlp, 1), false));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> logit, g->AddNode("logit", "add", {wide, deep}));
+  return g->MarkOutput(logit[0]);
+}
+
+Status BuildDeepFm(Graph* g, const ModelOptions& o) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  int64_t width = 0;
+  EMBER_ASSIGN_OR_RETURN(const int x, DenseAndEmbeddings(g, in, &width));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> fm,
+                         g->AddNode("fm", "fm_interaction", {in.pooled},
+                                    OpAttrs().Set("features", o.num_slots)));
+  EMBER_ASSIGN_OR_RETURN(const int linear, AddMlp(g, "linear", x, width, {1}, false));
+  EMBER_ASSIGN_OR_RETURN(const int deep,
+                         AddMlp(g, "deep", x, width, WithOutput(o.top_mlp, 1), false));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> shallow,
+                         g->AddNode("fm_linear", "add", {fm[0], linear}));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> logit,
+                         g->AddNode("logit", "add", {shallow[0], deep}));
+  return g->MarkOutput(logit[0]);
+}
+
+Status BuildDcnV2(Graph* g, const ModelOptions& o) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  int64_t d = 0;
+  EMBER_ASSIGN_OR_RETURN(const int x0, DenseAndEmbeddings(g, in, &d));
+  int xl = x0;
+  for (int l = 0; l < o.cross_layers; ++l) {
+    const std::string layer = "cross." + std::to_string(l);
+    EMBER_ASSIGN_OR_RETURN(const int b, g->AddParameter(layer + ".bias", {d}, Initializer::kZeros));
+    std::vector<int> y;
+    // Glorot-uniform weights (He uniform with fan_in = fan_in + fan_out).
+    if (o.cross_rank > 0) {
+      const int64_t r = o.cross_rank;
+      EMBER_ASSIGN_OR_RETURN(const int u, g->AddParameter(layer + ".u", {d, r},
+                                                          Initializer::kHeUniform, d + r));
+      EMBER_ASSIGN_OR_RETURN(const int v, g->AddParameter(layer + ".v", {d, r},
+                                                          Initializer::kHeUniform, d + r));
+      EMBER_ASSIGN_OR_RETURN(y, g->AddNode(layer, "cross_layer_low_rank", {x0, xl, u, v, b}));
+    } else {
+      EMBER_ASSIGN_OR_RETURN(const int w, g->AddParameter(layer + ".weight", {d, d},
+                                                          Initializer::kHeUniform, 2 * d));
+      EMBER_ASSIGN_OR_RETURN(y, g->AddNode(layer, "cross_layer", {x0, xl, w, b}));
+    }
+    xl = y[0];
+  }
+  EMBER_ASSIGN_OR_RETURN(const int logit,
+                         AddMlp(g, "deep", xl, d, WithOutput(o.top_mlp, 1), false));
+  return g->MarkOutput(logit);
+}
+
+}  // namespace
+
+std::vector<std::string> ModelNames() { return {"dlrm", "deepfm", "wide_deep", "dcn_v2"}; }
+
+Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
+                                                    const ops::OpRegistry& registry) {
+  EMBER_RETURN_IF_ERROR(CheckOptions(options));
+  auto graph = std::make_unique<Graph>(&registry);
+  if (options.name == "dlrm") {
+    EMBER_RETURN_IF_ERROR(BuildDlrm(graph.get(), options));
+  } else if (options.name == "wide_deep") {
+    EMBER_RETURN_IF_ERROR(BuildWideDeep(graph.get(), options));
+  } else if (options.name == "deepfm") {
+    EMBER_RETURN_IF_ERROR(BuildDeepFm(graph.get(), options));
+  } else if (options.name == "dcn_v2") {
+    EMBER_RETURN_IF_ERROR(BuildDcnV2(graph.get(), options));
+  } else {
+    std::string known;
+    for (const std::string& name : ModelNames()) known += (known.empty() ? "" : ", ") + name;
+    return Status::InvalidArgument("--model=", options.name, " is not known; available: ", known);
+  }
+  return graph;
+}
+
+}  // namespace ember::engine

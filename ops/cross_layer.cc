@@ -1,0 +1,310 @@
+// DCN-v2 cross layer (Wang et al. 2021, "DCN V2: Improved Deep & Cross Network
+// and Practical Lessons for Web-scale Learning to Rank Systems", eq. 1 and 2).
+// Plain loops, tiled so that each row of the weight is used for several samples
+// while it is in L1. Batch-summed weight gradients run in parallel over the
+// weight's rows, each summing the batch in order, so no thread-private partial
+// sums are needed and the result is the same for any thread count.
+
+#include "ops/cross_layer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "core/threads.h"
+#include "ops/internal/tensor_checks.h"
+
+namespace ember::ops {
+namespace {
+
+// Multiply-adds per parallel chunk.
+constexpr int64_t kWorkPerChunk = 1 << 16;
+// Samples that share one pass over the weight rows.
+constexpr int64_t kSampleTile = 8;
+
+int64_t Grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, work_per_item));
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// acc += scale * v
+void Axpy(float scale, const float* v, int64_t n, float* acc) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += scale * v[i];
+}
+
+using NamedTensor = std::pair<const char*, const Tensor*>;
+
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const char* pa = static_cast<const char*>(a.raw_data());
+  const char* pb = static_cast<const char*>(b.raw_data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// Outputs are written while inputs (and other outputs) are still being read.
+Status CheckNoOverlap(const char* op, std::initializer_list<NamedTensor> outputs,
+                      std::initializer_list<NamedTensor> inputs) {
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    for (auto other = out + 1; other != outputs.end(); ++other) {
+      if (Overlaps(*out->second, *other->second)) {
+        return Status::InvalidArgument(op, ": outputs ", out->first, " and ", other->first,
+                                       " share memory");
+      }
+    }
+    for (const NamedTensor& in : inputs) {
+      if (Overlaps(*out->second, *in.second)) {
+        return Status::InvalidArgument(op, ": output ", out->first, " shares memory with input ",
+                                       in.first);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// Checks x0[B, d] and xl[B, d]; sets *batch and *dim.
+Status CheckActivations(const char* op, const Tensor& x0, const Tensor& xl, int64_t* batch,
+                        int64_t* dim) {
+  EMBER_RETURN_IF_ERROR(CheckRank(op, "x0", x0, DType::kF32, 2));
+  *batch = x0.dim(0);
+  *dim = x0.dim(1);
+  return CheckTensor(op, "xl", xl, DType::kF32, {*batch, *dim});
+}
+
+// Checks u[d, r] and v[d, r]; sets *rank.
+Status CheckFactors(const char* op, const Tensor& u, const Tensor& v, int64_t dim, int64_t* rank) {
+  EMBER_RETURN_IF_ERROR(CheckRank(op, "u", u, DType::kF32, 2));
+  *rank = u.dim(1);
+  EMBER_RETURN_IF_ERROR(CheckTensor(op, "u", u, DType::kF32, {dim, *rank}));
+  return CheckTensor(op, "v", v, DType::kF32, {dim, *rank});
+}
+
+// z[s, :] = W x_{begin+s} + bias for the samples [begin, end) of one tile.
+void AffineTile(const float* w, const float* bias, const float* xl, int64_t dim, int64_t begin,
+                int64_t end, float* z) {
+  for (int64_t i = 0; i < dim; ++i) {
+    const float* w_row = w + i * dim;
+    for (int64_t b = begin; b < end; ++b) {
+      z[(b - begin) * dim + i] = bias[i] + Dot(w_row, xl + b * dim, dim);
+    }
+  }
+}
+
+// t[r] = V^T x and z[d] = U t + bias for one sample x[d].
+void LowRankAffine(const float* u, const float* v, const float* bias, const float* x, int64_t dim,
+                   int64_t rank, float* t, float* z) {
+  std::fill(t, t + rank, 0.0f);
+  for (int64_t j = 0; j < dim; ++j) Axpy(x[j], v + j * rank, rank, t);
+  for (int64_t i = 0; i < dim; ++i) z[i] = bias[i] + Dot(u + i * rank, t, rank);
+}
+
+}  // namespace
+
+Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
+                         const Tensor& bias, Tensor* out) {
+  constexpr const char* kOp = "CrossLayerForward";
+  int64_t batch = 0, dim = 0;
+  EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "weight", weight, DType::kF32, {dim, dim}));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "bias", bias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckNoOverlap(
+      kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  const float* a = x0.data<float>();
+  const float* x = xl.data<float>();
+  const float* w = weight.data<float>();
+  const float* c = bias.data<float>();
+  float* y = out->data<float>();
+  ParallelFor(0, batch, Grain(dim * dim), [&](int64_t begin, int64_t end) {
+    std::vector<float> z(static_cast<size_t>(kSampleTile * dim));
+    for (int64_t tile = begin; tile < end; tile += kSampleTile) {
+      const int64_t tile_end = std::min(end, tile + kSampleTile);
+      AffineTile(w, c, x, dim, tile, tile_end, z.data());
+      for (int64_t b = tile; b < tile_end; ++b) {
+        const float* zb = z.data() + (b - tile) * dim;
+        for (int64_t i = 0; i < dim; ++i) {
+          y[b * dim + i] = a[b * dim + i] * zb[i] + x[b * dim + i];
+        }
+      }
+    }
+  });
+  return Status::OK();
+}
+
+Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
+                          const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
+                          Tensor* dweight, Tensor* dbias) {
+  constexpr const char* kOp = "CrossLayerBackward";
+  int64_t batch = 0, dim = 0;
+  EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "weight", weight, DType::kF32, {dim, dim}));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "bias", bias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dx0", dx0, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dxl", dxl, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dweight", dweight, DType::kF32, {dim, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dbias", dbias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckNoOverlap(
+      kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
+      {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}, {"dout", &dout}}));
+  const float* a = x0.data<float>();
+  const float* x = xl.data<float>();
+  const float* w = weight.data<float>();
+  const float* c = bias.data<float>();
+  const float* g = dout.data<float>();
+  float* da = dx0->data<float>();
+  float* dx = dxl->data<float>();
+  float* dw = dweight->data<float>();
+  float* dc = dbias->data<float>();
+  // Per sample: dx0 = dout ⊙ z with z recomputed; dxl = dout + W^T (dout ⊙ x0).
+  ParallelFor(0, batch, Grain(2 * dim * dim), [&](int64_t begin, int64_t end) {
+    std::vector<float> z(static_cast<size_t>(kSampleTile * dim));
+    for (int64_t tile = begin; tile < end; tile += kSampleTile) {
+      const int64_t tile_end = std::min(end, tile + kSampleTile);
+      AffineTile(w, c, x, dim, tile, tile_end, z.data());
+      for (int64_t k = tile * dim; k < tile_end * dim; ++k) {
+        da[k] = g[k] * z[k - tile * dim];
+        dx[k] = g[k];
+      }
+      for (int64_t i = 0; i < dim; ++i) {
+        for (int64_t b = tile; b < tile_end; ++b) {
+          Axpy(g[b * dim + i] * a[b * dim + i], w + i * dim, dim, dx + b * dim);
+        }
+      }
+    }
+  });
+  // dweight[i, :] = sum_b g[b, i] x_l[b, :] and dbias[i] = sum_b g[b, i].
+  ParallelFor(0, dim, Grain(batch * dim), [&](int64_t begin, int64_t end) {
+    std::fill(dw + begin * dim, dw + end * dim, 0.0f);
+    std::fill(dc + begin, dc + end, 0.0f);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = g[b * dim + i] * a[b * dim + i];
+        dc[i] += gi;
+        Axpy(gi, x + b * dim, dim, dw + i * dim);
+      }
+    }
+  });
+  return Status::OK();
+}
+
+Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& u,
+                                const Tensor& v, const Tensor& bias, Tensor* out) {
+  constexpr const char* kOp = "LowRankCrossLayerForward";
+  int64_t batch = 0, dim = 0, rank = 0;
+  EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
+  EMBER_RETURN_IF_ERROR(CheckFactors(kOp, u, v, dim, &rank));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "bias", bias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckNoOverlap(
+      kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}}));
+  const float* a = x0.data<float>();
+  const float* x = xl.data<float>();
+  const float* pu = u.data<float>();
+  const float* pv = v.data<float>();
+  const float* c = bias.data<float>();
+  float* y = out->data<float>();
+  ParallelFor(0, batch, Grain(2 * dim * rank), [&](int64_t begin, int64_t end) {
+    std::vector<float> t(static_cast<size_t>(rank)), z(static_cast<size_t>(dim));
+    for (int64_t b = begin; b < end; ++b) {
+      LowRankAffine(pu, pv, c, x + b * dim, dim, rank, t.data(), z.data());
+      for (int64_t i = 0; i < dim; ++i) y[b * dim + i] = a[b * dim + i] * z[i] + x[b * dim + i];
+    }
+  });
+  return Status::OK();
+}
+
+Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& u,
+                                 const Tensor& v, const Tensor& bias, const Tensor& dout,
+                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias) {
+  constexpr const char* kOp = "LowRankCrossLayerBackward";
+  int64_t batch = 0, dim = 0, rank = 0;
+  EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
+  EMBER_RETURN_IF_ERROR(CheckFactors(kOp, u, v, dim, &rank));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "bias", bias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dx0", dx0, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dxl", dxl, DType::kF32, {batch, dim}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "du", du, DType::kF32, {dim, rank}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dv", dv, DType::kF32, {dim, rank}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dbias", dbias, DType::kF32, {dim}));
+  EMBER_RETURN_IF_ERROR(CheckNoOverlap(
+      kOp, {{"dx0", dx0}, {"dxl", dxl}, {"du", du}, {"dv", dv}, {"dbias", dbias}},
+      {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}, {"dout", &dout}}));
+  const float* a = x0.data<float>();
+  const float* x = xl.data<float>();
+  const float* pu = u.data<float>();
+  const float* pv = v.data<float>();
+  const float* c = bias.data<float>();
+  const float* g = dout.data<float>();
+  float* da = dx0->data<float>();
+  float* dx = dxl->data<float>();
+  float* pdu = du->data<float>();
+  float* pdv = dv->data<float>();
+  float* dc = dbias->data<float>();
+  // t[b] = V^T x_l[b] and dt[b] = U^T (dout ⊙ x0)[b], kept for du and dv.
+  std::vector<float> t(static_cast<size_t>(batch * rank)), dt(static_cast<size_t>(batch * rank));
+  ParallelFor(0, batch, Grain(4 * dim * rank), [&](int64_t begin, int64_t end) {
+    std::vector<float> z(static_cast<size_t>(dim));
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t row = b * dim;
+      float* tb = t.data() + b * rank;
+      float* dtb = dt.data() + b * rank;
+      LowRankAffine(pu, pv, c, x + row, dim, rank, tb, z.data());
+      std::fill(dtb, dtb + rank, 0.0f);
+      for (int64_t i = 0; i < dim; ++i) {
+        da[row + i] = g[row + i] * z[i];
+        Axpy(g[row + i] * a[row + i], pu + i * rank, rank, dtb);
+      }
+      for (int64_t j = 0; j < dim; ++j) dx[row + j] = g[row + j] + Dot(pv + j * rank, dtb, rank);
+    }
+  });
+  // du[i, :] = sum_b g[b, i] t[b], dv[i, :] = sum_b x_l[b, i] dt[b], dbias[i] = sum_b g[b, i].
+  ParallelFor(0, dim, Grain(2 * batch * rank), [&](int64_t begin, int64_t end) {
+    std::fill(pdu + begin * rank, pdu + end * rank, 0.0f);
+    std::fill(pdv + begin * rank, pdv + end * rank, 0.0f);
+    std::fill(dc + begin, dc + end, 0.0f);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = g[b * dim + i] * a[b * dim + i];
+        dc[i] += gi;
+        Axpy(gi, t.data() + b * rank, rank, pdu + i * rank);
+        Axpy(x[b * dim + i], dt.data() + b * rank, rank, pdv + i * rank);
+      }
+    }
+  });
+  return Status::OK();
+}
+
+OpCost CrossLayerForwardCost(int64_t batch, int64_t dim) {
+  const double b = static_cast<double>(batch), d = static_cast<double>(dim);
+  return OpCost{.flops = b * (2.0 * d * d + 3.0 * d), .bytes = 4.0 * (3.0 * b * d + d * d + d)};
+}
+
+OpCost CrossLayerBackwardCost(int64_t batch, int64_t dim) {
+  const double b = static_cast<double>(batch), d = static_cast<double>(dim);
+  return OpCost{.flops = b * (6.0 * d * d + 5.0 * d),
+                .bytes = 4.0 * (5.0 * b * d + 2.0 * d * d + 2.0 * d)};
+}
+
+OpCost LowRankCrossLayerForwardCost(int64_t batch, int64_t dim, int64_t rank) {
+  const double b = static_cast<double>(batch), d = static_cast<double>(dim),
+               r = static_cast<double>(rank);
+  return OpCost{.flops = b * (4.0 * d * r + 3.0 * d),
+                .bytes = 4.0 * (3.0 * b * d + 2.0 * d * r + d)};
+}
+
+OpCost LowRankCrossLayerBackwardCost(int64_t batch, int64_t dim, int64_t rank) {
+  const double b = static_cast<double>(batch), d = static_cast<double>(dim),
+               r = static_cast<double>(rank);
+  return OpCost{.flops = b * (12.0 * d * r + 5.0 * d),
+                .bytes = 4.0 * (5.0 * b * d + 4.0 * d * r + 2.0 * d)};
+}
+
+}  // namespace ember::ops

@@ -1,0 +1,71 @@
+#pragma once
+
+// The cross layer of DCN-v2 (Wang et al. 2021, eq. 1), full rank and low rank
+// (the "mixture of low-rank experts" with one expert, eq. 2), with forward,
+// backward and cost model. Same conventions as ops/dense_ops.h: host f32
+// row-major tensors allocated by the caller, outputs overwritten,
+// InvalidArgument naming the operand on a shape or dtype mismatch.
+// Per-sample work runs in parallel over the batch and weight gradients in
+// parallel over the weight's rows, on the calling thread's oneTBB arena; the
+// results do not depend on the number of threads.
+// REQUIRES: no output overlaps an input or another output (two outputs that
+// are the same tensor are InvalidArgument).
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/op_cost.h"
+
+namespace ember::ops {
+
+// out[B, d] = x0 ⊙ (xl W^T + bias) + xl, i.e. per sample
+// x_{l+1} = x0 ⊙ (W x_l + b) + x_l, for x0, xl [B, d], weight W [d, d],
+// bias [d].
+Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
+                         const Tensor& bias, Tensor* out);
+
+// Gradients of CrossLayerForward from dout[B, d], all overwritten:
+// dx0[B, d] = dout ⊙ (W x_l + b), dxl[B, d] = W^T (dout ⊙ x0) + dout,
+// dweight[d, d] = sum_b (dout ⊙ x0)_b x_l,b^T, dbias[d] = sum_b (dout ⊙ x0)_b
+// (zeros when B = 0). When x_l is x0 (the first layer) the caller adds dx0
+// and dxl.
+Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
+                          const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
+                          Tensor* dweight, Tensor* dbias);
+
+// Low rank: W = U V^T with u, v [d, r], so per sample
+// x_{l+1} = x0 ⊙ (U (V^T x_l) + b) + x_l, in O(d * r) instead of O(d^2).
+Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& u,
+                                const Tensor& v, const Tensor& bias, Tensor* out);
+
+// Gradients of LowRankCrossLayerForward, all overwritten. With t = V^T x_l
+// and g = dout ⊙ x0 per sample: dx0 = dout ⊙ (U t + b),
+// dxl = V (U^T g) + dout, du[d, r] = sum_b g_b t_b^T,
+// dv[d, r] = sum_b x_l,b (U^T g_b)^T, dbias = sum_b g_b.
+Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& u,
+                                 const Tensor& v, const Tensor& bias, const Tensor& dout,
+                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias);
+
+// Forward, per sample: the matrix-vector product (2d^2), the bias, the
+// product with x0 and the residual add (3d):
+//   flops = B * (2d^2 + 3d),  bytes = 4 * (3Bd + d^2 + d).
+// REQUIRES: batch, dim >= 0 (and rank >= 0 below).
+OpCost CrossLayerForwardCost(int64_t batch, int64_t dim);
+
+// Backward, per sample: recomputing W x_l + b (2d^2 + d), dx0 (d), g (d),
+// W^T g + dout (2d^2 + d), the dweight update (2d^2) and the dbias update (d):
+//   flops = B * (6d^2 + 5d),  bytes = 4 * (5Bd + 2d^2 + 2d).
+OpCost CrossLayerBackwardCost(int64_t batch, int64_t dim);
+
+// Low-rank forward, per sample: V^T x_l and U t (2dr each) and 3d as above:
+//   flops = B * (4dr + 3d),  bytes = 4 * (3Bd + 2dr + d).
+OpCost LowRankCrossLayerForwardCost(int64_t batch, int64_t dim, int64_t rank);
+
+// Low-rank backward, per sample: recomputing t and U t + b (4dr + d), dx0 and
+// g (2d), U^T g (2dr), V (U^T g) + dout (2dr + d), du and dv (2dr each) and
+// dbias (d):
+//   flops = B * (12dr + 5d),  bytes = 4 * (5Bd + 4dr + 2d).
+OpCost LowRankCrossLayerBackwardCost(int64_t batch, int64_t dim, int64_t rank);
+
+}  // namespace ember::ops

@@ -1,0 +1,120 @@
+#pragma once
+
+// The operator registry: what each operator is (its name, how its output
+// shapes follow from its inputs, what it costs) and, per device, the kernels
+// that run its forward and backward. Filled by explicit registration calls
+// (RegisterCpuOps, and RegisterCudaOps in a CUDA build), never by static
+// initialisers, so that what a binary can run is visible in one place.
+//
+// Shapes. A value is either batched (an input or an activation: its shape is
+// per example, the batch dimension implicit and first) or a parameter (its
+// full shape). OpDef::infer sees the per-example shapes of batched inputs and
+// the full shapes of parameters, and returns per-example output shapes.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/op_cost.h"
+
+namespace ember::ops {
+
+// Named numeric attributes of a node ("activation", "features", ...).
+class OpAttrs {
+ public:
+  OpAttrs& Set(const std::string& name, double value) {
+    values_[name] = value;
+    return *this;
+  }
+  double Get(const std::string& name, double fallback) const;
+  int64_t GetInt(const std::string& name, int64_t fallback) const;
+  const std::map<std::string, double>& values() const { return values_; }
+
+ private:
+  std::map<std::string, double> values_;
+};
+
+// What a kernel reads and writes. Forward: `inputs` -> `outputs`
+// (allocated by the caller with the inferred shapes). Backward: also reads
+// the forward's `outputs` and `output_grads`, and overwrites each non-null
+// `input_grads[i]` (same shape as inputs[i]) with the gradient of the
+// objective with respect to inputs[i]. Batched tensors have the batch first.
+struct KernelContext {
+  const OpAttrs* attrs = nullptr;
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor*> outputs;
+  std::vector<const Tensor*> output_grads;
+  std::vector<Tensor*> input_grads;
+  // Counts calls of the op's node (for seeded ops such as dropout).
+  int64_t step = 0;
+  // Training (dropout active) or inference.
+  bool training = true;
+};
+
+using Kernel = std::function<Status(KernelContext&)>;
+
+// One input's shape as OpDef::infer sees it.
+struct InputShape {
+  std::vector<int64_t> shape;
+  bool batched = true;
+};
+
+struct OpDef {
+  std::string name;
+  // Number of inputs; -1: any number >= 1.
+  int num_inputs = 1;
+  // Per-example output shapes, or InvalidArgument naming what does not fit.
+  std::function<Result<std::vector<std::vector<int64_t>>>(const std::vector<InputShape>&,
+                                                          const OpAttrs&)>
+      infer;
+  // Work of the forward (backward = false) or the backward at `batch`.
+  std::function<OpCost(const std::vector<InputShape>&, const OpAttrs&, int64_t batch,
+                       bool backward)>
+      cost;
+};
+
+struct KernelPair {
+  Kernel forward;
+  Kernel backward;
+};
+
+// Thread safety: registration before use; lookups may then run concurrently.
+class OpRegistry {
+ public:
+  // AlreadyExists for a second op of the same name.
+  Status RegisterOp(OpDef op);
+  // NotFound for an op not registered; AlreadyExists for a second kernel
+  // of the op on that device type.
+  Status RegisterKernel(const std::string& op, DeviceType device, KernelPair kernels);
+
+  // NotFound naming the op.
+  Result<const OpDef*> FindOp(const std::string& op) const;
+  // NotFound naming the op and the device.
+  Result<const KernelPair*> FindKernel(const std::string& op, DeviceType device) const;
+  bool HasKernel(const std::string& op, DeviceType device) const;
+  std::vector<std::string> OpNames() const;
+
+ private:
+  std::map<std::string, OpDef> ops_;
+  std::map<std::pair<std::string, DeviceType>, KernelPair> kernels_;
+};
+
+// Registers every operator and its CPU kernels: fully_connected (x, weight,
+// bias; attr activation: 0 none, 1 relu), concat (any number of inputs),
+// dot_interaction and fm_interaction (attr features: the input is that many
+// vectors side by side), add, cross_layer (x0, xl, weight, bias),
+// cross_layer_low_rank (x0, xl, u, v, bias), dropout (attrs rate, seed;
+// identity outside training) and softmax.
+Status RegisterCpuOps(OpRegistry* registry);
+
+// The registry of this binary: RegisterCpuOps, plus the CUDA kernels when
+// built with CUDA. Built on first use.
+const OpRegistry& DefaultOpRegistry();
+
+}  // namespace ember::ops
