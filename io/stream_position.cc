@@ -184,8 +184,10 @@ Result<StreamPosition> StreamPosition::Parse(std::string_view text) {
     p.bad_lines.first_examples.push_back(example.text);
   }
   if (p.num_shards < 1 || p.shard_index < 0 || p.shard_index >= p.num_shards || p.epoch < 0 ||
-      p.piece < -1 || p.piece_row < 0 || p.records_in < 0 || p.records_out < 0 ||
-      p.drain_step < 0 || p.replay_input < 0 || p.replay_row < 0) {
+      p.batches_in_epoch < 0 || p.piece < -1 || p.piece_row < 0 || p.counted_through < -1 ||
+      p.records_in < 0 || p.records_out < 0 || p.first_pass_records < 0 || p.drain_step < 0 ||
+      p.replay_piece < -1 || p.replay_input < 0 || p.replay_row < 0 || p.bad_lines.bad_lines < 0 ||
+      p.bad_lines.lines_read < p.bad_lines.bad_lines) {
     return Status::InvalidArgument("reader position: inconsistent values");
   }
   return p;

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "core/random.h"
@@ -86,6 +87,12 @@ void AppendRows(const Batch& from, int64_t begin, int64_t count, Batch* to) {
   to->size += count;
 }
 
+// The report's first example; a position made by hand may have bad lines
+// without examples.
+std::string_view FirstExample(const BadLineReport& report) {
+  return report.first_examples.empty() ? "(none kept)" : report.first_examples.front();
+}
+
 std::string BadLineSummary(const BadLineReport& report) {
   std::string reasons;
   for (const auto& [reason, count] : report.by_reason) {
@@ -162,8 +169,9 @@ int64_t StreamReader::EstimatedBatches() const {
   for (int64_t e = 0; e < options_.num_epochs; ++e) {
     const internal::EpochPlan plan = internal::PlanEpoch(*index_, PlanOptionsOf(options_), e);
     const int64_t records = equal_shards() ? plan.min_shard_lines : plan.lines;
-    batches += options_.drop_last ? records / options_.batch_size
-                                  : (records + options_.batch_size - 1) / options_.batch_size;
+    // Rounded up without records + batch_size - 1, which overflows for a huge batch.
+    const bool short_batch = !options_.drop_last && records % options_.batch_size != 0;
+    batches += records / options_.batch_size + (short_batch ? 1 : 0);
   }
   return batches;
 }
@@ -224,8 +232,12 @@ void StreamReader::EnsurePipelineAt(int64_t epoch, int64_t index, bool cycle) {
 
 Status StreamReader::FinishEpoch() {
   if (target_ >= 0) {
-    totals_.dropped_for_equal_shards += std::max<int64_t>(0, shard_lines_ - target_);
-    if (cycling_) totals_.padded_for_equal_shards += records_in_ - first_pass_records_;
+    // A shard that pads read every line of its pieces: it drops none.
+    if (cycling_) {
+      totals_.padded_for_equal_shards += records_in_ - first_pass_records_;
+    } else {
+      totals_.dropped_for_equal_shards += std::max<int64_t>(0, shard_lines_ - target_);
+    }
   }
   RecyclePiece();
   epoch_started_ = false;
@@ -234,7 +246,7 @@ Status StreamReader::FinishEpoch() {
     LOG(WARNING) << "Epoch " << epoch_ - 1 << ": skipped "
                  << report_.bad_lines - bad_lines_at_epoch_start_ << " bad lines; "
                  << report_.bad_lines << " of " << report_.lines_read << " read so far ("
-                 << BadLineSummary(report_) << "); first: " << report_.first_examples.front();
+                 << BadLineSummary(report_) << "); first: " << FirstExample(report_);
   }
   return CheckBadRatio();
 }
@@ -247,7 +259,7 @@ Status StreamReader::CheckBadRatio() const {
   return Status::InvalidArgument("too many bad lines: ", report_.bad_lines, " of ",
                                  report_.lines_read, " (ratio ", ratio, " > max_bad_ratio ",
                                  options_.max_bad_ratio, "; ", BadLineSummary(report_),
-                                 "); first: ", report_.first_examples.front());
+                                 "); first: ", FirstExample(report_));
 }
 
 Status StreamReader::CountBadLines(const ParsedPiece& piece) {
@@ -296,6 +308,10 @@ Status StreamReader::PullPiece() {
 // Makes piece_ hold a record at piece_row_; false when the epoch's input
 // has ended.
 Result<bool> StreamReader::TakeInput() {
+  // Padding ends once the epoch's records have entered: a shuffle buffer is
+  // then emptied, so that every record read comes out once.
+  if (cycling_ && records_in_ >= target_) return false;
+  int64_t pulled = 0;
   while (piece_ == nullptr || piece_row_ == piece_->parsed.rows.size) {
     const int64_t next = piece_index_ + 1;
     if (!cycling_ && next == pieces_per_shard_) {
@@ -311,6 +327,12 @@ Result<bool> StreamReader::TakeInput() {
       cycling_ = true;
       first_pass_records_ = records_in_;
       EnsurePipelineAt(epoch_, next, true);
+    }
+    // A round without a record: the first pass had none either, so the
+    // position that said it had some was made up.
+    if (cycling_ && ++pulled > pieces_per_shard_) {
+      return Status::DataLoss("the position does not fit the input: epoch ", epoch_,
+                              " has no good records to pad with");
     }
     EMBER_RETURN_IF_ERROR(PullPiece());
   }
@@ -500,6 +522,19 @@ Status StreamReader::Replay(const StreamPosition& p) {
     return Status::DataLoss("the position does not fit the input: epoch ", p.epoch, ", piece ",
                             p.piece, ", row ", p.piece_row);
   };
+  // Fields that do not fit the shard's pieces and counts could make the
+  // epoch endless: a piece past the shard's last, or padding past T_e.
+  const bool first_pass_fits = p.piece < pieces_per_shard_ &&
+                               p.counted_through < pieces_per_shard_ &&
+                               p.replay_piece < pieces_per_shard_ && p.records_in <= shard_lines_;
+  const bool padding_fits = target_ >= 0 && p.first_pass_records > 0 &&
+                            p.first_pass_records < target_ &&
+                            p.first_pass_records <= p.records_in && p.records_in <= target_;
+  if (!(p.cycling ? padding_fits : first_pass_fits) || p.counted_through < p.piece ||
+      p.replay_piece > p.piece || p.replay_input > p.records_in || p.records_out > p.records_in ||
+      (target_ >= 0 && p.records_out > target_)) {
+    return mismatch();
+  }
   batches_in_epoch_ = p.batches_in_epoch;
   records_out_ = p.records_out;
   cycling_ = p.cycling;

@@ -19,7 +19,9 @@
 // split by byte range: its pieces always keep their order and are
 // decompressed front to back by one stream, which passes over the pieces of
 // other shards (so sharded gzip input is decompressed by every shard that has
-// a piece of it; many gzip files shard cheaply, a single one does not). The
+// a piece of it; many gzip files shard cheaply, a single one does not) and is
+// closed after the shard's last piece of the file in the epoch, or when a
+// Seek leaves it: only the gzip files being read are open. The
 // records of a piece keep their line order. With shuffle_buffer N > 0 they
 // then pass a buffer of N records (io/internal/shuffle_buffer.h): reservoir
 // style, record t of the epoch replaces a record at a random slot that is
@@ -37,10 +39,13 @@
 // index before the epoch starts; the batch count is then the same on every
 // shard (ceil(T_e / batch_size), or floor with drop_last). A shard with more
 // lines stops after T_e records and leaves the rest of its epoch unread:
-// counted as dropped_for_equal_shards (lines, not parsed). A shard whose bad
-// lines leave it fewer than T_e good records reads its pieces again from the
-// start of its sequence (the same pieces, in the same order) until it has
-// returned T_e: those repeats are counted as padded_for_equal_shards. With
+// its lines less T_e are counted as dropped_for_equal_shards. A shard whose
+// bad lines leave it G < T_e good records reads its pieces again from the
+// start of its sequence (the same pieces, in the same order) until T_e
+// records went in: it returns each of its G good records once and T_e - G
+// repeats, counted as padded_for_equal_shards, and drops nothing. The
+// repeats pass the shuffle buffer like the first pass, and the buffer is
+// emptied once T_e records went in. With
 // equal_shards false, or one shard, a reader returns every record of its
 // pieces and the batch counts of shards may differ.
 //
@@ -125,7 +130,8 @@ struct StreamReaderOptions {
   // Memory: about (queue_depth + threads) pieces and their examples.
   int queue_depth = 0;
   // Text: bytes per piece. Default: 1 MiB. It fixes the pieces, hence the
-  // order of a shuffled or sharded stream (not the thread count).
+  // order of a shuffled or sharded stream (not the thread count). Any size
+  // >= 1; a huge one makes one piece of each file (lines too long aside).
   int64_t piece_bytes = int64_t{1} << 20;
   // Columnar: rows per piece. Default: 4096 (about 1 MiB of Criteo rows).
   int64_t piece_rows = 4096;
@@ -253,7 +259,9 @@ class StreamReader final : public BatchSource {
   // Continues from `position`, as if this reader had stopped there.
   // InvalidArgument naming the first field that differs if it belongs to
   // other input or options (threads, queue depth, num_epochs and
-  // max_bad_ratio may differ). Errors of the replay are Next's.
+  // max_bad_ratio may differ); DataLoss "the position does not fit the
+  // input" if its piece or counts lie outside the shard's epoch (a position
+  // edited by hand). Errors of the replay are Next's.
   Status Seek(const StreamPosition& position);
 
   const BadLineReport& bad_lines() const { return report_; }

@@ -121,6 +121,10 @@ void PiecePipeline::Restart(const PipelineCursor& start) {
     for (auto& slot : slots_) {
       if (slot != nullptr) free_.push_back(std::move(slot));
     }
+    // Streams with no ticket out: the new sequence reopens those it reads.
+    for (auto& stream : gzip_) {
+      if (stream != nullptr && stream->serving == stream->next_ticket) stream->file.reset();
+    }
     next_seq_ = 0;
     consume_seq_ = 0;
     cursor_ = start;
@@ -160,13 +164,15 @@ PiecePipeline::Job PiecePipeline::Claim() {
   if (plan_ == nullptr || plan_->epoch != cursor_.epoch) {
     plan_ = std::make_shared<const EpochPlan>(PlanEpoch(*index_, options_.plan, cursor_.epoch));
   }
-  job.piece = plan_->pieces[cursor_.index % pieces_per_shard_];
+  const int64_t at = cursor_.index % pieces_per_shard_;
+  job.piece = plan_->pieces[at];
   const IndexedPiece& piece = index_->pieces[job.piece];
   if (!index_->columnar && index_->files[piece.file].gzip && !piece.too_long) {
     std::unique_ptr<GzipStream>& stream = gzip_[piece.file];
     if (stream == nullptr) stream = std::make_unique<GzipStream>();
     job.gzip = stream.get();
     job.ticket = stream->next_ticket++;
+    job.last_of_file = !ReadsMoreOfFile(at, piece.file);
   }
   ++cursor_.index;
   if (!cursor_.cycle && cursor_.index == pieces_per_shard_) {
@@ -175,6 +181,18 @@ PiecePipeline::Job PiecePipeline::Claim() {
   }
   end_ = cursor_.epoch >= options_.num_epochs;
   return job;
+}
+
+// Whether a piece after plan_->pieces[at] in the epoch (a round, when
+// cycling) is read from `file`'s stream. A shard's pieces of a gzip file are
+// consecutive in its plan.
+bool PiecePipeline::ReadsMoreOfFile(int64_t at, int32_t file) const {
+  for (int64_t i = at + 1; i < pieces_per_shard_; ++i) {
+    const IndexedPiece& next = index_->pieces[plan_->pieces[i]];
+    if (next.file != file) return false;
+    if (!next.too_long) return true;
+  }
+  return false;
 }
 
 void PiecePipeline::Work() {
@@ -254,6 +272,10 @@ Status PiecePipeline::ReadGzipInTurn(const Job& job, const IndexedPiece& piece, 
       current ? ReadGzipPiece(job, piece, buffer) : Status::Cancelled("the reader moved elsewhere");
   {
     MutexLock lock(mu_);
+    // The last ticket of an abandoned sequence closes the stream it left open.
+    if (job.generation != generation_ && stream->next_ticket == job.ticket + 1) {
+      stream->file.reset();
+    }
     ++stream->serving;
   }
   turn_.NotifyAll();
@@ -299,8 +321,9 @@ Status PiecePipeline::ReadGzipPiece(const Job& job, const IndexedPiece& piece, B
     done += static_cast<int64_t>(*n);
   }
   stream->offset = piece.end;
-  // The file's last piece: nothing more to read from this stream.
-  if (job.piece == file.first_piece + file.num_pieces - 1) stream->file.reset();
+  // The sequence's last piece of the file (in this epoch or round): nothing
+  // more to read from this stream until the file comes round again.
+  if (job.last_of_file) stream->file.reset();
   return Status::OK();
 }
 

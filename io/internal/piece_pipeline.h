@@ -52,7 +52,10 @@ struct PipelineOptions {
 // of `depth` pieces: memory holds at most depth + threads pieces and their
 // examples. The pieces of a gzip file are decompressed one after the other
 // in sequence order (a thread waits for its turn), from one open stream that
-// skips the pieces of other shards; the others are read with pread.
+// skips the pieces of other shards; the others are read with pread. A gzip
+// stream is closed once the sequence reads no more of its file in the epoch
+// (or round), and when a restart abandons it: the streams open are those the
+// current sequence reads, not every gzip file touched.
 //
 // Threads of its own rather than oneTBB tasks: a gzip piece waits for the one
 // before it, and a task that blocks can hold the thread that the task it
@@ -88,6 +91,7 @@ class PiecePipeline {
     int64_t piece = 0;
     GzipStream* gzip = nullptr;
     int64_t ticket = 0;
+    bool last_of_file = false;  // The sequence reads no more of the gzip file after it.
   };
   // A worker's read buffer, grown as needed.
   struct Buffer {
@@ -99,6 +103,7 @@ class PiecePipeline {
   void Work();
   bool CanClaim() const REQUIRES(mu_);
   Job Claim() REQUIRES(mu_);
+  bool ReadsMoreOfFile(int64_t at, int32_t file) const REQUIRES(mu_);
   void Produce(const Job& job, ParsedPiece* out, Buffer* buffer);
   Status ReadGzipPiece(const Job& job, const IndexedPiece& piece, Buffer* buffer);
   Status ReadGzipInTurn(const Job& job, const IndexedPiece& piece, Buffer* buffer);

@@ -73,7 +73,8 @@ std::vector<IndexedPiece> ScanChunk(const char* data, int64_t data_begin, int64_
                                     int64_t piece_bytes, int32_t file, int64_t k) {
   std::vector<IndexedPiece> pieces;
   const int64_t chunk_begin = data_begin + k * piece_bytes;
-  const int64_t chunk_end = std::min(chunk_begin + piece_bytes, data_end);
+  // Not chunk_begin + piece_bytes, which overflows for a huge piece size.
+  const int64_t chunk_end = chunk_begin + std::min(piece_bytes, data_end - chunk_begin);
   int64_t start = data_begin;
   if (k > 0) {
     // The first line starting in the chunk follows a newline in
@@ -137,7 +138,9 @@ Status IndexPlainFile(const TextFormat& format, int64_t piece_bytes, int32_t id,
   // Blank lines at the end of a file are not lines.
   int64_t data_end = size;
   while (data_end > data_begin && IsLineEnd(data[data_end - 1])) --data_end;
-  const int64_t chunks = (data_end - data_begin + piece_bytes - 1) / piece_bytes;
+  // Rounded up without adding piece_bytes - 1, which overflows for a huge piece size.
+  const int64_t data_bytes = data_end - data_begin;
+  const int64_t chunks = data_bytes / piece_bytes + (data_bytes % piece_bytes != 0 ? 1 : 0);
   std::vector<std::vector<IndexedPiece>> by_chunk(chunks);
   ParallelFor(0, chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
@@ -361,8 +364,9 @@ Result<std::unique_ptr<InputIndex>> IndexColumnarFiles(const std::vector<std::st
     }
     file.bytes = file.columnar->file_bytes();
     const int64_t rows = file.columnar->rows();
-    for (int64_t begin = 0; begin < rows; begin += piece_rows) {
-      const int64_t end = std::min(rows, begin + piece_rows);
+    int64_t end = 0;
+    for (int64_t begin = 0; begin < rows; begin = end) {
+      end = begin + std::min(piece_rows, rows - begin);  // No overflow for a huge piece size.
       by_file[f].push_back(IndexedPiece{
           .file = static_cast<int32_t>(f), .begin = begin, .end = end, .lines = end - begin});
     }
