@@ -135,8 +135,14 @@ Status BuildDeepFm(Graph* g, const ModelOptions& o) {
   EMBER_ASSIGN_OR_RETURN(const int linear, AddMlp(g, "linear", x, width, {1}, false));
   EMBER_ASSIGN_OR_RETURN(const int deep,
                          AddMlp(g, "deep", x, width, WithOutput(o.top_mlp, 1), false));
+  // The FM term through a learned scale (a 1 x 1 layer, starting at 0), so
+  // that the model weighs the sum of all pairs' dots against the deep part.
+  EMBER_ASSIGN_OR_RETURN(const int scale, g->AddParameter("fm.scale", {1, 1}, Initializer::kZeros));
+  EMBER_ASSIGN_OR_RETURN(const int shift, g->AddParameter("fm.bias", {1}, Initializer::kZeros));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> fm_scaled,
+                         g->AddNode("fm.scaled", "fully_connected", {fm[0], scale, shift}));
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> shallow,
-                         g->AddNode("fm_linear", "add", {fm[0], linear}));
+                         g->AddNode("fm_linear", "add", {fm_scaled[0], linear}));
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> logit,
                          g->AddNode("logit", "add", {shallow[0], deep}));
   return g->MarkOutput(logit[0]);

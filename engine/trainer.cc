@@ -74,6 +74,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(table_options));
   ModelOptions model_options;
   model_options.name = options.model;
+  model_options.cross_layers = options.cross_layers;
+  model_options.cross_rank = options.cross_rank;
   model_options.num_dense = num_dense;
   model_options.num_slots = num_slots;
   model_options.embedding_dim = options.embedding_dim;

@@ -26,6 +26,9 @@ struct TrainOptions {
   // See ModelOptions.
   std::vector<int> bottom_mlp = {512, 256, 64};
   std::vector<int> top_mlp = {512, 256};
+  // dcn_v2: cross layers and their rank (0: full rank).
+  int cross_layers = 3;
+  int cross_rank = 0;
   int batch_size = 256;
   int epochs = 1;
   // Stop after this many training steps in total; 0 means no limit.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/threads.h"
+#include "ops/dense_ops.h"
 #include "ops/internal/tensor_checks.h"
 
 namespace ember::ops {
@@ -85,17 +86,6 @@ Status CheckFactors(const char* op, const Tensor& u, const Tensor& v, int64_t di
   return CheckTensor(op, "v", v, DType::kF32, {dim, *rank});
 }
 
-// z[s, :] = W x_{begin+s} + bias for the samples [begin, end) of one tile.
-void AffineTile(const float* w, const float* bias, const float* xl, int64_t dim, int64_t begin,
-                int64_t end, float* z) {
-  for (int64_t i = 0; i < dim; ++i) {
-    const float* w_row = w + i * dim;
-    for (int64_t b = begin; b < end; ++b) {
-      z[(b - begin) * dim + i] = bias[i] + Dot(w_row, xl + b * dim, dim);
-    }
-  }
-}
-
 // t[r] = V^T x and z[d] = U t + bias for one sample x[d].
 void LowRankAffine(const float* u, const float* v, const float* bias, const float* x, int64_t dim,
                    int64_t rank, float* t, float* z) {
@@ -103,6 +93,9 @@ void LowRankAffine(const float* u, const float* v, const float* bias, const floa
   for (int64_t j = 0; j < dim; ++j) Axpy(x[j], v + j * rank, rank, t);
   for (int64_t i = 0; i < dim; ++i) z[i] = bias[i] + Dot(u + i * rank, t, rank);
 }
+
+// Elements per task of the elementwise loops.
+constexpr int64_t kElementGrain = 1 << 14;
 
 }  // namespace
 
@@ -116,23 +109,16 @@ Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weigh
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  // z = xl W^T + bias through oneDNN's inner product (its GEMM), then
+  // out = x0 * z + xl elementwise.
+  Tensor z = Tensor::Empty({batch, dim});
+  EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
   const float* a = x0.data<float>();
   const float* x = xl.data<float>();
-  const float* w = weight.data<float>();
-  const float* c = bias.data<float>();
+  const float* zz = z.data<float>();
   float* y = out->data<float>();
-  ParallelFor(0, batch, Grain(dim * dim), [&](int64_t begin, int64_t end) {
-    std::vector<float> z(static_cast<size_t>(kSampleTile * dim));
-    for (int64_t tile = begin; tile < end; tile += kSampleTile) {
-      const int64_t tile_end = std::min(end, tile + kSampleTile);
-      AffineTile(w, c, x, dim, tile, tile_end, z.data());
-      for (int64_t b = tile; b < tile_end; ++b) {
-        const float* zb = z.data() + (b - tile) * dim;
-        for (int64_t i = 0; i < dim; ++i) {
-          y[b * dim + i] = a[b * dim + i] * zb[i] + x[b * dim + i];
-        }
-      }
-    }
+  ParallelFor(0, batch * dim, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) y[k] = a[k] * zz[k] + x[k];
   });
   return Status::OK();
 }
@@ -153,43 +139,28 @@ Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weig
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
       {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}, {"dout", &dout}}));
+  // With z = xl W^T + bias and g = dout * x0: dx0 = dout * z, and the inner
+  // product's backward of g gives dxl - dout = g W, dweight = g^T xl and
+  // dbias = sum_b g, in oneDNN's fixed reduction order.
+  Tensor z = Tensor::Empty({batch, dim});
+  EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
+  Tensor gx0 = Tensor::Empty({batch, dim});
   const float* a = x0.data<float>();
-  const float* x = xl.data<float>();
-  const float* w = weight.data<float>();
-  const float* c = bias.data<float>();
   const float* g = dout.data<float>();
+  const float* zz = z.data<float>();
+  float* gg = gx0.data<float>();
   float* da = dx0->data<float>();
-  float* dx = dxl->data<float>();
-  float* dw = dweight->data<float>();
-  float* dc = dbias->data<float>();
-  // Per sample: dx0 = dout ⊙ z with z recomputed; dxl = dout + W^T (dout ⊙ x0).
-  ParallelFor(0, batch, Grain(2 * dim * dim), [&](int64_t begin, int64_t end) {
-    std::vector<float> z(static_cast<size_t>(kSampleTile * dim));
-    for (int64_t tile = begin; tile < end; tile += kSampleTile) {
-      const int64_t tile_end = std::min(end, tile + kSampleTile);
-      AffineTile(w, c, x, dim, tile, tile_end, z.data());
-      for (int64_t k = tile * dim; k < tile_end * dim; ++k) {
-        da[k] = g[k] * z[k - tile * dim];
-        dx[k] = g[k];
-      }
-      for (int64_t i = 0; i < dim; ++i) {
-        for (int64_t b = tile; b < tile_end; ++b) {
-          Axpy(g[b * dim + i] * a[b * dim + i], w + i * dim, dim, dx + b * dim);
-        }
-      }
+  ParallelFor(0, batch * dim, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      da[k] = g[k] * zz[k];
+      gg[k] = g[k] * a[k];
     }
   });
-  // dweight[i, :] = sum_b g[b, i] x_l[b, :] and dbias[i] = sum_b g[b, i].
-  ParallelFor(0, dim, Grain(batch * dim), [&](int64_t begin, int64_t end) {
-    std::fill(dw + begin * dim, dw + end * dim, 0.0f);
-    std::fill(dc + begin, dc + end, 0.0f);
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float gi = g[b * dim + i] * a[b * dim + i];
-        dc[i] += gi;
-        Axpy(gi, x + b * dim, dim, dw + i * dim);
-      }
-    }
+  EMBER_RETURN_IF_ERROR(
+      FullyConnectedBackward(xl, weight, z, gx0, Activation::kNone, dxl, dweight, dbias));
+  float* dx = dxl->data<float>();
+  ParallelFor(0, batch * dim, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) dx[k] += g[k];
   });
   return Status::OK();
 }

@@ -45,13 +45,21 @@ DEFINE_double(test_fraction, 0.2,
               "Fraction of the training data (its last examples) held out for evaluation "
               "when --test_data is empty.");
 DEFINE_validator(test_fraction, &IsFraction);
-DEFINE_string(model, "dlrm", "Model to train: dlrm.");
+DEFINE_string(model, "dlrm",
+              "Model to train: dlrm, deepfm, wide_deep or dcn_v2 (see engine/model_zoo.h).");
+DEFINE_int32(cross_layers, 3, "--model=dcn_v2: cross layers before the MLP.");
+DEFINE_validator(cross_layers, &IsNonNegative32);
+DEFINE_int32(cross_rank, 0,
+             "--model=dcn_v2: rank of each cross layer's weight (U V^T); 0: full rank.");
+DEFINE_validator(cross_rank, &IsNonNegative32);
 DEFINE_int32(embedding_dim, 16, "Floats per embedding row.");
 DEFINE_validator(embedding_dim, &IsPositive32);
 DEFINE_string(bottom_mlp, "512,256,64",
-              "Bottom MLP widths after the dense input; a last layer to --embedding_dim is "
-              "added when the last width differs from it.");
-DEFINE_string(top_mlp, "512,256", "Top MLP widths before the final logit.");
+              "dlrm: bottom MLP widths after the dense input; a last layer to --embedding_dim "
+              "is added when the last width differs from it.");
+DEFINE_string(top_mlp, "512,256",
+              "MLP widths before the final logit (dlrm's top MLP, the deep part of the other "
+              "models).");
 DEFINE_int32(batch_size, 256, "Examples per training step.");
 DEFINE_validator(batch_size, &IsPositive32);
 DEFINE_int32(epochs, 1, "Passes over the training data.");
@@ -153,6 +161,8 @@ class TempDir {
 Result<engine::TrainOptions> TrainOptionsFromFlags() {
   engine::TrainOptions options;
   options.model = FLAGS_model;
+  options.cross_layers = FLAGS_cross_layers;
+  options.cross_rank = FLAGS_cross_rank;
   options.embedding_dim = FLAGS_embedding_dim;
   EMBER_ASSIGN_OR_RETURN(options.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
   EMBER_ASSIGN_OR_RETURN(options.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
