@@ -11,10 +11,12 @@
 //    bottom MLP: the slots interact among themselves and the top MLP reads
 //    [embeddings, interactions].
 //  * deepfm (Guo et al. 2017): FM second-order term over the slots'
-//    embeddings + a first-order linear term over [dense, embeddings] + a
-//    deep MLP over [dense, embeddings], summed into the logit. (The paper's
-//    first-order term has a weight per id; here it is linear in the
-//    embeddings, which the sparse optimizer trains per id.)
+//    embeddings, through a learned scale (starting at 0), + a first-order
+//    linear term over [dense, embeddings] + a deep MLP over [dense,
+//    embeddings], summed into the logit. (The paper's first-order term has a
+//    weight per id; here it is linear in the embeddings, which the sparse
+//    optimizer trains per id. Without the scale, the unweighted sum of all
+//    325 pairs of Criteo's 26 slots cost 0.025 AUC on planted data.)
 //  * wide_deep (Cheng et al. 2016): a wide linear model over [dense,
 //    embeddings] + a deep MLP over the same, summed. Cross-product features
 //    for the wide part are for the data to provide as extra slots.
