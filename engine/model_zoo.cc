@@ -1,5 +1,7 @@
 #include "engine/model_zoo.h"
 
+#include <algorithm>
+
 namespace ember::engine {
 namespace {
 
@@ -181,6 +183,14 @@ Status BuildDcnV2(Graph* g, const ModelOptions& o) {
 
 std::vector<std::string> ModelNames() { return {"dlrm", "deepfm", "wide_deep", "dcn_v2"}; }
 
+Status CheckModelName(const std::string& name) {
+  const std::vector<std::string> models = ModelNames();
+  if (std::find(models.begin(), models.end(), name) != models.end()) return Status::OK();
+  std::string known;
+  for (const std::string& model : models) known += (known.empty() ? "" : ", ") + model;
+  return Status::InvalidArgument("--model=", name, " is not known; available: ", known);
+}
+
 Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
                                                     const ops::OpRegistry& registry) {
   EMBER_RETURN_IF_ERROR(CheckOptions(options));
@@ -194,9 +204,7 @@ Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
   } else if (options.name == "dcn_v2") {
     EMBER_RETURN_IF_ERROR(BuildDcnV2(graph.get(), options));
   } else {
-    std::string known;
-    for (const std::string& name : ModelNames()) known += (known.empty() ? "" : ", ") + name;
-    return Status::InvalidArgument("--model=", options.name, " is not known; available: ", known);
+    return CheckModelName(options.name);
   }
   return graph;
 }

@@ -41,4 +41,8 @@ Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
 // The models BuildModelGraph knows.
 std::vector<std::string> ModelNames();
 
+// InvalidArgument "--model=X is not known; available: ..." unless `name` is
+// one of ModelNames().
+Status CheckModelName(const std::string& name);
+
 }  // namespace ember::engine

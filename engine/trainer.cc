@@ -35,12 +35,7 @@ struct Trainer::Step {
 };
 
 Status ValidateTrainOptions(const TrainOptions& o) {
-  const std::vector<std::string> models = ModelNames();
-  if (std::find(models.begin(), models.end(), o.model) == models.end()) {
-    std::string known;
-    for (const std::string& name : models) known += (known.empty() ? "" : ", ") + name;
-    return Status::InvalidArgument("--model=", o.model, " is not known; available: ", known);
-  }
+  EMBER_RETURN_IF_ERROR(CheckModelName(o.model));
   if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
   if (o.max_steps < 0) return Status::InvalidArgument("--max_steps must be >= 0, got ", o.max_steps);

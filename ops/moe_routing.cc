@@ -126,6 +126,27 @@ Status SelectExperts(const Tensor& probs, const MoeRoutingOptions& options, MoeR
   return Status::OK();
 }
 
+// out[b, :] = sum over token b's kept choices i of weights[i] (1 when
+// null) times the expert row its (expert, slot) names in src[E, C, H].
+void GatherSlots(const MoeRouting& routing, const float* src, const float* weights,
+                 int64_t batch, int64_t k, int64_t hidden, float* out) {
+  const int32_t* expert = routing.expert.data<int32_t>();
+  const int32_t* slot = routing.slot.data<int32_t>();
+  ParallelFor(0, batch, RowGrain(k * hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      float* row = out + b * hidden;
+      std::memset(row, 0, static_cast<size_t>(hidden) * sizeof(float));
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t i = b * k + j;
+        if (slot[i] < 0) continue;
+        const float* y = src + (expert[i] * routing.capacity + slot[i]) * hidden;
+        const float w = weights != nullptr ? weights[i] : 1.0f;
+        for (int64_t h = 0; h < hidden; ++h) row[h] += w * y[h];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 Status SoftmaxForward(const Tensor& logits, Tensor* probs) {
@@ -318,22 +339,8 @@ Status MoeDispatchBackward(const Tensor& dbuffers, const MoeRouting& routing, Te
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dbuffers", dbuffers, DType::kF32,
                                     {routing.num_experts, routing.capacity, hidden}));
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dx", dx, DType::kF32, {batch, hidden}));
-  const int32_t* expert = routing.expert.data<int32_t>();
-  const int32_t* slot = routing.slot.data<int32_t>();
-  const float* src = dbuffers.data<float>();
-  float* dst = dx->data<float>();
-  ParallelFor(0, batch, RowGrain(k * hidden), [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      float* row = dst + b * hidden;
-      std::memset(row, 0, static_cast<size_t>(hidden) * sizeof(float));
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t i = b * k + j;
-        if (slot[i] < 0) continue;
-        const float* g = src + (expert[i] * routing.capacity + slot[i]) * hidden;
-        for (int64_t h = 0; h < hidden; ++h) row[h] += g[h];
-      }
-    }
-  });
+  GatherSlots(routing, dbuffers.data<float>(), /*weights=*/nullptr, batch, k, hidden,
+              dx->data<float>());
   return Status::OK();
 }
 
@@ -348,23 +355,8 @@ Status MoeCombine(const Tensor& expert_out, const Tensor& gate, const MoeRouting
                                     {routing.num_experts, routing.capacity, hidden}));
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "gate", gate, DType::kF32, {batch, k}));
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, hidden}));
-  const int32_t* expert = routing.expert.data<int32_t>();
-  const int32_t* slot = routing.slot.data<int32_t>();
-  const float* g = gate.data<float>();
-  const float* src = expert_out.data<float>();
-  float* dst = out->data<float>();
-  ParallelFor(0, batch, RowGrain(k * hidden), [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      float* row = dst + b * hidden;
-      std::memset(row, 0, static_cast<size_t>(hidden) * sizeof(float));
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t i = b * k + j;
-        if (slot[i] < 0) continue;
-        const float* y = src + (expert[i] * routing.capacity + slot[i]) * hidden;
-        for (int64_t h = 0; h < hidden; ++h) row[h] += g[i] * y[h];
-      }
-    }
-  });
+  GatherSlots(routing, expert_out.data<float>(), gate.data<float>(), batch, k, hidden,
+              out->data<float>());
   return Status::OK();
 }
 

@@ -8,16 +8,47 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "io/batch.h"
+#include "io/criteo.h"
 #include "io/stream_reader.h"
 #include "tests/io/text_fixture.h"
 
 namespace ember::io {
+
+// A Criteo line whose first categorical value is unique to `i`, so that
+// every record of the generated files differs from every other.
+inline std::string CriteoLine(int64_t i) {
+  char hex[32];
+  std::string line = (i * 7) % 3 == 0 ? "1" : "0";
+  for (int j = 0; j < kCriteoDense; ++j) {
+    line += '\t';
+    if ((i + j) % 11 != 0) line += std::to_string((i * (j + 3)) % 97);
+  }
+  std::snprintf(hex, sizeof(hex), "%08llx", static_cast<unsigned long long>(i));
+  line += '\t';
+  line += hex;
+  for (int s = 1; s < kCriteoSlots; ++s) {
+    line += '\t';
+    if ((i + s) % 13 != 0) {
+      std::snprintf(hex, sizeof(hex), "%08llx", static_cast<unsigned long long>((i * 31 + s) % 89));
+      line += hex;
+    }
+  }
+  return line;
+}
+
+// Lines [first, first + count), each ending in `eol`.
+inline std::string CriteoText(int64_t first, int64_t count, const std::string& eol = "\n") {
+  std::string text;
+  for (int64_t i = first; i < first + count; ++i) text += CriteoLine(i) + eol;
+  return text;
+}
 
 // A reader's output: its batches, the epoch of each, and (on request) the
 // serialised position before the first batch and after each one.

@@ -22,32 +22,6 @@
 namespace ember::io {
 namespace {
 
-std::string CriteoLine(int64_t i) {
-  char hex[32];
-  std::string line = (i * 7) % 3 == 0 ? "1" : "0";
-  for (int j = 0; j < kCriteoDense; ++j) {
-    line += '\t';
-    if ((i + j) % 11 != 0) line += std::to_string((i * (j + 3)) % 97);
-  }
-  std::snprintf(hex, sizeof(hex), "%08llx", static_cast<unsigned long long>(i));
-  line += '\t';
-  line += hex;
-  for (int s = 1; s < kCriteoSlots; ++s) {
-    line += '\t';
-    if ((i + s) % 13 != 0) {
-      std::snprintf(hex, sizeof(hex), "%08llx", static_cast<unsigned long long>((i * 31 + s) % 89));
-      line += hex;
-    }
-  }
-  return line;
-}
-
-std::string CriteoText(int64_t first, int64_t count) {
-  std::string text;
-  for (int64_t i = first; i < first + count; ++i) text += CriteoLine(i) + "\n";
-  return text;
-}
-
 int CountOpenFds() {
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
