@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_stream.h"
 #include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -55,6 +56,9 @@ struct KernelContext {
   int64_t step = 0;
   // Training (dropout active) or inference.
   bool training = true;
+  // The stream CUDA kernels queue their work on (tensors then live on its
+  // device); null for CPU kernels.
+  CudaStream* stream = nullptr;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;
