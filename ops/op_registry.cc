@@ -63,6 +63,8 @@ const OpRegistry& DefaultOpRegistry() {
     auto* r = new OpRegistry();
     const Status status = RegisterCpuOps(r);
     CHECK(status.ok()) << "registering the CPU operators: " << status;
+    const Status cuda = RegisterCudaOps(r);
+    CHECK(cuda.ok()) << "registering the CUDA kernels: " << cuda;
     return r;
   }();
   return *registry;

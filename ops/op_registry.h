@@ -117,6 +117,11 @@ class OpRegistry {
 // identity outside training) and softmax.
 Status RegisterCpuOps(OpRegistry* registry);
 
+// Registers a CUDA kernel (queued on KernelContext::stream) for every
+// operator of RegisterCpuOps, which must have run first. In a build without
+// CUDA it registers nothing and returns OK.
+Status RegisterCudaOps(OpRegistry* registry);
+
 // The registry of this binary: RegisterCpuOps, plus the CUDA kernels when
 // built with CUDA. Built on first use.
 const OpRegistry& DefaultOpRegistry();
