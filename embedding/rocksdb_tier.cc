@@ -96,6 +96,18 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
   table.whole_key_filtering = true;
   // Sizes filters to the allocator's size classes: less waste in the cache.
   table.optimize_filters_for_memory = true;
+  // Partitioned index and filters: a file's index and filter are split into
+  // 4 KiB partitions under a small top-level index that stays pinned. With
+  // whole-file blocks, every flush and compaction output (rows are rewritten
+  // all the time here) brought index and filter blocks of hundreds of KiB
+  // that pushed each other out of a small cache and were read back, and
+  // checksummed, whole for a single lookup: that was a large share of the
+  // tier's read time. Partitions keep what a lookup reads small and the
+  // cache's bound meaningful whatever the table's size.
+  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
+  table.partition_filters = true;
+  table.metadata_block_size = 4 << 10;
+  table.pin_top_level_index_and_filter = true;
 
   rocksdb::ColumnFamilyOptions rows;
   rows.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
@@ -120,6 +132,13 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
   // amplification near 1.1x whatever the table size (rows are overwritten
   // often, so stale versions would otherwise pile up in the middle levels).
   rows.level_compaction_dynamic_level_bytes = true;
+  // Hashed keys spread every memtable over the whole key range, so each L0 ->
+  // base-level compaction rewrites the whole base level: compacting after 8
+  // L0 files instead of 4 halves that rewriting (measured: about a quarter
+  // less CPU per row read and written at a 10% budget), for 4 more L0 files
+  // whose pinned filters a lookup checks. The write slowdown (20) and stop
+  // (36) triggers stay at their defaults, well above it.
+  rows.level0_file_num_compaction_trigger = 8;
   return rows;
 }
 
