@@ -213,6 +213,20 @@ KernelPair SoftmaxCuda() {
   return k;
 }
 
+KernelPair MixtureCuda() {
+  KernelPair k;
+  k.forward = [](KernelContext& c) -> Status {
+    EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "mixture"));
+    return MixtureForwardCuda(*c.inputs[0], *c.inputs[1], c.outputs[0], *s);
+  };
+  k.backward = [](KernelContext& c) -> Status {
+    EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "mixture"));
+    return MixtureBackwardCuda(*c.inputs[0], *c.inputs[1], *c.output_grads[0], c.input_grads[0],
+                               c.input_grads[1], *s);
+  };
+  return k;
+}
+
 }  // namespace
 
 Status RegisterCudaOps(OpRegistry* registry) {
@@ -227,6 +241,10 @@ Status RegisterCudaOps(OpRegistry* registry) {
       registry->RegisterKernel("cross_layer_low_rank", kCuda, CrossLayerCuda(true)));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("dropout", kCuda, DropoutCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("softmax", kCuda, SoftmaxCuda()));
+  // MMoE's mixture is newer than the other operators: registered with it.
+  if (registry->FindOp("mixture").ok()) {
+    EMBER_RETURN_IF_ERROR(registry->RegisterKernel("mixture", kCuda, MixtureCuda()));
+  }
   return Status::OK();
 }
 

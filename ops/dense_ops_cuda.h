@@ -150,6 +150,14 @@ Status MoeCombineBackwardCuda(const Tensor& expert_out, const Tensor& gate,
                               const MoeRouting& routing, const Tensor& dout, Tensor* dexpert_out,
                               Tensor* dgate, CudaStream& stream);
 
+// MMoE's soft mixture (MixtureForward / MixtureBackward): out[B, H] = sum
+// over e of gate[b, e] * experts[b, e, :], experts [B, E, H] or [B, E * H];
+// dgate and dexperts may be null.
+Status MixtureForwardCuda(const Tensor& gate, const Tensor& experts, Tensor* out,
+                          CudaStream& stream);
+Status MixtureBackwardCuda(const Tensor& gate, const Tensor& experts, const Tensor& dout,
+                           Tensor* dgate, Tensor* dexperts, CudaStream& stream);
+
 // --- Dropout (ops/dropout.h) ----------------------------------------------------
 
 // The mask of the CPU operator, element for element: kept iff

@@ -113,6 +113,13 @@ Status MoeCombineBackwardCuda(const Tensor&, const Tensor&, const MoeRouting&, c
                               Tensor*, Tensor*, CudaStream&) {
   return NoCuda("MoeCombineBackwardCuda");
 }
+Status MixtureForwardCuda(const Tensor&, const Tensor&, Tensor*, CudaStream&) {
+  return NoCuda("MixtureForwardCuda");
+}
+Status MixtureBackwardCuda(const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor*,
+                           CudaStream&) {
+  return NoCuda("MixtureBackwardCuda");
+}
 Status DropoutForwardCuda(const Tensor&, const DropoutOptions&, uint64_t, Tensor*, CudaStream&) {
   return NoCuda("DropoutForwardCuda");
 }

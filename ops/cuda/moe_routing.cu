@@ -252,6 +252,41 @@ __global__ void ExpertGradientKernel(const int64_t* owners, const float* gate, c
   }
 }
 
+// out[b, h] = sum over e of gate[b, e] * experts[b, e, h], in expert order.
+__global__ void MixtureKernel(const float* gate, const float* experts, int64_t batch,
+                              int64_t num_experts, int64_t hidden, float* out) {
+  EMBER_FOR_EACH_INDEX(t, batch * hidden) {
+    const int64_t b = t / hidden, h = t % hidden;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < num_experts; ++e) {
+      sum = __fadd_rn(sum, __fmul_rn(gate[b * num_experts + e],
+                                     experts[(b * num_experts + e) * hidden + h]));
+    }
+    out[t] = sum;
+  }
+}
+
+__global__ void MixtureGateGradientKernel(const float* experts, const float* dout, int64_t batch,
+                                          int64_t num_experts, int64_t hidden, float* dgate) {
+  EMBER_FOR_EACH_INDEX(t, batch * num_experts) {
+    const int64_t b = t / num_experts;
+    const float* x = experts + t * hidden;
+    const float* dy = dout + b * hidden;
+    double dot = 0.0;
+    for (int64_t h = 0; h < hidden; ++h) dot += static_cast<double>(dy[h]) * x[h];
+    dgate[t] = static_cast<float>(dot);
+  }
+}
+
+__global__ void MixtureExpertGradientKernel(const float* gate, const float* dout, int64_t batch,
+                                            int64_t num_experts, int64_t hidden,
+                                            float* dexperts) {
+  EMBER_FOR_EACH_INDEX(t, batch * num_experts * hidden) {
+    const int64_t h = t % hidden, be = t / hidden, b = be / num_experts;
+    dexperts[t] = gate[be] * dout[b * hidden + h];
+  }
+}
+
 #undef EMBER_FOR_EACH_INDEX
 #undef EMBER_FOR_EACH_WARP_ROW
 
@@ -285,6 +320,32 @@ Status Zero(const char* op, Tensor* t, cudaStream_t stream) {
   if (t->numel() == 0) return Status::OK();
   return cuda::CudaCall(cudaMemsetAsync(t->raw_data(), 0, t->nbytes(), stream), op,
                         "cudaMemsetAsync");
+}
+
+
+// gate f32 [B, E] and experts f32 [B, E, H] or [B, E * H] on `device`; sets *hidden.
+Status CheckMixture(const char* op, const Tensor& gate, const Tensor& experts,
+                    const Device& device, int64_t* hidden) {
+  EMBER_RETURN_IF_ERROR(cuda::CheckDeviceRank(op, "gate", gate, DType::kF32, 2, device));
+  const int64_t batch = gate.dim(0), num_experts = gate.dim(1);
+  if (num_experts < 1) {
+    return Status::InvalidArgument(op, ": gate must have at least one expert, got ",
+                                   gate.DebugString());
+  }
+  EMBER_RETURN_IF_ERROR(cuda::CheckDeviceAny(op, "experts", experts, DType::kF32, device));
+  if (experts.ndim() == 3) {
+    *hidden = experts.dim(2);
+    return cuda::CheckDeviceTensor(op, "experts", experts, DType::kF32,
+                                   {batch, num_experts, *hidden}, device);
+  }
+  if (experts.ndim() == 2 && experts.dim(1) % num_experts == 0) {
+    *hidden = experts.dim(1) / num_experts;
+    return cuda::CheckDeviceTensor(op, "experts", experts, DType::kF32,
+                                   {batch, num_experts * *hidden}, device);
+  }
+  return Status::InvalidArgument(op, ": experts must be f32[", batch, ", ", num_experts,
+                                 ", H] or f32[", batch, ", ", num_experts, " * H] on ",
+                                 device.ToString(), ", got ", experts.DebugString());
 }
 
 }  // namespace
@@ -543,6 +604,56 @@ Status MoeCombineBackwardCuda(const Tensor& expert_out, const Tensor& gate,
   ExpertGradientKernel<<<cuda::GridFor(rows * hidden, kThreads), kThreads, 0, s>>>(
       owners, gate.data<float>(), dout.data<float>(), rows, k, hidden, dexpert_out->data<float>());
   return cuda::CheckLaunch(kOp, "ExpertGradientKernel");
+}
+
+Status MixtureForwardCuda(const Tensor& gate, const Tensor& experts, Tensor* out,
+                          CudaStream& stream) {
+  constexpr const char* kOp = "MixtureForwardCuda";
+  const Device device = Device::Cuda(stream.device());
+  int64_t hidden = 0;
+  EMBER_RETURN_IF_ERROR(CheckMixture(kOp, gate, experts, device, &hidden));
+  const int64_t batch = gate.dim(0), num_experts = gate.dim(1);
+  EMBER_RETURN_IF_ERROR(
+      cuda::CheckDeviceOutput(kOp, "out", out, DType::kF32, {batch, hidden}, device));
+  EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
+  if (batch * hidden == 0) return Status::OK();
+  MixtureKernel<<<cuda::GridFor(batch * hidden, kThreads), kThreads, 0, cuda::Native(stream)>>>(
+      gate.data<float>(), experts.data<float>(), batch, num_experts, hidden, out->data<float>());
+  return cuda::CheckLaunch(kOp, "MixtureKernel");
+}
+
+Status MixtureBackwardCuda(const Tensor& gate, const Tensor& experts, const Tensor& dout,
+                           Tensor* dgate, Tensor* dexperts, CudaStream& stream) {
+  constexpr const char* kOp = "MixtureBackwardCuda";
+  const Device device = Device::Cuda(stream.device());
+  int64_t hidden = 0;
+  EMBER_RETURN_IF_ERROR(CheckMixture(kOp, gate, experts, device, &hidden));
+  const int64_t batch = gate.dim(0), num_experts = gate.dim(1);
+  EMBER_RETURN_IF_ERROR(
+      cuda::CheckDeviceTensor(kOp, "dout", dout, DType::kF32, {batch, hidden}, device));
+  if (dgate != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        cuda::CheckDeviceOutput(kOp, "dgate", dgate, DType::kF32, gate.shape(), device));
+  }
+  if (dexperts != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        cuda::CheckDeviceOutput(kOp, "dexperts", dexperts, DType::kF32, experts.shape(), device));
+  }
+  EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
+  const cudaStream_t s = cuda::Native(stream);
+  if (dgate != nullptr && batch * num_experts > 0) {
+    MixtureGateGradientKernel<<<cuda::GridFor(batch * num_experts, kThreads), kThreads, 0, s>>>(
+        experts.data<float>(), dout.data<float>(), batch, num_experts, hidden,
+        dgate->data<float>());
+    EMBER_RETURN_IF_ERROR(cuda::CheckLaunch(kOp, "MixtureGateGradientKernel"));
+  }
+  if (dexperts != nullptr && dexperts->numel() > 0) {
+    MixtureExpertGradientKernel<<<cuda::GridFor(dexperts->numel(), kThreads), kThreads, 0, s>>>(
+        gate.data<float>(), dout.data<float>(), batch, num_experts, hidden,
+        dexperts->data<float>());
+    EMBER_RETURN_IF_ERROR(cuda::CheckLaunch(kOp, "MixtureExpertGradientKernel"));
+  }
+  return Status::OK();
 }
 
 }  // namespace ember::ops
