@@ -145,6 +145,11 @@ struct EmbeddingTableOptions {
   // Together they are the tier's fixed overhead. Defaults: 8 MiB and 4 MiB.
   int64_t disk_block_cache_bytes = int64_t{8} << 20;
   int64_t disk_write_buffer_bytes = int64_t{4} << 20;
+  // Background threads that load Prefetch()ed rows from the disk tier, each
+  // for its own subset of the shards, in [1, 64]; unused without a disk tier.
+  // They run outside the caller's arena: count them in the machine's thread
+  // budget. Default: 2.
+  int prefetch_threads = 2;
   // Keep the keys changed and removed since the last TakeChanges (for delta
   // checkpoints): 8 bytes per such key, outside memory_budget_bytes. Off by
   // default, so that a table nobody checkpoints does not grow a list.

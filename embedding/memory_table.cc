@@ -126,17 +126,23 @@ MemoryTable::MemoryTable(const EmbeddingTableOptions& options, std::unique_ptr<T
     shards_.push_back(
         std::make_unique<Shard>(stride_floats_, chunk_bytes, std::move(sketch), policy));
   }
-  if (disk_ != nullptr) prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
+  if (disk_ == nullptr) return;
+  // Loader i serves shards i, i + n, ...: no more loaders than shards.
+  const int loaders = std::min(options.prefetch_threads, num_shards_);
+  for (int i = 0; i < loaders; ++i) loaders_.push_back(std::make_unique<PrefetchLoader>());
+  for (int i = 0; i < loaders; ++i) {
+    loaders_[i]->thread = std::thread([this, i] { PrefetchLoop(i); });
+  }
 }
 
 MemoryTable::~MemoryTable() {
-  if (!prefetch_thread_.joinable()) return;
+  if (loaders_.empty()) return;
   {
     MutexLock lock(prefetch_mu_);
     prefetch_closed_ = true;
   }
   prefetch_cv_.NotifyAll();
-  prefetch_thread_.join();
+  for (auto& loader : loaders_) loader->thread.join();
 }
 
 int64_t MemoryTable::TableOverheadBytes(int num_shards) {
@@ -382,6 +388,8 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
     EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPull, step, *batch));
+    // The Pull a Prefetch was for has come: its rows follow the policy again.
+    if (!shard.pinned.empty()) Unpin(shard, s, *batch);
     const int64_t end = batch->begin[s + 1];
     for (int64_t k = batch->begin[s]; k < end; ++k) {
       if (k + kPrefetchDistance < end) __builtin_prefetch(batch->rows[k + kPrefetchDistance]);
@@ -510,6 +518,7 @@ int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
     // The rows may have stale copies on disk (see LoadFromDisk). A copy is
     // older than its memory row, so it reads as expired from now on anyway;
     // deleting it keeps disk_rows exact and the disk small.
+    ++shard.disk_version;
     Status deleted = disk_->Delete(expired);
     if (!deleted.ok()) {
       LOG_EVERY_N(WARNING, 100) << "TTL eviction: cannot delete " << expired.size()
@@ -647,6 +656,10 @@ Status ValidateTableOptions(const EmbeddingTableOptions& options) {
   }
   if (options.ttl_steps < 0) {
     return Status::InvalidArgument("ttl_steps must be >= 0, got ", options.ttl_steps);
+  }
+  if (options.prefetch_threads < 1 || options.prefetch_threads > 64) {
+    return Status::InvalidArgument("prefetch_threads must be in [1, 64], got ",
+                                   options.prefetch_threads);
   }
   if (options.memory_budget_bytes < 0) {
     return Status::InvalidArgument("memory_budget_bytes must be >= 0, got ",

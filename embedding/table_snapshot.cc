@@ -1,7 +1,7 @@
 // The snapshot methods of internal::MemoryTable (Scan, ReadRows, WriteRows,
 // EraseRows, TakeChanges), used by checkpoints. Their callers guarantee that
 // no Pull, Push or Prefetch runs concurrently; each first waits until the
-// Prefetch thread is idle.
+// Prefetch loaders are idle.
 
 #include <algorithm>
 #include <cstring>
@@ -172,6 +172,7 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         WriteMeta(meta, meta_floats);
         std::memcpy(dst + meta_offset_ * sizeof(float), meta_floats, sizeof(meta_floats));
       }
+      ++shard.disk_version;
       EMBER_RETURN_IF_ERROR(disk_->Put(io->keys, io->rows.data()));
       shard.counters.disk_rows += static_cast<int64_t>(io->absent.size());
       shard.counters.disk_writes += n;
@@ -232,6 +233,7 @@ Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
       }
     }
     if (io.loaded.empty()) return Status::OK();
+    ++shard.disk_version;
     EMBER_RETURN_IF_ERROR(disk_->Delete(io.loaded));
     for (size_t i = 0; i < in_memory; ++i) {
       const Key key = io.loaded[i];

@@ -1,9 +1,11 @@
 // The disk tier of internal::MemoryTable: loading rows a batch needs,
 // spilling the coldest rows of a shard over budget, TTL of disk rows, and the
-// Prefetch thread. See embedding/tiered_table.h for the design.
+// Prefetch loaders with the pins that keep their rows in memory. See embedding/tiered_table.h for the design.
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <new>
 #include <utility>
 #include <vector>
@@ -87,6 +89,7 @@ Status MemoryTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
     throw;
   }
   if (!io.loaded.empty()) {
+    ++shard.disk_version;
     Status deleted = disk_->Delete(io.loaded);
     if (!deleted.ok()) {
       // The expired rows are still on disk; leave memory as it was.
@@ -129,11 +132,23 @@ Status MemoryTable::EnforceBudget(Shard& shard, ShardIo& io) const {
     const int64_t size = shard.rows.size();
     const int64_t target = TargetRows(shard);
     if (target >= size) break;
+    // Rows pulled at the current step (their Push is coming) and rows a
+    // pending Prefetch asked for (their Pull is coming) are passed over while
+    // others are left: evicting them would only make that Push or Pull read
+    // them back. The loaders' spills run between a Pull and its Push, so
+    // this matters with Prefetch even under LRU. At most `size` picks are
+    // passed over, so a shard full of such rows still gets within budget.
+    if (!shard.pinned.empty()) DropExpiredPins(shard, step);
+    int64_t spares = size;
     // Move the victims to the end of the arena, coldest last, so that they
     // can be dropped with RemoveLast once they are on disk; until then they
     // are ordinary rows outside the policy.
     for (int64_t live = size; live > target; --live) {
-      const int64_t victim = shard.policy.PickVictim(shard.rows, live, step);
+      int64_t victim = shard.policy.PickVictim(shard.rows, live, step);
+      for (; spares > 0 && Spared(shard, victim, step); --spares) {
+        shard.policy.Accessed(shard.rows, victim);  // LRU: to the hot end
+        victim = shard.policy.PickVictim(shard.rows, live, step);
+      }
       shard.policy.Removed(shard.rows, victim);
       const int64_t last = live - 1;
       if (victim == last) continue;
@@ -160,6 +175,7 @@ Status MemoryTable::EnforceBudget(Shard& shard, ShardIo& io) const {
         io.chunk_keys[i] = ReadMeta(row + meta_offset_).key;
         std::memcpy(io.rows.data() + i * row_bytes, row, row_bytes);
       }
+      ++shard.disk_version;
       if (Status put = disk_->Put(io.chunk_keys, io.rows.data()); !put.ok()) {
         for (int64_t slot = end - 1; slot >= target; --slot) {
           shard.policy.InsertedCold(shard.rows, slot);
@@ -201,72 +217,87 @@ Status MemoryTable::ReadDiskRows(ShardIo& io) const {
 
 void MemoryTable::Prefetch(const std::vector<Key>& keys) {
   if (disk_ == nullptr || keys.empty()) return;
-  std::vector<Key> copy;
+  std::shared_ptr<PrefetchRequest> request;
   try {
-    copy = keys;
+    request = std::make_shared<PrefetchRequest>();
+    request->keys = keys;
   } catch (const std::bad_alloc&) {
     return;  // a hint: skipping it changes no result
   }
+  // The Pull these keys are for comes at most a queue's depth of Prefetches
+  // later (Prefetch blocks beyond that), and the step normally advances once
+  // per Pull; the margin covers a caller that sets the step just before or
+  // after its Prefetch.
+  request->step = step();
+  request->pin_until_step = request->step + static_cast<int64_t>(kPrefetchQueueDepth) + 1;
   MutexLock lock(prefetch_mu_);
   prefetch_cv_.Wait(prefetch_mu_, [&] {
-    return prefetch_closed_ || prefetch_queue_.size() < kPrefetchQueueDepth;
+    if (prefetch_closed_) return true;
+    for (const auto& loader : loaders_) {
+      if (loader->queue.size() >= kPrefetchQueueDepth) return false;
+    }
+    return true;
   });
   if (prefetch_closed_) return;
-  prefetch_queue_.push_back(std::move(copy));
+  for (auto& loader : loaders_) loader->queue.push_back(request);
   prefetch_cv_.NotifyAll();
 }
 
 void MemoryTable::WaitForPrefetch() {
   if (disk_ == nullptr) return;
   MutexLock lock(prefetch_mu_);
-  prefetch_cv_.Wait(prefetch_mu_, [&] { return prefetch_queue_.empty() && !prefetch_busy_; });
+  prefetch_cv_.Wait(prefetch_mu_, [&] {
+    for (const auto& loader : loaders_) {
+      if (!loader->queue.empty() || loader->busy) return false;
+    }
+    return true;
+  });
 }
 
-void MemoryTable::PrefetchLoop() {
+void MemoryTable::PrefetchLoop(int index) {
+  PrefetchLoader& loader = *loaders_[index];
   while (true) {
-    std::vector<Key> keys;
+    std::shared_ptr<const PrefetchRequest> request;
     {
       MutexLock lock(prefetch_mu_);
-      prefetch_cv_.Wait(prefetch_mu_,
-                        [&] { return prefetch_closed_ || !prefetch_queue_.empty(); });
+      prefetch_cv_.Wait(prefetch_mu_, [&] { return prefetch_closed_ || !loader.queue.empty(); });
       if (prefetch_closed_) return;
-      keys = std::move(prefetch_queue_.front());
-      prefetch_queue_.pop_front();
-      prefetch_busy_ = true;
+      request = std::move(loader.queue.front());
+      loader.queue.pop_front();
+      loader.busy = true;
       // Prefetch may be waiting for room.
       prefetch_cv_.NotifyAll();
     }
-    PrefetchBatch(keys);
+    PrefetchBatch(*request, index);
+    request.reset();
     MutexLock lock(prefetch_mu_);
-    prefetch_busy_ = false;
+    loader.busy = false;
     prefetch_cv_.NotifyAll();
   }
 }
 
-void MemoryTable::PrefetchBatch(const std::vector<Key>& keys) {
+void MemoryTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
+  const int loaders = static_cast<int>(loaders_.size());
   std::unique_ptr<BatchScratch> batch = TakeScratch();
-  Group(keys, *batch);
   Status first;
-  // Shard by shard on this thread: Pulls in the caller's arena keep their
-  // threads, and each shard's lock is held only for its own keys.
-  for (int s = 0; s < num_shards_ && first.ok(); ++s) {
-    const int64_t begin = batch->begin[s];
-    const int64_t end = batch->begin[s + 1];
-    if (begin == end) continue;
-    Shard& shard = *shards_[s];
-    ShardIo& io = batch->io[s];
-    MutexLock lock(shard.mu);
-    io.keys.clear();
-    for (int64_t k = begin; k < end; ++k) {
-      if (shard.index.Find(batch->keys[k], batch->hashes[k]) < 0) io.keys.push_back(batch->keys[k]);
+  try {
+    // The keys of this loader's shards, grouped by shard like a Pull's.
+    std::vector<Key> mine;
+    mine.reserve(request.keys.size() / loaders + 1);
+    for (Key key : request.keys) {
+      const uint64_t s = Mix64(key) % static_cast<uint64_t>(num_shards_);
+      if (static_cast<int>(s % loaders) == loader) mine.push_back(key);
     }
-    if (io.keys.empty()) continue;
-    try {
-      first = LoadFromDisk(shard, Access::kPrefetch, io);
-      if (first.ok()) first = EnforceBudget(shard, io);
-    } catch (const std::bad_alloc&) {
-      first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
+    Group(mine, *batch);
+    // Shard by shard on this thread: Pulls in the caller's arena keep their
+    // threads, the loaders' shards are disjoint, and a shard's lock is not
+    // held while its rows are read from disk.
+    for (int s = loader; s < num_shards_ && first.ok(); s += loaders) {
+      if (batch->begin[s] == batch->begin[s + 1]) continue;
+      first = PrefetchShard(*shards_[s], s, request, *batch);
     }
+  } catch (const std::bad_alloc&) {
+    first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
   }
   ReturnScratch(std::move(batch));
   if (first.ok()) return;
@@ -275,6 +306,105 @@ void MemoryTable::PrefetchBatch(const std::vector<Key>& keys) {
   if (prefetch_error_.ok()) prefetch_error_ = std::move(first);
   // Release: pairs with the acquire in TakePrefetchError.
   has_prefetch_error_.store(true, std::memory_order_release);
+}
+
+Status MemoryTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
+                                  BatchScratch& batch) const {
+  ShardIo& io = batch.io[s];
+  io.keys.clear();
+  int64_t version;
+  {
+    MutexLock lock(shard.mu);
+    // Rows already in memory are pinned too: they must still be there when
+    // the Pull comes.
+    Pin(shard, s, request.pin_until_step, batch);
+    for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
+      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0) io.keys.push_back(batch.keys[k]);
+    }
+    version = shard.disk_version;
+  }
+  if (io.keys.empty()) return Status::OK();
+  EMBER_RETURN_IF_ERROR(ReadDiskRows(io));
+  const int64_t row_bytes = sizeof(float) * row_floats_;
+  MutexLock lock(shard.mu);
+  int64_t read = 0;
+  for (int64_t slot : io.slots) read += slot >= 0;
+  shard.counters.disk_reads += read;
+  // A write or delete of this shard's disk rows since the read may have
+  // replaced what was read (a row loaded, updated and spilled again): the
+  // rows are only a hint, so drop them all rather than tell which.
+  if (shard.disk_version != version) return Status::OK();
+  int64_t inserted = 0;
+  for (size_t i = 0; i < io.keys.size(); ++i) {
+    if (io.slots[i] < 0) continue;  // absent or expired: the Pull decides
+    const Key key = io.keys[i];
+    const uint64_t hash = Mix64(key);
+    // A Pull or Push loaded or created it meanwhile: memory's row is newer.
+    if (shard.index.Find(key, hash) >= 0) continue;
+    const char* row = io.rows.data() + i * row_bytes;
+    // TTL may have run since the read.
+    alignas(float) float meta[kMetaFloats];
+    std::memcpy(meta, row + meta_offset_ * sizeof(float), sizeof(meta));
+    if (ExpiredOnDisk(meta)) continue;
+    // Pulled after the Prefetch and evicted since: the loaders are behind
+    // and the Pull this row was for has most likely come and gone. Loading
+    // it would only push out a row that a coming Pull needs.
+    if (ReadMeta(meta).last_seen_step > request.step) continue;
+    // InsertRow copies with memcpy, so the byte buffer needs no alignment.
+    InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
+    ++inserted;
+  }
+  shard.counters.prefetched += inserted;
+  shard.counters.disk_rows -= inserted;
+  return EnforceBudget(shard, io);
+}
+
+void MemoryTable::Pin(Shard& shard, int s, int64_t until_step, const BatchScratch& batch) const {
+  std::vector<PinnedKey>& pinned = shard.pinned;
+  const size_t old_size = pinned.size();
+  for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
+    pinned.push_back(PinnedKey{batch.keys[k], until_step});
+  }
+  std::sort(pinned.begin(), pinned.end(), [](const PinnedKey& a, const PinnedKey& b) {
+    return a.key < b.key || (a.key == b.key && a.until_step > b.until_step);
+  });
+  // One entry per key, the latest step first after the sort.
+  pinned.erase(std::unique(pinned.begin(), pinned.end(),
+                           [](const PinnedKey& a, const PinnedKey& b) { return a.key == b.key; }),
+               pinned.end());
+  if (pinned.size() > old_size) DropExpiredPins(shard, step());
+}
+
+void MemoryTable::Unpin(Shard& shard, int s, const BatchScratch& batch) const {
+  std::vector<PinnedKey>& pinned = shard.pinned;
+  bool any = false;
+  for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
+    auto it = std::lower_bound(pinned.begin(), pinned.end(), batch.keys[k],
+                               [](const PinnedKey& p, Key key) { return p.key < key; });
+    if (it == pinned.end() || it->key != batch.keys[k]) continue;
+    it->until_step = std::numeric_limits<int64_t>::min();
+    any = true;
+  }
+  if (any) DropExpiredPins(shard, std::numeric_limits<int64_t>::min() + 1);
+}
+
+bool MemoryTable::Spared(const Shard& shard, int64_t slot, int64_t step) const {
+  const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+  if (meta.last_seen_step == step) return true;
+  if (shard.pinned.empty()) return false;
+  const Key key = meta.key;
+  auto it = std::lower_bound(shard.pinned.begin(), shard.pinned.end(), key,
+                             [](const PinnedKey& p, Key k) { return p.key < k; });
+  return it != shard.pinned.end() && it->key == key && it->until_step >= step;
+}
+
+int64_t MemoryTable::DropExpiredPins(Shard& shard, int64_t step) const {
+  std::vector<PinnedKey>& pinned = shard.pinned;
+  pinned.erase(std::remove_if(pinned.begin(), pinned.end(),
+                              [&](const PinnedKey& p) { return p.until_step < step; }),
+               pinned.end());
+  if (pinned.empty()) std::vector<PinnedKey>().swap(pinned);
+  return static_cast<int64_t>(pinned.size());
 }
 
 }  // namespace ember::embedding::internal

@@ -40,10 +40,18 @@ namespace ember::embedding {
 //   reported by TakeChanges then, and is invisible to Lookup, row_meta, Scan
 //   and ReadRows from the start. Until read it stays in the disk tier's
 //   files and in stats().disk_rows.
-// * Prefetch hands keys to a background thread (a queue of at most 4
-//   batches; Prefetch blocks while it is full) that loads their disk rows
-//   into memory without changing them. Its first error is returned by the
-//   next Pull or Push.
+// * Prefetch hands keys to options.prefetch_threads background loaders, each
+//   serving the shards s with s % loaders == its index from its own queue
+//   (at most 4 requests; Prefetch blocks while one is full). A loader reads
+//   a shard's disk rows without holding the shard's lock, then inserts,
+//   under it, the rows that memory still lacks, unless the shard wrote or
+//   deleted disk rows meanwhile (then the read is dropped: it is a hint), or
+//   the row was pulled after the Prefetch (its Pull has come and gone). Values
+//   never change. The first error is returned by the next Pull or Push.
+// * Eviction passes over rows pulled at the current step (their Push is
+//   coming) and rows of pending Prefetches (pinned until a Pull reads them or
+//   the step passes the Prefetch's step + 5), as long as other rows are left:
+//   the budget always holds.
 Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
                                                        std::unique_ptr<Tier> disk);
 

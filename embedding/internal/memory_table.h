@@ -106,6 +106,13 @@ struct ShardCounters {
   int64_t disk_rows = 0;
 };
 
+// A key whose row a Prefetch asked for, spared by eviction until the table's
+// step passes `until_step` or a Pull reads the key.
+struct PinnedKey {
+  Key key;
+  int64_t until_step;
+};
+
 // Thread safety: fields are guarded by mu. Aligned so that neighbouring
 // shards' mutexes do not share a cache line.
 struct alignas(64) Shard {
@@ -130,6 +137,14 @@ struct alignas(64) Shard {
   std::vector<Key> changed GUARDED_BY(mu);
   std::vector<Key> removed GUARDED_BY(mu);
   ShardCounters counters GUARDED_BY(mu);
+  // Incremented by every write or delete of this shard's disk rows, so that
+  // rows read from disk without the lock (Prefetch) can tell whether the
+  // disk still holds what they read when they come back to insert them.
+  int64_t disk_version GUARDED_BY(mu) = 0;
+  // Keys of pending Prefetches, sorted by key, one entry per key (see
+  // PinnedKey). Outside the budget: at most the keys of the queued and
+  // running Prefetches of the last few steps, 16 bytes each.
+  std::vector<PinnedKey> pinned GUARDED_BY(mu);
 };
 
 // Per-shard buffers for the disk tier, kept between batches.
@@ -157,13 +172,31 @@ struct BatchScratch {
   std::vector<ShardIo> io;     // per shard; empty without a disk tier
 };
 
+// One Prefetch call: its keys, and the step until which their rows are
+// spared by eviction.
+struct PrefetchRequest {
+  std::vector<Key> keys;
+  // The table's step when Prefetch was called.
+  int64_t step = 0;
+  int64_t pin_until_step = 0;
+};
+
+// A background thread that loads the Prefetch keys of the shards s with
+// s % loaders == its index, from its own bounded queue of requests.
+struct PrefetchLoader {
+  std::deque<std::shared_ptr<const PrefetchRequest>> queue;
+  bool busy = false;
+  std::thread thread;
+};
+
 // Whether rows are resolved for a Pull (an occurrence for admission), a Push,
 // or a Prefetch (which only loads rows from disk).
 enum class Access { kPull, kPush, kPrefetch };
 
 // Thread safety: all public methods may be called concurrently, except the
-// snapshot methods (see EmbeddingTable). With a disk tier, one background
-// thread owned by the table serves Prefetch from a bounded queue.
+// snapshot methods (see EmbeddingTable). With a disk tier,
+// options.prefetch_threads background threads owned by the table serve
+// Prefetch, each for its own subset of the shards.
 class MemoryTable final : public EmbeddingTable {
  public:
   // `disk` is null for a table without a disk tier.
@@ -253,10 +286,25 @@ class MemoryTable final : public EmbeddingTable {
   // Copies the rows of io.keys that live only on disk and have not expired
   // into io.rows; io.slots[i] = i if found, -1 if not. Changes nothing.
   Status ReadDiskRows(ShardIo& io) const;
-  void PrefetchLoop();
-  void PrefetchBatch(const std::vector<Key>& keys);
-  // Returns when the prefetch queue is empty and the worker idle.
+  void PrefetchLoop(int loader);
+  // Loads the rows of request.keys that belong to `loader`'s shards.
+  void PrefetchBatch(const PrefetchRequest& request, int loader);
+  // Pins `keys` (all of shard s) and loads those of them that live on disk:
+  // the disk is read without the shard's lock, then the rows that neither
+  // memory nor disk changed meanwhile are inserted under it.
+  Status PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
+                       BatchScratch& batch) const;
+  // Returns when every prefetch queue is empty and every loader idle.
   void WaitForPrefetch();
+  // Pins (see PinnedKey): Pin adds the keys of shard s in `batch` with
+  // `until_step`; Unpin drops them. Spared says whether eviction should pass
+  // over the row at `slot` at `step`: pulled at `step`, or pinned.
+  void Pin(Shard& shard, int s, int64_t until_step, const BatchScratch& batch) const
+      REQUIRES(shard.mu);
+  void Unpin(Shard& shard, int s, const BatchScratch& batch) const REQUIRES(shard.mu);
+  bool Spared(const Shard& shard, int64_t slot, int64_t step) const REQUIRES(shard.mu);
+  // Drops pins that expired before `step`; returns how many remain.
+  int64_t DropExpiredPins(Shard& shard, int64_t step) const REQUIRES(shard.mu);
 
   const EmbeddingTableOptions options_;
   const int dim_;
@@ -286,18 +334,17 @@ class MemoryTable final : public EmbeddingTable {
   Mutex scratch_mu_;
   std::vector<std::unique_ptr<BatchScratch>> free_scratch_ GUARDED_BY(scratch_mu_);
 
-  // Prefetch: a bounded queue of key batches served by prefetch_thread_.
+  // Prefetch: one bounded queue of requests per loader; prefetch_mu_ guards
+  // every loader's queue and busy flag.
   Mutex prefetch_mu_;
   CondVar prefetch_cv_;
-  std::deque<std::vector<Key>> prefetch_queue_ GUARDED_BY(prefetch_mu_);
-  bool prefetch_busy_ GUARDED_BY(prefetch_mu_) = false;
+  std::vector<std::unique_ptr<PrefetchLoader>> loaders_;
   bool prefetch_closed_ GUARDED_BY(prefetch_mu_) = false;
   // The first error of the worker not yet returned by a Pull or Push.
   Status prefetch_error_ GUARDED_BY(prefetch_mu_);
   // Whether prefetch_error_ is set: lets Pull and Push skip the mutex. Set
   // with release after prefetch_error_ under the mutex, read with acquire.
   std::atomic<bool> has_prefetch_error_{false};
-  std::thread prefetch_thread_;
 };
 
 template <typename ShardFn>

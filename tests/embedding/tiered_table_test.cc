@@ -688,3 +688,120 @@ TEST_F(TieredTableTest, PushFindsTheRowsItsPullLoadedInLargeParallelBatches) {
 
 }  // namespace
 }  // namespace ember::embedding
+
+namespace ember::embedding {
+namespace {
+
+std::vector<Key> KeyRange(Key begin, Key end) {
+  std::vector<Key> keys;
+  for (Key k = begin; k < end; ++k) keys.push_back(k * 0x9e3779b97f4a7c15ULL);
+  return keys;
+}
+
+// Returns when the table's Prefetch loaders are idle: the snapshot methods
+// wait for them before they start (an empty ReadRows does nothing else).
+void WaitForPrefetch(EmbeddingTable& table) {
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(table.ReadRows({}, nullptr, &missing).ok());
+}
+
+// LFU would evict the freshly prefetched rows first (they are the least
+// frequently pulled); the pin keeps them until the Pull they were for.
+TEST_F(TieredTableTest, PrefetchedRowsAreNotEvictedBeforeThePullThatAskedForThem) {
+  for (const auto policy :
+       {EmbeddingTableOptions::EvictionPolicy::kLru, EmbeddingTableOptions::EvictionPolicy::kLfu}) {
+    const bool lru = policy == EmbeddingTableOptions::EvictionPolicy::kLru;
+    SCOPED_TRACE(lru ? "LRU" : "LFU");
+    EmbeddingTableOptions options = BaseOptions();
+    options.eviction_policy = policy;
+    options.memory_budget_bytes = 256 << 10;  // ~1500 rows of this table
+    options.disk_path = Path(lru ? "lru" : "lfu");
+    auto table_or = NewEmbeddingTable(options);
+    ASSERT_TRUE(table_or.ok()) << table_or.status();
+    EmbeddingTable& table = *table_or.value();
+    std::vector<float> out;
+    int64_t step = 0;
+    auto train = [&](const std::vector<Key>& keys) {
+      table.set_step(step++);
+      out.resize(keys.size() * kDim);
+      ASSERT_TRUE(table.Pull(keys, out.data()).ok());
+      ASSERT_TRUE(table.Push(keys, out.data()).ok());
+    };
+    // 10000 rows, most of them on disk; then 500 hot rows pulled often.
+    // Hot, prefetched and new rows together outgrow the budget, but the
+    // rows of any one step and the prefetched ones fit with room to spare.
+    for (Key begin = 0; begin < 10000; begin += 500) train(KeyRange(begin, begin + 500));
+    const std::vector<Key> hot = KeyRange(20000, 20500);
+    for (int i = 0; i < 4; ++i) train(hot);
+
+    const std::vector<Key> prefetched = KeyRange(100, 340);  // on disk
+    table.Prefetch(prefetched);
+    WaitForPrefetch(table);
+    ASSERT_EQ(240, table.stats().prefetched_rows);
+    // Another batch first, of new keys: room for them is made by evicting.
+    train(KeyRange(30000, 30400));
+    train(hot);
+    const TableStats before = table.stats();
+    train(prefetched);
+    EXPECT_EQ(before.disk_hits, table.stats().disk_hits)
+        << "prefetched rows were evicted before their Pull";
+    EXPECT_LE(table.memory_bytes(), options.memory_budget_bytes);
+  }
+}
+
+// Loaders work on disjoint shards and read the disk without the shard's lock;
+// whatever their number and however far behind or ahead of the Pulls their
+// requests are (including keys of batches long gone, or never pulled), every
+// Pull and every stored row equals the in-memory table's.
+TEST_F(TieredTableTest, PrefetchWithAnyNumberOfLoadersGivesTheValuesOfTheMemoryTable) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.optimizer.type = SparseOptimizer::kAdagrad;
+  options.ttl_steps = 15;
+  auto memory = NewEmbeddingTable(options).value();
+  RunOptions run;
+  const std::vector<float> expected_pulls = Train(*memory, run);
+  const std::vector<StoredRow> expected_rows = SortedRows(*memory);
+
+  for (int loaders : {1, 3, 8}) {
+    SCOPED_TRACE(loaders);
+    options.prefetch_threads = loaders;
+    options.memory_budget_bytes = memory->memory_bytes() / 10;
+    options.disk_path = Path("disk" + std::to_string(loaders));
+    auto tiered_or = NewEmbeddingTable(options);
+    ASSERT_TRUE(tiered_or.ok()) << tiered_or.status();
+    EmbeddingTable& tiered = *tiered_or.value();
+    // A second caller prefetches batches behind, at and ahead of the
+    // training loop's, and keys no batch has.
+    std::thread prefetcher([&] {
+      for (int step = 0; step < run.steps; step += 3) {
+        tiered.Prefetch(BatchKeys(1, step, run.draws));
+        tiered.Prefetch(BatchKeys(1, step + 5, run.draws));
+        tiered.Prefetch(BatchKeys(9, step, 50));
+      }
+    });
+    run.prefetch = true;
+    run.budget_bytes = 0;  // the second caller's pins may hold rows during a call
+    const std::vector<float> pulls = Train(tiered, run);
+    prefetcher.join();
+    ASSERT_EQ(expected_pulls.size(), pulls.size());
+    EXPECT_EQ(0, std::memcmp(expected_pulls.data(), pulls.data(), pulls.size() * sizeof(float)));
+    EXPECT_TRUE(expected_rows == SortedRows(tiered)) << "stored rows differ";
+    EXPECT_GT(tiered.stats().prefetched_rows, 0);
+    EXPECT_LE(tiered.memory_bytes(), options.memory_budget_bytes);
+  }
+}
+
+TEST_F(TieredTableTest, PrefetchThreadsOutsideOneToSixtyFourAreRejected) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 1 << 20;
+  options.disk_path = Path("disk");
+  for (int threads : {0, -1, 65}) {
+    options.prefetch_threads = threads;
+    EXPECT_THAT(NewEmbeddingTable(options).status().message(), HasSubstr("prefetch_threads"));
+  }
+  options.prefetch_threads = 64;
+  EXPECT_TRUE(NewEmbeddingTable(options).ok());
+}
+
+}  // namespace
+}  // namespace ember::embedding
