@@ -164,11 +164,24 @@ std::string JsonQuote(const std::string& text) {
   return out + "\"";
 }
 
-JsonObject& JsonObject::Add(const std::string& key, double value) {
-  if (!std::isfinite(value)) return AddRaw(key, "null");
+std::string JsonNumber(double value) {
+  if (!std::isfinite(value)) return "null";
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.10g", value);
-  return AddRaw(key, buf);
+  return buf;
+}
+
+std::string JsonNumberArray(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += JsonNumber(values[i]);
+  }
+  return out + "]";
+}
+
+JsonObject& JsonObject::Add(const std::string& key, double value) {
+  return AddRaw(key, JsonNumber(value));
 }
 
 JsonObject& JsonObject::Add(const std::string& key, int64_t value) {

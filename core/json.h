@@ -34,6 +34,11 @@ Result<JsonValue> ParseJson(const std::string& text);
 // `text` as a JSON string literal, quotes included.
 std::string JsonQuote(const std::string& text);
 
+// `value` as a JSON number ("%.10g"); null when not finite.
+std::string JsonNumber(double value);
+// `values` as a JSON array of numbers.
+std::string JsonNumberArray(const std::vector<double>& values);
+
 // Builds a JSON object field by field, preserving insertion order.
 //   JsonObject o; o.Add("auc", 0.75).Add("model", "dlrm"); o.ToString();
 class JsonObject {

@@ -37,6 +37,12 @@ constexpr uint64_t kIdWeightTag = 0x1d3f5a7c9e0b2d4fULL;
 constexpr uint64_t kLatentTag = 0x2e4c6a8b0d1f3e5aULL;
 constexpr uint64_t kDenseTag = 0x3f5d7b9a1c2e4f60ULL;
 constexpr uint64_t kDenseCenterTag = 0x4a6c8e0f2b3d5f71ULL;
+constexpr uint64_t kTaskWeightTag = 0x5b7d9f1a3c4e6082ULL;
+// Tasks after the first: how much of the click logit they share, and the
+// scale of their own id weights relative to id_weight_scale.
+constexpr double kTaskShare = 0.7;
+constexpr double kTaskWeightScale = 0.7;
+constexpr int kMaxTasks = 16;
 
 // The planted model that every row is drawn from. Each id's parameters are a
 // function of (seed, slot, id) alone.
@@ -53,6 +59,10 @@ struct PlantedModel {
   std::vector<int64_t> weight_begin;  // [num_slots + 1]: slot s's weights in id_weights
   std::vector<int64_t> latent_begin;  // [interacting_slots + 1]: rows in latents
   std::vector<float> id_weights;      // [sum of vocabularies]
+  int num_tasks = 1;
+  // Tasks 1.. num_tasks-1: their own id weights, task after task, each
+  // laid out as id_weights.
+  std::vector<float> task_weights;
   std::vector<float> latents;         // [latent rows x rank]
   std::vector<double> dense_mu;       // [num_dense]: mean of log(1 + count)
   std::vector<double> dense_weight;   // [num_dense]
@@ -63,6 +73,9 @@ struct PlantedModel {
 struct DrawnRow {
   double p = 0.0;
   bool label = false;
+  // Tasks after the first: their probabilities and labels.
+  std::vector<double> task_p;
+  std::vector<uint8_t> task_labels;
   std::vector<int64_t> dense;  // [num_dense]: the count, or -1 if missing
   std::vector<uint32_t> ids;   // scrambled ids of every bag, slot after slot
   std::vector<int> bag_end;    // [num_slots]: end of slot s's bag in ids
@@ -101,11 +114,11 @@ void BuildDenseModel(const SyntheticOptions& options, PlantedModel* model) {
 // Shifts each slot's weights so that their mean under the Zipf distribution
 // is 0: the click rate is then set by `bias` rather than by which ids the
 // seed happened to make heavy. A per-slot constant is learnable as bias.
-void CenterIdWeights(PlantedModel* model) {
+void CenterIdWeights(PlantedModel* model, float* all_weights) {
   for (int slot = 0; slot < model->num_slots; ++slot) {
     const int64_t vocab = model->vocabulary[slot];
     const std::vector<double>& cdf = *model->slot_cdf[slot];
-    float* weights = model->id_weights.data() + model->weight_begin[slot];
+    float* weights = all_weights + model->weight_begin[slot];
     double mean = 0.0;
     double previous_cdf = 0.0;
     for (int64_t id = 0; id < vocab; ++id) {
@@ -168,7 +181,25 @@ PlantedModel BuildModel(const SyntheticOptions& options) {
       }
     }
   });
-  CenterIdWeights(&model);
+  CenterIdWeights(&model, model.id_weights.data());
+  model.num_tasks = options.num_tasks;
+  const int64_t weights_per_task = model.weight_begin.back();
+  model.task_weights.resize((options.num_tasks - 1) * weights_per_task);
+  for (int t = 1; t < options.num_tasks; ++t) {
+    float* weights = model.task_weights.data() + (t - 1) * weights_per_task;
+    ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t slot = begin; slot < end; ++slot) {
+        const uint64_t seed =
+            HashCombine(HashCombine(HashCombine(options.seed, kTaskWeightTag), t), slot);
+        for (int64_t id = 0; id < model.vocabulary[slot]; ++id) {
+          RandomStream weight(seed, id);
+          weights[model.weight_begin[slot] + id] = static_cast<float>(
+              kTaskWeightScale * options.id_weight_scale * weight.Normal());
+        }
+      }
+    });
+    CenterIdWeights(&model, weights);
+  }
   BuildDenseModel(options, &model);
   return model;
 }
@@ -259,12 +290,32 @@ void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t
   }
   out->p = 1.0 / (1.0 + std::exp(-logit));
   out->label = rng.Bernoulli(out->p);
+  out->task_p.resize(model.num_tasks - 1);
+  out->task_labels.resize(model.num_tasks - 1);
+  const int64_t weights_per_task = model.weight_begin.back();
+  for (int t = 1; t < model.num_tasks; ++t) {
+    const float* weights = model.task_weights.data() + (t - 1) * weights_per_task;
+    double task_logit = options.bias + kTaskShare * (logit - options.bias);
+    int begin = 0;
+    for (int s = 0; s < options.num_slots; ++s) {
+      for (int i = begin; i < out->bag_end[s]; ++i) {
+        task_logit += weights[model.weight_begin[s] + out->ranks[i]];
+      }
+      begin = out->bag_end[s];
+    }
+    out->task_p[t - 1] = 1.0 / (1.0 + std::exp(-task_logit));
+    out->task_labels[t - 1] = rng.Bernoulli(out->task_p[t - 1]) ? 1 : 0;
+  }
 }
 
 // Appends `row` as one line of text: Criteo TSV (`delimiter` '\t') or the
 // csv output (','), whose multi-hot bags are ids separated by '|'.
 void AppendLine(const DrawnRow& row, char delimiter, std::string* out) {
   out->push_back(row.label ? '1' : '0');
+  for (const uint8_t label : row.task_labels) {
+    out->push_back(delimiter);
+    out->push_back(label ? '1' : '0');
+  }
   for (const int64_t count : row.dense) {
     out->push_back(delimiter);
     if (count >= 0) AppendInt(count, out);
@@ -319,6 +370,7 @@ double MeanLogLoss(const std::vector<double>& p, const std::vector<uint8_t>& lab
 // The header line of the csv output.
 std::string CsvHeader(const SyntheticOptions& options) {
   std::string header = "label";
+  for (int t = 1; t < options.num_tasks; ++t) header += ",label" + std::to_string(t + 1);
   for (int j = 0; j < options.num_dense; ++j) header += ",I" + std::to_string(j + 1);
   for (int s = 0; s < options.num_slots; ++s) header += ",C" + std::to_string(s + 1);
   return header;
@@ -350,6 +402,7 @@ Result<Output> OpenOutput(const std::string& path, const SyntheticOptions& optio
   EMBER_ASSIGN_OR_RETURN(output.csv, NewDelimitedFormat(csv));
   EMBER_ASSIGN_OR_RETURN(output.parser, output.csv->NewLineParser(CsvHeader(options)));
   ColumnarShape shape;
+  shape.num_labels = options.num_tasks;
   shape.num_dense = options.num_dense;
   shape.num_slots = options.num_slots;
   shape.slot_bits = options.slot_bits;
@@ -359,7 +412,7 @@ Result<Output> OpenOutput(const std::string& path, const SyntheticOptions& optio
 
 // Draws all rows in parallel chunks and writes them in row order, holding at
 // most one wave of chunks (text, and for columnar output their batches) at a
-// time. Fills p and labels per row.
+// time. Fills p and labels per row and task: [rows x num_tasks].
 Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Output* output,
                  const std::function<void(int64_t)>& progress, std::vector<double>* p,
                  std::vector<uint8_t>* labels) {
@@ -380,8 +433,13 @@ Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Out
         for (int64_t row = chunk * kChunkRows; row < row_end; ++row) {
           DrawRow(options, model, row, &drawn);
           AppendLine(drawn, delimiter, &text);
-          (*p)[row] = drawn.p;
-          (*labels)[row] = drawn.label ? 1 : 0;
+          const int tasks = options.num_tasks;
+          (*p)[row * tasks] = drawn.p;
+          (*labels)[row * tasks] = drawn.label ? 1 : 0;
+          for (int t = 1; t < tasks; ++t) {
+            (*p)[row * tasks + t] = drawn.task_p[t - 1];
+            (*labels)[row * tasks + t] = drawn.task_labels[t - 1];
+          }
         }
         if (output->parser) {
           ParseLines(text, *output->parser, output->csv->layout(), /*stop_at_bad_line=*/true,
@@ -447,12 +505,14 @@ std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info)
       .Add("bias", options.bias)
       .Add("multi_hot_slots", options.multi_hot_slots)
       .Add("max_bag_size", options.max_bag_size)
+      .Add("num_tasks", options.num_tasks)
       .Add("slot_bits", options.slot_bits);
   JsonObject facts;
   facts.Add("rows", info.rows)
       .Add("positive_rate", info.positive_rate)
       .Add("bayes_auc", info.bayes_auc)
       .Add("bayes_logloss", info.bayes_logloss);
+  facts.AddRaw("task_bayes_auc", JsonNumberArray(info.task_bayes_auc));
   JsonObject meta;
   const char* format_names[] = {"criteo_tsv", "csv", "columnar"};
   meta.Add("format", format_names[static_cast<int>(options.format)])
@@ -492,8 +552,9 @@ std::string SyntheticCsvSchema(const SyntheticOptions& options) {
                                              std::to_string(first + count - 1);
     return "," + ref + "=" + role;
   };
-  std::string schema = "label";
-  int column = 1;
+  std::string schema =
+      options.num_tasks == 1 ? "label" : "0-" + std::to_string(options.num_tasks - 1) + "=label";
+  int column = options.num_tasks;
   const int single = options.num_slots - options.multi_hot_slots;
   for (const auto& [count, role] : {std::pair{options.num_dense, "dense"},
                                     std::pair{single, "cat"},
@@ -545,6 +606,14 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
     return Status::InvalidArgument("interaction_scale must be >= 0, got ", o.interaction_scale);
   }
   if (!std::isfinite(o.bias)) return Status::InvalidArgument("bias must be finite");
+  if (o.num_tasks < 1 || o.num_tasks > kMaxTasks) {
+    return Status::InvalidArgument("num_tasks must be in [1, ", kMaxTasks, "], got ",
+                                   o.num_tasks);
+  }
+  if (o.format == SyntheticFormat::kCriteo && o.num_tasks != 1) {
+    return Status::InvalidArgument("the criteo format holds one label (got num_tasks=",
+                                   o.num_tasks, "); write csv or columnar");
+  }
   if (o.multi_hot_slots < 0 || o.multi_hot_slots > o.num_slots) {
     return Status::InvalidArgument("multi_hot_slots must be in [0, num_slots=", o.num_slots,
                                    "], got ", o.multi_hot_slots);
@@ -567,7 +636,7 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   double model_bytes = 0.0;
   const std::vector<int64_t> vocabularies = SlotVocabularies(o);
   for (int s = 0; s < o.num_slots; ++s) {
-    const double floats = 1.0 + (s < o.interacting_slots ? o.latent_rank : 0);
+    const double floats = o.num_tasks + (s < o.interacting_slots ? o.latent_rank : 0);
     model_bytes += static_cast<double>(vocabularies[s]) * (sizeof(double) + sizeof(float) * floats);
   }
   if (model_bytes > static_cast<double>(kMaxModelBytes)) {
@@ -582,19 +651,30 @@ Result<SyntheticInfo> WriteSynthetic(const std::string& path, const SyntheticOpt
                                      const std::function<void(int64_t)>& progress) {
   EMBER_RETURN_IF_ERROR(ValidateSyntheticOptions(options));
   const PlantedModel model = BuildModel(options);
-  std::vector<double> p(options.rows);
-  std::vector<uint8_t> labels(options.rows);
+  const int tasks = options.num_tasks;
+  std::vector<double> p(options.rows * tasks);
+  std::vector<uint8_t> labels(options.rows * tasks);
   EMBER_ASSIGN_OR_RETURN(Output output, OpenOutput(path, options));
   EMBER_RETURN_IF_ERROR(WriteRows(options, model, &output, progress, &p, &labels));
   EMBER_RETURN_IF_ERROR(output.text ? output.text->Commit() : output.columnar->Finish());
 
   SyntheticInfo info;
   info.rows = options.rows;
-  int64_t positives = 0;
-  for (const uint8_t label : labels) positives += label;
-  info.positive_rate = static_cast<double>(positives) / static_cast<double>(options.rows);
-  info.bayes_auc = ExactAuc(p, labels);
-  info.bayes_logloss = MeanLogLoss(p, labels);
+  std::vector<double> task_p(options.rows);
+  std::vector<uint8_t> task_labels(options.rows);
+  for (int t = 0; t < tasks; ++t) {
+    for (int64_t row = 0; row < options.rows; ++row) {
+      task_p[row] = p[row * tasks + t];
+      task_labels[row] = labels[row * tasks + t];
+    }
+    info.task_bayes_auc.push_back(ExactAuc(task_p, task_labels));
+    if (t > 0) continue;
+    int64_t positives = 0;
+    for (const uint8_t label : task_labels) positives += label;
+    info.positive_rate = static_cast<double>(positives) / static_cast<double>(options.rows);
+    info.bayes_auc = info.task_bayes_auc[0];
+    info.bayes_logloss = MeanLogLoss(task_p, task_labels);
+  }
   EMBER_RETURN_IF_ERROR(WriteFileAtomic(path + ".meta.json", MetaJson(options, info)));
   return info;
 }
@@ -624,6 +704,31 @@ Result<double> ReadSyntheticBayesAuc(const std::string& data_path) {
     if (result.ec == std::errc()) return auc;
   }
   return Status::InvalidArgument(meta_path, ": \"bayes_auc\" is not a number");
+}
+
+Result<std::vector<double>> ReadSyntheticTaskBayesAuc(const std::string& data_path) {
+  const std::string meta_path = data_path + ".meta.json";
+  EMBER_ASSIGN_OR_RETURN(const std::string meta, ReadFile(meta_path));
+  Result<JsonValue> json = ParseJson(meta);
+  if (!json.ok()) return json.status().WithContext(meta_path);
+  const JsonValue* info = json->Find("info");
+  const JsonValue* list = info != nullptr ? info->Find("task_bayes_auc") : nullptr;
+  if (list == nullptr || list->type != JsonValue::Type::kArray) {
+    EMBER_ASSIGN_OR_RETURN(const double auc, ReadSyntheticBayesAuc(data_path));
+    return std::vector<double>{auc};
+  }
+  std::vector<double> aucs;
+  for (const JsonValue& item : list->items) {
+    double auc = 0.0;
+    const auto result =
+        std::from_chars(item.text.data(), item.text.data() + item.text.size(), auc);
+    if (item.type != JsonValue::Type::kNumber || result.ec != std::errc()) {
+      return Status::InvalidArgument(meta_path, ": \"task_bayes_auc\" holds a non-number");
+    }
+    aucs.push_back(auc);
+  }
+  if (aucs.empty()) return Status::InvalidArgument(meta_path, ": \"task_bayes_auc\" is empty");
+  return aucs;
 }
 
 }  // namespace ember::io

@@ -74,6 +74,14 @@ struct SyntheticOptions {
   double bias = -1.45;
   // The last `multi_hot_slots` slots hold bags of 0 to max_bag_size ids.
   int multi_hot_slots = 0;
+  // Labels per row (tasks, e.g. click and conversion). Task 0 is the click
+  // model above; task t > 0 has logit bias + 0.7 x (click logit - bias) + its
+  // own id weights ~ N(0, 0.7 x id_weight_scale) (centred like the click
+  // ones), so the tasks share most of their signal and differ in part, as
+  // multi-task models (MMoE) assume. Its labels are drawn after the click
+  // label, so task 0's rows do not depend on num_tasks. More than one task
+  // needs the csv or columnar format.
+  int num_tasks = 1;
   int max_bag_size = 4;
   SyntheticFormat format = SyntheticFormat::kCriteo;
   // kColumnar: the key bits of the slot (feature_hash.h), stored in the file.
@@ -92,12 +100,16 @@ struct SyntheticInfo {
   // the ceiling a perfect model would reach on them.
   double bayes_auc = 0.0;
   double bayes_logloss = 0.0;
+  // Per task (num_tasks values; the first is bayes_auc): the AUC of each
+  // task's planted probabilities against its labels.
+  std::vector<double> task_bayes_auc;
 };
 
 // Validates options: rows >= 1, num_dense in [0, 64], num_slots in [1, 1023],
 // vocabulary in [1, 2^32] (each of slot_vocabularies too, and num_slots of
 // them if any), zipf_exponent > 0, scales >= 0, latent_rank in [0, 256],
-// interacting_slots in [0, num_slots], a finite bias, multi_hot_slots in
+// interacting_slots in [0, num_slots], a finite bias, num_tasks in [1, 16]
+// (1 for kCriteo), multi_hot_slots in
 // [0, num_slots], max_bag_size in [1, 1024], slot_bits in [1, 32] with
 // room for num_slots, the Criteo shape for kCriteo, and planted tables
 // (the sum over slots of vocabulary x (1 + latent_rank if interacting))
@@ -130,5 +142,10 @@ Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path,
 // Reads the "bayes_auc" field of `data_path + ".meta.json"`; NotFound if there
 // is no such file, InvalidArgument if it has no numeric "bayes_auc".
 Result<double> ReadSyntheticBayesAuc(const std::string& data_path);
+
+// Reads the "task_bayes_auc" list of `data_path + ".meta.json"` (one value
+// per task), or the single "bayes_auc" of a file written before tasks
+// existed. Errors as ReadSyntheticBayesAuc.
+Result<std::vector<double>> ReadSyntheticTaskBayesAuc(const std::string& data_path);
 
 }  // namespace ember::io

@@ -59,6 +59,11 @@ DEFINE_int32(max_bag_size, kSyntheticDefaults.max_bag_size,
              "Generated data: largest bag of a multi-hot slot, in ids (bag sizes are uniform "
              "in [0, max_bag_size]).");
 DEFINE_validator(max_bag_size, &IsPositive32);
+DEFINE_int32(tasks, 0,
+             "Generated data: labels per example (click, conversion, ...; more than one "
+             "needs gen-data --out_format=csv or columnar). 0: 2 for ember train "
+             "--model=mmoe, 1 otherwise.");
+DEFINE_validator(tasks, &IsNonNegative32);
 
 namespace ember::tools {
 
@@ -78,6 +83,7 @@ Result<io::SyntheticOptions> SyntheticOptionsFromFlags() {
   options.num_slots = FLAGS_num_slots;
   options.multi_hot_slots = FLAGS_multi_hot_slots;
   options.max_bag_size = FLAGS_max_bag_size;
+  options.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : 1;
   options.slot_bits = FLAGS_slot_bits;
   std::vector<int64_t> vocabularies;
   for (const std::string& item : SplitList(FLAGS_vocabulary)) {

@@ -15,6 +15,7 @@ DECLARE_int32(num_dense);
 DECLARE_int32(num_slots);
 DECLARE_int32(multi_hot_slots);
 DECLARE_int32(max_bag_size);
+DECLARE_int32(tasks);
 
 namespace ember::tools {
 

@@ -41,6 +41,9 @@ Status GenData() {
       "logloss %.4f)\n",
       static_cast<long long>(info.rows), FLAGS_out.c_str(), io::SyntheticFormatName(options.format),
       info.positive_rate, info.bayes_auc, info.bayes_logloss);
+  for (size_t t = 1; t < info.task_bayes_auc.size(); ++t) {
+    std::printf("task %zu: planted Bayes AUC %.4f\n", t, info.task_bayes_auc[t]);
+  }
   if (options.format == io::SyntheticFormat::kCsv) {
     std::printf("read it with: --format=csv --header --schema=%s\n",
                 io::SyntheticCsvSchema(options).c_str());

@@ -270,6 +270,68 @@ TEST_F(SyntheticTest, EveryFormatIsDeterministicBySeed) {
   }
 }
 
+TEST_F(SyntheticTest, MultiTaskOutputAddsLabelsWithoutChangingTheClickTask) {
+  SyntheticOptions one = MultiHotOptions(SyntheticFormat::kCsv);
+  SyntheticOptions three = one;
+  three.num_tasks = 3;
+  EXPECT_EQ("0-2=label,3-5=dense,6-8=cat,9-10=multi", SyntheticCsvSchema(three));
+  Result<SyntheticInfo> one_info = WriteSynthetic(Path("one.csv"), one);
+  Result<SyntheticInfo> three_info = WriteSynthetic(Path("three.csv"), three);
+  ASSERT_TRUE(one_info.ok()) << one_info.status();
+  ASSERT_TRUE(three_info.ok()) << three_info.status();
+  EXPECT_THAT(*ReadFile(Path("three.csv")), ::testing::StartsWith("label,label2,label3,I1,"));
+  Result<Dataset> a = ReadCsvOutput(Path("one.csv"), one);
+  Result<Dataset> b = ReadCsvOutput(Path("three.csv"), three);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(3, b->all().num_labels);
+  ASSERT_EQ(a->all().size, b->all().size);
+  // Task 0 and the features are those of the single-task file.
+  EXPECT_EQ(a->all().keys, b->all().keys);
+  EXPECT_EQ(a->all().dense, b->all().dense);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < a->all().size; ++i) {
+    ASSERT_EQ(a->all().labels[i], b->all().labels[i * 3]) << "row " << i;
+    differ += b->all().labels[i * 3 + 1] != b->all().labels[i * 3];
+  }
+  // The tasks are related, not equal.
+  EXPECT_GT(differ, a->all().size / 20);
+  EXPECT_EQ(one_info->bayes_auc, three_info->bayes_auc);
+  ASSERT_EQ(3u, three_info->task_bayes_auc.size());
+  EXPECT_EQ(three_info->bayes_auc, three_info->task_bayes_auc[0]);
+  for (const double auc : three_info->task_bayes_auc) {
+    EXPECT_GT(auc, 0.6);
+    EXPECT_LT(auc, 1.0);
+  }
+  Result<std::vector<double>> read = ReadSyntheticTaskBayesAuc(Path("three.csv"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(3u, read->size());
+  for (int t = 0; t < 3; ++t) EXPECT_NEAR(three_info->task_bayes_auc[t], (*read)[t], 1e-9);
+
+  // Columnar output holds the same three labels.
+  three.format = SyntheticFormat::kColumnar;
+  ASSERT_TRUE(WriteSynthetic(Path("three.col"), three).ok());
+  Result<Dataset> col = ReadColumnarDataset(Path("three.col"));
+  ASSERT_TRUE(col.ok()) << col.status();
+  ExpectSameBatch(b->all(), col->all());
+}
+
+TEST_F(SyntheticTest, TaskCountsOutOfRangeOrInCriteoAreRefused) {
+  SyntheticOptions options = SmallOptions();
+  options.num_tasks = 2;
+  Status status = WriteSyntheticCriteo(Path("a.tsv"), options).status();
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("criteo format holds one label"));
+  options.format = SyntheticFormat::kCsv;
+  options.num_slots = 3;
+  options.num_dense = 1;
+  options.interacting_slots = 2;
+  options.num_tasks = 0;
+  status = WriteSynthetic(Path("a.csv"), options).status();
+  EXPECT_THAT(status.message(), HasSubstr("num_tasks must be in [1, 16]"));
+  EXPECT_FALSE(FileExists(Path("a.csv")));
+}
+
 TEST_F(SyntheticTest, CriteoFormatRefusesOtherShapes) {
   SyntheticOptions options = MultiHotOptions(SyntheticFormat::kCriteo);
   const Status status = WriteSynthetic(Path("a.tsv"), options).status();
