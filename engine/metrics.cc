@@ -62,4 +62,22 @@ Metrics ComputeMetrics(const std::vector<float>& probabilities, const std::vecto
   return metrics;
 }
 
+Metrics ComputeTaskMetrics(const std::vector<float>& probabilities,
+                           const std::vector<float>& labels, int num_tasks) {
+  if (num_tasks == 1) return ComputeMetrics(probabilities, labels);
+  const size_t examples = probabilities.size() / num_tasks;
+  std::vector<Metrics> tasks;
+  std::vector<float> p(examples), y(examples);
+  for (int t = 0; t < num_tasks; ++t) {
+    for (size_t i = 0; i < examples; ++i) {
+      p[i] = probabilities[i * num_tasks + t];
+      y[i] = labels[i * num_tasks + t];
+    }
+    tasks.push_back(ComputeMetrics(p, y));
+  }
+  Metrics metrics = tasks.front();
+  metrics.tasks = std::move(tasks);
+  return metrics;
+}
+
 }  // namespace ember::engine

@@ -23,8 +23,18 @@ struct Metrics {
   // Mean prediction over mean label; 1 is perfectly calibrated.
   double calibration = 0.0;
   double positive_rate = 0.0;
+  // Multi-task predictions: the metrics of each task (the fields above are
+  // those of task 0). Empty for a single task.
+  std::vector<Metrics> tasks;
 };
 
 Metrics ComputeMetrics(const std::vector<float>& probabilities, const std::vector<float>& labels);
+
+// Metrics of `num_tasks` tasks from example-major probabilities and labels
+// (example i's task t at i * num_tasks + t): task 0's in the top-level
+// fields and, when num_tasks > 1, every task's in `tasks`.
+// REQUIRES: num_tasks >= 1, both sizes equal and a multiple of num_tasks.
+Metrics ComputeTaskMetrics(const std::vector<float>& probabilities,
+                           const std::vector<float>& labels, int num_tasks);
 
 }  // namespace ember::engine

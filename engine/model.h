@@ -3,7 +3,8 @@
 // The dense half of a CTR model: a graph of registered operators
 // (ops/graph.h) built by the model zoo (engine/model_zoo.h) and run by a
 // GraphExecutor. Its inputs are the dense features and the pooled
-// embeddings of every slot; its one output is a click logit.
+// embeddings of every slot; its output is a logit per task (one, the click,
+// except for multi-task models).
 
 #include <cstdint>
 #include <memory>
@@ -26,7 +27,7 @@ struct Parameter {
 };
 
 struct ModelOptions {
-  // dlrm, deepfm, wide_deep or dcn_v2 (see engine/model_zoo.h).
+  // dlrm, deepfm, wide_deep, dcn_v2 or mmoe (see engine/model_zoo.h).
   std::string name = "dlrm";
   // Dense features; 0 for data without any (libSVM, libFFM).
   int num_dense = 13;
@@ -43,6 +44,12 @@ struct ModelOptions {
   // DCN-v2: cross layers, and their rank (0: full rank).
   int cross_layers = 3;
   int cross_rank = 0;
+  // Labels (tasks) per example; more than one needs a multi-task model.
+  int num_tasks = 1;
+  // MMoE: experts shared by the tasks, and each expert's MLP widths (the
+  // last is the width every task's gate mixes).
+  int num_experts = 4;
+  std::vector<int> expert_mlp = {256, 64};
   uint64_t seed = 1;
 };
 
@@ -52,11 +59,11 @@ class DenseModel {
   // InvalidArgument on inconsistent options or an unknown model name.
   static Result<std::unique_ptr<DenseModel>> Create(const ModelOptions& options);
 
-  // logits[B, 1] from dense[B, num_dense] (not read when num_dense is 0)
+  // logits[B, num_tasks] from dense[B, num_dense] (not read when num_dense is 0)
   // and pooled[B, num_slots * dim]. The inputs must stay alive and
   // unchanged until Backward.
   Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits);
-  // From dlogits[B, 1] (after Forward), fills every parameter's grad and
+  // From dlogits[B, num_tasks] (after Forward), fills every parameter's grad and
   // dpooled[B, num_slots * dim].
   Status Backward(const Tensor& dlogits, Tensor* dpooled);
 

@@ -52,6 +52,20 @@ Status CheckOptions(const ModelOptions& o) {
   if (o.cross_layers < 0 || o.cross_rank < 0) {
     return Status::InvalidArgument("--cross_layers and --cross_rank must be >= 0");
   }
+  if (o.num_tasks < 1) return Status::InvalidArgument("the model needs at least one task");
+  if (o.num_tasks > 1 && o.name != "mmoe") {
+    return Status::InvalidArgument("the data has ", o.num_tasks, " labels per example, but --model=",
+                                   o.name, " predicts one; use --model=mmoe for multi-task data");
+  }
+  if (o.name == "mmoe") {
+    if (o.num_experts < 1) {
+      return Status::InvalidArgument("--num_experts must be >= 1, got ", o.num_experts);
+    }
+    if (o.expert_mlp.empty()) return Status::InvalidArgument("--expert_mlp needs a width");
+    for (int w : o.expert_mlp) {
+      if (w < 1) return Status::InvalidArgument("--expert_mlp widths must be positive, got ", w);
+    }
+  }
   return Status::OK();
 }
 
@@ -179,9 +193,41 @@ Status BuildDcnV2(Graph* g, const ModelOptions& o) {
   return g->MarkOutput(logit);
 }
 
+Status BuildMmoe(Graph* g, const ModelOptions& o) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  int64_t d = 0;
+  EMBER_ASSIGN_OR_RETURN(const int x0, DenseAndEmbeddings(g, in, &d));
+  std::vector<int> experts;
+  for (int e = 0; e < o.num_experts; ++e) {
+    EMBER_ASSIGN_OR_RETURN(const int y, AddMlp(g, "expert." + std::to_string(e), x0, d,
+                                               o.expert_mlp, /*last_relu=*/true));
+    experts.push_back(y);
+  }
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> stacked, g->AddNode("experts", "concat", experts));
+  const int64_t hidden = o.expert_mlp.back();
+  std::vector<int> logits;
+  for (int t = 0; t < o.num_tasks; ++t) {
+    const std::string task = "task." + std::to_string(t);
+    EMBER_ASSIGN_OR_RETURN(const int gate_logits,
+                           AddMlp(g, task + ".gate", x0, d, {o.num_experts}, false));
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate,
+                           g->AddNode(task + ".softmax", "softmax", {gate_logits}));
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> mixed,
+                           g->AddNode(task + ".mixture", "mixture", {gate[0], stacked[0]}));
+    EMBER_ASSIGN_OR_RETURN(const int logit, AddMlp(g, task + ".tower", mixed[0], hidden,
+                                                   WithOutput(o.top_mlp, 1), false));
+    logits.push_back(logit);
+  }
+  if (logits.size() == 1) return g->MarkOutput(logits[0]);
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> all, g->AddNode("logits", "concat", logits));
+  return g->MarkOutput(all[0]);
+}
+
 }  // namespace
 
-std::vector<std::string> ModelNames() { return {"dlrm", "deepfm", "wide_deep", "dcn_v2"}; }
+std::vector<std::string> ModelNames() {
+  return {"dlrm", "deepfm", "wide_deep", "dcn_v2", "mmoe"};
+}
 
 Status CheckModelName(const std::string& name) {
   const std::vector<std::string> models = ModelNames();
@@ -193,6 +239,7 @@ Status CheckModelName(const std::string& name) {
 
 Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
                                                     const ops::OpRegistry& registry) {
+  EMBER_RETURN_IF_ERROR(CheckModelName(options.name));
   EMBER_RETURN_IF_ERROR(CheckOptions(options));
   auto graph = std::make_unique<Graph>(&registry);
   if (options.name == "dlrm") {
@@ -203,6 +250,8 @@ Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
     EMBER_RETURN_IF_ERROR(BuildDeepFm(graph.get(), options));
   } else if (options.name == "dcn_v2") {
     EMBER_RETURN_IF_ERROR(BuildDcnV2(graph.get(), options));
+  } else if (options.name == "mmoe") {
+    EMBER_RETURN_IF_ERROR(BuildMmoe(graph.get(), options));
   } else {
     return CheckModelName(options.name);
   }

@@ -3,7 +3,8 @@
 // The model zoo: each model's dense half as an op graph over the inputs
 // "dense" [num_dense] (absent when num_dense is 0) and "pooled"
 // [num_slots * dim] (the pooled embedding of every slot, slot after slot),
-// with one output, the click logit [1].
+// with one output: the click logit [1], or for mmoe a logit per task
+// [num_tasks].
 //
 //  * dlrm (Naumov et al. 2019): bottom MLP over the dense features, dot
 //    interaction of its output with every slot's embedding, top MLP over
@@ -22,6 +23,12 @@
 //    for the wide part are for the data to provide as extra slots.
 //  * dcn_v2 (Wang et al. 2021), stacked: cross_layers cross layers (full
 //    rank, or rank cross_rank) over x0 = [dense, embeddings], then the MLP.
+//  * mmoe (Ma et al. 2018), multi-task: num_experts expert MLPs (expert_mlp)
+//    over x0 = [dense, embeddings]; per task a softmax gate over the experts
+//    (a linear layer of x0), the gate-weighted mixture of the experts'
+//    outputs, and a tower MLP (top_mlp) to the task's logit. The logits of
+//    the tasks are the output, task after task.
+// Only mmoe predicts more than one task; the others refuse num_tasks > 1.
 
 #include <memory>
 #include <string>

@@ -26,9 +26,9 @@ struct Trainer::Step {
   Tensor rows;        // [U, D] pulled rows.
   Tensor pooled;      // [B, S * D]
   Tensor dense;       // [B, num_dense]
-  Tensor labels;      // [B]
-  Tensor logits;      // [B, 1]
-  Tensor dlogits;     // [B, 1]
+  Tensor labels;      // [B, T] for T tasks
+  Tensor logits;      // [B, T]
+  Tensor dlogits;     // [B, T]
   Tensor dpooled;     // [B, S * D]
   Tensor drows;       // [U, D]
   double loss = 0.0;
@@ -56,7 +56,7 @@ Status ValidateTrainOptions(const TrainOptions& o) {
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, int num_dense,
-                                                 int num_slots) {
+                                                 int num_slots, int num_tasks) {
   EMBER_RETURN_IF_ERROR(ValidateTrainOptions(options));
   embedding::EmbeddingTableOptions table_options;
   table_options.dim = options.embedding_dim;
@@ -71,6 +71,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   model_options.name = options.model;
   model_options.cross_layers = options.cross_layers;
   model_options.cross_rank = options.cross_rank;
+  model_options.num_tasks = num_tasks;
+  model_options.num_experts = options.num_experts;
+  model_options.expert_mlp = options.expert_mlp;
   model_options.num_dense = num_dense;
   model_options.num_slots = num_slots;
   model_options.embedding_dim = options.embedding_dim;
@@ -110,8 +113,8 @@ Status Trainer::Prepare(Step& step) {
   step.pooled = Tensor::Empty({b, int64_t{batch.num_slots} * dim});
   step.dense = Tensor::Empty({b, batch.num_dense});
   std::memcpy(step.dense.raw_data(), batch.dense.data(), batch.dense.size() * sizeof(float));
-  step.labels = Tensor::Empty({b});
-  std::memcpy(step.labels.raw_data(), batch.labels.data(), b * sizeof(float));
+  step.labels = Tensor::Empty({b, batch.num_labels});
+  std::memcpy(step.labels.raw_data(), batch.labels.data(), batch.labels.size() * sizeof(float));
   return Status::OK();
 }
 
@@ -138,11 +141,13 @@ Status Trainer::DenseTrain(Step& step) {
   const int64_t b = step.batch.size;
   const int dim = options_.embedding_dim;
   EMBER_RETURN_IF_ERROR(Forward(step));
-  step.dlogits = Tensor::Empty({b, 1});
-  Tensor flat_logits = step.logits.Reshape({b});
-  Tensor flat_dlogits = step.dlogits.Reshape({b});
+  const int64_t outputs = b * model_->options().num_tasks;
+  step.dlogits = Tensor::Empty(step.logits.shape());
+  Tensor flat_logits = step.logits.Reshape({outputs});
+  Tensor flat_dlogits = step.dlogits.Reshape({outputs});
+  const Tensor flat_labels = step.labels.Reshape({outputs});
   EMBER_ASSIGN_OR_RETURN(step.loss,
-                         ops::SigmoidCrossEntropyWithLogits(flat_logits, step.labels, &flat_dlogits));
+                         ops::SigmoidCrossEntropyWithLogits(flat_logits, flat_labels, &flat_dlogits));
   step.dpooled = Tensor::Empty({b, int64_t{step.batch.num_slots} * dim});
   EMBER_RETURN_IF_ERROR(model_->Backward(step.dlogits, &step.dpooled));
   ++dense_step_;
@@ -178,18 +183,16 @@ std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
 
 namespace {
 
-// The model has one output: multi-task data (several labels per example)
-// needs a multi-task model.
-Status CheckOneLabel(int num_labels) {
-  if (num_labels == 1) return Status::OK();
-  return Status::InvalidArgument("the data has ", num_labels,
-                                 " labels per example; this model trains on one");
-}
-
 }  // namespace
 
 Status Trainer::CheckShape(const io::BatchSource& data) const {
   const ModelOptions& model = model_->options();
+  if (data.num_labels() != model.num_tasks) {
+    return Status::InvalidArgument("the data has ", data.num_labels(),
+                                   " labels per example, the model predicts ", model.num_tasks,
+                                   model.num_tasks == 1 ? " (use --model=mmoe for multi-task data)"
+                                                        : "");
+  }
   if (data.num_dense() == model.num_dense && data.num_slots() == model.num_slots) {
     return Status::OK();
   }
@@ -210,7 +213,6 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 }
 
 Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
-  EMBER_RETURN_IF_ERROR(CheckOneLabel(train.num_labels()));
   EMBER_RETURN_IF_ERROR(CheckShape(train));
   int64_t total_steps = train.EstimatedBatches();
   if (options_.max_steps > 0) {
@@ -327,14 +329,13 @@ Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
   source_options.batch_size = options_.eval_batch_size;
   io::DatasetBatchSource source(data, source_options);
   std::vector<float> predictions;
-  predictions.reserve(data.size());
+  predictions.reserve(data.size() * model_->options().num_tasks);
   EMBER_RETURN_IF_ERROR(Predict(source, &predictions, nullptr));
   return predictions;
 }
 
 Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
                         std::vector<float>* labels) {
-  EMBER_RETURN_IF_ERROR(CheckOneLabel(data.num_labels()));
   EMBER_RETURN_IF_ERROR(CheckShape(data));
   Status status;
   arena_.Execute([&] {
@@ -344,16 +345,16 @@ Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
       Result<bool> more = data.Next(&step.batch);
       if (!more.ok()) status = more.status().WithContext("reading the evaluation data");
       if (!more.ok() || !*more) return;
-      const int64_t b = step.batch.size;
+      const int64_t outputs = step.batch.size * model_->options().num_tasks;
       status = Prepare(step);
       if (status.ok()) status = LookupRows(step);
       if (status.ok()) status = Forward(step);
       if (!status.ok()) return;
-      Tensor probabilities = Tensor::Empty({b});
-      status = ops::Sigmoid(step.logits.Reshape({b}), &probabilities);
+      Tensor probabilities = Tensor::Empty({outputs});
+      status = ops::Sigmoid(step.logits.Reshape({outputs}), &probabilities);
       if (!status.ok()) return;
       const float* p = probabilities.data<float>();
-      predictions->insert(predictions->end(), p, p + b);
+      predictions->insert(predictions->end(), p, p + outputs);
       if (labels != nullptr) {
         labels->insert(labels->end(), step.batch.labels.begin(), step.batch.labels.end());
       }
@@ -364,14 +365,14 @@ Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
 
 Result<Metrics> Trainer::Evaluate(const io::Dataset& data) {
   EMBER_ASSIGN_OR_RETURN(std::vector<float> predictions, Predict(data));
-  return ComputeMetrics(predictions, data.all().labels);
+  return ComputeTaskMetrics(predictions, data.all().labels, model_->options().num_tasks);
 }
 
 Result<Metrics> Trainer::Evaluate(io::BatchSource& data) {
   std::vector<float> predictions, labels;
   EMBER_RETURN_IF_ERROR(Predict(data, &predictions, &labels));
   if (predictions.empty()) return Status::InvalidArgument("the evaluation data has no examples");
-  return ComputeMetrics(predictions, labels);
+  return ComputeTaskMetrics(predictions, labels, model_->options().num_tasks);
 }
 
 }  // namespace ember::engine

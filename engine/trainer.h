@@ -29,6 +29,9 @@ struct TrainOptions {
   // dcn_v2: cross layers and their rank (0: full rank).
   int cross_layers = 3;
   int cross_rank = 0;
+  // mmoe: experts and their MLP widths.
+  int num_experts = 4;
+  std::vector<int> expert_mlp = {256, 64};
   int batch_size = 256;
   int epochs = 1;
   // Stop after this many training steps in total; 0 means no limit.
@@ -81,16 +84,18 @@ struct TrainReport {
 // Thread safety: none; one trainer per job.
 class Trainer {
  public:
-  // Fails on invalid options or an unknown model.
+  // Fails on invalid options, an unknown model, or num_tasks > 1 for a
+  // model that predicts one task. The loss is the mean over examples and
+  // tasks of each task's sigmoid cross-entropy.
   static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, int num_dense,
-                                                 int num_slots);
+                                                 int num_slots, int num_tasks = 1);
   ~Trainer();
 
   // Runs options.epochs epochs (or up to max_steps) over `train` in
   // options.batch_size batches, shuffled every epoch by (seed, epoch) when
   // options.shuffle.
-  // InvalidArgument for data without examples or with more than one label
-  // per example (multi-task data; the model has one output).
+  // InvalidArgument for data without examples or whose labels per example
+  // are not the model's tasks.
   Result<TrainReport> Fit(const io::Dataset& train);
   // Trains on every batch of `train` (up to max_steps): the source decides
   // batch size, order and epochs; options.batch_size, epochs and shuffle do
@@ -98,14 +103,16 @@ class Trainer {
   // slot count is not the model's, and the source's read errors (with
   // context).
   Result<TrainReport> Fit(io::BatchSource& train);
-  // Predicted click probabilities for every example of `data`, in order.
-  // InvalidArgument for data with more than one label per example.
+  // Predicted probabilities for every example of `data`, in order, a value
+  // per task (example i's task t at i * num_tasks + t). InvalidArgument for
+  // data whose labels per example are not the model's tasks.
   Result<std::vector<float>> Predict(const io::Dataset& data);
   // Appends the predictions for every batch of `data` to `predictions` and,
-  // when set, their labels to `labels`.
+  // when set, their labels to `labels` (both example-major, as above).
   Status Predict(io::BatchSource& data, std::vector<float>* predictions,
                  std::vector<float>* labels);
-  // AUC, logloss and calibration on `data`.
+  // AUC, logloss and calibration on `data` (of task 0, and of every task in
+  // Metrics::tasks for a multi-task model).
   Result<Metrics> Evaluate(const io::Dataset& data);
   Result<Metrics> Evaluate(io::BatchSource& data);
 

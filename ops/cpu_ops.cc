@@ -390,6 +390,41 @@ KernelPair SoftmaxCpu() {
   return k;
 }
 
+// --- mixture: MMoE's gate-weighted sum of expert outputs ----------------------
+
+OpDef MixtureDef() {
+  OpDef def;
+  def.name = "mixture";
+  def.num_inputs = 2;
+  def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
+    EMBER_ASSIGN_OR_RETURN(const int64_t experts, Width(in, 0, "the gate"));
+    EMBER_ASSIGN_OR_RETURN(const int64_t width, Width(in, 1, "the experts' outputs"));
+    if (experts < 1 || width % experts != 0) {
+      return Status::InvalidArgument("the experts' outputs (", width,
+                                     " wide) must be the gate's ", experts,
+                                     " experts side by side");
+    }
+    return Shapes{{width / experts}};
+  };
+  def.cost = [](const std::vector<InputShape>& in, const OpAttrs&, int64_t batch, bool backward) {
+    const int64_t experts = in[0].shape[0];
+    return MixtureCost(batch, experts, in[1].shape[0] / experts, backward);
+  };
+  return def;
+}
+
+KernelPair MixtureCpu() {
+  KernelPair k;
+  k.forward = [](KernelContext& c) {
+    return MixtureForward(*c.inputs[0], *c.inputs[1], c.outputs[0]);
+  };
+  k.backward = [](KernelContext& c) {
+    return MixtureBackward(*c.inputs[0], *c.inputs[1], *c.output_grads[0], c.input_grads[0],
+                           c.input_grads[1]);
+  };
+  return k;
+}
+
 }  // namespace
 
 Status RegisterCpuOps(OpRegistry* registry) {
@@ -415,6 +450,8 @@ Status RegisterCpuOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("dropout", DeviceType::kCpu, DropoutCpu()));
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(SoftmaxDef()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("softmax", DeviceType::kCpu, SoftmaxCpu()));
+  EMBER_RETURN_IF_ERROR(registry->RegisterOp(MixtureDef()));
+  EMBER_RETURN_IF_ERROR(registry->RegisterKernel("mixture", DeviceType::kCpu, MixtureCpu()));
   return Status::OK();
 }
 

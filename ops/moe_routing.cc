@@ -468,4 +468,100 @@ OpCost MoeCombineBackwardCost(int64_t batch, int64_t experts, int64_t capacity, 
   return {3.0 * bk * h, 4.0 * b * h + 4.0 * bk * h + 4.0 * slots * h + 16.0 * bk};
 }
 
+namespace {
+
+// Checks gate[B, E] and experts[B, E * H] or [B, E, H]; sets *hidden.
+Status CheckMixture(const char* op, const Tensor& gate, const Tensor& experts, int64_t* hidden) {
+  EMBER_RETURN_IF_ERROR(CheckRank(op, "gate", gate, DType::kF32, 2));
+  const int64_t batch = gate.dim(0);
+  const int64_t num_experts = gate.dim(1);
+  if (num_experts < 1) return Status::InvalidArgument(op, ": gate has no experts");
+  if (!experts.defined() || experts.dtype() != DType::kF32 || !experts.device().is_cpu() ||
+      (experts.ndim() != 2 && experts.ndim() != 3) || experts.dim(0) != batch ||
+      (experts.ndim() == 3 && experts.dim(1) != num_experts) ||
+      (experts.ndim() == 2 && experts.dim(1) % num_experts != 0)) {
+    return Status::InvalidArgument(op, ": experts must be f32[", batch, ", ", num_experts,
+                                   ", H] or [", batch, ", ", num_experts,
+                                   " * H] on cpu for gate ", gate.DebugString(), ", got ",
+                                   experts.DebugString());
+  }
+  *hidden = experts.ndim() == 3 ? experts.dim(2) : experts.dim(1) / num_experts;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status MixtureForward(const Tensor& gate, const Tensor& experts, Tensor* out) {
+  int64_t hidden = 0;
+  EMBER_RETURN_IF_ERROR(CheckMixture("MixtureForward", gate, experts, &hidden));
+  const int64_t batch = gate.dim(0);
+  const int64_t num_experts = gate.dim(1);
+  EMBER_RETURN_IF_ERROR(CheckOutput("MixtureForward", "out", out, DType::kF32, {batch, hidden}));
+  const float* g = gate.data<float>();
+  const float* x = experts.data<float>();
+  float* y = out->data<float>();
+  ParallelFor(0, batch, RowGrain(num_experts * hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      float* yb = y + b * hidden;
+      std::fill(yb, yb + hidden, 0.0f);
+      for (int64_t e = 0; e < num_experts; ++e) {
+        const float w = g[b * num_experts + e];
+        const float* xe = x + (b * num_experts + e) * hidden;
+        for (int64_t h = 0; h < hidden; ++h) yb[h] += w * xe[h];
+      }
+    }
+  });
+  return Status::OK();
+}
+
+Status MixtureBackward(const Tensor& gate, const Tensor& experts, const Tensor& dout,
+                       Tensor* dgate, Tensor* dexperts) {
+  int64_t hidden = 0;
+  EMBER_RETURN_IF_ERROR(CheckMixture("MixtureBackward", gate, experts, &hidden));
+  const int64_t batch = gate.dim(0);
+  const int64_t num_experts = gate.dim(1);
+  EMBER_RETURN_IF_ERROR(CheckTensor("MixtureBackward", "dout", dout, DType::kF32, {batch, hidden}));
+  if (dgate != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        CheckOutput("MixtureBackward", "dgate", dgate, DType::kF32, gate.shape()));
+  }
+  if (dexperts != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        CheckOutput("MixtureBackward", "dexperts", dexperts, DType::kF32, experts.shape()));
+  }
+  const float* g = gate.data<float>();
+  const float* x = experts.data<float>();
+  const float* dy = dout.data<float>();
+  float* dg = dgate != nullptr ? dgate->data<float>() : nullptr;
+  float* dx = dexperts != nullptr ? dexperts->data<float>() : nullptr;
+  ParallelFor(0, batch, RowGrain(num_experts * hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const float* dyb = dy + b * hidden;
+      for (int64_t e = 0; e < num_experts; ++e) {
+        const int64_t row = b * num_experts + e;
+        if (dg != nullptr) {
+          const float* xe = x + row * hidden;
+          double dot = 0.0;
+          for (int64_t h = 0; h < hidden; ++h) dot += double{dyb[h]} * xe[h];
+          dg[row] = static_cast<float>(dot);
+        }
+        if (dx != nullptr) {
+          const float w = g[row];
+          float* dxe = dx + row * hidden;
+          for (int64_t h = 0; h < hidden; ++h) dxe[h] = w * dyb[h];
+        }
+      }
+    }
+  });
+  return Status::OK();
+}
+
+OpCost MixtureCost(int64_t batch, int64_t experts, int64_t hidden, bool backward) {
+  const double b = static_cast<double>(batch);
+  const double e = static_cast<double>(experts);
+  const double h = static_cast<double>(hidden);
+  if (backward) return OpCost{3 * b * e * h, 4 * (2 * b * e * h + 2 * b * e + b * h)};
+  return OpCost{2 * b * e * h, 4 * (b * e * h + b * e + b * h)};
+}
+
 }  // namespace ember::ops

@@ -110,6 +110,16 @@ Status MoeCombine(const Tensor& expert_out, const Tensor& gate, const MoeRouting
 Status MoeCombineBackward(const Tensor& expert_out, const Tensor& gate, const MoeRouting& routing,
                           const Tensor& dout, Tensor* dexpert_out, Tensor* dgate);
 
+// The soft mixture of Multi-gate Mixture-of-Experts (MMoE; Ma et al. 2018):
+// every expert's output weighted by a dense gate, no routing.
+// out[B, H] = sum over e of gate[b, e] * experts[b, e, :], where experts is
+// [B, E, H] or, side by side, [B, E * H] (H = columns / E).
+Status MixtureForward(const Tensor& gate, const Tensor& experts, Tensor* out);
+// From dout[B, H]: dgate[b, e] = <dout[b], experts[b, e, :]> and
+// dexperts[b, e, :] = gate[b, e] * dout[b]. Either output may be null.
+Status MixtureBackward(const Tensor& gate, const Tensor& experts, const Tensor& dout,
+                       Tensor* dgate, Tensor* dexperts);
+
 // Costs, with exp counted as one flop and a compare as none; i32 indices are
 // 4 bytes. The dispatch/combine costs assume every choice is kept (the upper
 // bound), and C is the capacity.
@@ -141,5 +151,11 @@ OpCost MoeCombineCost(int64_t batch, int64_t k, int64_t hidden);
 //   bytes = 4 * B * H + 4 * B * k * H + 4 * E * C * H + 16 * B * k.
 OpCost MoeCombineBackwardCost(int64_t batch, int64_t experts, int64_t capacity, int64_t k,
                               int64_t hidden);
+
+// Mixture forward: a multiply-add per expert element: flops = 2 * B * E * H,
+//   bytes = 4 * (B * E * H + B * E + B * H). Backward: a multiply-add for
+//   dgate and a multiply for dexperts per expert element: flops = 3 * B * E * H,
+//   bytes = 4 * (2 * B * E * H + 2 * B * E + B * H).
+OpCost MixtureCost(int64_t batch, int64_t experts, int64_t hidden, bool backward);
 
 }  // namespace ember::ops

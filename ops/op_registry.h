@@ -114,7 +114,8 @@ class OpRegistry {
 // dot_interaction and fm_interaction (attr features: the input is that many
 // vectors side by side), add, cross_layer (x0, xl, weight, bias),
 // cross_layer_low_rank (x0, xl, u, v, bias), dropout (attrs rate, seed;
-// identity outside training) and softmax.
+// identity outside training), softmax and mixture (gate [E], experts
+// [E * H] -> [H]).
 Status RegisterCpuOps(OpRegistry* registry);
 
 // Registers a CUDA kernel (queued on KernelContext::stream) for every

@@ -46,7 +46,13 @@ DEFINE_double(test_fraction, 0.2,
               "when --test_data is empty.");
 DEFINE_validator(test_fraction, &IsFraction);
 DEFINE_string(model, "dlrm",
-              "Model to train: dlrm, deepfm, wide_deep or dcn_v2 (see engine/model_zoo.h).");
+              "Model to train: dlrm, deepfm, wide_deep, dcn_v2 or mmoe (multi-task; see "
+              "engine/model_zoo.h).");
+DEFINE_int32(num_experts, 4, "--model=mmoe: experts shared by the tasks.");
+DEFINE_validator(num_experts, &IsPositive32);
+DEFINE_string(expert_mlp, "256,64",
+              "--model=mmoe: comma-separated widths of each expert's MLP; the tasks' gates mix "
+              "the last.");
 DEFINE_int32(cross_layers, 3, "--model=dcn_v2: cross layers before the MLP.");
 DEFINE_validator(cross_layers, &IsNonNegative32);
 DEFINE_int32(cross_rank, 0,
@@ -163,6 +169,8 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.model = FLAGS_model;
   options.cross_layers = FLAGS_cross_layers;
   options.cross_rank = FLAGS_cross_rank;
+  options.num_experts = FLAGS_num_experts;
+  EMBER_ASSIGN_OR_RETURN(options.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
   options.embedding_dim = FLAGS_embedding_dim;
   EMBER_ASSIGN_OR_RETURN(options.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
   EMBER_ASSIGN_OR_RETURN(options.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
@@ -225,7 +233,9 @@ struct Data {
   std::unique_ptr<io::StreamReader> test_stream;
   Source train_source;
   std::optional<Source> test_source;  // Unset when the test data is held out.
-  std::optional<double> ceiling_auc;  // Bayes AUC of generated data.
+  // Bayes AUC of generated data, per task.
+  std::vector<double> ceiling_auc;
+  int num_labels = 1;
   int num_dense = 0;
   int num_slots = 0;
 };
@@ -241,11 +251,12 @@ struct Shape {
 // Generates --rows examples into `dir` and reads them: Criteo TSV for
 // Criteo's shape (13 dense, 26 single-valued slots), columnar otherwise.
 Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions& read,
-                               double* bayes_auc) {
+                               std::vector<double>* bayes_auc) {
   EMBER_ASSIGN_OR_RETURN(io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
+  if (FLAGS_tasks == 0 && FLAGS_model == "mmoe") synthetic.num_tasks = 2;
   const bool criteo_shape = synthetic.num_dense == io::kCriteoDense &&
                             synthetic.num_slots == io::kCriteoSlots &&
-                            synthetic.multi_hot_slots == 0;
+                            synthetic.multi_hot_slots == 0 && synthetic.num_tasks == 1;
   synthetic.format = criteo_shape ? io::SyntheticFormat::kCriteo : io::SyntheticFormat::kColumnar;
   const std::string path = dir + (criteo_shape ? "/generated.tsv" : "/generated.col");
   LOG(INFO) << "no --train_data: generating " << synthetic.rows
@@ -260,7 +271,7 @@ Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions
       io::SyntheticInfo info,
       io::WriteSynthetic(path, synthetic, [&](int64_t rows) { progress.Update(rows); }));
   progress.Finish();
-  *bayes_auc = info.bayes_auc;
+  *bayes_auc = info.task_bayes_auc;
   InputData input;
   input.format = io::SyntheticFormatName(synthetic.format);
   input.slot_bits = synthetic.slot_bits;
@@ -271,14 +282,6 @@ Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions
     EMBER_ASSIGN_OR_RETURN(input.data, io::ReadColumnarDataset(path));
   }
   return input;
-}
-
-// The model has one output: multi-task data fails here, before training.
-Status CheckSingleLabel(const char* flag, int num_labels) {
-  if (num_labels == 1) return Status::OK();
-  return Status::InvalidArgument(
-      flag, " has ", num_labels, " labels per example (several label columns in the "
-      "schema or --label_slots), but ember train's models predict one: keep one label");
 }
 
 Status CheckSameShape(const Shape& a, const Shape& b) {
@@ -358,7 +361,6 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
   Result<InputStream> train = OpenInputStream(train_paths, options);
   if (!train.ok()) return train.status().WithContext("--train_data");
   const Shape train_shape = ShapeOf(*train->reader, train->slot_bits);
-  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train_shape.num_labels));
 
   io::StreamReaderOptions test_options;
   test_options.batch_size = engine::TrainOptions().eval_batch_size;
@@ -369,6 +371,7 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
 
   data->train_source = Source{train->format, train->slot_bits, {}, {}};
   data->test_source = Source{test->format, test->slot_bits, {}, {}};
+  data->num_labels = train_shape.num_labels;
   data->num_dense = train_shape.num_dense;
   data->num_slots = train_shape.num_slots;
   LOG(INFO) << "data: streaming --train_data (" << train_paths.size() << " files, "
@@ -390,7 +393,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads) {
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> test_paths,
                          ExpandPathList("test_data", FLAGS_test_data));
   if (!train_paths.empty()) {
-    Result<double> bayes = io::ReadSyntheticBayesAuc(train_paths.front());
+    Result<std::vector<double>> bayes = io::ReadSyntheticTaskBayesAuc(train_paths.front());
     if (bayes.ok()) data.ceiling_auc = *bayes;
   }
   EMBER_ASSIGN_OR_RETURN(const bool stream,
@@ -405,15 +408,12 @@ Result<Data> LoadData(TempDir* temp_dir, int threads) {
   InputData train;
   if (train_paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create());
-    double bayes_auc = 0;
-    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &bayes_auc));
-    data.ceiling_auc = bayes_auc;
+    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &data.ceiling_auc));
   } else {
     Result<InputData> input = ReadInput(train_paths, read);
     if (!input.ok()) return input.status().WithContext("--train_data");
     train = *std::move(input);
   }
-  EMBER_RETURN_IF_ERROR(CheckSingleLabel("--train_data", train.data.num_labels()));
   data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines(), {}};
   if (!test_paths.empty()) {
     Result<InputData> test = ReadInput(test_paths, read);
@@ -436,6 +436,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads) {
     data.train = all.Slice(0, train_rows);
   }
   if (data.test.size() == 0) return Status::InvalidArgument("the test data has no examples");
+  data.num_labels = data.train.num_labels();
   data.num_dense = data.train.num_dense();
   data.num_slots = data.train.num_slots();
   LOG(INFO) << "data: " << data.train.size() << " training and " << data.test.size()
@@ -550,7 +551,8 @@ Status Train() {
     options.tracer = tracer.get();
   }
   EMBER_ASSIGN_OR_RETURN(auto trainer,
-                         engine::Trainer::Create(options, data.num_dense, data.num_slots));
+                         engine::Trainer::Create(options, data.num_dense, data.num_slots,
+                                                 data.num_labels));
   Result<engine::TrainReport> fit =
       data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
   if (data.train_stream) {
@@ -575,9 +577,21 @@ Status Train() {
               report.samples_per_sec, report.last_epoch_loss);
   std::printf("test:  AUC %.4f  logloss %.4f  calibration %.3f  (%lld examples)\n", test.auc,
               test.logloss, test.calibration, static_cast<long long>(test.examples));
-  if (data.ceiling_auc) {
-    std::printf("planted-model ceiling AUC %.4f (gap %.4f)\n", *data.ceiling_auc,
-                *data.ceiling_auc - test.auc);
+  // A multi-task model: every task's metrics (task 0's are those above).
+  for (size_t t = 0; t < test.tasks.size(); ++t) {
+    const engine::Metrics& task = test.tasks[t];
+    std::printf("  task %zu: AUC %.4f  logloss %.4f  calibration %.3f  positive rate %.3f\n", t,
+                task.auc, task.logloss, task.calibration, task.positive_rate);
+  }
+  if (data.ceiling_auc.size() == 1 ||
+      (data.ceiling_auc.size() > 1 && data.ceiling_auc.size() != test.tasks.size())) {
+    std::printf("planted-model ceiling AUC %.4f (gap %.4f)\n", data.ceiling_auc[0],
+                data.ceiling_auc[0] - test.auc);
+  } else {
+    for (size_t t = 0; t < data.ceiling_auc.size(); ++t) {
+      std::printf("planted-model ceiling AUC, task %zu: %.4f (gap %.4f)\n", t,
+                  data.ceiling_auc[t], data.ceiling_auc[t] - test.tasks[t].auc);
+    }
   }
   std::printf("input: train data %s\n", SourceSummary(data.train_source).c_str());
   if (data.test_source) {
@@ -593,7 +607,19 @@ Status Train() {
     JsonObject test_json;
     test_json.Add("auc", test.auc).Add("logloss", test.logloss)
         .Add("calibration", test.calibration).Add("examples", test.examples);
-    if (data.ceiling_auc) test_json.Add("ceiling_auc", *data.ceiling_auc);
+    if (!data.ceiling_auc.empty()) test_json.Add("ceiling_auc", data.ceiling_auc[0]);
+    if (!test.tasks.empty()) {
+      std::vector<double> aucs, loglosses;
+      for (const engine::Metrics& task : test.tasks) {
+        aucs.push_back(task.auc);
+        loglosses.push_back(task.logloss);
+      }
+      test_json.AddRaw("task_auc", JsonNumberArray(aucs))
+          .AddRaw("task_logloss", JsonNumberArray(loglosses));
+      if (data.ceiling_auc.size() > 1) {
+        test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
+      }
+    }
     JsonObject train_json;
     train_json.Add("examples", report.examples).Add("steps", report.steps)
         .Add("samples_per_sec", report.samples_per_sec).Add("seconds", report.train_seconds)

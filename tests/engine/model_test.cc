@@ -36,6 +36,7 @@ struct GradientCase {
   int num_dense;  // 0: no bottom MLP.
   int num_slots;
   int cross_rank = 0;  // dcn_v2: 0 full rank.
+  int num_tasks = 1;   // mmoe: labels per example.
 };
 
 class ModelGradientTest : public ::testing::TestWithParam<GradientCase> {};
@@ -55,24 +56,29 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferences) {
   options.embedding_dim = 4;
   options.bottom_mlp = {5, 4};
   options.top_mlp = {6};
+  options.num_tasks = GetParam().num_tasks;
+  options.num_experts = 3;
+  options.expert_mlp = {5, 3};
   options.seed = 7;
   auto model = DenseModel::Create(options);
   ASSERT_TRUE(model.ok()) << model.status();
   RandomStream random(batch * 100 + num_dense * 10 + num_slots);
   const int64_t pooled_width = 4 * num_slots;
+  const int64_t outputs = int64_t{batch} * options.num_tasks;
   Tensor dense = Tensor::Empty({batch, num_dense});
   Tensor pooled = Tensor::Empty({batch, pooled_width});
-  Tensor labels = Tensor::Empty({batch});
+  Tensor labels = Tensor::Empty({outputs});
   FillRandom(dense, random, 1.0);
   FillRandom(pooled, random, 0.5);
-  for (int i = 0; i < batch; ++i) labels.data<float>()[i] = static_cast<float>(i % 2);
+  for (int64_t i = 0; i < outputs; ++i) labels.data<float>()[i] = static_cast<float>(i % 3 == 0);
 
   Tensor logits;
   ASSERT_TRUE((*model)->Forward(dense, pooled, &logits).ok());
-  Tensor dlogits = Tensor::Empty({batch, 1});
-  Tensor flat_dlogits = dlogits.Reshape({batch});
+  ASSERT_EQ((std::vector<int64_t>{batch, options.num_tasks}), logits.shape());
+  Tensor dlogits = Tensor::Empty({batch, options.num_tasks});
+  Tensor flat_dlogits = dlogits.Reshape({outputs});
   ASSERT_TRUE(
-      ops::SigmoidCrossEntropyWithLogits(logits.Reshape({batch}), labels, &flat_dlogits).ok());
+      ops::SigmoidCrossEntropyWithLogits(logits.Reshape({outputs}), labels, &flat_dlogits).ok());
   Tensor dpooled = Tensor::Empty({batch, pooled_width});
   ASSERT_TRUE((*model)->Backward(dlogits, &dpooled).ok());
 
@@ -125,9 +131,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ModelGradientTest,
                                            GradientCase{"deepfm", 3, 0, 2},
                                            GradientCase{"dcn_v2", 1, 3, 3},
                                            GradientCase{"dcn_v2", 5, 2, 3},
-                                           GradientCase{"dcn_v2", 3, 0, 2, 2}),
+                                           GradientCase{"dcn_v2", 3, 0, 2, 2},
+                                           GradientCase{"mmoe", 1, 3, 3, 0, 1},
+                                           GradientCase{"mmoe", 5, 2, 3, 0, 2},
+                                           GradientCase{"mmoe", 3, 0, 2, 0, 3}),
                          [](const auto& info) {
                            return std::string(info.param.model) +
+                                  (info.param.num_tasks > 1
+                                       ? "_tasks" + std::to_string(info.param.num_tasks)
+                                       : "") +
                                   (info.param.cross_rank ? "_rank" + std::to_string(
                                                                          info.param.cross_rank)
                                                          : "") +
@@ -136,6 +148,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ModelGradientTest,
                                   std::to_string(info.param.num_dense) + "_slots" +
                                   std::to_string(info.param.num_slots);
                          });
+
+TEST(ModelZooTest, MmoeHasAGatedMixturePerTaskAndOnlyItTakesSeveralTasks) {
+  ModelOptions options;
+  options.name = "mmoe";
+  options.num_tasks = 3;
+  auto model = DenseModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ops::Graph& graph = (*model)->graph();
+  ASSERT_EQ(1u, graph.outputs().size());
+  EXPECT_EQ((std::vector<int64_t>{3}), graph.values()[graph.outputs()[0]].shape);
+  int mixtures = 0, softmaxes = 0;
+  for (const ops::GraphNode& node : graph.nodes()) {
+    mixtures += node.op == "mixture";
+    softmaxes += node.op == "softmax";
+  }
+  EXPECT_EQ(3, mixtures);
+  EXPECT_EQ(3, softmaxes);
+  for (const char* name : {"dlrm", "deepfm", "wide_deep", "dcn_v2"}) {
+    options.name = name;
+    auto single = DenseModel::Create(options);
+    EXPECT_EQ(StatusCode::kInvalidArgument, single.status().code()) << name;
+    EXPECT_NE(std::string::npos, single.status().message().find("--model=mmoe")) << name;
+  }
+  options.name = "mmoe";
+  options.num_experts = 0;
+  EXPECT_EQ(StatusCode::kInvalidArgument, DenseModel::Create(options).status().code());
+}
 
 TEST(ModelZooTest, EveryModelBuildsAGraphWithOneLogitAndCostsItsWork) {
   for (const std::string& name : ModelNames()) {

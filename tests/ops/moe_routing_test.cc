@@ -410,5 +410,80 @@ TEST(MoeRoutingTest, CostsFollowTheDocumentedFormulas) {
   EXPECT_EQ(320.0 + 640.0 + 768.0 + 320.0, MoeCombineBackwardCost(10, 4, 6, 2, 8).bytes);
 }
 
+// out[b, :] = sum_e gate[b, e] * experts[b, e, :], in double.
+std::vector<double> ReferenceMixture(const std::vector<double>& gate,
+                                     const std::vector<double>& experts, int64_t batch,
+                                     int64_t num_experts, int64_t hidden) {
+  std::vector<double> out(batch * hidden, 0.0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t e = 0; e < num_experts; ++e) {
+      for (int64_t h = 0; h < hidden; ++h) {
+        out[b * hidden + h] +=
+            gate[b * num_experts + e] * experts[(b * num_experts + e) * hidden + h];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(MixtureTest, ForwardMatchesDoubleReferenceAndBackwardMatchesFiniteDifferences) {
+  for (int64_t batch : {1, 4, 7}) {
+    for (int64_t experts : {1, 3}) {
+      for (int64_t hidden : {1, 5, 16}) {
+        SCOPED_TRACE(::testing::Message() << "B=" << batch << " E=" << experts << " H=" << hidden);
+        RandomStream rng(batch * 1000 + experts * 100 + hidden);
+        const Tensor gate = RandomTensor({batch, experts}, rng, 0.0, 1.0);
+        const Tensor x = RandomTensor({batch, experts * hidden}, rng);
+        Tensor out = Tensor::Empty({batch, hidden});
+        ASSERT_TRUE(MixtureForward(gate, x, &out).ok());
+        const std::vector<double> g = ToDouble(gate);
+        const std::vector<double> xs = ToDouble(x);
+        ExpectAllClose(ReferenceMixture(g, xs, batch, experts, hidden), out, 1e-6, "out");
+
+        const Tensor dout = RandomTensor({batch, hidden}, rng);
+        const std::vector<double> w = ToDouble(dout);
+        Tensor dgate = Tensor::Empty({batch, experts});
+        Tensor dx = Tensor::Empty({batch, experts * hidden});
+        ASSERT_TRUE(MixtureBackward(gate, x, dout, &dgate, &dx).ok());
+        ExpectAllClose(NumericGradient(
+                           [&](const std::vector<double>& v) {
+                             return WeightedSum(
+                                 w, ReferenceMixture(v, xs, batch, experts, hidden));
+                           },
+                           g),
+                       dgate, 1e-4, "dgate");
+        ExpectAllClose(NumericGradient(
+                           [&](const std::vector<double>& v) {
+                             return WeightedSum(w, ReferenceMixture(g, v, batch, experts, hidden));
+                           },
+                           xs),
+                       dx, 1e-4, "dexperts");
+        // Either gradient alone gives the same values.
+        Tensor dgate_only = Tensor::Empty({batch, experts});
+        ASSERT_TRUE(MixtureBackward(gate, x, dout, &dgate_only, nullptr).ok());
+        ExpectAllClose(ToDouble(dgate), dgate_only, 0.0, "dgate alone");
+      }
+    }
+  }
+}
+
+TEST(MixtureTest, MismatchedShapesAreInvalidArgumentsNamingTheOperand) {
+  const Tensor gate = Tensor::Zeros({4, 3});
+  Tensor out = Tensor::Empty({4, 2});
+  Status status = MixtureForward(gate, Tensor::Zeros({4, 7}), &out);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("experts must be"));
+  status = MixtureForward(gate, Tensor::Zeros({4, 6}), &out);
+  EXPECT_TRUE(status.ok()) << status;
+  Tensor wrong = Tensor::Empty({4, 3});
+  status = MixtureForward(gate, Tensor::Zeros({4, 6}), &wrong);
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("out"));
+  status = MixtureBackward(gate, Tensor::Zeros({4, 6}), Tensor::Zeros({3, 2}), nullptr, nullptr);
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("dout"));
+  EXPECT_EQ(2 * 10 * 4 * 8.0, MixtureCost(10, 4, 8, false).flops);
+  EXPECT_EQ(4 * (320.0 + 40 + 80), MixtureCost(10, 4, 8, false).bytes);
+  EXPECT_EQ(3 * 10 * 4 * 8.0, MixtureCost(10, 4, 8, true).flops);
+}
+
 }  // namespace
 }  // namespace ember::ops

@@ -395,13 +395,30 @@ TEST_F(EmberCliTest, StreamedTrainingMatchesInMemoryAndReportsTheStream) {
   }
 }
 
-TEST_F(EmberCliTest, MultiLabelTrainingDataExitsTwoSayingTheModelTakesOneLabel) {
+TEST_F(EmberCliTest, MultiLabelDataTrainsMmoeAndOtherModelsExitTwoNamingIt) {
   std::ofstream(Path("d.csv")) << "1,0,a\n0,1,b\n1,1,c\n0,0,d\n1,0,e\n";
-  CommandRun run = Ember("train --train_data=" + Path("d.csv") +
-                         " --format=csv --schema=label,label,cat " + kSmallModel);
+  const std::string flags =
+      "train --train_data=" + Path("d.csv") + " --format=csv --schema=label,label,cat ";
+  CommandRun run = Ember(flags + kSmallModel);
   EXPECT_EQ(2, run.exit_code) << run.output;
   EXPECT_NE(std::string::npos, run.output.find("2 labels per example")) << run.output;
-  EXPECT_NE(std::string::npos, run.output.find("--train_data")) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("use --model=mmoe")) << run.output;
+  run = Ember(flags + "--model=mmoe --num_experts=2 --expert_mlp=4 --top_mlp=4 " +
+              "--metrics_out=" + Path("m.json"));
+  EXPECT_EQ(0, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("task 1: AUC")) << run.output;
+  EXPECT_NE(std::string::npos, ember::ReadFile(Path("m.json"))->find("\"task_auc\": [")) << run.output;
+}
+
+TEST_F(EmberCliTest, MmoeWithoutDataTrainsOnGeneratedTwoTaskData) {
+  CommandRun run = Ember("train --model=mmoe --rows=3000 --num_experts=2 --expert_mlp=8 " +
+                         std::string("--top_mlp=8 --threads=2"));
+  EXPECT_EQ(0, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("planted-model ceiling AUC, task 1:"))
+      << run.output;
+  run = Ember("gen-data --rows=100 --tasks=2 --out=" + Path("t.tsv"));
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("criteo format holds one label")) << run.output;
 }
 
 TEST_F(EmberCliTest, BadFormatFlagsExitTwoNamingTheFlag) {
