@@ -11,8 +11,16 @@
 namespace ember::ops {
 namespace {
 
+// The elements of one example of [B, shape...]: the product of the shape,
+// also for B = 0 (where numel / B would divide by zero).
+int64_t PerExample(const Tensor& t) {
+  int64_t n = 1;
+  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
+  return n;
+}
+
 // [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) { return t.Reshape({t.dim(0), t.numel() / t.dim(0)}); }
+Tensor Flat(const Tensor& t) { return t.Reshape({t.dim(0), PerExample(t)}); }
 
 Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
   if (c.stream == nullptr) {
@@ -34,7 +42,7 @@ Activation ActivationOf(const OpAttrs& attrs) {
 
 Tensor As3d(const Tensor& t, const OpAttrs& attrs, int64_t fallback_features) {
   const int64_t f = attrs.GetInt("features", fallback_features);
-  return t.Reshape({t.dim(0), f, t.numel() / t.dim(0) / f});
+  return t.Reshape({t.dim(0), f, PerExample(t) / f});
 }
 
 KernelPair FullyConnectedCuda() {

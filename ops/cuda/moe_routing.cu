@@ -17,7 +17,6 @@ namespace {
 using cuda::DeviceScratch;
 
 constexpr int kThreads = 256;
-constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr unsigned long long kNone = ~0ULL;
 
 #define EMBER_FOR_EACH_INDEX(i, n)                                                     \

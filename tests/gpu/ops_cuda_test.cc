@@ -55,6 +55,17 @@ class OpsCudaTest : public ::testing::Test {
     return *t;
   }
 
+  // A device f32 output filled with NaN, so that an element the operator
+  // fails to write cannot pass for the zero that fresh cudaMalloc memory
+  // usually holds.
+  Tensor Poisoned(std::vector<int64_t> shape) {
+    Tensor host = Tensor::Empty(std::move(shape));
+    std::fill_n(host.data<float>(), host.numel(), std::nanf(""));
+    Tensor device = Up(host);
+    CHECK(stream_->Synchronize().ok());  // before `host` goes away
+    return device;
+  }
+
   Tensor Up(const Tensor& host) {
     Tensor device = Empty(host.shape(), host.dtype());
     if (host.nbytes() > 0) {
@@ -143,11 +154,14 @@ TEST_P(FullyConnectedCudaOpTest, ForwardAndBackwardMatchTheCpuKernel) {
   ExpectNear(dx, gdx, eps * std::sqrt(out + 1.0), 1e-5, "dx");
   ExpectNear(dw, gdw, eps * std::sqrt(batch + 1.0), 1e-5, "dweight");
   ExpectNear(db, gdb, 1e-5 * std::sqrt(batch + 1.0), 1e-5, "dbias");
-  // Without dx (a first layer).
-  ASSERT_TRUE(FullyConnectedBackwardCuda(gx, gw, gy_cpu, gdy, act, nullptr, &gdw, &gdb, stream(),
-                                         precision)
+  // Without dx (a first layer), into fresh NaN-filled outputs: reusing gdw
+  // and gdb would pass even if this path wrote nothing.
+  Tensor gdw2 = Poisoned({out, in}), gdb2 = Poisoned({out});
+  ASSERT_TRUE(FullyConnectedBackwardCuda(gx, gw, gy_cpu, gdy, act, nullptr, &gdw2, &gdb2,
+                                         stream(), precision)
                   .ok());
-  ExpectNear(dw, gdw, eps * std::sqrt(batch + 1.0), 1e-5, "dweight without dx");
+  ExpectNear(dw, gdw2, eps * std::sqrt(batch + 1.0), 1e-5, "dweight without dx");
+  ExpectNear(db, gdb2, 1e-5 * std::sqrt(batch + 1.0), 1e-5, "dbias without dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -168,8 +182,8 @@ TEST_F(OpsCudaTest, FullyConnectedHandlesEmptyDimensions) {
     Tensor dx = Tensor::Empty({batch, in}), dw = Tensor::Empty({out, in});
     Tensor db = Tensor::Empty({out});
     ASSERT_TRUE(FullyConnectedBackward(x, w, y, dy, Activation::kRelu, &dx, &dw, &db).ok());
-    Tensor gy = Empty({batch, out}), gdx = Empty({batch, in}), gdw = Empty({out, in});
-    Tensor gdb = Empty({out});
+    Tensor gy = Poisoned({batch, out}), gdx = Poisoned({batch, in});
+    Tensor gdw = Poisoned({out, in}), gdb = Poisoned({out});
     ASSERT_TRUE(
         FullyConnectedForwardCuda(Up(x), Up(w), Up(b), Activation::kRelu, &gy, stream()).ok());
     ExpectNear(y, gy, 0, 0, "y");
@@ -253,7 +267,7 @@ TEST_P(EmbeddingBagCudaTest, ForwardAndBackwardAreBitIdenticalToTheCpu) {
     ASSERT_TRUE(EmbeddingBagForward(rows, row_index, offsets, pooling, &out).ok());
     ASSERT_TRUE(EmbeddingBagBackward(dout, row_index, offsets, pooling, &drows).ok());
     Tensor gidx = Up(row_index), goff = Up(offsets);
-    Tensor gout = Empty({num_bags, dim}), gdrows = Empty({num_rows, dim});
+    Tensor gout = Poisoned({num_bags, dim}), gdrows = Poisoned({num_rows, dim});
     ASSERT_TRUE(EmbeddingBagForwardCuda(Up(rows), gidx, goff, pooling, &gout, stream()).ok());
     ExpectSameBits(out, gout, "pooled");
     ASSERT_TRUE(EmbeddingBagBackwardCuda(Up(dout), gidx, goff, pooling, &gdrows, stream()).ok());
@@ -301,7 +315,7 @@ TEST_P(InteractionCudaTest, DotAndFmMatchTheCpu) {
   Tensor out = Tensor::Empty({batch, pairs}), dx = Tensor::Empty({batch, f, d});
   ASSERT_TRUE(DotInteractionForward(x, &out).ok());
   ASSERT_TRUE(DotInteractionBackward(x, dpairs, &dx).ok());
-  Tensor gx = Up(x), gout = Empty({batch, pairs}), gdx = Empty({batch, f, d});
+  Tensor gx = Up(x), gout = Poisoned({batch, pairs}), gdx = Poisoned({batch, f, d});
   ASSERT_TRUE(DotInteractionForwardCuda(gx, &gout, stream()).ok());
   ExpectNear(out, gout, 1e-5 * std::sqrt(d + 1.0), 1e-5, "dot");
   ASSERT_TRUE(DotInteractionBackwardCuda(gx, Up(dpairs), &gdx, stream()).ok());
@@ -310,7 +324,7 @@ TEST_P(InteractionCudaTest, DotAndFmMatchTheCpu) {
   Tensor fm = Tensor::Empty({batch, 1}), dfx = Tensor::Empty({batch, f, d});
   ASSERT_TRUE(FmInteractionForward(x, &fm).ok());
   ASSERT_TRUE(FmInteractionBackward(x, dfm, &dfx).ok());
-  Tensor gfm = Empty({batch, 1}), gdfx = Empty({batch, f, d});
+  Tensor gfm = Poisoned({batch, 1}), gdfx = Poisoned({batch, f, d});
   ASSERT_TRUE(FmInteractionForwardCuda(gx, &gfm, stream()).ok());
   ExpectNear(fm, gfm, 1e-5 * f * std::sqrt(d + 1.0), 1e-5, "fm");
   ASSERT_TRUE(FmInteractionBackwardCuda(gx, Up(dfm), &gdfx, stream()).ok());
@@ -371,8 +385,8 @@ TEST_P(CrossLayerCudaTest, FullAndLowRankMatchTheCpu) {
     Tensor dxl = Tensor::Empty({batch, d}), dw = Tensor::Empty({d, d}), db = Tensor::Empty({d});
     ASSERT_TRUE(CrossLayerForward(x0, xl, w, bias, &out).ok());
     ASSERT_TRUE(CrossLayerBackward(x0, xl, w, bias, dout, &dx0, &dxl, &dw, &db).ok());
-    Tensor gw = Up(w), gout = Empty({batch, d}), gdx0 = Empty({batch, d}), gdxl = Empty({batch, d});
-    Tensor gdw = Empty({d, d}), gdb = Empty({d});
+    Tensor gw = Up(w), gout = Poisoned({batch, d}), gdx0 = Poisoned({batch, d});
+    Tensor gdxl = Poisoned({batch, d}), gdw = Poisoned({d, d}), gdb = Poisoned({d});
     ASSERT_TRUE(CrossLayerForwardCuda(gx0, gxl, gw, gbias, &gout, stream()).ok());
     ExpectNear(out, gout, tol, 1e-5, "cross out");
     ASSERT_TRUE(CrossLayerBackwardCuda(gx0, gxl, gw, gbias, gdout, &gdx0, &gdxl, &gdw, &gdb,
@@ -388,8 +402,9 @@ TEST_P(CrossLayerCudaTest, FullAndLowRankMatchTheCpu) {
   Tensor db = Tensor::Empty({d});
   ASSERT_TRUE(LowRankCrossLayerForward(x0, xl, u, v, bias, &out).ok());
   ASSERT_TRUE(LowRankCrossLayerBackward(x0, xl, u, v, bias, dout, &dx0, &dxl, &du, &dv, &db).ok());
-  Tensor gu = Up(u), gv = Up(v), gout = Empty({batch, d}), gdx0 = Empty({batch, d});
-  Tensor gdxl = Empty({batch, d}), gdu = Empty({d, r}), gdv = Empty({d, r}), gdb = Empty({d});
+  Tensor gu = Up(u), gv = Up(v), gout = Poisoned({batch, d}), gdx0 = Poisoned({batch, d});
+  Tensor gdxl = Poisoned({batch, d}), gdu = Poisoned({d, r}), gdv = Poisoned({d, r});
+  Tensor gdb = Poisoned({d});
   ASSERT_TRUE(LowRankCrossLayerForwardCuda(gx0, gxl, gu, gv, gbias, &gout, stream()).ok());
   ExpectNear(out, gout, tol, 1e-5, "low-rank out");
   ASSERT_TRUE(LowRankCrossLayerBackwardCuda(gx0, gxl, gu, gv, gbias, gdout, &gdx0, &gdxl, &gdu,
@@ -475,9 +490,9 @@ TEST_P(RoutingCudaTest, RoutingDispatchAndCombineMatchTheCpu) {
   ASSERT_TRUE(MoeGateBackward(probs, *cpu, dgate, &dprobs).ok());
 
   Tensor gexp = Up(expert_out), gdout = Up(dout);
-  Tensor gbuf = Empty({experts, capacity, hidden}), gdx = Empty({batch, hidden});
-  Tensor gout = Empty({batch, hidden}), gdexp = Empty({experts, capacity, hidden});
-  Tensor gdg = Empty({batch, k}), gdprobs = Empty({batch, experts});
+  Tensor gbuf = Poisoned({experts, capacity, hidden}), gdx = Poisoned({batch, hidden});
+  Tensor gout = Poisoned({batch, hidden}), gdexp = Poisoned({experts, capacity, hidden});
+  Tensor gdg = Poisoned({batch, k}), gdprobs = Poisoned({batch, experts});
   ASSERT_TRUE(MoeDispatchCuda(Up(x), *gpu, &gbuf, stream()).ok());
   ExpectSameBits(buffers, gbuf, "buffers");
   ASSERT_TRUE(MoeDispatchBackwardCuda(gexp, *gpu, &gdx, stream()).ok());
@@ -589,6 +604,9 @@ TEST_F(OpsCudaTest, DenseOptimizersMatchTheCpu) {
       ExpectNear(param, gparam, 1e-6, 1e-6, std::string(DenseOptimizerName(type)) + " param");
       if (type != DenseOptimizer::kSgd) {
         ExpectNear(slot.second_moment, gslot->second_moment, 1e-6, 1e-6, "second moment");
+      }
+      if (type == DenseOptimizer::kAdam) {
+        ExpectNear(slot.first_moment, gslot->first_moment, 1e-6, 1e-6, "first moment");
       }
     }
   }
