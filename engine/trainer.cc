@@ -10,6 +10,7 @@
 #include "embedding/unique_keys.h"
 #include "io/batch_source.h"
 #include "ops/dense_ops.h"
+#include "pipeline/pipelined_runner.h"
 #include "pipeline/sequential_runner.h"
 
 namespace ember::engine {
@@ -31,6 +32,12 @@ struct Trainer::Step {
   Tensor dlogits;     // [B, T]
   Tensor dpooled;     // [B, S * D]
   Tensor drows;       // [U, D]
+  std::vector<embedding::Key> sorted_keys;  // unique_keys, ascending (pipelined)
+  std::vector<int64_t> sorted_order;        // sorted_keys[i] = unique_keys[sorted_order[i]]
+  std::vector<int> staleness;               // Per sorted key (scratch)
+  std::vector<embedding::Key> part_keys;    // A part of a split pull (scratch)
+  std::vector<int64_t> part_rows;
+  Tensor part_values;
   double loss = 0.0;
 };
 
@@ -51,6 +58,15 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (!(o.dense_optimizer.learning_rate > 0)) {
     return Status::InvalidArgument("--dense_lr must be > 0, got ", o.dense_optimizer.learning_rate);
+  }
+  if (o.pipeline_depth < 1) {
+    return Status::InvalidArgument("--pipeline_depth must be >= 1, got ", o.pipeline_depth);
+  }
+  if (o.max_staleness < 0) {
+    return Status::InvalidArgument("--max_staleness must be >= 0, got ", o.max_staleness);
+  }
+  if (!(o.watchdog_seconds >= 0)) {
+    return Status::InvalidArgument("--watchdog_seconds must be >= 0, got ", o.watchdog_seconds);
   }
   return Status::OK();
 }
@@ -124,6 +140,20 @@ Status Trainer::Pull(Step& step) {
   return table_->Pull(step.unique_keys, step.rows.data<float>());
 }
 
+Status Trainer::PullPart(Step& step, const std::vector<int64_t>& rows) {
+  const int dim = options_.embedding_dim;
+  step.part_keys.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) step.part_keys[i] = step.unique_keys[rows[i]];
+  step.part_values = Tensor::Empty({static_cast<int64_t>(rows.size()), dim});
+  EMBER_RETURN_IF_ERROR(table_->Pull(step.part_keys, step.part_values.data<float>()));
+  const float* values = step.part_values.data<float>();
+  float* out = step.rows.data<float>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(out + rows[i] * dim, values + i * dim, dim * sizeof(float));
+  }
+  return Status::OK();
+}
+
 Status Trainer::LookupRows(Step& step) {
   return table_->Lookup(step.unique_keys, step.rows.data<float>());
 }
@@ -162,14 +192,7 @@ Status Trainer::DenseTrain(Step& step) {
 }
 
 Status Trainer::Push(Step& step) {
-  EMBER_RETURN_IF_ERROR(table_->Push(step.unique_keys, step.drows.data<float>()));
-  const int64_t ttl = options_.embedding_ttl_steps;
-  if (ttl > 0 && (step.index + 1) % std::max<int64_t>(1, ttl / 2) == 0) {
-    const int64_t evicted = table_->EvictExpired();
-    VLOG(1) << "step " << step.index << ": evicted " << evicted << " rows unseen for " << ttl
-            << " steps";
-  }
-  return Status::OK();
+  return table_->Push(step.unique_keys, step.drows.data<float>());
 }
 
 std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
@@ -218,14 +241,14 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   if (options_.max_steps > 0) {
     total_steps = total_steps < 0 ? options_.max_steps : std::min(total_steps, options_.max_steps);
   }
+  TrainReport report;
   const auto below_max_steps = [&](int64_t steps) {
+    if (options_.stop_requested != nullptr && options_.stop_requested->load()) {
+      report.interrupted = true;
+      return false;
+    }
     return options_.max_steps == 0 || steps < options_.max_steps;
   };
-
-  TrainReport report;
-  std::vector<pipeline::Stage<Step>> stages = TrainingStages();
-  Step step;
-  Status status;
   std::unique_ptr<ProgressReporter> progress;
   if (options_.show_progress) {
     progress = std::make_unique<ProgressReporter>("train steps", total_steps);
@@ -234,6 +257,76 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   int64_t loss_epoch = -1;
   double loss_sum = 0.0;
   int64_t loss_count = 0;
+  auto done = [&](Step& s) {
+    ++report.steps;
+    report.examples += s.batch.size;
+    if (s.epoch != loss_epoch) {
+      loss_epoch = s.epoch;
+      loss_sum = 0.0;
+      loss_count = 0;
+    }
+    loss_sum += s.loss * s.batch.size;
+    loss_count += s.batch.size;
+    if (progress) {
+      progress->Update(report.steps, [&] {
+        const double seconds = progress->elapsed_seconds();
+        char detail[192];
+        int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
+                                 seconds > 0 ? report.examples / seconds : 0.0,
+                                 loss_sum / loss_count);
+        if (options_.embedding_memory_budget_bytes > 0) {
+          const embedding::TableStats t = table_->stats();
+          const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
+          std::snprintf(detail + used, sizeof(detail) - used,
+                        ", embeddings %.0f MiB in memory, %.1f%% memory hits",
+                        t.memory_bytes / 1048576.0,
+                        lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0);
+        }
+        return std::string(detail);
+      });
+    }
+  };
+  EMBER_RETURN_IF_ERROR(options_.pipeline
+                            ? FitPipelined(train, &report, below_max_steps, done)
+                            : FitSequential(train, &report, below_max_steps, done));
+  if (report.steps == 0 && !report.interrupted) {
+    return Status::InvalidArgument("the training data has no examples");
+  }
+  report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
+  if (progress) {
+    char detail[64];
+    std::snprintf(detail, sizeof(detail), "loss %.4f", loss_count ? loss_sum / loss_count : 0.0);
+    progress->Finish(detail);
+  }
+  double busy = 0;
+  for (double s : report.stage_times.busy_seconds) busy += s;
+  if (report.train_seconds == 0.0) report.train_seconds = busy;
+  report.samples_per_sec = report.train_seconds > 0 ? report.examples / report.train_seconds : 0;
+  report.last_epoch_loss = loss_count ? loss_sum / loss_count : 0.0;
+  report.embedding = table_->stats();
+  return report;
+}
+
+bool Trainer::EvictsBefore(int64_t index) const {
+  const int64_t ttl = options_.embedding_ttl_steps;
+  return ttl > 0 && index > 0 && index % std::max<int64_t>(1, ttl / 2) == 0;
+}
+
+Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
+                              const std::function<bool(int64_t)>& below_max_steps,
+                              const std::function<void(Step&)>& done) {
+  std::vector<pipeline::Stage<Step>> stages = TrainingStages();
+  stages[3].run = [this](Step& s) {
+    EMBER_RETURN_IF_ERROR(Push(s));
+    // Eviction after the push of step i, before the pull of step i + 1.
+    if (EvictsBefore(s.index + 1)) {
+      const int64_t evicted = table_->EvictExpired();
+      VLOG(1) << "step " << s.index << ": evicted " << evicted << " expired rows";
+    }
+    return Status::OK();
+  };
+  Step step;
+  Status status;
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
   // With a disk tier, the next batch is read one step ahead and its rows are
   // prefetched while the current one trains, so that its Pull finds them in
@@ -246,9 +339,9 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     auto next = [&](int64_t, Step& s) {
-      if (!status.ok() || !below_max_steps(report.steps)) return false;
-      TraceSpan span(options_.tracer, "read", "stage", report.steps);
-      s.index = report.steps;
+      if (!status.ok() || !below_max_steps(report->steps)) return false;
+      TraceSpan span(options_.tracer, "read", "stage", report->steps);
+      s.index = report->steps;
       if (have_lookahead) {
         std::swap(s.batch, lookahead);
         s.epoch = lookahead_epoch;
@@ -259,7 +352,7 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
         if (!more.ok() || !*more) return false;
         s.epoch = train.epoch();
       }
-      if (prefetch && below_max_steps(report.steps + 1)) {
+      if (prefetch && below_max_steps(report->steps + 1)) {
         Result<bool> more = train.Next(&lookahead);
         if (!more.ok()) {
           status = more.status().WithContext("reading the training data");
@@ -274,54 +367,109 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
       }
       return true;
     };
-    auto done = [&](Step& s) {
-      ++report.steps;
-      report.examples += s.batch.size;
-      if (s.epoch != loss_epoch) {
-        loss_epoch = s.epoch;
-        loss_sum = 0.0;
-        loss_count = 0;
-      }
-      loss_sum += s.loss * s.batch.size;
-      loss_count += s.batch.size;
-      if (progress) {
-        progress->Update(report.steps, [&] {
-          const double seconds = progress->elapsed_seconds();
-          char detail[192];
-          int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
-                                   seconds > 0 ? report.examples / seconds : 0.0,
-                                   loss_sum / loss_count);
-          if (options_.embedding_memory_budget_bytes > 0) {
-            const embedding::TableStats t = table_->stats();
-            const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
-            std::snprintf(detail + used, sizeof(detail) - used,
-                          ", embeddings %.0f MiB in memory, %.1f%% memory hits",
-                          t.memory_bytes / 1048576.0,
-                          lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0);
-          }
-          return std::string(detail);
-        });
-      }
-    };
     const Status run = pipeline::RunSequential<Step>(stages, next, step, options_.tracer,
-                                                     &report.stage_times, done);
+                                                     &report->stage_times, done);
     if (status.ok()) status = run;
   });
+  return status;
+}
+
+Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
+                             const std::function<bool(int64_t)>& below_max_steps,
+                             const std::function<void(Step&)>& done) {
+  report->pipelined = true;
+  const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
+  pipeline::StalenessGate gate(options_.max_staleness, options_.early_pulls);
+  std::vector<pipeline::Stage<Step>> stages = TrainingStages();
+  // unique: also the sorted keys for the gate, and the disk prefetch, which
+  // the read-ahead of the pipeline turns into loading while earlier batches
+  // train.
+  stages[0].run = [&](Step& s) {
+    EMBER_RETURN_IF_ERROR(Prepare(s));
+    s.sorted_order.resize(s.unique_keys.size());
+    std::iota(s.sorted_order.begin(), s.sorted_order.end(), 0);
+    std::sort(s.sorted_order.begin(), s.sorted_order.end(),
+              [&](int64_t a, int64_t b) { return s.unique_keys[a] < s.unique_keys[b]; });
+    s.sorted_keys.resize(s.unique_keys.size());
+    for (size_t i = 0; i < s.sorted_order.size(); ++i) {
+      s.sorted_keys[i] = s.unique_keys[s.sorted_order[i]];
+    }
+    if (prefetch) table_->Prefetch(s.unique_keys);
+    return Status::OK();
+  };
+  // pull: waits for the pushes it must see; evicts expired rows (after
+  // every earlier push, as sequential training does) on the pull thread.
+  stages[1].run = [&](Step& s) {
+    const bool evict = EvictsBefore(s.index);
+    if (evict || !options_.early_pulls) {
+      EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys, evict));
+      if (evict) {
+        const int64_t evicted = table_->EvictExpired();
+        VLOG(1) << "before step " << s.index << ": evicted " << evicted << " expired rows";
+      }
+      return Pull(s);
+    }
+    // Early pull: the rows no in-flight batch will update (beyond the
+    // staleness bound) are final now; read them, then wait for the pushes
+    // the others need and read those.
+    gate.Staleness(s.sorted_keys, &s.staleness);
+    std::vector<int64_t> early, late;
+    for (size_t i = 0; i < s.sorted_keys.size(); ++i) {
+      (s.staleness[i] <= options_.max_staleness ? early : late).push_back(s.sorted_order[i]);
+    }
+    if (late.empty() || early.empty()) {
+      EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
+      return Pull(s);
+    }
+    table_->set_step(s.index);
+    EMBER_RETURN_IF_ERROR(PullPart(s, early));
+    EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
+    return PullPart(s, late);
+  };
+  stages[3].run = [&](Step& s) {
+    EMBER_RETURN_IF_ERROR(Push(s));
+    gate.MarkPushed(s.index);
+    return Status::OK();
+  };
+  pipeline::PipelineOptions pipeline_options;
+  // Threads: the dense stage keeps the whole budget, so that its oneDNN
+  // reductions split as in sequential training (the same bits); pull and
+  // push get a quarter each, sharing cores with it while they overlap.
+  const int threads = arena_.threads();
+  const int sparse = std::max(1, threads / 4);
+  pipeline_options.stage_threads = {1, sparse, threads, sparse};
+  pipeline_options.watchdog_seconds = options_.watchdog_seconds;
+  pipeline_options.tracer = options_.tracer;
+  pipeline_options.on_stop = [&gate] { gate.Cancel(); };
+  pipeline_options.on_stall = [&](const std::string& stage, int64_t item, double seconds) {
+    LOG(WARNING) << "watchdog: stage " << stage << " has been on batch " << item << " for "
+                 << static_cast<int64_t>(seconds) << " s";
+  };
+  std::vector<Step> steps(std::max(1, options_.pipeline_depth));
+  auto read = [&](int64_t index, Step& s) -> Result<bool> {
+    if (!below_max_steps(index)) return false;
+    Result<bool> more = train.Next(&s.batch);
+    if (!more.ok()) return more.status().WithContext("reading the training data");
+    s.index = index;
+    s.epoch = train.epoch();
+    return *more;
+  };
+  pipeline::PipelineStats stats;
+  Status status;
+  // The reader runs in the trainer's arena; each stage in its own.
+  arena_.Execute([&] {
+    status = pipeline::RunPipelined<Step>(stages, steps, read, done, pipeline_options, &stats);
+  });
+  report->stage_times = stats.times;
+  report->staleness = gate.histogram();
+  // The pull stage's time waiting for pushes is not work: report it apart.
+  report->stage_times.busy_seconds[2] =
+      std::max(0.0, report->stage_times.busy_seconds[2] - report->staleness.wait_seconds);
+  report->stalls = stats.stalls;
   EMBER_RETURN_IF_ERROR(status);
-  if (report.steps == 0) return Status::InvalidArgument("the training data has no examples");
-  report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
-  if (progress) {
-    char detail[64];
-    std::snprintf(detail, sizeof(detail), "loss %.4f", loss_count ? loss_sum / loss_count : 0.0);
-    progress->Finish(detail);
-  }
-  double busy = 0;
-  for (double s : report.stage_times.busy_seconds) busy += s;
-  if (report.train_seconds == 0.0) report.train_seconds = busy;
-  report.samples_per_sec = report.train_seconds > 0 ? report.examples / report.train_seconds : 0;
-  report.last_epoch_loss = loss_count ? loss_sum / loss_count : 0.0;
-  report.embedding = table_->stats();
-  return report;
+  // The eviction sequential training does after its last push.
+  if (EvictsBefore(report->steps)) table_->EvictExpired();
+  return Status::OK();
 }
 
 Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {

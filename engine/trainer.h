@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "io/dataset.h"
 #include "ops/dense_optimizer.h"
 #include "pipeline/stage.h"
+#include "pipeline/staleness.h"
 
 namespace ember::engine {
 
@@ -61,6 +63,22 @@ struct TrainOptions {
   Tracer* tracer = nullptr;
   // Print progress (terminal line or periodic log).
   bool show_progress = true;
+  // Run the stages as an asynchronous pipeline (a worker per stage, up to
+  // pipeline_depth batches in flight); false runs them one batch at a time,
+  // the reference the pipeline is checked against.
+  bool pipeline = true;
+  int pipeline_depth = 4;
+  // The most pushes of earlier batches a pulled row may miss; 0 gives the
+  // sequential result bit for bit.
+  int max_staleness = 0;
+  // Let a pull wait only for in-flight batches that share rows with it
+  // (otherwise for the last max_staleness + 1 pushes, whatever their rows).
+  bool early_pulls = true;
+  // Warn when a stage stays on one batch longer than this; 0: no watchdog.
+  double watchdog_seconds = 300.0;
+  // When set and true, training stops after the batches already read
+  // (e.g. set by a SIGINT handler); Fit then returns what was trained.
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 // Validates option ranges (batch_size >= 1, epochs >= 1, ...).
@@ -75,12 +93,19 @@ struct TrainReport {
   // Mean training loss over the last epoch.
   double last_epoch_loss = 0.0;
   pipeline::StageTimes stage_times;
+  // Pipelined runs: the staleness of every pulled row, and the watchdog's
+  // reports.
+  pipeline::StalenessHistogram staleness;
+  int64_t stalls = 0;
+  bool pipelined = false;
+  // Stopped early through stop_requested.
+  bool interrupted = false;
   // The embedding table at the end of training.
   embedding::TableStats embedding;
 };
 
-// Trains a model on in-memory data, one batch at a time through the stages
-// read -> unique -> pull -> dense -> push, and evaluates it.
+// Trains a model through the stages read -> unique -> pull -> dense -> push,
+// pipelined (options.pipeline) or one batch at a time, and evaluates it.
 // Thread safety: none; one trainer per job.
 class Trainer {
  public:
@@ -125,10 +150,22 @@ class Trainer {
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
           std::unique_ptr<DenseModel> model);
   std::vector<pipeline::Stage<Step>> TrainingStages();
+  Status FitSequential(io::BatchSource& train, TrainReport* report,
+                       const std::function<bool(int64_t)>& below_max_steps,
+                       const std::function<void(Step&)>& done);
+  Status FitPipelined(io::BatchSource& train, TrainReport* report,
+                      const std::function<bool(int64_t)>& below_max_steps,
+                      const std::function<void(Step&)>& done);
+  // Whether the push (sequential) or the pull (pipelined) of step `index`
+  // evicts expired rows first.
+  bool EvictsBefore(int64_t index) const;
   // InvalidArgument unless `data` has the model's dense and slot counts.
   Status CheckShape(const io::BatchSource& data) const;
   Status Prepare(Step& step);
   Status Pull(Step& step);
+  // Pulls the unique keys at positions `rows` of step.unique_keys into
+  // their rows of step.rows (part of an early pull).
+  Status PullPart(Step& step, const std::vector<int64_t>& rows);
   Status Push(Step& step);
   // Reads rows for evaluation without changing the table.
   Status LookupRows(Step& step);

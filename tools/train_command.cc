@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -134,6 +136,22 @@ DEFINE_int64(piece_kib, 0,
              "small input so that every shard has at least 8 pieces.");
 DEFINE_validator(piece_kib, &IsNonNegative64);
 DEFINE_validator(shard_index, &IsNonNegative32);
+DEFINE_string(pipeline, "on",
+              "on: run read, unique, pull, dense and push as an asynchronous pipeline (a worker "
+              "per stage, --pipeline_depth batches in flight); off: one batch at a time through "
+              "every stage (the reference; same result with --max_staleness=0).");
+DEFINE_int32(pipeline_depth, 4, "--pipeline=on: batches in flight (buffers between stages).");
+DEFINE_validator(pipeline_depth, &IsPositive32);
+DEFINE_int32(max_staleness, 0,
+             "--pipeline=on: the most pushes of earlier batches a pulled embedding row may miss; "
+             "0 trains exactly as --pipeline=off does.");
+DEFINE_validator(max_staleness, &IsNonNegative32);
+DEFINE_bool(early_pulls, true,
+            "--pipeline=on: a pull waits only for in-flight batches that share rows with it "
+            "(false: for the last --max_staleness + 1 pushes, whatever their rows).");
+DEFINE_double(watchdog_seconds, 300,
+              "Log a warning naming the stage that stays on one batch longer than this; 0: off.");
+DEFINE_validator(watchdog_seconds, &IsNonNegativeDouble);
 DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
@@ -212,6 +230,14 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
                          ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
+  if (FLAGS_pipeline != "on" && FLAGS_pipeline != "off") {
+    return Status::InvalidArgument("--pipeline=", FLAGS_pipeline, " is not known; use on or off");
+  }
+  options.pipeline = FLAGS_pipeline == "on";
+  options.pipeline_depth = FLAGS_pipeline_depth;
+  options.max_staleness = FLAGS_max_staleness;
+  options.early_pulls = FLAGS_early_pulls;
+  options.watchdog_seconds = FLAGS_watchdog_seconds;
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }
@@ -480,20 +506,40 @@ JsonObject SourceJson(const Source& source) {
   return json;
 }
 
-std::string StageSummary(const pipeline::StageTimes& times) {
+// Each stage's busy time and busy fraction of the run's `seconds`, the
+// bottleneck, and the ideal pipeline speed-up (the sum of the stage times
+// over the slowest one).
+std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
   std::string summary;
   double total = 0;
   for (double s : times.busy_seconds) total += s;
   const int bottleneck = times.Bottleneck();
   for (size_t i = 0; i < times.names.size(); ++i) {
-    char part[96];
-    std::snprintf(part, sizeof(part), "%s%s %.2fs (%.0f%%)%s", i ? ", " : "",
+    char part[112];
+    std::snprintf(part, sizeof(part), "%s%s %.2fs (busy %.0f%%)%s", i ? ", " : "",
                   times.names[i].c_str(), times.busy_seconds[i],
-                  total > 0 ? 100.0 * times.busy_seconds[i] / total : 0.0,
+                  seconds > 0 ? 100.0 * times.busy_seconds[i] / seconds : 0.0,
                   static_cast<int>(i) == bottleneck ? " <- bottleneck" : "");
     summary += part;
   }
+  if (bottleneck >= 0 && times.busy_seconds[bottleneck] > 0) {
+    char part[96];
+    std::snprintf(part, sizeof(part), "; ideal pipeline speed-up %.2fx",
+                  total / times.busy_seconds[bottleneck]);
+    summary += part;
+  }
   return summary;
+}
+
+// SIGINT/SIGTERM: the first asks training to stop after the batches already
+// read (the summary and evaluation still run); a second one exits at once.
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void OnStopSignal(int signal) {
+  if (g_stop_requested.exchange(true)) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
 }
 
 std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
@@ -550,18 +596,33 @@ Status Train() {
     tracer = std::make_unique<Tracer>();
     options.tracer = tracer.get();
   }
+  options.stop_requested = &g_stop_requested;
   EMBER_ASSIGN_OR_RETURN(auto trainer,
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
+  // A first SIGINT/SIGTERM ends training after the batches in flight.
+  g_stop_requested.store(false);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
   Result<engine::TrainReport> fit =
       data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (data.train_stream) {
     data.train_source.stream = data.train_stream->stats();
     data.train_source.bad_lines = data.train_source.stream->bad_lines;
   }
   EMBER_RETURN_IF_ERROR(fit.status());
   const engine::TrainReport& report = *fit;
-  LOG(INFO) << "stages: " << StageSummary(report.stage_times);
+  LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
+  if (report.pipelined) {
+    LOG(INFO) << "pipeline: staleness of pulled rows " << report.staleness.ToString() << " (mean "
+              << report.staleness.mean() << "); " << report.staleness.waits
+              << " pulls waited for pushes, " << report.staleness.wait_seconds << " s in all";
+  }
+  if (report.interrupted) {
+    LOG(WARNING) << "training stopped by a signal after " << report.steps << " steps";
+  }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
   Result<engine::Metrics> evaluated =
       data.test_stream ? trainer->Evaluate(*data.test_stream) : trainer->Evaluate(data.test);
@@ -629,6 +690,13 @@ Status Train() {
       stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
     }
     train_json.Add("stage_seconds", stages);
+    train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted);
+    if (report.pipelined) {
+      std::vector<double> staleness(report.staleness.rows.begin(), report.staleness.rows.end());
+      train_json.AddRaw("staleness_rows", JsonNumberArray(staleness))
+          .Add("pull_waits", report.staleness.waits)
+          .Add("pull_wait_seconds", report.staleness.wait_seconds);
+    }
     const embedding::TableStats& t = report.embedding;
     JsonObject embedding_json;
     embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -222,7 +223,8 @@ TEST_F(TrainerTest, MaxStepsStopsTraining) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(3, report->steps);
   EXPECT_EQ(3 * 256, report->examples);
-  EXPECT_EQ((std::vector<std::string>{"unique", "pull", "dense", "push"}),
+  // The pipelined trainer (the default) times reading as a stage too.
+  EXPECT_EQ((std::vector<std::string>{"read", "unique", "pull", "dense", "push"}),
             report->stage_times.names);
 }
 
@@ -279,6 +281,137 @@ TEST_F(TrainerTest, StreamedTrainingEqualsInMemoryTrainingOnTheSameBatches) {
     for (size_t i = 0; i < memory.size(); ++i) ASSERT_EQ(memory[i], streamed[i]) << i;
     EXPECT_EQ(6000, (*reader)->stats().records_delivered);
   }
+}
+
+// The pipelined trainer with max_staleness 0 trains the model sequential
+// training does, bit for bit: in memory, with TTL eviction, with the disk
+// tier and its prefetch, with and without early pulls, at any depth.
+TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 4000;
+  synthetic.vocabulary = 60;  // Batches share many rows: pulls must wait.
+  const std::string path = (dir_ / "small.tsv").string();
+  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
+  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  ASSERT_TRUE(data.ok());
+  struct Case {
+    const char* name;
+    int64_t ttl;
+    bool disk_tier;
+    bool early_pulls;
+    int depth;
+  };
+  for (const Case& c : {Case{"in memory", 0, false, true, 4}, Case{"no early pulls", 0, false, false, 3},
+                        Case{"ttl", 6, false, true, 4}, Case{"disk tier", 0, true, true, 5},
+                        Case{"depth 1", 0, false, true, 1}}) {
+    SCOPED_TRACE(c.name);
+    TrainOptions options = SmallOptions();
+    options.batch_size = 128;
+    options.epochs = 2;
+    options.embedding_ttl_steps = c.ttl;
+    if (c.disk_tier) {
+      options.embedding_memory_budget_bytes = 96 << 10;
+      options.embedding_dir = (dir_ / "tier").string();
+    }
+    options.pipeline = false;
+    const std::vector<float> sequential = FitAndPredict(options, *data, nullptr);
+    if (c.disk_tier) std::filesystem::remove_all(options.embedding_dir);
+    options.pipeline = true;
+    options.early_pulls = c.early_pulls;
+    options.pipeline_depth = c.depth;
+    const std::vector<float> pipelined = FitAndPredict(options, *data, nullptr);
+    if (c.disk_tier) std::filesystem::remove_all(options.embedding_dir);
+    ASSERT_EQ(4000u, sequential.size());
+    ASSERT_EQ(sequential.size(), pipelined.size());
+    for (size_t i = 0; i < sequential.size(); ++i) ASSERT_EQ(sequential[i], pipelined[i]) << i;
+  }
+}
+
+// With max_staleness 2 pulls may miss up to two pushes: the report counts
+// how stale each pulled row was, never more than 2, and the model still
+// learns.
+TEST_F(TrainerTest, BoundedStalenessIsMeasuredAndRespected) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 6000;
+  synthetic.vocabulary = 60;
+  const std::string path = (dir_ / "small.tsv").string();
+  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
+  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  ASSERT_TRUE(data.ok());
+  TrainOptions options = SmallOptions();
+  options.batch_size = 128;
+  options.max_staleness = 2;
+  options.pipeline_depth = 6;
+  auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+  ASSERT_TRUE(trainer.ok());
+  auto report = (*trainer)->Fit(*data);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->pipelined);
+  const pipeline::StalenessHistogram& h = report->staleness;
+  ASSERT_GE(h.rows.size(), 1u);
+  EXPECT_LE(h.rows.size(), 3u) << h.ToString();
+  EXPECT_GT(h.total(), 0);
+  // Each step pulls at most batch x slots rows; the sum is the unique keys
+  // pulled over all steps.
+  EXPECT_LE(h.total(), report->steps * 128 * 26);
+  auto metrics = (*trainer)->Evaluate(*data);
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GT(metrics->auc, 0.65);
+}
+
+// A source that fails while the pipeline runs: Fit returns its error with
+// context, promptly, and a stop request ends training after the batches
+// already read.
+class FailingSource : public io::BatchSource {
+ public:
+  FailingSource(const io::Dataset& data, int64_t fail_at) : inner_(data, Options()), fail_at_(fail_at) {}
+  static io::DatasetBatchSourceOptions Options() {
+    io::DatasetBatchSourceOptions o;
+    o.batch_size = 100;
+    o.num_epochs = 100;
+    return o;
+  }
+  Result<bool> Next(io::Batch* batch) override {
+    if (served_++ == fail_at_) return Status::DataLoss("injected read failure");
+    return inner_.Next(batch);
+  }
+  int64_t epoch() const override { return inner_.epoch(); }
+  int64_t EstimatedBatches() const override { return inner_.EstimatedBatches(); }
+  int num_labels() const override { return inner_.num_labels(); }
+  int num_dense() const override { return inner_.num_dense(); }
+  int num_slots() const override { return inner_.num_slots(); }
+
+ private:
+  io::DatasetBatchSource inner_;
+  int64_t fail_at_;
+  int64_t served_ = 0;
+};
+
+TEST_F(TrainerTest, PipelinedReadFailureStopsTrainingWithTheError) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 2000;
+  const std::string path = (dir_ / "small.tsv").string();
+  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
+  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  ASSERT_TRUE(data.ok());
+  auto trainer = Trainer::Create(SmallOptions(), data->num_dense(), data->num_slots());
+  ASSERT_TRUE(trainer.ok());
+  FailingSource source(*data, 30);
+  auto report = (*trainer)->Fit(source);
+  EXPECT_EQ(StatusCode::kDataLoss, report.status().code());
+  EXPECT_NE(std::string::npos, report.status().message().find("reading the training data"))
+      << report.status();
+
+  std::atomic<bool> stop{true};
+  TrainOptions options = SmallOptions();
+  options.stop_requested = &stop;
+  auto stopped = Trainer::Create(options, data->num_dense(), data->num_slots());
+  ASSERT_TRUE(stopped.ok());
+  FailingSource endless(*data, -1);
+  auto interrupted = (*stopped)->Fit(endless);
+  ASSERT_TRUE(interrupted.ok()) << interrupted.status();
+  EXPECT_TRUE(interrupted->interrupted);
+  EXPECT_EQ(0, interrupted->steps);
 }
 
 TEST_F(TrainerTest, SourceOfAnotherShapeIsInvalidArgument) {

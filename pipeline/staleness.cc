@@ -1,0 +1,127 @@
+#include "pipeline/staleness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace ember::pipeline {
+
+int64_t StalenessHistogram::total() const {
+  int64_t sum = 0;
+  for (const int64_t n : rows) sum += n;
+  return sum;
+}
+
+double StalenessHistogram::mean() const {
+  const int64_t n = total();
+  if (n == 0) return 0.0;
+  double sum = 0.0;
+  for (size_t s = 0; s < rows.size(); ++s) sum += static_cast<double>(s) * rows[s];
+  return sum / static_cast<double>(n);
+}
+
+std::string StalenessHistogram::ToString(int max_entries) const {
+  const int64_t n = total();
+  if (n == 0) return "no rows pulled";
+  std::string out;
+  const int shown = std::min<int>(static_cast<int>(rows.size()), std::max(1, max_entries));
+  for (int s = 0; s < shown; ++s) {
+    // The last entry shown gathers every larger staleness.
+    int64_t count = rows[s];
+    if (s + 1 == shown) {
+      for (size_t t = s + 1; t < rows.size(); ++t) count += rows[t];
+    }
+    char entry[48];
+    std::snprintf(entry, sizeof(entry), "%s%d%s: %.2f%%", out.empty() ? "" : ", ", s,
+                  s + 1 == shown && shown < static_cast<int>(rows.size()) ? "+" : "",
+                  100.0 * static_cast<double>(count) / static_cast<double>(n));
+    out += entry;
+  }
+  return out;
+}
+
+void StalenessGate::Staleness(const std::vector<uint64_t>& sorted_keys,
+                              std::vector<int>* counts) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CountLocked(sorted_keys, counts);
+}
+
+void StalenessGate::CountLocked(const std::vector<uint64_t>& keys, std::vector<int>* out) const {
+  std::vector<int>& counts = *out;
+  counts.assign(keys.size(), 0);
+  for (const auto& [index, batch_keys] : in_flight_) {
+    // Merge of two sorted lists.
+    size_t i = 0, j = 0;
+    while (i < keys.size() && j < batch_keys.size()) {
+      if (keys[i] < batch_keys[j]) {
+        ++i;
+      } else if (batch_keys[j] < keys[i]) {
+        ++j;
+      } else {
+        ++counts[i];
+        ++i;
+        ++j;
+      }
+    }
+  }
+}
+
+int StalenessGate::MaxStaleness(const std::vector<uint64_t>& keys,
+                                std::vector<int64_t>* rows) const {
+  std::vector<int> counts;
+  CountLocked(keys, &counts);
+  int max_count = 0;
+  for (const int c : counts) {
+    max_count = std::max(max_count, c);
+    if (rows != nullptr) {
+      if (static_cast<size_t>(c) >= rows->size()) rows->resize(c + 1, 0);
+      ++(*rows)[c];
+    }
+  }
+  return max_count;
+}
+
+Status StalenessGate::AwaitPull(int64_t index, const std::vector<uint64_t>& sorted_keys,
+                                bool after_all_pushes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto ready = [&] {
+    if (cancelled_) return true;
+    if (after_all_pushes) return in_flight_.empty();
+    if (early_pulls_) return MaxStaleness(sorted_keys, nullptr) <= max_staleness_;
+    return static_cast<int64_t>(in_flight_.size()) <= max_staleness_;
+  };
+  if (!ready()) {
+    const auto start = std::chrono::steady_clock::now();
+    cv_.wait(lock, ready);
+    ++histogram_.waits;
+    histogram_.wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (cancelled_) return Status::Cancelled("the pipeline stopped");
+  MaxStaleness(sorted_keys, &histogram_.rows);
+  in_flight_[index] = sorted_keys;
+  return Status::OK();
+}
+
+void StalenessGate::MarkPushed(int64_t index) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(index);
+  }
+  cv_.notify_all();
+}
+
+void StalenessGate::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  cv_.notify_all();
+}
+
+StalenessHistogram StalenessGate::histogram() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return histogram_;
+}
+
+}  // namespace ember::pipeline
