@@ -1,5 +1,8 @@
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -7,6 +10,7 @@
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "core/threads.h"
 #include "ops/dense_ops.h"
 #include "tests/ops/gradient_check.h"
 
@@ -91,7 +95,7 @@ TEST(FullyConnectedOpsTest, ForwardEqualsNaiveTripleLoop) {
   }
 }
 
-TEST(FullyConnectedOpsTest, ReluPostOpZeroesNegativeOutputs) {
+TEST(FullyConnectedOpsTest, ReluZeroesNegativeOutputs) {
   // Two outputs: the first always positive, the second always negative.
   const Tensor x = Tensor::FromVector({1, 2, -1, 3}, {2, 2});
   const Tensor weight = Tensor::FromVector({0, 0, 0, 0}, {2, 2});
@@ -163,9 +167,9 @@ TEST(FullyConnectedOpsTest, BackwardWithoutDxGivesTheSameWeightGradients) {
   ExpectAllClose(ToDouble(dbias), dbias_no_dx, 0.0, "dbias");
 }
 
-TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsEachGetTheirOwnPrimitive) {
-  // The primitive cache is keyed by shape and activation: alternating between
-  // them must never run a primitive built for another key.
+TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsGiveTheirOwnResults) {
+  // Alternating shapes and activations must never reuse state (a buffer, a
+  // cached kernel) sized or built for another call.
   for (int round = 0; round < 3; ++round) {
     for (const FcShape& s : {FcShape{3, 5, 13}, FcShape{4, 5, 13}, FcShape{3, 13, 5}}) {
       for (Activation activation : {Activation::kRelu, Activation::kNone}) {
@@ -178,6 +182,88 @@ TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsEachGetTheirOwnPrimit
       }
     }
   }
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// Forward (ReLU) and backward of one layer: {y, dx, dweight, dbias}.
+std::vector<Tensor> ReluStep(const FcCase& c, const Tensor& dy) {
+  const int64_t batch = c.x.dim(0), in = c.x.dim(1), out = c.weight.dim(0);
+  Tensor y = Tensor::Empty({batch, out}), dx = Tensor::Empty({batch, in});
+  Tensor dweight = Tensor::Empty({out, in}), dbias = Tensor::Empty({out});
+  EXPECT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y).ok());
+  EXPECT_TRUE(
+      FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight, &dbias).ok());
+  return {y, dx, dweight, dbias};
+}
+
+// Runs `fn` on a new thread and waits for it: OpenMP thread counts are per
+// thread, so a test that sets them leaves the test runner's thread as it was.
+void OnNewThread(const std::function<void()>& fn) { std::thread(fn).join(); }
+
+// Random inputs without the kink-avoiding search of RandomCase (too slow for
+// thousands of outputs).
+FcCase LargeCase(const FcShape& s, RandomStream& rng) {
+  return {RandomTensor({s.batch, s.in}, rng), RandomTensor({s.out, s.in}, rng),
+          RandomTensor({s.out}, rng)};
+}
+
+TEST(FullyConnectedOpsTest, BiasGradientIsIdenticalForAnyThreadCount) {
+  // Large enough for oneDNN to split every product across threads. The bias
+  // gradient is ours, summed in row order: bit-identical. The products are
+  // oneDNN's, whose split of the batch dimension may change with the count.
+  const FcShape s{2048, 64, 32};
+  RandomStream rng(21);
+  const FcCase c = LargeCase(s, rng);
+  const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+  OnNewThread([&] {
+    SetOpenMpThreads(1);
+    const std::vector<Tensor> one = ReluStep(c, dy);
+    for (int threads : {2, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+      SetOpenMpThreads(threads);
+      const std::vector<Tensor> many = ReluStep(c, dy);
+      EXPECT_TRUE(SameBits(one[3], many[3]));
+      ExpectAllClose(ToDouble(one[0]), many[0], 1e-5, "y");
+      ExpectAllClose(ToDouble(one[1]), many[1], 1e-5, "dx");
+      ExpectAllClose(ToDouble(one[2]), many[2], 1e-4, "dweight");
+    }
+  });
+}
+
+TEST(FullyConnectedOpsTest, ConcurrentCallsFromSeveralThreadsGiveTheSerialResults) {
+  // Four threads, two per shape, each running many steps at once: every
+  // result must be the one the same step gives alone (same thread count, so
+  // bit-identical).
+  const std::vector<FcShape> shapes = {{257, 64, 33}, {64, 129, 17}};
+  std::vector<FcCase> cases;
+  std::vector<Tensor> dys;
+  std::vector<std::vector<Tensor>> expected;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    RandomStream rng(30 + i);
+    cases.push_back(LargeCase(shapes[i], rng));
+    dys.push_back(RandomTensor({shapes[i].batch, shapes[i].out}, rng));
+    OnNewThread([&] {
+      SetOpenMpThreads(1);
+      expected.push_back(ReluStep(cases[i], dys[i]));
+    });
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      SetOpenMpThreads(1);
+      const size_t i = t % shapes.size();
+      for (int step = 0; step < 200; ++step) {
+        const std::vector<Tensor> got = ReluStep(cases[i], dys[i]);
+        for (size_t k = 0; k < got.size(); ++k) mismatches[t] += !SameBits(got[k], expected[i][k]);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_THAT(mismatches, ::testing::Each(0));
 }
 
 TEST(FullyConnectedOpsTest, EmptyBatchGivesZeroWeightGradients) {
