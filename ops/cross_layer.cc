@@ -109,7 +109,7 @@ Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weigh
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
-  // z = xl W^T + bias through oneDNN's inner product (its GEMM), then
+  // z = xl W^T + bias through the fully connected op (a oneDNN SGEMM), then
   // out = x0 * z + xl elementwise.
   Tensor z = Tensor::Empty({batch, dim});
   EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
