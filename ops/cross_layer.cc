@@ -40,34 +40,6 @@ void Axpy(float scale, const float* v, int64_t n, float* acc) {
   for (int64_t i = 0; i < n; ++i) acc[i] += scale * v[i];
 }
 
-using NamedTensor = std::pair<const char*, const Tensor*>;
-
-bool Overlaps(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  const char* pa = static_cast<const char*>(a.raw_data());
-  const char* pb = static_cast<const char*>(b.raw_data());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// Outputs are written while inputs (and other outputs) are still being read.
-Status CheckNoOverlap(const char* op, std::initializer_list<NamedTensor> outputs,
-                      std::initializer_list<NamedTensor> inputs) {
-  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
-    for (auto other = out + 1; other != outputs.end(); ++other) {
-      if (Overlaps(*out->second, *other->second)) {
-        return Status::InvalidArgument(op, ": outputs ", out->first, " and ", other->first,
-                                       " share memory");
-      }
-    }
-    for (const NamedTensor& in : inputs) {
-      if (Overlaps(*out->second, *in.second)) {
-        return Status::InvalidArgument(op, ": output ", out->first, " shares memory with input ",
-                                       in.first);
-      }
-    }
-  }
-  return Status::OK();
-}
 
 // Checks x0[B, d] and xl[B, d]; sets *batch and *dim.
 Status CheckActivations(const char* op, const Tensor& x0, const Tensor& xl, int64_t* batch,

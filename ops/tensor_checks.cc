@@ -48,4 +48,34 @@ Status CheckOutput(const char* op, const char* name, const Tensor* tensor, DType
   return CheckTensor(op, name, *tensor, dtype, shape);
 }
 
+namespace {
+
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const char* pa = static_cast<const char*>(a.raw_data());
+  const char* pb = static_cast<const char*>(b.raw_data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+}  // namespace
+
+Status CheckNoOverlap(const char* op, std::initializer_list<NamedTensor> outputs,
+                      std::initializer_list<NamedTensor> inputs) {
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    for (auto other = out + 1; other != outputs.end(); ++other) {
+      if (Overlaps(*out->second, *other->second)) {
+        return Status::InvalidArgument(op, ": outputs ", out->first, " and ", other->first,
+                                       " share memory");
+      }
+    }
+    for (const NamedTensor& in : inputs) {
+      if (Overlaps(*out->second, *in.second)) {
+        return Status::InvalidArgument(op, ": output ", out->first, " shares memory with input ",
+                                       in.first);
+      }
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace ember::ops

@@ -9,39 +9,12 @@
 #include "ops/cuda/common.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dense_ops_cuda.h"
+#include "ops/internal/tensor_checks.h"
 
 namespace ember::ops {
 namespace {
 
 using cuda::DeviceScratch;
-using NamedTensor = std::pair<const char*, const Tensor*>;
-
-bool Overlaps(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  const char* pa = static_cast<const char*>(a.raw_data());
-  const char* pb = static_cast<const char*>(b.raw_data());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// Outputs are written while inputs (and other outputs) are still being read.
-Status CheckNoOverlap(const char* op, std::initializer_list<NamedTensor> outputs,
-                      std::initializer_list<NamedTensor> inputs) {
-  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
-    for (auto other = out + 1; other != outputs.end(); ++other) {
-      if (Overlaps(*out->second, *other->second)) {
-        return Status::InvalidArgument(op, ": outputs ", out->first, " and ", other->first,
-                                       " share memory");
-      }
-    }
-    for (const NamedTensor& in : inputs) {
-      if (Overlaps(*out->second, *in.second)) {
-        return Status::InvalidArgument(op, ": output ", out->first, " shares memory with input ",
-                                       in.first);
-      }
-    }
-  }
-  return Status::OK();
-}
 
 Status CheckActivations(const char* op, const Tensor& x0, const Tensor& xl, const Device& device,
                         int64_t* batch, int64_t* dim) {

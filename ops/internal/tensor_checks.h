@@ -7,6 +7,8 @@
 // For the operators' own use; other folders check their own arguments.
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,5 +32,14 @@ Status CheckRank(const char* op, const char* name, const Tensor& tensor, DType d
 // CheckTensor for an output the caller allocated: also fails on a null pointer.
 Status CheckOutput(const char* op, const char* name, const Tensor* tensor, DType dtype,
                    const std::vector<int64_t>& shape);
+
+// A tensor and its name, for messages.
+using NamedTensor = std::pair<const char*, const Tensor*>;
+
+// OK unless two outputs, or an output and an input, share memory (outputs
+// are written while inputs and other outputs are still being read). Compares
+// address ranges only, so it serves host and device tensors alike.
+Status CheckNoOverlap(const char* op, std::initializer_list<NamedTensor> outputs,
+                      std::initializer_list<NamedTensor> inputs);
 
 }  // namespace ember::ops
