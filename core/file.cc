@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,23 @@ int64_t TotalFileBytes(const std::vector<std::string>& paths) {
     if (!error) total += static_cast<int64_t>(bytes);
   }
   return total;
+}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Result<std::string> TempDir::Create(const std::string& prefix) {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return Status::IOError("cannot create a temporary directory from ", pattern, ": ",
+                           std::strerror(errno));
+  }
+  path_ = pattern;
+  return path_;
 }
 
 }  // namespace ember

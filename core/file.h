@@ -66,6 +66,27 @@ Status MakeDirectories(const std::string& path);
 
 bool FileExists(const std::string& path);
 
+// A directory created under the system's temporary directory and removed,
+// with everything in it, when the object is destroyed.
+// Thread safety: one thread at a time.
+class TempDir {
+ public:
+  TempDir() = default;
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  // Creates the directory, named `<prefix>-XXXXXX`, and returns its path.
+  // IOError naming the pattern when it cannot be created.
+  // REQUIRES: called at most once.
+  Result<std::string> Create(const std::string& prefix = "ember");
+  // Empty until Create succeeds.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // The summed sizes of the files at `paths` as stored (a .gz counts its
 // compressed bytes); a file that cannot be examined counts 0. For progress
 // and sizing, not for validation.

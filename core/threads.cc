@@ -1,7 +1,9 @@
 #include "core/threads.h"
 
 #include <omp.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -41,5 +43,11 @@ int HardwareThreads() {
 }
 
 void SetOpenMpThreads(int threads) { omp_set_num_threads(threads > 0 ? threads : 1); }
+
+void EnsurePassiveOpenMpWaitPolicy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);
+}
 
 }  // namespace ember

@@ -40,4 +40,14 @@ int HardwareThreads();
 // the calling thread (OpenMP's nthreads-var is per thread).
 void SetOpenMpThreads(int threads);
 
+// oneDNN runs on OpenMP threads, Ember's other parallel loops on oneTBB. With
+// libgomp's default wait policy, idle OpenMP threads spin for a long time and
+// starve the oneTBB workers sharing their cores (measured: 20x slower
+// training on 2 cores). libgomp reads OMP_WAIT_POLICY only when it is loaded,
+// before main, so a program calls this first thing in main: it re-executes
+// the process once (/proc/self/exe with `argv`) with OMP_WAIT_POLICY=passive.
+// A value the user set is left alone; if re-executing fails the process runs
+// on with the default policy (slower, not wrong).
+void EnsurePassiveOpenMpWaitPolicy(char** argv);
+
 }  // namespace ember

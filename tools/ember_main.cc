@@ -2,14 +2,13 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "core/allocator.h"
+#include "core/threads.h"
 #include "tools/commands.h"
 
 namespace {
@@ -29,23 +28,10 @@ constexpr char kUsage[] =
     "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
     "3 I/O failure or internal error.";
 
-// oneDNN runs on OpenMP threads, Ember's other parallel loops on oneTBB. With
-// libgomp's default wait policy, idle OpenMP threads spin for a long time and
-// starve the oneTBB workers sharing their cores (measured: 20x slower
-// training on 2 cores). libgomp reads OMP_WAIT_POLICY only when it is loaded,
-// before main, so the process re-executes itself once with it set. A value
-// the user set is left alone.
-void EnsurePassiveOpenMpWaitPolicy(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);
-  // If re-executing fails, run on with the default policy: slower, not wrong.
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  EnsurePassiveOpenMpWaitPolicy(argv);
+  ember::EnsurePassiveOpenMpWaitPolicy(argv);
   ember::TuneProcessAllocator();
   gflags::SetUsageMessage(kUsage);
   gflags::SetVersionString("0.1.0");

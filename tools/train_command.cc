@@ -160,28 +160,6 @@ DEFINE_string(trace_file, "",
 namespace ember::tools {
 namespace {
 
-// Removes a temporary directory when the command ends.
-class TempDir {
- public:
-  ~TempDir() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  Result<std::string> Create() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ember-train-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return Status::IOError("cannot create a temporary directory from ", pattern);
-    }
-    path_ = pattern;
-    return path_;
-  }
-
- private:
-  std::string path_;
-};
-
 Result<engine::TrainOptions> TrainOptionsFromFlags() {
   engine::TrainOptions options;
   options.model = FLAGS_model;
@@ -433,7 +411,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads) {
   }
   InputData train;
   if (train_paths.empty()) {
-    EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create());
+    EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create("ember-train"));
     EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &data.ceiling_auc));
   } else {
     Result<InputData> input = ReadInput(train_paths, read);
@@ -589,7 +567,7 @@ Status Train() {
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads));
   TempDir embedding_temp_dir;
   if (options.embedding_memory_budget_bytes > 0 && options.embedding_dir.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create());
+    EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create("ember-train"));
   }
   std::unique_ptr<Tracer> tracer;
   if (!FLAGS_trace_file.empty()) {

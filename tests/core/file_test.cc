@@ -90,6 +90,23 @@ TEST_F(FileTest, ReadDirectoryIsInvalidArgument) {
   EXPECT_EQ(StatusCode::kInvalidArgument, ReadFile(dir_.string()).status().code());
 }
 
+TEST(TempDirTest, CreatesAPrivateDirectoryAndRemovesItWithItsContents) {
+  std::string path;
+  {
+    TempDir dir;
+    EXPECT_TRUE(dir.path().empty());
+    auto created = dir.Create("ember-file-test");
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    path = *created;
+    EXPECT_EQ(dir.path(), path);
+    EXPECT_NE(path.find("ember-file-test-"), std::string::npos);
+    ASSERT_TRUE(std::filesystem::is_directory(path));
+    ASSERT_TRUE(MakeDirectories(path + "/a/b").ok());
+    ASSERT_TRUE(WriteFileAtomic(path + "/a/b/f", "x").ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 TEST(JsonTest, ObjectsNestAndEscape) {
   JsonObject inner;
   inner.Add("auc", 0.75).Add("examples", int64_t{1600});
