@@ -1,22 +1,88 @@
 #pragma once
 
+// Plan: where each op of a Program runs and how the training step is
+// configured (threads per stage, batch, pipeline depth, staleness, memory
+// tiers), with what the cost model predicts for it: every stage's time, the
+// bottleneck, samples/s, and the memory, disk and bandwidth each device
+// needs. `ember plan` prints and saves it; `ember train --plan=FILE` runs it.
+
+#include <array>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/status.h"
+#include "scheduler/program.h"
 #include "scheduler/resource_graph.h"
 
 namespace ember::scheduler {
 
-// Where and with how many threads each part of a training step runs.
+struct StagePrediction {
+  std::string name;
+  std::string device;    // Resource-graph id ("host/cpu0"), or a link.
+  double seconds = 0.0;  // Per batch, with the contention of the plan.
+  double cores = 0.0;    // Cores it keeps busy while it works.
+  double busy_fraction = 0.0;
+};
+
+struct DeviceNeed {
+  std::string device;
+  std::string what;  // "embedding memory tier", "dense parameters", ...
+  int64_t bytes = 0;
+  int64_t capacity_bytes = 0;
+};
+
+struct LinkNeed {
+  std::string link;  // "host/cpu0 <-> host/gpu0 (pcie)".
+  double gbps_needed = 0.0;
+  double gbps_available = 0.0;
+};
+
 struct Plan {
   // The device of the dense stages (forward, loss, backward, optimizer).
   Device dense_device = Device::Cpu();
-  // CPU threads for the whole job.
+  // CPU threads for the whole job (the trainer's budget).
   int threads = 1;
   // Why the plan looks as it does, for the log.
   std::string rationale;
+
+  std::string model;
+  // Op name -> device id, in the Program's op order.
+  std::vector<std::pair<std::string, std::string>> placement;
+  // Knobs, as TrainOptions takes them.
+  int64_t batch_size = 256;
+  bool pipeline = true;
+  int pipeline_depth = 4;
+  int max_staleness = 0;
+  int64_t embedding_memory_budget_bytes = 0;  // 0: the whole table in memory.
+  bool prefetch = true;
+  // Threads of read, unique, pull, dense, push.
+  std::array<int, kNumStages> stage_threads{1, 1, 1, 1, 1};
+  // Data-parallel dense replicas (GPUs) in ring order, and the hosts the
+  // table is sharded over; one replica and one host on a single machine.
+  std::vector<std::string> replicas;
+  int sparse_hosts = 1;
+
+  // Predictions.
+  std::vector<StagePrediction> stages;
+  std::string bottleneck;
+  double predicted_step_seconds = 0.0;
+  double predicted_samples_per_sec = 0.0;
+  std::vector<DeviceNeed> needs;
+  std::vector<LinkNeed> links;
+
+  // Human-readable: placement, stages, bottleneck, needs.
+  std::string ToText() const;
+  std::string ToJson() const;
+  // The Program with each op coloured and clustered by its device.
+  std::string ToDot(const Program& program) const;
 };
+
+// Reads a plan written by Plan::ToJson; InvalidArgument naming `path` and
+// the field (or line:column for malformed JSON) otherwise.
+Result<Plan> ParsePlanJson(const std::string& text, const std::string& path);
 
 struct PlanRequest {
   // CPU threads the job may use; <= 0 means all of the host's.
@@ -25,8 +91,9 @@ struct PlanRequest {
   bool dense_cuda_available = false;
 };
 
-// Plans a single-host training job. Fails with InvalidArgument when more
-// threads are requested than the host has.
+// The plan of a single-host job without a Program: the thread budget and
+// the dense device only (what `ember train` used before the planner).
+// InvalidArgument when more threads are requested than the host has.
 Result<Plan> PlanLocalTraining(const ResourceGraph& resources, const PlanRequest& request);
 
 }  // namespace ember::scheduler

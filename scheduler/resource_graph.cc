@@ -1,31 +1,279 @@
 #include "scheduler/resource_graph.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
+#include "core/device.h"
 #include "core/threads.h"
 
 namespace ember::scheduler {
+namespace {
+
+// Default link speeds for a discovered host until calibration measures them:
+// PCIe 3.0 x16 in practice, and an NVMe SSD.
+constexpr double kPcieGbps = 12.0;
+constexpr double kPcieLatencyUs = 10.0;
+constexpr double kDiskGbps = 2.0;
+constexpr double kDiskLatencyUs = 80.0;
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "key\t: value" lines of /proc/cpuinfo and /proc/meminfo.
+std::pair<std::string, std::string> SplitField(const std::string& line) {
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return {"", ""};
+  auto trim = [](std::string s) {
+    const size_t begin = s.find_first_not_of(" \t");
+    const size_t end = s.find_last_not_of(" \t");
+    return begin == std::string::npos ? std::string() : s.substr(begin, end - begin + 1);
+  };
+  return {trim(line.substr(0, colon)), trim(line.substr(colon + 1))};
+}
+
+}  // namespace
+
+const char* DeviceKindName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kGpu:
+      return "gpu";
+    case DeviceKind::kDisk:
+      return "disk";
+  }
+  return "?";
+}
+
+const char* LinkKindName(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kPcie:
+      return "pcie";
+    case LinkKind::kNvlink:
+      return "nvlink";
+    case LinkKind::kNetwork:
+      return "network";
+  }
+  return "?";
+}
+
+int ResourceGraph::AddDevice(int host, DeviceKind kind, DeviceNode node) {
+  node.kind = kind;
+  node.host = host;
+  node.index = static_cast<int>(DevicesOf(kind, host).size());
+  if (node.id.empty()) {
+    node.id = hosts[host].name + "/" + DeviceKindName(kind) + std::to_string(node.index);
+  }
+  devices.push_back(std::move(node));
+  const int id = static_cast<int>(devices.size()) - 1;
+  hosts[host].devices.push_back(id);
+  return id;
+}
+
+void ResourceGraph::AddLink(int a, int b, LinkKind kind, double gbps, double latency_us) {
+  links.push_back(Link{a, b, kind, gbps, latency_us});
+}
+
+std::vector<int> ResourceGraph::DevicesOf(DeviceKind kind, int host) const {
+  std::vector<int> out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].kind == kind && (host < 0 || devices[i].host == host)) {
+      out.push_back(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+const Link* ResourceGraph::LinkBetween(int a, int b) const {
+  const Link* best = nullptr;
+  for (const Link& link : links) {
+    if ((link.a == a && link.b == b) || (link.a == b && link.b == a)) {
+      if (best == nullptr || link.gbps > best->gbps) best = &link;
+    }
+  }
+  return best;
+}
+
+std::pair<double, double> ResourceGraph::PathBetween(int a, int b) const {
+  if (a == b) return {0.0, 0.0};
+  std::pair<double, double> best{-1.0, -1.0};
+  auto consider = [&best](double gbps, double latency_us) {
+    if (gbps > best.first || (gbps == best.first && latency_us < best.second)) {
+      best = {gbps, latency_us};
+    }
+  };
+  if (const Link* direct = LinkBetween(a, b)) consider(direct->gbps, direct->latency_us);
+  for (size_t m = 0; m < devices.size(); ++m) {
+    const Link* first = LinkBetween(a, static_cast<int>(m));
+    const Link* second = first ? LinkBetween(static_cast<int>(m), b) : nullptr;
+    if (first && second) {
+      consider(std::min(first->gbps, second->gbps), first->latency_us + second->latency_us);
+    }
+  }
+  // Between the GPUs of different hosts: GPU -> CPU -> network -> CPU -> GPU.
+  if (best.first < 0 && devices[a].host != devices[b].host) {
+    for (int ca : DevicesOf(DeviceKind::kCpu, devices[a].host)) {
+      for (int cb : DevicesOf(DeviceKind::kCpu, devices[b].host)) {
+        const Link* net = LinkBetween(ca, cb);
+        const Link* la = devices[a].kind == DeviceKind::kCpu ? nullptr : LinkBetween(a, ca);
+        const Link* lb = devices[b].kind == DeviceKind::kCpu ? nullptr : LinkBetween(cb, b);
+        if (!net || (a != ca && !la) || (b != cb && !lb)) continue;
+        double gbps = net->gbps, latency = net->latency_us;
+        if (la) gbps = std::min(gbps, la->gbps), latency += la->latency_us;
+        if (lb) gbps = std::min(gbps, lb->gbps), latency += lb->latency_us;
+        consider(gbps, latency);
+      }
+    }
+  }
+  return best;
+}
+
+int ResourceGraph::cpu_threads() const {
+  int threads = 0;
+  for (int d : DevicesOf(DeviceKind::kCpu, 0)) threads += devices[d].cores;
+  return std::max(1, threads);
+}
+
+int64_t ResourceGraph::memory_bytes() const {
+  int64_t bytes = 0;
+  for (int d : DevicesOf(DeviceKind::kCpu, 0)) bytes += devices[d].memory_bytes;
+  return bytes;
+}
+
+std::vector<Device> ResourceGraph::cuda_devices() const {
+  std::vector<Device> out;
+  for (int d : DevicesOf(DeviceKind::kGpu, 0)) out.push_back(Device::Cuda(devices[d].index));
+  return out;
+}
+
+const std::string& ResourceGraph::host_name() const {
+  static const std::string kNone = "(no host)";
+  return hosts.empty() ? kNone : hosts[0].name;
+}
 
 std::string ResourceGraph::Summary() const {
-  char line[256];
-  std::snprintf(line, sizeof(line), "host %s: %d CPU threads, %.1f GiB memory, %zu CUDA device(s)",
-                host_name.c_str(), cpu_threads, memory_bytes / double(int64_t{1} << 30),
-                cuda_devices.size());
-  return line;
+  std::string out;
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    int threads = 0, sockets = 0;
+    int64_t dram = 0, gpu_memory = 0, disk = 0;
+    std::string cpu_model;
+    const std::vector<int> gpus = DevicesOf(DeviceKind::kGpu, static_cast<int>(h));
+    for (int d : hosts[h].devices) {
+      const DeviceNode& node = devices[d];
+      if (node.kind == DeviceKind::kCpu) {
+        threads += node.cores, dram += node.memory_bytes, ++sockets;
+        cpu_model = node.model;
+      } else if (node.kind == DeviceKind::kGpu) {
+        gpu_memory += node.memory_bytes;
+      } else {
+        disk += node.memory_bytes;
+      }
+    }
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "%shost %s: %d CPU threads (%d socket%s%s%s), %.1f GiB memory, %zu GPU(s)"
+                  " with %.1f GiB, disk %.1f GiB free",
+                  h ? "\n" : "", hosts[h].name.c_str(), threads, sockets, sockets == 1 ? "" : "s",
+                  cpu_model.empty() ? "" : ", ", cpu_model.c_str(), dram / 1073741824.0,
+                  gpus.size(), gpu_memory / 1073741824.0, disk / 1073741824.0);
+    out += line;
+  }
+  return out;
+}
+
+SystemSnapshot ReadSystemSnapshot(const std::string& disk_path) {
+  SystemSnapshot snapshot;
+  char name[256] = {0};
+  snapshot.host_name = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+  snapshot.cpuinfo = ReadWholeFile("/proc/cpuinfo");
+  snapshot.meminfo = ReadWholeFile("/proc/meminfo");
+  snapshot.disk_path = disk_path;
+  struct statvfs fs;
+  if (::statvfs(disk_path.c_str(), &fs) == 0) {
+    snapshot.disk_free_bytes = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize;
+  }
+  // Names and memory of GPUs need the CUDA runtime; the cost model only
+  // needs their count here, and a cluster file describes them fully.
+  for (int i = 0; i < CudaDeviceCount(); ++i)
+    snapshot.gpus.push_back({"cuda:" + std::to_string(i), 0});
+  return snapshot;
+}
+
+ResourceGraph DescribeHost(const SystemSnapshot& snapshot) {
+  ResourceGraph graph;
+  graph.hosts.push_back(Host{snapshot.host_name.empty() ? "localhost" : snapshot.host_name, {}});
+  // Threads per socket and the CPU model from cpuinfo's processor blocks.
+  std::map<int, int> threads_per_socket;
+  std::string model;
+  int socket = 0;
+  bool in_processor = false;
+  std::istringstream cpuinfo(snapshot.cpuinfo);
+  auto end_processor = [&] {
+    if (in_processor) ++threads_per_socket[socket];
+    in_processor = false;
+    socket = 0;
+  };
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const auto [key, value] = SplitField(line);
+    if (key == "processor") {
+      end_processor();
+      in_processor = true;
+    } else if (key == "physical id") {
+      socket = std::atoi(value.c_str());
+    } else if (key == "model name" && model.empty()) {
+      model = value;
+    }
+  }
+  end_processor();
+  if (threads_per_socket.empty()) threads_per_socket[0] = std::max(1, HardwareThreads());
+  int64_t mem_total = 0;
+  std::istringstream meminfo(snapshot.meminfo);
+  for (std::string line; std::getline(meminfo, line);) {
+    const auto [key, value] = SplitField(line);
+    if (key == "MemTotal") mem_total = std::atoll(value.c_str()) * 1024;  // "N kB"
+  }
+  const int sockets = static_cast<int>(threads_per_socket.size());
+  int cpu0 = -1;
+  for (const auto& [id, threads] : threads_per_socket) {
+    DeviceNode cpu;
+    cpu.cores = threads;
+    cpu.memory_bytes = mem_total / sockets;
+    cpu.model = model;
+    const int d = graph.AddDevice(0, DeviceKind::kCpu, cpu);
+    if (cpu0 < 0) cpu0 = d;
+  }
+  for (const SystemSnapshot::Gpu& gpu : snapshot.gpus) {
+    DeviceNode node;
+    node.memory_bytes = gpu.memory_bytes;
+    node.model = gpu.name;
+    const int d = graph.AddDevice(0, DeviceKind::kGpu, node);
+    graph.AddLink(cpu0, d, LinkKind::kPcie, kPcieGbps, kPcieLatencyUs);
+  }
+  if (snapshot.disk_free_bytes >= 0) {
+    DeviceNode disk;
+    disk.memory_bytes = snapshot.disk_free_bytes;
+    disk.model = snapshot.disk_path;
+    const int d = graph.AddDevice(0, DeviceKind::kDisk, disk);
+    graph.AddLink(cpu0, d, LinkKind::kPcie, kDiskGbps, kDiskLatencyUs);
+  }
+  return graph;
 }
 
 ResourceGraph DiscoverLocalHost() {
-  ResourceGraph graph;
-  char name[256] = {0};
-  graph.host_name = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
-  graph.cpu_threads = HardwareThreads();
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page_size > 0) graph.memory_bytes = int64_t{pages} * page_size;
-  for (int i = 0; i < CudaDeviceCount(); ++i) graph.cuda_devices.push_back(Device::Cuda(i));
-  return graph;
+  return DescribeHost(ReadSystemSnapshot(std::filesystem::temp_directory_path().string()));
 }
 
 }  // namespace ember::scheduler

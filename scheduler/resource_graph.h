@@ -1,27 +1,145 @@
 #pragma once
 
+// The hardware one job may use, as a graph: hosts hold devices (CPU sockets,
+// GPUs, disks) and links join devices (PCIe between a socket and its GPUs or
+// disks, NVLink between GPUs, the network between the sockets of different
+// hosts). Devices carry capacities (cores, memory, free disk space) and the
+// rates the cost model needs; on this host those rates are measured by
+// calibration (scheduler/calibration.h), for other machines they come from a
+// cluster file (scheduler/cluster_file.h).
+
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 
 namespace ember::scheduler {
 
-// The hardware one job may use. This first version describes the local host
-// only: its cores, its memory and the CUDA devices present; links, disks and
-// calibrated rates come with the cost model.
-struct ResourceGraph {
-  std::string host_name;
-  int cpu_threads = 1;
-  int64_t memory_bytes = 0;
-  std::vector<Device> cuda_devices;
+enum class DeviceKind { kCpu, kGpu, kDisk };
+const char* DeviceKindName(DeviceKind kind);
 
-  // One line: "host x: 2 threads, 23.4 GiB, 0 CUDA devices".
+// Measured or declared speeds of one device. Zero means unknown; the cost
+// model then uses its defaults (CostModelOptions). CPU rates are per core
+// unless the name says otherwise.
+struct DeviceRates {
+  // Dense math: SGEMM rate on one core, and on every core of the device
+  // (CPU); the whole device (GPU).
+  double gemm_gflops_per_core = 0.0;
+  double gemm_gflops = 0.0;
+  // Streaming memory bandwidth, GB/s (all cores / the whole GPU).
+  double memory_gbps = 0.0;
+  // Reading a batch out of an in-memory dataset (a gather of its examples),
+  // per id of the batch, on one core.
+  double read_ns_per_id = 0.0;
+  // Embedding work on one core, per key: hashing a batch's keys into unique
+  // ones, reading a row (pull) and updating one (push, with the optimizer);
+  // nanoseconds at dim 16 plus nanoseconds per extra float of the row.
+  double unique_ns_per_key = 0.0;
+  double pull_ns_per_row = 0.0;
+  double pull_ns_per_float = 0.0;
+  double push_ns_per_row = 0.0;
+  double push_ns_per_float = 0.0;
+  // Bytes one row of the memory tier takes beyond its floats (index,
+  // metadata), measured on a table.
+  double row_overhead_bytes = 0.0;
+  // Disks: random 4 KiB reads per second and sequential GB/s.
+  double random_reads_per_sec = 0.0;
+  double read_gbps = 0.0;
+};
+
+struct DeviceNode {
+  // "host/cpu0", "host/gpu3", "host/disk0": unique in the graph.
+  std::string id;
+  DeviceKind kind = DeviceKind::kCpu;
+  int host = 0;   // Index into ResourceGraph::hosts.
+  int index = 0;  // Among the devices of its kind on its host.
+  // CPU: hardware threads; GPU: streaming multiprocessors (informative).
+  int cores = 0;
+  // CPU: DRAM; GPU: device memory; disk: free space.
+  int64_t memory_bytes = 0;
+  std::string model;  // CPU model, GPU name or disk path.
+  DeviceRates rates;
+};
+
+enum class LinkKind { kPcie, kNvlink, kNetwork };
+const char* LinkKindName(LinkKind kind);
+
+// A link between two devices, usable both ways at `gbps` each way.
+struct Link {
+  int a = 0;  // Indices into ResourceGraph::devices.
+  int b = 0;
+  LinkKind kind = LinkKind::kPcie;
+  double gbps = 0.0;  // GB/s.
+  double latency_us = 0.0;
+};
+
+struct Host {
+  std::string name;
+  std::vector<int> devices;  // Indices into ResourceGraph::devices.
+};
+
+struct ResourceGraph {
+  std::vector<Host> hosts;
+  std::vector<DeviceNode> devices;
+  std::vector<Link> links;
+
+  // Adds a device to host `host` (its index among its kind is set) and
+  // returns its index.
+  int AddDevice(int host, DeviceKind kind, DeviceNode node);
+  void AddLink(int a, int b, LinkKind kind, double gbps, double latency_us);
+  // Devices of `kind` (on `host`, or on every host when host < 0).
+  std::vector<int> DevicesOf(DeviceKind kind, int host = -1) const;
+  // The fastest direct link between devices a and b, or nullptr.
+  const Link* LinkBetween(int a, int b) const;
+  // The bandwidth (GB/s) and latency (us) of the best path from a to b
+  // through at most one intermediate device (e.g. GPU -> CPU -> network ->
+  // CPU); the path's bandwidth is its slowest hop, its latency the sum.
+  // {0, 0} when a == b; {-1, -1} when not connected.
+  std::pair<double, double> PathBetween(int a, int b) const;
+
+  // Hardware threads of the first host's CPUs (the local host when discovered).
+  int cpu_threads() const;
+  // DRAM of the first host.
+  int64_t memory_bytes() const;
+  // GPUs of the first host.
+  std::vector<Device> cuda_devices() const;
+  const std::string& host_name() const;
+  // A line per host: "host x: 2 threads (1 socket, Xeon ...), 23.4 GiB,
+  // 0 GPUs, disk 120 GiB free".
   std::string Summary() const;
 };
 
-// Describes this machine. Never fails: unknown values are left at defaults.
+// What discovery reads from a machine, kept apart from the reading so that
+// tests can describe a machine that is not there.
+struct SystemSnapshot {
+  std::string host_name;
+  std::string cpuinfo;  // The text of /proc/cpuinfo.
+  std::string meminfo;  // The text of /proc/meminfo.
+  // Free bytes of the file system that holds `disk_path`; < 0: unknown.
+  std::string disk_path;
+  int64_t disk_free_bytes = -1;
+  struct Gpu {
+    std::string name;
+    int64_t memory_bytes = 0;
+  };
+  std::vector<Gpu> gpus;
+};
+
+// Reads this machine's snapshot (the free space of `disk_path`, e.g. the
+// temporary directory the disk tier will use). Never fails: what cannot be
+// read is left empty.
+SystemSnapshot ReadSystemSnapshot(const std::string& disk_path);
+
+// The resource graph of one host from its snapshot: a CPU device per socket
+// ("physical id" in cpuinfo; one when absent) with its hardware threads and
+// an equal share of MemTotal, a GPU device per GPU joined to socket 0 by
+// PCIe, a disk joined to socket 0. Rates are left unknown (calibration
+// fills them).
+ResourceGraph DescribeHost(const SystemSnapshot& snapshot);
+
+// DescribeHost(ReadSystemSnapshot(temporary directory)).
 ResourceGraph DiscoverLocalHost();
 
 }  // namespace ember::scheduler

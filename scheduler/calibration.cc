@@ -1,0 +1,346 @@
+#include "scheduler/calibration.h"
+
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/tensor.h"
+#include "core/threads.h"
+#include "embedding/embedding_table.h"
+#include "embedding/unique_keys.h"
+#include "io/dataset.h"
+#include "ops/dense_ops.h"
+#include "scheduler/cluster_file.h"
+
+namespace ember::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// The median of `reps` timings of `fn` (the machine is shared: the median
+// is what a run of a few minutes sees).
+double MedianSeconds(int reps, const std::function<void()>& fn) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    fn();
+    times.push_back(Seconds(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// SGEMM GFLOP/s of the fully connected op (the dense stage's main work) at
+// a DLRM-like shape on `threads` threads.
+double MeasureGemmGflops(int threads) {
+  constexpr int64_t kBatch = 512, kIn = 512, kOut = 512;
+  Tensor x = Tensor::Empty({kBatch, kIn}), w = Tensor::Empty({kOut, kIn});
+  Tensor bias = Tensor::Empty({kOut}), y = Tensor::Empty({kBatch, kOut});
+  std::fill_n(x.data<float>(), kBatch * kIn, 0.5f);
+  std::fill_n(w.data<float>(), kOut * kIn, 0.01f);
+  std::fill_n(bias.data<float>(), kOut, 0.0f);
+  ThreadArena arena(threads);
+  double seconds = 0.0;
+  arena.Execute([&] {
+    SetOpenMpThreads(threads);
+    auto run = [&] {
+      CHECK(ops::FullyConnectedForward(x, w, bias, ops::Activation::kNone, &y).ok());
+    };
+    run();  // oneDNN's first call sets up its kernels.
+    seconds = MedianSeconds(7, run);
+  });
+  return 2.0 * kBatch * kIn * kOut / seconds / 1e9;
+}
+
+double MeasureMemoryGbps() {
+  constexpr size_t kBytes = size_t{64} << 20;
+  std::vector<char> a(kBytes, 1), b(kBytes, 2);
+  const double seconds = MedianSeconds(3, [&] { std::memcpy(b.data(), a.data(), kBytes); });
+  return 2.0 * kBytes / seconds / 1e9;  // Read and written.
+}
+
+// Zipf-like keys of one batch (26 slots, 256 examples).
+std::vector<embedding::Key> BatchKeys(std::mt19937_64& rng, int64_t vocabulary, int n) {
+  std::vector<embedding::Key> keys(n);
+  for (int i = 0; i < n; ++i) {
+    // Inverse of a power law: small ranks are frequent.
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    const auto rank = static_cast<int64_t>(std::pow(static_cast<double>(vocabulary), u));
+    keys[i] = (static_cast<uint64_t>(i % 26) << 56) ^ (rank * 0x9E3779B97F4A7C15ULL >> 8);
+  }
+  return keys;
+}
+
+struct TableRates {
+  double pull_ns = 0.0, push_ns = 0.0, row_bytes = 0.0;
+};
+
+// Per-row pull and push cost of an in-memory table of `rows` rows of `dim`
+// floats (Adagrad), on one thread: rows are created first, then pulled and
+// pushed in batches of random distinct keys.
+TableRates MeasureTable(int dim, int64_t rows) {
+  embedding::EmbeddingTableOptions options;
+  options.dim = dim;
+  auto table = embedding::NewMemoryTable(options);
+  CHECK(table.ok()) << "a default in-memory table must be creatable";
+  std::vector<embedding::Key> all(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    all[i] = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 4;
+  constexpr int64_t kBatch = 4096;
+  std::vector<float> values(kBatch * dim, 0.01f);
+  TableRates rates;
+  ThreadArena arena(1);
+  arena.Execute([&] {
+    for (int64_t i = 0; i < rows; i += kBatch) {
+      std::vector<embedding::Key> keys(all.begin() + i, all.begin() + std::min(rows, i + kBatch));
+      CHECK((*table)->Pull(keys, values.data()).ok()) << "pulling into an in-memory table";
+    }
+    std::mt19937_64 rng(7);
+    std::vector<std::vector<embedding::Key>> batches(8);
+    for (auto& batch : batches) {
+      std::sample(all.begin(), all.end(), std::back_inserter(batch), kBatch, rng);
+      std::shuffle(batch.begin(), batch.end(), rng);
+    }
+    size_t next = 0;
+    rates.pull_ns =
+        MedianSeconds(
+            5,
+            [&] { CHECK((*table)->Pull(batches[next++ % batches.size()], values.data()).ok()); }) /
+        kBatch * 1e9;
+    rates.push_ns =
+        MedianSeconds(
+            5,
+            [&] { CHECK((*table)->Push(batches[next++ % batches.size()], values.data()).ok()); }) /
+        kBatch * 1e9;
+  });
+  rates.row_bytes = static_cast<double>((*table)->memory_bytes()) / rows;
+  return rates;
+}
+
+// Per id: batches of 256 random examples gathered out of an in-memory
+// dataset of Criteo's shape (13 dense, 26 slots), as the trainer reads.
+double MeasureReadNsPerId() {
+  constexpr int64_t kExamples = 20000, kBatch = 256;
+  constexpr int kDense = 13, kSlots = 26;
+  io::Batch all;
+  all.Clear(kDense, kSlots);
+  all.size = kExamples;
+  all.labels.assign(kExamples, 1.0f);
+  all.dense.assign(kExamples * kDense, 0.5f);
+  all.offsets.resize(kExamples * kSlots + 1);
+  for (int64_t i = 0; i <= kExamples * kSlots; ++i) all.offsets[i] = i;
+  all.keys.resize(kExamples * kSlots);
+  for (int64_t i = 0; i < kExamples * kSlots; ++i) all.keys[i] = i * 0x9E3779B97F4A7C15ULL;
+  const io::Dataset data(std::move(all));
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> indices(kBatch);
+  io::Batch batch;
+  const double seconds = MedianSeconds(15, [&] {
+    for (int64_t& i : indices) i = static_cast<int64_t>(rng() % kExamples);
+    data.GatherBatch(indices, &batch);
+  });
+  return seconds / (kBatch * kSlots) * 1e9;
+}
+
+double MeasureUniqueNsPerKey() {
+  std::mt19937_64 rng(3);
+  const std::vector<embedding::Key> keys = BatchKeys(rng, 100000, 256 * 26);
+  std::vector<embedding::Key> unique;
+  std::vector<int64_t> index;
+  const double seconds = MedianSeconds(9, [&] {
+    embedding::UniqueKeys(keys, &unique, &index);
+    std::vector<embedding::Key> sorted = unique;
+    std::sort(sorted.begin(), sorted.end());
+  });
+  return seconds / keys.size() * 1e9;
+}
+
+std::string CacheDir(const CalibrationOptions& options) {
+  if (!options.cache_dir.empty()) return options.cache_dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/ember";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/ember";
+  return (std::filesystem::temp_directory_path() / "ember-cache").string();
+}
+
+// Keeps letters, digits, '-' and '_' of a host name for a file name.
+std::string FileSafe(const std::string& text) {
+  std::string out;
+  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return out;
+}
+
+}  // namespace
+
+DeviceRates MeasureCpuRates(int threads) {
+  DeviceRates r;
+  r.gemm_gflops_per_core = MeasureGemmGflops(1);
+  r.gemm_gflops = threads > 1 ? MeasureGemmGflops(threads) : r.gemm_gflops_per_core;
+  r.memory_gbps = MeasureMemoryGbps();
+  r.read_ns_per_id = MeasureReadNsPerId();
+  r.unique_ns_per_key = MeasureUniqueNsPerKey();
+  constexpr int64_t kRows = 65536;
+  const TableRates narrow = MeasureTable(16, kRows);
+  const TableRates wide = MeasureTable(64, kRows);
+  r.pull_ns_per_row = narrow.pull_ns;
+  r.push_ns_per_row = narrow.push_ns;
+  r.pull_ns_per_float = std::max(0.0, (wide.pull_ns - narrow.pull_ns) / 48.0);
+  r.push_ns_per_float = std::max(0.0, (wide.push_ns - narrow.push_ns) / 48.0);
+  // Adagrad: 16 floats of vector and 16 of state.
+  r.row_overhead_bytes = std::max(0.0, narrow.row_bytes - 4.0 * 32);
+  return r;
+}
+
+Result<DeviceRates> MeasureDiskRates(const std::string& dir) {
+  constexpr int64_t kFileBytes = int64_t{32} << 20;
+  constexpr int64_t kBlock = 4096;
+  const std::string path = dir + "/ember-calibration-" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0)
+    return Status::IOError("cannot create ", path, " to measure the disk: ", std::strerror(errno));
+  DeviceRates r;
+  std::vector<char> block(size_t{1} << 20, 'e');
+  Status status;
+  for (int64_t at = 0; at < kFileBytes && status.ok(); at += block.size()) {
+    if (::pwrite(fd, block.data(), block.size(), at) != static_cast<ssize_t>(block.size())) {
+      status = Status::IOError("writing ", path, ": ", std::strerror(errno));
+    }
+  }
+  if (status.ok()) {
+    ::fsync(fd);
+    auto start = Clock::now();
+    for (int64_t at = 0; at < kFileBytes; at += block.size()) {
+      if (::pread(fd, block.data(), block.size(), at) <= 0) break;
+    }
+    r.read_gbps = kFileBytes / Seconds(start) / 1e9;
+    // Random block reads, as the disk tier's MultiGet issues them (the page
+    // cache answers some, as it does for RocksDB).
+    std::mt19937_64 rng(5);
+    constexpr int kReads = 4000;
+    start = Clock::now();
+    for (int i = 0; i < kReads; ++i) {
+      const int64_t at = static_cast<int64_t>(rng() % (kFileBytes / kBlock)) * kBlock;
+      if (::pread(fd, block.data(), kBlock, at) <= 0) break;
+    }
+    r.random_reads_per_sec = kReads / Seconds(start);
+  }
+  ::close(fd);
+  ::unlink(path.c_str());
+  EMBER_RETURN_IF_ERROR(status);
+  return r;
+}
+
+std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOptions& options) {
+  const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
+  const std::string model = cpus.empty() ? "" : graph.devices[cpus[0]].model;
+  const size_t model_hash =
+      std::hash<std::string>()(model + "/" + std::to_string(graph.cpu_threads()));
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), "%016zx", model_hash);
+  return CacheDir(options) + "/calibration-" + FileSafe(graph.host_name()) + "-" + suffix + ".json";
+}
+
+std::string CalibrationToJson(const ResourceGraph& graph) {
+  JsonObject root;
+  root.Add("host", graph.host_name()).Add("version", 1);
+  for (int d : graph.hosts.empty() ? std::vector<int>{} : graph.hosts[0].devices) {
+    root.Add(graph.devices[d].id, RatesJson(graph.devices[d].rates));
+  }
+  for (const Link& link : graph.links) {
+    if (graph.devices[link.a].host == 0 && graph.devices[link.b].kind == DeviceKind::kGpu) {
+      root.Add("pcie_gbps:" + graph.devices[link.b].id, link.gbps);
+    }
+  }
+  return root.ToString();
+}
+
+Status CalibrationFromJson(const std::string& text, const std::string& path, ResourceGraph* graph) {
+  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
+  if (root.type != JsonValue::Type::kObject)
+    return Status::InvalidArgument(path, ": expected an object");
+  for (int d : graph->hosts.empty() ? std::vector<int>{} : graph->hosts[0].devices) {
+    DeviceNode& node = graph->devices[d];
+    if (const JsonValue* rates = root.Find(node.id)) {
+      EMBER_RETURN_IF_ERROR(ReadRates(*rates, path + ": " + node.id, &node.rates));
+    }
+  }
+  for (Link& link : graph->links) {
+    const JsonValue* gbps = root.Find("pcie_gbps:" + graph->devices[link.b].id);
+    if (gbps && gbps->type == JsonValue::Type::kNumber) link.gbps = std::atof(gbps->text.c_str());
+  }
+  return Status::OK();
+}
+
+Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* from_cache) {
+  *from_cache = false;
+  const std::string path = CalibrationCachePath(*graph, options);
+  if (!options.force && FileExists(path)) {
+    EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+    Status read = CalibrationFromJson(text, path, graph);
+    if (!read.ok()) {
+      return Status::IOError(read.message(), " (calibration cache; recalibrate to replace it)");
+    }
+    *from_cache = true;
+    return Status::OK();
+  }
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const auto start = Clock::now();
+  for (int cpu : graph->DevicesOf(DeviceKind::kCpu, 0)) {
+    say("calibrating " + graph->devices[cpu].id + ": GEMM, memory bandwidth, embedding pull/push");
+    graph->devices[cpu].rates = MeasureCpuRates(graph->devices[cpu].cores);
+    // Sockets of one host are alike; measure the first only.
+    for (int other : graph->DevicesOf(DeviceKind::kCpu, 0)) {
+      graph->devices[other].rates = graph->devices[cpu].rates;
+    }
+    break;
+  }
+  for (int disk : graph->DevicesOf(DeviceKind::kDisk, 0)) {
+    say("calibrating " + graph->devices[disk].id + ": random reads");
+    const std::string dir =
+        options.disk_dir.empty() ? graph->devices[disk].model : options.disk_dir;
+    Result<DeviceRates> rates = MeasureDiskRates(dir.empty() ? "." : dir);
+    if (rates.ok()) {
+      graph->devices[disk].rates = *rates;
+    } else {
+      LOG(WARNING) << "disk calibration skipped: " << rates.status().ToString();
+    }
+  }
+  for (Link& link : graph->links) {
+    const DeviceNode& gpu = graph->devices[link.b];
+    if (gpu.kind != DeviceKind::kGpu || gpu.host != 0) continue;
+    say("calibrating " + gpu.id + ": pinned host-to-device copies");
+    Result<double> gbps = MeasurePinnedCopyGbps(gpu.index);
+    if (gbps.ok()) {
+      link.gbps = *gbps;
+    } else {
+      LOG(INFO) << "GPU copy calibration skipped: " << gbps.status().ToString();
+    }
+  }
+  say("calibration took " + std::to_string(Seconds(start)) + " s");
+  if (options.write_cache) {
+    Status made = MakeDirectories(CacheDir(options));
+    if (made.ok()) made = WriteFileAtomic(path, CalibrationToJson(*graph));
+    if (!made.ok()) LOG(WARNING) << "calibration not cached: " << made.ToString();
+  }
+  return Status::OK();
+}
+
+}  // namespace ember::scheduler

@@ -1,0 +1,221 @@
+#include "scheduler/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::scheduler {
+namespace {
+
+double Or(double value, double fallback) { return value > 0 ? value : fallback; }
+
+}  // namespace
+
+CostModel::CostModel(const ResourceGraph* graph, CostModelOptions options)
+    : graph_(graph), options_(options) {}
+
+double CostModel::TransferSeconds(double bytes, double gbps, double latency_us) {
+  if (bytes <= 0) return 0.0;
+  return latency_us * 1e-6 + bytes / (gbps * 1e9);
+}
+
+double CostModel::RingAllReduceSeconds(double bytes, int ranks, double gbps, double latency_us) {
+  if (ranks <= 1 || bytes <= 0) return 0.0;
+  const double n = ranks;
+  return 2.0 * (n - 1) / n * bytes / (gbps * 1e9) + 2.0 * (n - 1) * latency_us * 1e-6;
+}
+
+double CostModel::AllToAllSeconds(double bytes_per_rank, int ranks, double gbps,
+                                  double latency_us) {
+  if (ranks <= 1 || bytes_per_rank <= 0) return 0.0;
+  const double n = ranks;
+  return (n - 1) / n * bytes_per_rank / (gbps * 1e9) + (n - 1) * latency_us * 1e-6;
+}
+
+DeviceRates CostModel::RatesOf(int device) const {
+  const DeviceNode& node = graph_->devices[device];
+  DeviceRates r = node.rates;
+  if (node.kind == DeviceKind::kGpu) {
+    r.gemm_gflops = Or(r.gemm_gflops, options_.gpu_gemm_gflops);
+    r.memory_gbps = Or(r.memory_gbps, options_.gpu_memory_gbps);
+    return r;
+  }
+  const DeviceRates& d = options_.cpu_defaults;
+  r.gemm_gflops_per_core = Or(r.gemm_gflops_per_core, d.gemm_gflops_per_core);
+  r.gemm_gflops = Or(r.gemm_gflops, r.gemm_gflops_per_core * std::max(1, node.cores));
+  r.memory_gbps = Or(r.memory_gbps, d.memory_gbps);
+  r.read_ns_per_id = Or(r.read_ns_per_id, d.read_ns_per_id);
+  r.unique_ns_per_key = Or(r.unique_ns_per_key, d.unique_ns_per_key);
+  r.pull_ns_per_row = Or(r.pull_ns_per_row, d.pull_ns_per_row);
+  r.pull_ns_per_float = Or(r.pull_ns_per_float, d.pull_ns_per_float);
+  r.push_ns_per_row = Or(r.push_ns_per_row, d.push_ns_per_row);
+  r.push_ns_per_float = Or(r.push_ns_per_float, d.push_ns_per_float);
+  r.row_overhead_bytes = Or(r.row_overhead_bytes, d.row_overhead_bytes);
+  return r;
+}
+
+double CostModel::GemmGflops(int device, int threads) const {
+  const DeviceNode& node = graph_->devices[device];
+  const DeviceRates r = RatesOf(device);
+  if (node.kind == DeviceKind::kGpu) return r.gemm_gflops;
+  // Linear in the threads at the per-core rate, capped by the measured rate
+  // of all cores (which includes their contention for memory and clocks).
+  const int cores = std::max(1, node.cores);
+  const double t = std::clamp(threads, 1, cores);
+  const double efficiency = r.gemm_gflops / (r.gemm_gflops_per_core * cores);
+  return r.gemm_gflops_per_core * t *
+         std::min(1.0, 1.0 - (1.0 - efficiency) * (t - 1) / std::max(1, cores - 1));
+}
+
+double CostModel::DenseOpSeconds(const ProgramOp& op, int64_t batch, int device,
+                                 int threads) const {
+  const bool gpu = graph_->devices[device].kind == DeviceKind::kGpu;
+  const double gflops = GemmGflops(device, threads);
+  const DeviceRates r = RatesOf(device);
+  // Memory-bound ops on a CPU stream at about the share of bandwidth their
+  // threads can draw.
+  const int cores = std::max(1, graph_->devices[device].cores);
+  const double gbps = gpu ? r.memory_gbps : r.memory_gbps * std::min(1.0, 2.0 * threads / cores);
+  double seconds = 0.0;
+  for (const ops::OpCost& c : {op.forward, op.backward}) {
+    if (c.flops <= 0 && c.bytes <= 0) continue;
+    seconds += std::max(c.flops * batch / (gflops * 1e9), c.bytes * batch / (gbps * 1e9));
+    seconds += (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6;
+  }
+  return seconds;
+}
+
+double CostModel::RowBytes(const Program& program, int cpu) const {
+  const double floats =
+      program.sparse.embedding_dim * (1.0 + program.sparse.sparse_state_per_float);
+  return 4.0 * floats + RatesOf(cpu).row_overhead_bytes;
+}
+
+StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) const {
+  StepCost cost;
+  const DeviceRates cpu = RatesOf(setup.cpu);
+  const double b = static_cast<double>(setup.batch);
+  const double dim = program.sparse.embedding_dim;
+  const double ids = program.sparse.ids_per_example * b;
+  cost.unique_ids = program.UniqueIdsPerBatch(setup.batch);
+  const double u = cost.unique_ids;
+  auto speedup = [&](int threads) {
+    return std::pow(std::max(1, threads), options_.sparse_scaling_exponent);
+  };
+  const int cores = std::max(1, graph_->devices[setup.cpu].cores);
+  // A replica's share of the host's memory bandwidth.
+  const double gbps = cpu.memory_gbps / std::max(1, setup.replicas_per_host);
+  std::array<double, kNumStages> seconds{};
+
+  // read: the batch is gathered out of the dataset; at the calibrated rate
+  // per id, or bounded by the memory bandwidth the batch's bytes need.
+  const ops::OpCost read = program.StageCost(Stage::kRead, false);
+  seconds[0] = std::max(ids * cpu.read_ns_per_id * 1e-9, 2.0 * read.bytes * b / (gbps * 1e9)) +
+               options_.cpu_call_overhead_us * 1e-6;
+  // unique: hash every id, sort the distinct ones (for the staleness gate).
+  seconds[1] = ids * cpu.unique_ns_per_key * 1e-9 +
+               u * std::log2(std::max(2.0, u)) * 2e-9 / speedup(setup.threads[1]);
+  // pull and push: per distinct id, at the calibrated per-row cost (dim 16)
+  // and per extra float; rows created during the run cost a push each.
+  const double extra = dim - 16.0;
+  const double pull_row = (cpu.pull_ns_per_row + cpu.pull_ns_per_float * extra) * 1e-9;
+  const double push_row = (cpu.push_ns_per_row + cpu.push_ns_per_float * extra) * 1e-9;
+  const double batches = std::max(1.0, program.sparse.training_examples / b);
+  const double new_rows = program.TableRows() / batches;
+  seconds[2] = (u * pull_row + new_rows * push_row) / speedup(setup.threads[2]);
+  seconds[4] = u * push_row / speedup(setup.threads[4]);
+
+  // The memory tier: misses read from disk, by the prefetcher or the pull.
+  double disk_seconds = 0.0;
+  if (setup.memory_budget_bytes > 0) {
+    const double held = setup.memory_budget_bytes / RowBytes(program, setup.cpu);
+    cost.hit_rate = program.HitRate(held);
+    cost.disk_rows = u * (1.0 - cost.hit_rate);
+    double reads = options_.disk_random_reads_per_sec;
+    for (int d : graph_->DevicesOf(DeviceKind::kDisk, graph_->devices[setup.cpu].host)) {
+      reads = Or(graph_->devices[d].rates.random_reads_per_sec, reads);
+    }
+    disk_seconds = cost.disk_rows * (1.0 / reads + options_.disk_row_overhead_us * 1e-6);
+    if (!setup.prefetch) seconds[2] += disk_seconds;
+  }
+
+  // dense: every dense op, pooling included, and the optimizer.
+  const bool gpu = graph_->devices[setup.dense_device].kind == DeviceKind::kGpu;
+  const int dense_threads = gpu ? 1 : setup.threads[3];
+  for (const ProgramOp& op : program.ops) {
+    if (op.stage == Stage::kDense) {
+      seconds[3] += DenseOpSeconds(op, setup.batch, setup.dense_device, dense_threads);
+    }
+  }
+  const DeviceRates dense_rates = RatesOf(setup.dense_device);
+  const double dense_gbps =
+      gpu ? dense_rates.memory_gbps
+          : dense_rates.memory_gbps * std::min(1.0, 2.0 * dense_threads / cores);
+  // Adam-like update: value, gradient and state read, value and state written.
+  seconds[3] += program.DenseStateBytes() * 1.75 / (dense_gbps * 1e9) +
+                (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6 *
+                    program.OpsIn(Stage::kDense);
+
+  std::array<SimStage, kNumStages> trainer;
+  for (int s = 0; s < kNumStages; ++s) {
+    trainer[s] = SimStage{StageName(static_cast<Stage>(s)), seconds[s] * scale_[s], 1.0, -1, 1};
+    trainer[s].cores = std::min<double>(cores, s == 3 ? dense_threads : setup.threads[s]);
+  }
+  // Host <-> device copies of the pooled vectors, their gradients, the dense
+  // features and labels (pinned buffers over PCIe), shared by the replicas
+  // of a host.
+  double h2d = 0.0, d2h = 0.0;
+  if (gpu) {
+    const Link* link = graph_->LinkBetween(setup.cpu, setup.dense_device);
+    const double link_gbps = link ? link->gbps : 12.0;
+    const double latency = link ? link->latency_us : 10.0;
+    const double pooled = 4.0 * b * program.sparse.num_slots * dim;
+    const double in = pooled + 4.0 * b * (program.sparse.num_dense + program.sparse.num_labels);
+    cost.pcie_bytes = in + pooled;
+    const double share = std::max(1, setup.replicas_per_host);
+    h2d = TransferSeconds(in * share, link_gbps, latency);
+    d2h = TransferSeconds(pooled * share, link_gbps, latency);
+  }
+  // Data parallel: the dense gradients are all-reduced over the replicas
+  // (part of the dense stage: the optimizer needs them); the ids and rows of
+  // a sharded table cross the network both ways.
+  if (setup.replicas > 1) {
+    trainer[3].seconds += RingAllReduceSeconds(4.0 * program.dense_parameters, setup.replicas,
+                                               setup.ring_gbps, setup.ring_latency_us);
+  }
+  double a2a = 0.0;
+  if (setup.sparse_hosts > 1) {
+    const double per_host = setup.replicas_per_host * (8.0 * ids + 4.0 * u * dim);
+    cost.network_bytes = 2.0 * per_host;
+    a2a =
+        AllToAllSeconds(per_host, setup.sparse_hosts, setup.network_gbps, setup.network_latency_us);
+  }
+  // In pipeline order; transfers and collectives use no core.
+  auto add = [&cost](const SimStage& stage) {
+    cost.stages.push_back(stage);
+    return static_cast<int>(cost.stages.size()) - 1;
+  };
+  cost.stage_index[0] = add(trainer[0]);
+  cost.stage_index[1] = add(trainer[1]);
+  if (disk_seconds > 0 && setup.prefetch) {
+    add({"disk", disk_seconds / options_.prefetch_threads,
+         static_cast<double>(options_.prefetch_threads), -1, 1});
+  }
+  cost.stage_index[2] = add(trainer[2]);
+  if (a2a > 0) add({"alltoall_fwd", a2a, 0.0, -1, 1});
+  if (h2d > 0) add({"h2d", h2d, 0.0, -1, 1});
+  cost.stage_index[3] = add(trainer[3]);
+  if (d2h > 0) add({"d2h", d2h, 0.0, -1, 1});
+  if (a2a > 0) add({"alltoall_bwd", a2a, 0.0, -1, 1});
+  cost.stage_index[4] = add(trainer[4]);
+  return cost;
+}
+
+void CostModel::Refine(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  for (int s = 0; s < kNumStages && s < static_cast<int>(predicted.size()) &&
+                  s < static_cast<int>(measured.size());
+       ++s) {
+    if (predicted[s] > 0 && measured[s] > 0) scale_[s] *= measured[s] / predicted[s];
+  }
+}
+
+}  // namespace ember::scheduler

@@ -1,0 +1,133 @@
+#pragma once
+
+// CostModel: the time of each stage of a training step on the devices of a
+// ResourceGraph, from the Program's FLOPs, bytes and key counts and the
+// devices' calibrated rates plus a per-call overhead; transfers on links;
+// all-reduce and all-to-all by their standard formulas. Measured stage times
+// of a real run refine it (a factor per stage).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/program.h"
+#include "scheduler/resource_graph.h"
+#include "scheduler/simulator.h"
+
+namespace ember::scheduler {
+
+// Rates used where the resource graph says nothing (0), and overheads.
+struct CostModelOptions {
+  DeviceRates cpu_defaults{/*gemm_gflops_per_core=*/30.0,
+                           /*gemm_gflops=*/0.0,
+                           /*memory_gbps=*/10.0,
+                           /*read_ns_per_id=*/40.0,
+                           /*unique_ns_per_key=*/40.0,
+                           /*pull_ns_per_row=*/100.0,
+                           /*pull_ns_per_float=*/2.0,
+                           /*push_ns_per_row=*/150.0,
+                           /*push_ns_per_float=*/4.0,
+                           /*row_overhead_bytes=*/64.0,
+                           0.0,
+                           0.0};
+  double gpu_gemm_gflops = 10000.0;
+  double gpu_memory_gbps = 1000.0;
+  double disk_random_reads_per_sec = 20000.0;
+  // Per op call: a CPU kernel (dispatch, oneDNN setup) and a GPU launch.
+  double cpu_call_overhead_us = 4.0;
+  double gpu_call_overhead_us = 10.0;
+  // Speed-up of a sparse stage's threads over one (shards contend, lines
+  // bounce): threads^exponent.
+  double sparse_scaling_exponent = 0.8;
+  // Per row fetched from the disk tier, work besides the read: decoding,
+  // insertion into the memory tier and the write-back of an evicted row.
+  double disk_row_overhead_us = 6.0;
+  // Threads the disk tier's prefetcher uses (EmbeddingTableOptions).
+  int prefetch_threads = 2;
+};
+
+// One configuration of a step, as the planner varies it.
+struct StepSetup {
+  int64_t batch = 256;
+  // Threads of each Stage (read, unique, pull, dense, push).
+  std::array<int, kNumStages> threads{1, 1, 1, 1, 1};
+  // The CPU socket of the sparse stages and the device of the dense stage
+  // (a CPU socket or a GPU), indices into ResourceGraph::devices.
+  int cpu = 0;
+  int dense_device = 0;
+  // Bytes of the embedding memory tier; 0: the whole table in memory.
+  int64_t memory_budget_bytes = 0;
+  bool prefetch = true;
+  // Cluster plans: dense replicas (data parallel, one per GPU) sharing the
+  // step's all-reduce, and hosts the table is sharded over (all-to-all).
+  int replicas = 1;
+  int replicas_per_host = 1;
+  int sparse_hosts = 1;
+  // The ring of the all-reduce (its slowest link and largest latency), and
+  // the network between hosts.
+  double ring_gbps = 0.0, ring_latency_us = 0.0;
+  double network_gbps = 0.0, network_latency_us = 0.0;
+};
+
+// The cost of one step.
+struct StepCost {
+  // Seconds per batch of every simulated stage, alone on its cores, with
+  // the cores it keeps busy; transfers and collectives are stages of their
+  // own that use no core. In pipeline order: read, unique, [disk prefetch],
+  // pull, [all-to-all], [host to device], dense (with its all-reduce),
+  // [device to host], [all-to-all], push.
+  std::vector<SimStage> stages;
+  // Where the trainer's stages (read, unique, pull, dense, push) are in it.
+  std::array<int, kNumStages> stage_index{};
+  double unique_ids = 0.0;  // Distinct ids per batch.
+  double disk_rows = 0.0;   // Rows read from the disk tier per batch.
+  double hit_rate = 1.0;    // Of the memory tier.
+  // Bytes per batch over the host-device link and the network.
+  double pcie_bytes = 0.0;
+  double network_bytes = 0.0;
+};
+
+class CostModel {
+ public:
+  // `graph` is borrowed and must outlive the model.
+  explicit CostModel(const ResourceGraph* graph, CostModelOptions options = {});
+
+  // latency + bytes / bandwidth.
+  static double TransferSeconds(double bytes, double gbps, double latency_us);
+  // Ring all-reduce of `bytes` over `ranks`: 2 (n - 1) / n * bytes / bw +
+  // 2 (n - 1) * latency; 0 for one rank.
+  static double RingAllReduceSeconds(double bytes, int ranks, double gbps, double latency_us);
+  // All-to-all where each rank holds `bytes_per_rank` split evenly among the
+  // ranks (pairwise exchange): (n - 1) / n * bytes / bw + (n - 1) * latency.
+  static double AllToAllSeconds(double bytes_per_rank, int ranks, double gbps, double latency_us);
+
+  // Forward + backward of a dense op at `batch` on `device` with `threads`
+  // (CPU): the roofline max(flops / GEMM rate, bytes / memory bandwidth)
+  // plus the per-call overhead of each task.
+  double DenseOpSeconds(const ProgramOp& op, int64_t batch, int device, int threads) const;
+  // GEMM rate (GFLOP/s) of `threads` threads of CPU `device`, or of GPU `device`.
+  double GemmGflops(int device, int threads) const;
+  // The rates of `device` with the defaults where unknown.
+  DeviceRates RatesOf(int device) const;
+
+  StepCost Estimate(const Program& program, const StepSetup& setup) const;
+  // Bytes of one memory-tier row: floats, optimizer state, overhead.
+  double RowBytes(const Program& program, int cpu) const;
+
+  // Scales the time of the trainer's stages by measured / predicted (busy
+  // seconds per batch of the same configuration); a stage measured as 0 or
+  // not predicted keeps its factor.
+  void Refine(const std::vector<double>& predicted, const std::vector<double>& measured);
+  const std::array<double, kNumStages>& stage_scale() const { return scale_; }
+  void set_stage_scale(const std::array<double, kNumStages>& scale) { scale_ = scale; }
+  const CostModelOptions& options() const { return options_; }
+  const ResourceGraph& graph() const { return *graph_; }
+
+ private:
+  const ResourceGraph* graph_;
+  CostModelOptions options_;
+  std::array<double, kNumStages> scale_{1, 1, 1, 1, 1};
+};
+
+}  // namespace ember::scheduler

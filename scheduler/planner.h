@@ -1,0 +1,77 @@
+#pragma once
+
+// Planner: chooses the knobs of a training job — threads and their split
+// between stages, batch size (within limits), pipelining and its depth (the
+// batches in flight, which is also how far the disk prefetch runs ahead),
+// the staleness bound, and the memory tier's budget (from the placement) —
+// by coordinate descent: one knob at a time takes the value that maximises
+// the samples/s predicted by the cost model and a discrete-event simulation
+// of the pipeline, until no knob changes.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/placer.h"
+#include "scheduler/plan.h"
+#include "scheduler/program.h"
+
+namespace ember::scheduler {
+
+// One point of the search.
+struct PlanKnobs {
+  int threads = 1;
+  int64_t batch = 256;
+  bool pipeline = true;
+  int depth = 4;
+  int staleness = 0;
+  bool prefetch = true;
+  // Threads per stage; all zero: the trainer's rule (TrainerStageThreads).
+  std::array<int, kNumStages> split{};
+};
+
+struct PlannerOptions {
+  // Thread counts to consider; empty: 1 .. the host's hardware threads.
+  std::vector<int> threads;
+  // Batch sizes to consider (the limits the user allows).
+  std::vector<int64_t> batch_sizes = {256};
+  // Pipeline depths to consider.
+  std::vector<int> depths = {1, 2, 4, 8};
+  // The largest staleness bound the user accepts; the planner picks in
+  // [0, max_staleness].
+  int max_staleness = 0;
+  // Consider running without the pipeline.
+  bool allow_sequential = true;
+  // Consider prefetch on and off (with a disk tier).
+  bool choose_prefetch = true;
+  // Search the split of threads between stages too, instead of the
+  // trainer's fixed rule (for runtimes that take a split).
+  bool free_split = false;
+  PlacerOptions placer;
+  // Rounds of coordinate descent at most.
+  int max_rounds = 4;
+};
+
+// The threads of read, unique, pull, dense and push that the trainer uses
+// for a budget of `threads` (engine/trainer.cc): pipelined, 1 for reading
+// and unique, a quarter (at least 1) for pull and push, all for dense;
+// sequential, all for every stage.
+std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline);
+
+// The plan for fixed `knobs`: placement, predictions and needs.
+// Errors of Place.
+Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const PlanKnobs& knobs,
+                         const PlacerOptions& placer);
+
+// Coordinate descent from `start`. `evaluations`, when set, receives the
+// number of configurations costed.
+Result<Plan> MakePlan(const Program& program, const CostModel& cost, const PlannerOptions& options,
+                      PlanKnobs start, int* evaluations = nullptr);
+
+// The knobs a plan was made with.
+PlanKnobs KnobsOf(const Plan& plan);
+
+}  // namespace ember::scheduler

@@ -1,0 +1,56 @@
+#pragma once
+
+// A discrete-event simulation of the training pipeline: items (batches) pass
+// through stages in order; a stage works on one item at a time and item i
+// enters stage s when it has left stage s - 1 and stage s has finished item
+// i - 1; at most `slots` items are in flight (item i is read only once item
+// i - slots has left the last stage). Stages share the host's cores: a busy
+// stage occupies `cores` of them, and when the busy stages ask for more than
+// the host has, all of them slow down in proportion (processor sharing).
+// A stage may also have to wait, before it completes item i, for another
+// stage to have completed item i - lag (the pull waiting for the push of the
+// batches whose rows it reads: bounded staleness); waiting uses no core.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::scheduler {
+
+struct SimStage {
+  std::string name;
+  // Seconds per item when the stage has its cores to itself.
+  double seconds = 0.0;
+  // Cores it keeps busy while it works.
+  double cores = 1.0;
+  // Completes item i only after stage `waits_for` completed item i - lag
+  // (no wait for i < lag); -1: no such wait.
+  int waits_for = -1;
+  int lag = 1;
+};
+
+struct SimOptions {
+  int slots = 4;
+  int64_t items = 64;
+  // Cores the stages share; <= 0: as many as they ask for (no contention).
+  double cores = 0.0;
+  // Record every item's start and finish times per stage (for tests).
+  bool record = false;
+};
+
+struct SimResult {
+  double makespan_seconds = 0.0;
+  // Seconds per item in steady state: the time between the completions of
+  // the middle half of the items (the start-up and drain excluded).
+  double seconds_per_item = 0.0;
+  // Per stage: time spent working (waits excluded), over all items.
+  std::vector<double> busy_seconds;
+  // With options.record: start[s][i] and finish[s][i].
+  std::vector<std::vector<double>> start;
+  std::vector<std::vector<double>> finish;
+};
+
+// Runs the simulation. With no stages or items, everything is 0.
+SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions& options);
+
+}  // namespace ember::scheduler

@@ -1,0 +1,69 @@
+#include "scheduler/calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/file.h"
+#include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ember::scheduler {
+namespace {
+
+using CalibrationTest = ::ember::test::TempDirTest;
+
+CalibrationOptions InDir(const std::string& dir) {
+  CalibrationOptions options;
+  options.cache_dir = dir;
+  return options;
+}
+
+TEST_F(CalibrationTest, CachePathIsKeyedByHostAndCpu) {
+  ResourceGraph a = test::Host(4, 1 << 30);
+  ResourceGraph b = test::Host(4, 1 << 30);
+  b.devices[0].model = "Other CPU";
+  const std::string path = CalibrationCachePath(a, InDir(dir_.string()));
+  EXPECT_EQ(0u, path.find(dir_.string() + "/calibration-h-"));
+  EXPECT_NE(path, CalibrationCachePath(b, InDir(dir_.string())));
+  EXPECT_EQ(path, CalibrationCachePath(test::Host(4, 1 << 30), InDir(dir_.string())));
+}
+
+TEST_F(CalibrationTest, ACachedCalibrationIsReadInsteadOfMeasured) {
+  ResourceGraph measured = test::Host(4, 1 << 30);
+  measured.devices[0].rates.pull_ns_per_row = 123.0;
+  const std::string path = CalibrationCachePath(measured, InDir(dir_.string()));
+  ASSERT_TRUE(WriteFileAtomic(path, CalibrationToJson(measured)).ok());
+  ResourceGraph graph = test::Host(4, 1 << 30);
+  graph.devices[0].rates = DeviceRates{};
+  bool from_cache = false;
+  ASSERT_TRUE(Calibrate(&graph, InDir(dir_.string()), &from_cache).ok());
+  EXPECT_TRUE(from_cache);
+  EXPECT_EQ(123.0, graph.devices[0].rates.pull_ns_per_row);
+  EXPECT_EQ(20.0, graph.devices[0].rates.memory_gbps);
+}
+
+TEST_F(CalibrationTest, AMalformedCacheIsAnIOErrorNamingIt) {
+  ResourceGraph graph = test::Host(4, 1 << 30);
+  const std::string path = CalibrationCachePath(graph, InDir(dir_.string()));
+  ASSERT_TRUE(WriteFileAtomic(path, "{\"h/cpu0\": {\"pull_ns_per_row\": }").ok());
+  bool from_cache = false;
+  const Status status = Calibrate(&graph, InDir(dir_.string()), &from_cache);
+  EXPECT_EQ(StatusCode::kIOError, status.code());
+  EXPECT_THAT(status.message(), ::testing::HasSubstr(path + ":1:"));
+}
+
+TEST_F(CalibrationTest, DiskRatesAreMeasuredInTheGivenDirectory) {
+  Result<DeviceRates> rates = MeasureDiskRates(dir_.string());
+  ASSERT_TRUE(rates.ok()) << rates.status().ToString();
+  EXPECT_GT(rates->random_reads_per_sec, 0);
+  EXPECT_GT(rates->read_gbps, 0);
+  EXPECT_EQ(StatusCode::kIOError, MeasureDiskRates(dir_.string() + "/missing").status().code());
+}
+
+TEST(PinnedCopyTest, SkipsCleanlyWithoutAGpu) {
+  if (CudaDeviceAvailable()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_EQ(StatusCode::kFailedPrecondition, MeasurePinnedCopyGbps(0).status().code());
+}
+
+}  // namespace
+}  // namespace ember::scheduler

@@ -1,0 +1,175 @@
+#include "scheduler/planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "scheduler/cluster_file.h"
+#include "tests/scheduler/scheduler_test_util.h"
+
+namespace ember::scheduler {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TEST(TrainerStageThreadsTest, MatchesTheTrainersSplit) {
+  EXPECT_EQ((std::array<int, kNumStages>{1, 1, 2, 8, 2}), TrainerStageThreads(8, true));
+  EXPECT_EQ((std::array<int, kNumStages>{1, 1, 1, 2, 1}), TrainerStageThreads(2, true));
+  EXPECT_EQ((std::array<int, kNumStages>{3, 3, 3, 3, 3}), TrainerStageThreads(3, false));
+}
+
+TEST(PredictPlanTest, SamplesPerSecondIsTheBatchOverTheSimulatedStepTime) {
+  const Program program = test::MlpProgram(256);
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  PlanKnobs knobs;
+  knobs.threads = 4;
+  Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_DOUBLE_EQ(256 / plan->predicted_step_seconds, plan->predicted_samples_per_sec);
+  // The bottleneck is the stage with the most time per batch.
+  double worst = 0;
+  for (const StagePrediction& s : plan->stages) worst = std::max(worst, s.seconds);
+  for (const StagePrediction& s : plan->stages) {
+    if (s.name == plan->bottleneck) EXPECT_EQ(worst, s.seconds);
+  }
+  ASSERT_FALSE(plan->needs.empty());
+  EXPECT_EQ("h/cpu0", plan->needs[0].device);
+  // Sequential: one step is every stage in turn, no faster than pipelined.
+  knobs.pipeline = false;
+  Result<Plan> sequential = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(sequential.ok());
+  double sum = 0;
+  for (const StagePrediction& s : sequential->stages) sum += s.seconds;
+  EXPECT_NEAR(sum, sequential->predicted_step_seconds, 1e-9);
+}
+
+// The planner's choice against every combination of the same knobs.
+void ExpectNearTheGridBest(const Program& program, const ResourceGraph& graph,
+                           const PlannerOptions& options) {
+  const CostModel cost(&graph);
+  PlanKnobs start;
+  start.threads = 1;
+  start.depth = 1;
+  start.batch = options.batch_sizes.front();
+  Result<Plan> chosen = MakePlan(program, cost, options, start);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  double best = 0;
+  std::string best_knobs;
+  for (int t : options.threads) {
+    for (int64_t b : options.batch_sizes) {
+      for (int d : options.depths) {
+        for (int s = 0; s <= options.max_staleness; ++s) {
+          for (bool pipeline : {true, false}) {
+            const PlanKnobs k{t, b, pipeline, d, s, true, {}};
+            Result<Plan> p = PredictPlan(program, cost, k, options.placer);
+            ASSERT_TRUE(p.ok());
+            if (p->predicted_samples_per_sec > best) {
+              best = p->predicted_samples_per_sec;
+              best_knobs = p->ToJson();
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(chosen->predicted_samples_per_sec, 0.97 * best) << "chosen:\n"
+                                                            << chosen->ToText() << "grid best:\n"
+                                                            << best_knobs;
+}
+
+TEST(MakePlanTest, CoordinateDescentComesNearTheGridBest) {
+  PlannerOptions options;
+  options.threads = {1, 2, 4, 8, 16};
+  options.batch_sizes = {128, 512, 2048};
+  options.max_staleness = 2;
+  ExpectNearTheGridBest(test::MlpProgram(512), test::Host(16, 64 * kGiB), options);
+  ExpectNearTheGridBest(test::MlpProgram(32, 1000000, 1000000), test::Host(4, 64 * kGiB), options);
+}
+
+TEST(MakePlanTest, MoreCoresGetMoreThreadsAndAPipeline) {
+  const Program program = test::MlpProgram(1024);
+  PlannerOptions options;
+  options.threads = {1, 2, 4, 8};
+  const ResourceGraph graph = test::Host(8, 64 * kGiB);
+  const CostModel cost(&graph);
+  Result<Plan> plan = MakePlan(program, cost, options, PlanKnobs{});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(8, plan->threads);
+  EXPECT_TRUE(plan->pipeline);
+  EXPECT_EQ(0, plan->max_staleness);  // The user allowed none.
+}
+
+TEST(MakePlanTest, ATightMemoryLimitGivesADiskTierWithABudget) {
+  const Program program = test::MlpProgram(64, 1000000, 10000000);
+  PlannerOptions options;
+  options.threads = {4};
+  options.placer.memory_limit_bytes = 32 << 20;
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  Result<Plan> plan = MakePlan(program, cost, options, PlanKnobs{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(32 << 20, plan->embedding_memory_budget_bytes);
+  bool disk_need = false;
+  for (const DeviceNeed& n : plan->needs) disk_need = disk_need || n.device == "h/disk0";
+  EXPECT_TRUE(disk_need);
+}
+
+constexpr char kCluster[] = R"({
+  "hosts": [{"name": "n", "count": 4, "sockets": [{"cores": 64, "memory_gb": 512}],
+             "gpus": [{"count": 4, "memory_gb": 80, "rates": {"gemm_gflops": 100000,
+                       "memory_gbps": 2000}, "pcie_gbps": 25}],
+             "nvlink_gbps": 300, "disks": [{"free_gb": 1000}]}],
+  "network": {"gbps": NET}})";
+
+Result<Plan> ClusterPlan(double network_gbps) {
+  std::string text = kCluster;
+  text.replace(text.find("NET"), 3, std::to_string(network_gbps));
+  static ResourceGraph graph;
+  EMBER_ASSIGN_OR_RETURN(graph, ParseClusterFile(text, "c.json"));
+  const Program program = test::MlpProgram(1024, 10000000, 100000000);
+  const CostModel cost(&graph);
+  PlannerOptions options;
+  options.threads = {64};
+  options.batch_sizes = {512, 2048, 8192};
+  PlanKnobs start;
+  start.threads = 64;
+  return MakePlan(program, cost, options, start);
+}
+
+TEST(MakePlanTest, AClusterPlanUsesEveryGpuAndSlowsWithTheNetwork) {
+  Result<Plan> fast = ClusterPlan(25.0);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_EQ(16u, fast->replicas.size());
+  EXPECT_EQ(4, fast->sparse_hosts);
+  EXPECT_TRUE(fast->dense_device.is_cuda());
+  Result<Plan> slow = ClusterPlan(2.5);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_LT(slow->predicted_samples_per_sec, fast->predicted_samples_per_sec);
+  EXPECT_GE(slow->batch_size, fast->batch_size);  // Larger batches amortise the network.
+}
+
+TEST(PlanJsonTest, APlanRoundTripsThroughItsJson) {
+  const Program program = test::MlpProgram(64);
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  PlanKnobs knobs{3, 512, true, 2, 1, false, {}};
+  Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(plan.ok());
+  Result<Plan> back = ParsePlanJson(plan->ToJson(), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(3, back->threads);
+  EXPECT_EQ(512, back->batch_size);
+  EXPECT_EQ(2, back->pipeline_depth);
+  EXPECT_EQ(1, back->max_staleness);
+  EXPECT_FALSE(back->prefetch);
+  EXPECT_NEAR(plan->predicted_samples_per_sec, back->predicted_samples_per_sec,
+              1e-6 * plan->predicted_samples_per_sec);
+  EXPECT_EQ(plan->stage_threads, back->stage_threads);
+  Result<Plan> bad = ParsePlanJson(R"({"threads": 0})", "p.json");
+  EXPECT_EQ(StatusCode::kInvalidArgument, bad.status().code());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("p.json: threads"));
+  EXPECT_THAT(plan->ToDot(program), ::testing::HasSubstr("cluster_0"));
+}
+
+}  // namespace
+}  // namespace ember::scheduler

@@ -1,0 +1,76 @@
+#pragma once
+
+// Programs and resource graphs for the scheduler's tests.
+
+#include <memory>
+
+#include "ops/graph.h"
+#include "ops/op_registry.h"
+#include "scheduler/program.h"
+#include "scheduler/resource_graph.h"
+
+namespace ember::scheduler::test {
+
+// A DLRM-shaped dense side: [dense, pooled] -> `hidden` -> 1.
+inline std::unique_ptr<ops::Graph> MlpGraph(int num_dense, int num_slots, int dim, int hidden) {
+  auto g = std::make_unique<ops::Graph>(&ops::DefaultOpRegistry());
+  const int dense = *g->AddInput("dense", {num_dense});
+  const int pooled = *g->AddInput("pooled", {int64_t{num_slots} * dim});
+  const int x = (*g->AddNode("x0", "concat", {dense, pooled}))[0];
+  const int64_t in = num_dense + int64_t{num_slots} * dim;
+  const int w1 = *g->AddParameter("fc1.weight", {hidden, in}, ops::Initializer::kHeUniform, in);
+  const int b1 = *g->AddParameter("fc1.bias", {hidden}, ops::Initializer::kZeros);
+  const int h =
+      (*g->AddNode("fc1", "fully_connected", {x, w1, b1}, ops::OpAttrs().Set("activation", 1)))[0];
+  const int w2 = *g->AddParameter("fc2.weight", {1, hidden}, ops::Initializer::kHeUniform, hidden);
+  const int b2 = *g->AddParameter("fc2.bias", {1}, ops::Initializer::kZeros);
+  const int y = (*g->AddNode("fc2", "fully_connected", {h, w2, b2}))[0];
+  (void)g->MarkOutput(y);
+  return g;
+}
+
+inline SparseFeatures Features(int64_t vocabulary, int64_t examples) {
+  SparseFeatures f;
+  f.slot_vocabulary.assign(f.num_slots, vocabulary);
+  f.training_examples = examples;
+  return f;
+}
+
+inline Program MlpProgram(int hidden, int64_t vocabulary = 1000, int64_t examples = 100000) {
+  const SparseFeatures f = Features(vocabulary, examples);
+  auto graph = MlpGraph(f.num_dense, f.num_slots, f.embedding_dim, hidden);
+  return *BuildProgram("mlp", *graph, f);
+}
+
+// One host: a CPU socket with `cores` cores and `dram` bytes, optional GPUs
+// and a disk, with made-up but plausible rates.
+inline ResourceGraph Host(int cores, int64_t dram, int gpus = 0, int64_t gpu_memory = 0,
+                          int64_t disk_free = int64_t{1} << 40) {
+  ResourceGraph graph;
+  graph.hosts.push_back({"h", {}});
+  DeviceNode cpu;
+  cpu.cores = cores;
+  cpu.memory_bytes = dram;
+  cpu.rates.gemm_gflops_per_core = 50;
+  cpu.rates.gemm_gflops = 45.0 * cores;
+  cpu.rates.memory_gbps = 20;
+  const int c = graph.AddDevice(0, DeviceKind::kCpu, cpu);
+  for (int i = 0; i < gpus; ++i) {
+    DeviceNode gpu;
+    gpu.memory_bytes = gpu_memory;
+    gpu.rates.gemm_gflops = 20000;
+    gpu.rates.memory_gbps = 1000;
+    const int g = graph.AddDevice(0, DeviceKind::kGpu, gpu);
+    graph.AddLink(c, g, LinkKind::kPcie, 12.0, 10.0);
+  }
+  if (disk_free > 0) {
+    DeviceNode disk;
+    disk.memory_bytes = disk_free;
+    disk.rates.random_reads_per_sec = 100000;
+    const int d = graph.AddDevice(0, DeviceKind::kDisk, disk);
+    graph.AddLink(c, d, LinkKind::kPcie, 2.0, 80.0);
+  }
+  return graph;
+}
+
+}  // namespace ember::scheduler::test

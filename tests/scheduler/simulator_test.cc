@@ -1,0 +1,105 @@
+#include "scheduler/simulator.h"
+
+#include <gtest/gtest.h>
+
+namespace ember::scheduler {
+namespace {
+
+SimOptions Recorded(int slots, int64_t items, double cores = 0.0) {
+  SimOptions options;
+  options.slots = slots;
+  options.items = items;
+  options.cores = cores;
+  options.record = true;
+  return options;
+}
+
+// Without contention, finish[s][i] = max(finish[s-1][i], finish[s][i-1]) +
+// t_s: the textbook recursion of a pipeline with unbounded buffers.
+TEST(SimulatePipelineTest, FollowsThePipelineRecursionWithoutContention) {
+  const std::vector<SimStage> stages = {{"a", 1.0}, {"b", 2.0}, {"c", 0.5}};
+  const int64_t n = 5;
+  const SimResult r = SimulatePipeline(stages, Recorded(100, n));
+  std::vector<std::vector<double>> expected(3, std::vector<double>(n));
+  for (int s = 0; s < 3; ++s) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double ready = std::max(s ? expected[s - 1][i] : 0.0, i ? expected[s][i - 1] : 0.0);
+      expected[s][i] = ready + stages[s].seconds;
+    }
+  }
+  for (int s = 0; s < 3; ++s) {
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_DOUBLE_EQ(expected[s][i], r.finish[s][i]) << s << "," << i;
+  }
+  EXPECT_DOUBLE_EQ(1.0 + 2.0 * n + 0.5, r.makespan_seconds);
+  EXPECT_DOUBLE_EQ(2.0 * n, r.busy_seconds[1]);
+}
+
+TEST(SimulatePipelineTest, OneSlotRunsItemsOneAfterAnother) {
+  const std::vector<SimStage> stages = {{"a", 1.0}, {"b", 2.0}, {"c", 0.5}};
+  const SimResult r = SimulatePipeline(stages, Recorded(1, 4));
+  EXPECT_DOUBLE_EQ(4 * 3.5, r.makespan_seconds);
+  EXPECT_DOUBLE_EQ(3.5, r.start[0][1]);  // Item 1 is read when item 0 is done.
+  EXPECT_DOUBLE_EQ(3.5, r.seconds_per_item);
+}
+
+// Two slots: item i is read when item i - 2 has left the last stage.
+TEST(SimulatePipelineTest, SlotsBoundTheItemsInFlight) {
+  const std::vector<SimStage> stages = {{"a", 1.0}, {"b", 1.0}, {"c", 4.0}};
+  const SimResult r = SimulatePipeline(stages, Recorded(2, 3));
+  // c finishes item 0 at 6 and item 1 at 10; item 2 is read at 6.
+  EXPECT_DOUBLE_EQ(6.0, r.finish[2][0]);
+  EXPECT_DOUBLE_EQ(10.0, r.finish[2][1]);
+  EXPECT_DOUBLE_EQ(6.0, r.start[0][2]);
+  EXPECT_DOUBLE_EQ(14.0, r.makespan_seconds);
+}
+
+// Two one-core stages of 1 s on one core: while both work, each runs at
+// half speed. a0: [0, 1]; a1 and b0 share [1, 3]; b1 alone: [3, 4].
+TEST(SimulatePipelineTest, StagesShareCoresWhenTheyAskForMoreThanThereAre) {
+  const std::vector<SimStage> stages = {{"a", 1.0, 1.0}, {"b", 1.0, 1.0}};
+  const SimResult r = SimulatePipeline(stages, Recorded(4, 2, /*cores=*/1.0));
+  EXPECT_DOUBLE_EQ(1.0, r.finish[0][0]);
+  EXPECT_DOUBLE_EQ(3.0, r.finish[0][1]);
+  EXPECT_DOUBLE_EQ(3.0, r.finish[1][0]);
+  EXPECT_DOUBLE_EQ(4.0, r.finish[1][1]);
+  EXPECT_DOUBLE_EQ(3.0, r.busy_seconds[0]);  // Busy time includes the slowed-down share.
+  EXPECT_DOUBLE_EQ(3.0, r.busy_seconds[1]);
+  // With two cores they do not slow each other down.
+  const SimResult free = SimulatePipeline(stages, Recorded(4, 2, /*cores=*/2.0));
+  EXPECT_DOUBLE_EQ(3.0, free.makespan_seconds);
+}
+
+// A pull (stage 1) that must see the push (stage 2) of the previous item:
+// with lag 1 the loop pull -> push -> next pull serialises them.
+TEST(SimulatePipelineTest, AStageWaitsForTheStageItDependsOn) {
+  std::vector<SimStage> stages = {{"read", 0.5}, {"pull", 1.0}, {"push", 1.0}};
+  stages[1].waits_for = 2;
+  stages[1].lag = 1;
+  const SimResult strict = SimulatePipeline(stages, Recorded(8, 3));
+  // pull0 [0.5, 1.5], push0 [1.5, 2.5]; pull1 works [1.5, 2.5], completes at
+  // 2.5 (push0 done); push1 [2.5, 3.5]; pull2 completes 3.5; push2 ends 4.5.
+  EXPECT_DOUBLE_EQ(2.5, strict.finish[1][1]);
+  EXPECT_DOUBLE_EQ(4.5, strict.makespan_seconds);
+  // Waiting is not work.
+  EXPECT_DOUBLE_EQ(3.0, strict.busy_seconds[1]);
+  // Lag 2 (staleness 1): the pull may run one push ahead.
+  stages[1].lag = 2;
+  const SimResult stale = SimulatePipeline(stages, Recorded(8, 3));
+  EXPECT_DOUBLE_EQ(4.5, stale.makespan_seconds);  // push is the bottleneck either way
+  EXPECT_DOUBLE_EQ(2.5, stale.finish[1][1]);
+  stages[2].seconds = 2.0;  // A slow push: pull i waits for push i - lag.
+  stages[1].lag = 1;
+  const double strict_slow = SimulatePipeline(stages, Recorded(8, 4)).finish[1][3];
+  stages[1].lag = 2;
+  const double stale_slow = SimulatePipeline(stages, Recorded(8, 4)).finish[1][3];
+  EXPECT_LT(stale_slow, strict_slow);
+}
+
+TEST(SimulatePipelineTest, NothingToRunTakesNoTime) {
+  EXPECT_EQ(0.0, SimulatePipeline({}, Recorded(2, 5)).makespan_seconds);
+  EXPECT_EQ(0.0, SimulatePipeline({{"a", 1.0}}, Recorded(2, 0)).makespan_seconds);
+}
+
+}  // namespace
+}  // namespace ember::scheduler
