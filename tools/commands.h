@@ -21,6 +21,7 @@ int ExitCodeFor(const Status& status);
 int RunTrain();
 int RunGenData();
 int RunConvert();
+int RunPlan();
 
 // Logs every flag defined in `flag_files` (e.g. "tools/train_command.cc",
 // "tools/format_flags.cc") and in common_flags.cc with its effective value,

@@ -23,6 +23,9 @@ constexpr char kUsage[] =
     "            Ember's columnar format (the fast path for repeated epochs)\n"
     "  gen-data  write synthetic click data (criteo, csv or columnar) from a\n"
     "            planted model, with its Bayes AUC beside it\n"
+    "  plan      plan a training job (the flags of train) on this host or a\n"
+    "            --cluster file: placement, predicted stage times, samples/s\n"
+    "            and memory, disk and bandwidth needs\n"
     "\n"
     "`ember <command> --help` lists Ember's flags with their defaults.\n"
     "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
   if (command == "train") return ember::tools::RunTrain();
   if (command == "gen-data") return ember::tools::RunGenData();
   if (command == "convert") return ember::tools::RunConvert();
+  if (command == "plan") return ember::tools::RunPlan();
   std::fprintf(stderr, "ember: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return ember::tools::kExitBadCommandLine;
 }

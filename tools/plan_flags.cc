@@ -1,0 +1,337 @@
+// The planner's flags and their glue (see plan_flags.h).
+#include "tools/plan_flags.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/threads.h"
+#include "engine/model_zoo.h"
+#include "ops/op_registry.h"
+#include "scheduler/calibration.h"
+#include "scheduler/cluster_file.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+
+DEFINE_string(plan, "auto",
+              "train: how the job is planned: auto (the planner picks the threads, pipelining, "
+              "depth and staleness the command line leaves unset, from this host's calibrated "
+              "cost model), off (the flags as given), or a plan file written by `ember plan "
+              "--plan_out` (its knobs are used).");
+DEFINE_string(cluster, "",
+              "plan: a cluster file (JSON, see scheduler/cluster_file.h) describing the machines "
+              "to plan for; empty: this host, discovered and calibrated.");
+DEFINE_bool(recalibrate, false,
+            "Measure this host's rates again (about a second) instead of reading them from the "
+            "calibration cache.");
+DEFINE_string(calibration_dir, "",
+              "Directory of the calibration cache; empty: $XDG_CACHE_HOME/ember or "
+              "~/.cache/ember.");
+DEFINE_string(plan_batch_sizes, "",
+              "Comma-separated batch sizes the planner may choose from; empty: --batch_size only "
+              "(the batch size changes what is learned, so it is the user's choice by default).");
+DEFINE_string(plan_threads, "",
+              "Comma-separated thread counts the planner may choose from; empty: --threads when "
+              "set on the command line, else 1 .. the host's hardware threads.");
+DEFINE_string(plan_memory_limit, "",
+              "DRAM the embedding memory tier may use per host (e.g. 4GB); beyond it rows go to "
+              "the disk tier. Empty: --embedding_memory_budget if set, else 80% of DRAM less "
+              "1 GiB.");
+DEFINE_string(plan_refine_from, "",
+              "A --metrics_out file of a finished `ember train` run with the same flags: its "
+              "measured stage times refine the cost model (a factor per stage, saved beside "
+              "the calibration cache for later plans).");
+
+namespace ember::tools {
+namespace {
+
+// The value of the flag `name`, defined by any command of this binary (the
+// training flags live in train_command.cc); Internal if there is none.
+Result<std::string> FlagValue(const char* name) {
+  std::string value;
+  if (!gflags::GetCommandLineOption(name, &value)) {
+    return Status::Internal("flag --", name, " is not defined in this binary");
+  }
+  return value;
+}
+
+bool SetOnCommandLine(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+}
+
+Result<int64_t> IntFlag(const char* name) {
+  EMBER_ASSIGN_OR_RETURN(const std::string text, FlagValue(name));
+  return std::atoll(text.c_str());
+}
+
+int SparseStatePerFloat(const std::string& optimizer) {
+  if (optimizer == "sgd") return 0;
+  if (optimizer == "adagrad") return 1;
+  return 2;  // adam: two moments; ftrl: z and n.
+}
+
+Result<scheduler::Program> ProgramFromFlags() {
+  engine::ModelOptions model;
+  EMBER_ASSIGN_OR_RETURN(model.name, FlagValue("model"));
+  EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions data, SyntheticOptionsFromFlags());
+  EMBER_ASSIGN_OR_RETURN(const std::string train_data, FlagValue("train_data"));
+  model.num_dense = FLAGS_num_dense;
+  model.num_slots = FLAGS_num_slots;
+  model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : (model.name == "mmoe" ? 2 : 1);
+  EMBER_ASSIGN_OR_RETURN(model.embedding_dim, IntFlag("embedding_dim"));
+  EMBER_ASSIGN_OR_RETURN(model.cross_layers, IntFlag("cross_layers"));
+  EMBER_ASSIGN_OR_RETURN(model.cross_rank, IntFlag("cross_rank"));
+  EMBER_ASSIGN_OR_RETURN(model.num_experts, IntFlag("num_experts"));
+  for (auto [flag, widths] :
+       {std::pair{"bottom_mlp", &model.bottom_mlp}, std::pair{"top_mlp", &model.top_mlp},
+        std::pair{"expert_mlp", &model.expert_mlp}}) {
+    EMBER_ASSIGN_OR_RETURN(const std::string text, FlagValue(flag));
+    EMBER_ASSIGN_OR_RETURN(*widths, ParseWidths(flag, text));
+  }
+  EMBER_ASSIGN_OR_RETURN(auto graph, engine::BuildModelGraph(model, ops::DefaultOpRegistry()));
+
+  scheduler::SparseFeatures sparse;
+  sparse.num_dense = model.num_dense;
+  sparse.num_slots = model.num_slots;
+  sparse.num_labels = model.num_tasks;
+  sparse.embedding_dim = model.embedding_dim;
+  sparse.ids_per_example =
+      (model.num_slots - data.multi_hot_slots) + data.multi_hot_slots * data.max_bag_size / 2.0;
+  if (train_data.empty()) {
+    // The generated data: its vocabularies and Zipf exponent are known.
+    sparse.slot_vocabulary = data.slot_vocabularies;
+    if (sparse.slot_vocabulary.empty())
+      sparse.slot_vocabulary.assign(model.num_slots, data.vocabulary);
+    sparse.zipf_exponent = data.zipf_exponent;
+  } else {
+    LOG(WARNING) << "plan: the vocabulary of --train_data is unknown; every id of a batch is "
+                 << "costed as distinct (a pessimistic plan)";
+  }
+  EMBER_ASSIGN_OR_RETURN(const std::string test_fraction, FlagValue("test_fraction"));
+  EMBER_ASSIGN_OR_RETURN(const int64_t epochs, IntFlag("epochs"));
+  EMBER_ASSIGN_OR_RETURN(const int64_t max_steps, IntFlag("max_steps"));
+  EMBER_ASSIGN_OR_RETURN(const int64_t batch, IntFlag("batch_size"));
+  int64_t examples =
+      static_cast<int64_t>(FLAGS_rows * (1.0 - std::atof(test_fraction.c_str()))) * epochs;
+  if (max_steps > 0) examples = std::min(examples, max_steps * batch);
+  sparse.training_examples = std::max<int64_t>(1, examples);
+  EMBER_ASSIGN_OR_RETURN(const std::string sparse_optimizer, FlagValue("sparse_optimizer"));
+  EMBER_ASSIGN_OR_RETURN(const std::string dense_optimizer, FlagValue("dense_optimizer"));
+  sparse.sparse_state_per_float = SparseStatePerFloat(sparse_optimizer);
+  sparse.dense_state_per_param = dense_optimizer == "sgd"       ? 0
+                                 : dense_optimizer == "adagrad" ? 1
+                                                                : 2;
+  return scheduler::BuildProgram(model.name, *graph, sparse);
+}
+
+std::string RefinementPath(const scheduler::ResourceGraph& graph) {
+  scheduler::CalibrationOptions options;
+  options.cache_dir = FLAGS_calibration_dir;
+  std::string path = scheduler::CalibrationCachePath(graph, options);
+  return path.substr(0, path.size() - 5) + ".refine.json";
+}
+
+// Stage scales saved by an earlier --plan_refine_from; all 1 when none.
+std::array<double, scheduler::kNumStages> LoadRefinement(const scheduler::ResourceGraph& graph) {
+  std::array<double, scheduler::kNumStages> scale{1, 1, 1, 1, 1};
+  Result<std::string> text = ReadFile(RefinementPath(graph));
+  if (!text.ok()) return scale;
+  Result<JsonValue> json = ParseJson(*text);
+  if (!json.ok()) return scale;
+  for (int s = 0; s < scheduler::kNumStages; ++s) {
+    const JsonValue* v = json->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
+    if (v && v->type == JsonValue::Type::kNumber)
+      scale[s] = std::max(0.01, std::atof(v->text.c_str()));
+  }
+  return scale;
+}
+
+// Measured seconds per batch of each stage in a --metrics_out file.
+Result<std::vector<double>> MeasuredStageSeconds(const std::string& path) {
+  EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  EMBER_ASSIGN_OR_RETURN(const JsonValue root, scheduler::ParseJsonAt(text, path));
+  const JsonValue* train = root.Find("train");
+  const JsonValue* stages = train ? train->Find("stage_seconds") : nullptr;
+  const JsonValue* steps = train ? train->Find("steps") : nullptr;
+  if (!stages || !steps || std::atof(steps->text.c_str()) <= 0) {
+    return Status::InvalidArgument(path,
+                                   ": expected train.stage_seconds and train.steps > 0 "
+                                   "(a --metrics_out file of ember train)");
+  }
+  std::vector<double> seconds(scheduler::kNumStages, 0.0);
+  for (int s = 0; s < scheduler::kNumStages; ++s) {
+    const JsonValue* v = stages->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
+    if (v) seconds[s] = std::atof(v->text.c_str()) / std::atof(steps->text.c_str());
+  }
+  return seconds;
+}
+
+Result<std::vector<int64_t>> ParseList(const char* flag, const std::string& text) {
+  std::vector<int64_t> out;
+  for (const std::string& item : SplitList(text)) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0' || value < 1) {
+      return Status::InvalidArgument("--", flag, ": '", item, "' is not a positive integer");
+    }
+    out.push_back(value);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PlanInputs> PlanInputsFromFlags() {
+  PlanInputs in;
+  EMBER_ASSIGN_OR_RETURN(in.program, ProgramFromFlags());
+  if (!FLAGS_cluster.empty()) {
+    EMBER_ASSIGN_OR_RETURN(in.graph, scheduler::ReadClusterFile(FLAGS_cluster));
+  } else {
+    in.graph = scheduler::DiscoverLocalHost();
+    scheduler::CalibrationOptions calibration;
+    calibration.cache_dir = FLAGS_calibration_dir;
+    calibration.force = FLAGS_recalibrate;
+    calibration.progress = [](const std::string& line) { LOG(INFO) << line; };
+    bool from_cache = false;
+    EMBER_RETURN_IF_ERROR(scheduler::Calibrate(&in.graph, calibration, &from_cache));
+    LOG(INFO) << "calibration " << (from_cache ? "read from " : "written to ")
+              << scheduler::CalibrationCachePath(in.graph, calibration);
+    if (!FLAGS_recalibrate) in.stage_scale = LoadRefinement(in.graph);
+  }
+  // The knobs the training flags give.
+  EMBER_ASSIGN_OR_RETURN(in.start.batch, IntFlag("batch_size"));
+  EMBER_ASSIGN_OR_RETURN(const int64_t depth, IntFlag("pipeline_depth"));
+  EMBER_ASSIGN_OR_RETURN(const int64_t staleness, IntFlag("max_staleness"));
+  EMBER_ASSIGN_OR_RETURN(const std::string pipeline, FlagValue("pipeline"));
+  EMBER_ASSIGN_OR_RETURN(const std::string prefetch, FlagValue("prefetch"));
+  in.start.depth = static_cast<int>(depth);
+  in.start.staleness = static_cast<int>(staleness);
+  in.start.pipeline = pipeline == "on";
+  in.start.prefetch = prefetch == "true";
+  const int host_threads = in.graph.cpu_threads();
+  in.start.threads = FLAGS_threads > 0 ? std::min(FLAGS_threads, host_threads) : host_threads;
+  in.fixed_threads = SetOnCommandLine("threads");
+  in.fixed_pipeline = SetOnCommandLine("pipeline");
+  in.fixed_depth = SetOnCommandLine("pipeline_depth");
+
+  scheduler::PlannerOptions& planner = in.planner;
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int64_t> threads,
+                         ParseList("plan_threads", FLAGS_plan_threads));
+  for (int64_t t : threads) planner.threads.push_back(static_cast<int>(t));
+  if (planner.threads.empty() && in.fixed_threads) planner.threads = {in.start.threads};
+  EMBER_ASSIGN_OR_RETURN(planner.batch_sizes,
+                         ParseList("plan_batch_sizes", FLAGS_plan_batch_sizes));
+  if (planner.batch_sizes.empty()) planner.batch_sizes = {in.start.batch};
+  if (in.fixed_pipeline) planner.allow_sequential = !in.start.pipeline;
+  if (in.fixed_pipeline && !in.start.pipeline) in.start.pipeline = false;
+  if (in.fixed_depth) planner.depths = {in.start.depth};
+  // Staleness changes what is learned: the planner goes no higher than the
+  // user allows with --max_staleness.
+  planner.max_staleness = in.start.staleness;
+  std::string limit = FLAGS_plan_memory_limit;
+  if (limit.empty()) {
+    EMBER_ASSIGN_OR_RETURN(limit, FlagValue("embedding_memory_budget"));
+  }
+  if (!limit.empty()) {
+    EMBER_ASSIGN_OR_RETURN(planner.placer.memory_limit_bytes,
+                           ParseByteSize("plan_memory_limit", limit));
+  }
+  // The trainer's dense stage has no CUDA path yet on this host's build
+  // when CUDA is not compiled in; a cluster plan may use GPUs.
+  planner.placer.allow_gpu = !FLAGS_cluster.empty() || CudaCompiledIn();
+  if (!FLAGS_plan_refine_from.empty()) {
+    EMBER_ASSIGN_OR_RETURN(const std::vector<double> measured,
+                           MeasuredStageSeconds(FLAGS_plan_refine_from));
+    scheduler::CostModel cost(&in.graph);
+    cost.set_stage_scale(in.stage_scale);
+    EMBER_ASSIGN_OR_RETURN(const scheduler::Plan predicted,
+                           scheduler::PredictPlan(in.program, cost, in.start, planner.placer));
+    std::vector<double> predicted_seconds;
+    for (int s = 0; s < scheduler::kNumStages; ++s)
+      predicted_seconds.push_back(predicted.stages[s].seconds);
+    // Stage order in a plan: read, unique, [disk], pull, ...: look up by name.
+    for (int s = 0; s < scheduler::kNumStages; ++s) {
+      for (const scheduler::StagePrediction& p : predicted.stages) {
+        if (p.name == scheduler::StageName(static_cast<scheduler::Stage>(s)))
+          predicted_seconds[s] = p.seconds;
+      }
+    }
+    cost.Refine(predicted_seconds, measured);
+    in.stage_scale = cost.stage_scale();
+    JsonObject saved;
+    for (int s = 0; s < scheduler::kNumStages; ++s) {
+      saved.Add(scheduler::StageName(static_cast<scheduler::Stage>(s)), in.stage_scale[s]);
+    }
+    const Status written = WriteFileAtomic(RefinementPath(in.graph), saved.ToString());
+    if (!written.ok()) LOG(WARNING) << "refinement not saved: " << written.ToString();
+    LOG(INFO) << "cost model refined from " << FLAGS_plan_refine_from << ": stage factors "
+              << saved.ToString(-1);
+  }
+  return in;
+}
+
+void ApplyPlanToOptions(const scheduler::Plan& plan, engine::TrainOptions* options) {
+  options->threads = plan.threads;
+  options->batch_size = static_cast<int>(plan.batch_size);
+  options->pipeline = plan.pipeline;
+  options->pipeline_depth = plan.pipeline_depth;
+  options->max_staleness = plan.max_staleness;
+  options->embedding_memory_budget_bytes = plan.embedding_memory_budget_bytes;
+  options->prefetch = plan.prefetch;
+}
+
+Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
+  if (FLAGS_plan == "off") {
+    const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
+    scheduler::PlanRequest request;
+    request.threads = FLAGS_threads;
+    EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
+    LOG(INFO) << resources.Summary();
+    LOG(INFO) << "plan: " << plan.rationale;
+    options->threads = plan.threads;
+    return plan;
+  }
+  scheduler::Plan plan;
+  if (FLAGS_plan == "auto") {
+    EMBER_ASSIGN_OR_RETURN(PlanInputs in, PlanInputsFromFlags());
+    if (FLAGS_threads > in.graph.cpu_threads()) {
+      return Status::InvalidArgument("--threads=", FLAGS_threads, " exceeds the ",
+                                     in.graph.cpu_threads(), " hardware threads of ",
+                                     in.graph.host_name());
+    }
+    scheduler::CostModel cost(&in.graph);
+    cost.set_stage_scale(in.stage_scale);
+    EMBER_ASSIGN_OR_RETURN(plan, scheduler::MakePlan(in.program, cost, in.planner, in.start));
+    LOG(INFO) << in.graph.Summary();
+    // Keep a budget the user gave even if the planner found the table fits.
+    if (options->embedding_memory_budget_bytes > 0) {
+      plan.embedding_memory_budget_bytes = options->embedding_memory_budget_bytes;
+    }
+  } else {
+    EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(FLAGS_plan));
+    Result<scheduler::Plan> read = scheduler::ParsePlanJson(text, FLAGS_plan);
+    if (!read.ok()) return read.status().WithContext("--plan");
+    plan = *std::move(read);
+    // The streaming reader batches by the flag: keep it in step.
+    gflags::SetCommandLineOption("batch_size", std::to_string(plan.batch_size).c_str());
+    if (plan.threads > HardwareThreads()) {
+      return Status::InvalidArgument("--plan=", FLAGS_plan, " uses ", plan.threads,
+                                     " threads; this host has ", HardwareThreads());
+    }
+  }
+  ApplyPlanToOptions(plan, options);
+  LOG(INFO) << "plan (" << FLAGS_plan << "): batch " << plan.batch_size << ", "
+            << (plan.pipeline ? "pipelined" : "sequential") << ", depth " << plan.pipeline_depth
+            << ", staleness " << plan.max_staleness << ", " << plan.threads
+            << " threads; predicted " << static_cast<int64_t>(plan.predicted_samples_per_sec)
+            << " samples/s (" << plan.rationale << ")";
+  return plan;
+}
+
+}  // namespace ember::tools
