@@ -1,6 +1,9 @@
 // Fully connected forward + backward at DLRM shapes, in GFLOP/s, beside a
 // plain oneDNN SGEMM of the same shapes measured in the same run.
-//   build/tools/bench/dense_bench [--threads=N] [--rounds=R] [benchmark flags]
+//   build/tools/bench/dense_bench [--threads=N] [--rounds=R] [--shapes=B/IN/OUT,...]
+//       [benchmark flags]
+// --shapes replaces the default DLRM layers (tools/bench/run.sh measures the
+// SGEMM rate at the shapes of each model it benchmarks).
 //
 // The baseline is the three products a layer's step needs (y = x W^T,
 // dW = dy^T x, dx = dy W) as bare dnnl_sgemm calls, and nothing else. The
@@ -18,10 +21,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,9 +46,9 @@ using ember::Tensor;
 
 int g_threads = 2;
 
-// DLRM's MLP layers (in, out) at batch 2048 (Criteo Kaggle configuration).
-constexpr int64_t kDlrmBatch = 2048;
-constexpr std::pair<int64_t, int64_t> kDlrmLayers[] = {{512, 256}, {256, 64}, {479, 512}};
+// The shapes {batch, in, out} measured: by default DLRM's MLP layers at batch
+// 2048 (Criteo Kaggle configuration); --shapes replaces them.
+std::vector<std::array<int64_t, 3>> g_shapes = {{2048, 512, 256}, {2048, 256, 64}, {2048, 479, 512}};
 
 Tensor Random(std::vector<int64_t> shape, uint64_t seed) {
   Tensor t = Tensor::Empty(std::move(shape));
@@ -145,14 +150,36 @@ double PairedRatio(int64_t batch, int64_t in, int64_t out, int rounds) {
   return ratios[ratios.size() / 2];
 }
 
-// Google Benchmark arguments {batch, in, out} for each layer.
-void DlrmShapes(benchmark::internal::Benchmark* b) {
-  for (auto [in, out] : kDlrmLayers) b->Args({kDlrmBatch, in, out});
+// Google Benchmark arguments {batch, in, out} for each shape.
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (const auto& shape : g_shapes) b->Args({shape[0], shape[1], shape[2]});
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-BENCHMARK(BM_FullyConnectedStep)->Apply(DlrmShapes);
-BENCHMARK(BM_DnnlSgemm)->Apply(DlrmShapes);
+// Parses "B/IN/OUT,B/IN/OUT,..." into g_shapes; false if malformed.
+bool ParseShapes(const char* text) {
+  std::vector<std::array<int64_t, 3>> shapes;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::array<int64_t, 3> shape{};
+    char slash1 = 0, slash2 = 0;
+    std::istringstream fields(item);
+    if (!(fields >> shape[0] >> slash1 >> shape[1] >> slash2 >> shape[2]) || slash1 != '/' ||
+        slash2 != '/' || shape[0] < 1 || shape[1] < 1 || shape[2] < 1) {
+      return false;
+    }
+    shapes.push_back(shape);
+  }
+  if (shapes.empty()) return false;
+  g_shapes = std::move(shapes);
+  return true;
+}
+
+std::string ShapeName(const std::array<int64_t, 3>& shape) {
+  return std::to_string(shape[0]) + "/" + std::to_string(shape[1]) + "/" +
+         std::to_string(shape[2]);
+}
 
 }  // namespace
 
@@ -161,22 +188,29 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) g_threads = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--rounds=", 9) == 0) rounds = std::atoi(argv[i] + 9);
+    if (std::strncmp(argv[i], "--shapes=", 9) == 0 && !ParseShapes(argv[i] + 9)) {
+      std::fprintf(stderr, "dense_bench: --shapes wants B/IN/OUT,... with positive sizes\n");
+      return 1;
+    }
   }
   benchmark::Initialize(&argc, argv);
+  benchmark::RegisterBenchmark("BM_FullyConnectedStep", BM_FullyConnectedStep)->Apply(Shapes);
+  benchmark::RegisterBenchmark("BM_DnnlSgemm", BM_DnnlSgemm)->Apply(Shapes);
   ember::bench::RatioReporter reporter;
   std::printf("threads: %d (OpenMP, for oneDNN)\n", g_threads);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::printf("\nFully connected step vs bare SGEMM (goal: at least 0.70):\n");
-  for (const char* shape : {"2048/512/256", "2048/256/64", "2048/479/512"}) {
-    reporter.PrintRatio(std::string("batch/in/out ") + shape,
-                        std::string("BM_FullyConnectedStep/") + shape + "/real_time",
-                        std::string("BM_DnnlSgemm/") + shape + "/real_time", "GFLOPs");
+  for (const auto& shape : g_shapes) {
+    const std::string name = ShapeName(shape);
+    reporter.PrintRatio("batch/in/out " + name, "BM_FullyConnectedStep/" + name + "/real_time",
+                        "BM_DnnlSgemm/" + name + "/real_time", "GFLOPs");
   }
-  std::printf("\nThe same, median of %d alternating pairs (goal: at least 0.70):\n", rounds);
-  for (auto [in, out] : kDlrmLayers) {
-    std::printf("batch/in/out %lld/%lld/%-31lld %.2f\n", static_cast<long long>(kDlrmBatch),
-                static_cast<long long>(in), static_cast<long long>(out),
-                PairedRatio(kDlrmBatch, in, out, rounds));
+  if (rounds > 0) {
+    std::printf("\nThe same, median of %d alternating pairs (goal: at least 0.70):\n", rounds);
+    for (const auto& shape : g_shapes) {
+      std::printf("batch/in/out %-34s %.2f\n", ShapeName(shape).c_str(),
+                  PairedRatio(shape[0], shape[1], shape[2], rounds));
+    }
   }
   benchmark::Shutdown();
   return 0;

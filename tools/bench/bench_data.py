@@ -1,0 +1,248 @@
+"""Datasets of the benchmark suite, prepared once for both engines.
+
+Each dataset becomes (a) the files and flags `ember train` reads and (b) an
+.npz of preloaded arrays for the PyTorch baseline (tools/bench/torch_ctr.py)
+holding exactly the examples, labels, dense values and categorical rows Ember
+trains on:
+
+  labels  f32 [N]            train rows first, then the test rows
+  dense   f32 [N, D]         log(1 + x) for x > 0, else 0 (Ember's LogTransform)
+  ids     i64 [N, S1]        single-valued slots, as rows of one fused table
+  bag_ids, bag_offsets       (optional) one multi-valued slot, sum-pooled
+  n_train, table_rows        rows before the test split; rows of the fused table
+
+Categorical values map to rows as Ember maps them to keys: every distinct
+value of a slot (the empty, missing value included) has a row of its own
+(Ember hashes (slot, bytes) to a 64-bit key and makes a row on first sight).
+Slot s owns rows [offset_s, offset_s + rows_s) of the fused table, where
+rows_s is the slot's distinct values, or `rows_per_slot` when that is larger
+(the generated cases allocate their 1M-row tables whole, as a PyTorch DLRM
+does). The held-out split is Ember's: the last llround(N * test_fraction)
+rows. Real data is never written into the repository: the prepared files go
+to the work directory given by the caller.
+"""
+import math
+import os
+import random
+import subprocess
+
+import numpy as np
+
+SHARED = os.environ.get("EMBER_SHARED_DATA",
+                        os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+
+FRAPPE_FIELD_STARTS = [0, 957, 5039, 5046, 5053, 5055, 5058, 5060, 5069, 5149]
+
+
+def log_transform(x):
+    return math.log1p(x) if x > 0 else 0.0
+
+
+class Indexer:
+    """Per-slot value -> row of the fused table, in order of first sight."""
+
+    def __init__(self, num_slots):
+        self.vocab = [dict() for _ in range(num_slots)]
+
+    def index(self, slot, value):
+        v = self.vocab[slot]
+        return v.setdefault(value, len(v))
+
+    def fuse(self, ids, bag_ids, rows_per_slot):
+        """Turns per-slot indices into fused-table rows; returns table_rows."""
+        sizes = [max(len(v), rows_per_slot) for v in self.vocab]
+        offsets = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+        s1 = ids.shape[1]
+        ids += offsets[None, :s1]
+        if bag_ids is not None:
+            bag_ids += offsets[s1]
+        return int(sum(sizes))
+
+
+def held_out(n, test_fraction):
+    return int(math.floor(n * test_fraction + 0.5))  # std::llround for n * f >= 0
+
+
+def save_npz(path, labels, dense, ids, n_train, table_rows, bag_ids=None, bag_offsets=None):
+    arrays = dict(labels=np.asarray(labels, np.float32), dense=np.asarray(dense, np.float32),
+                  ids=ids, n_train=np.int64(n_train), table_rows=np.int64(table_rows))
+    if bag_ids is not None:
+        arrays.update(bag_ids=bag_ids, bag_offsets=bag_offsets)
+    np.savez(path, **arrays)
+
+
+def criteo_arrays(paths, rows_per_slot, test_fraction):
+    labels, dense, cats = [], [], []
+    idx = Indexer(26)
+    for path in paths:
+        with open(path, "r") as f:
+            for line in f:
+                fields = line.rstrip("\r\n").split("\t")
+                if len(fields) != 40:
+                    continue
+                labels.append(float(fields[0]))
+                dense.append([log_transform(float(v)) if v else 0.0 for v in fields[1:14]])
+                cats.append([idx.index(s, v) for s, v in enumerate(fields[14:40])])
+    ids = np.array(cats, np.int64)
+    table_rows = idx.fuse(ids, None, rows_per_slot)
+    n = len(labels)
+    return dict(labels=labels, dense=np.array(dense, np.float32).reshape(n, 13), ids=ids,
+                n_train=n - held_out(n, test_fraction), table_rows=table_rows)
+
+
+def generated(ember, work, rows, vocabulary, seed=1):
+    """Zipf click data from Ember's planted model (criteo TSV); cached."""
+    path = os.path.join(work, "gen_%d_v%d_s%d.tsv" % (rows, vocabulary, seed))
+    if not os.path.exists(path):
+        subprocess.run([ember, "gen-data", "--out=" + path, "--rows=%d" % rows,
+                        "--vocabulary=%d" % vocabulary, "--seed=%d" % seed, "--threads=2"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+def missing_files(name):
+    """The first input file of real dataset `name` that is not there, or None."""
+    needs = {"criteo": ["criteo/criteo_kaggle_8k.tsv"],
+             "frappe": ["frappe/frappe.validation.libfm", "frappe/frappe.test.libfm"],
+             "movielens": ["movielens-100k/u.data", "movielens-100k/u.user",
+                           "movielens-100k/u.item"],
+             "talkingdata": ["talkingdata/train_sample.csv"]}.get(name, [])
+    for rel in needs:
+        if not os.path.exists(os.path.join(SHARED, rel)):
+            return os.path.join(SHARED, rel)
+    return None
+
+
+def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot=0):
+    """Prepares dataset `name`; returns {"npz", "ember_flags", "examples"}."""
+    npz = os.path.join(work, name + ".npz")
+    if name == "generated":
+        tsv = generated(ember, work, gen_rows, rows_per_slot)
+        flags = ["--train_data=" + tsv, "--format=criteo", "--test_fraction=%g" % test_fraction]
+        if not os.path.exists(npz):
+            save_npz(npz, **criteo_arrays([tsv], rows_per_slot, test_fraction))
+    elif name == "criteo":
+        tsv = os.path.join(SHARED, "criteo", "criteo_kaggle_8k.tsv")
+        flags = ["--train_data=" + tsv, "--format=criteo", "--test_fraction=%g" % test_fraction]
+        if not os.path.exists(npz):
+            save_npz(npz, **criteo_arrays([tsv], 0, test_fraction))
+    elif name == "frappe":
+        flags = _frappe(npz)
+    elif name == "movielens":
+        flags = _movielens(work, npz, test_fraction)
+    elif name == "talkingdata":
+        flags = _talkingdata(work, npz, test_fraction)
+    else:
+        raise ValueError("unknown dataset " + name)
+    with np.load(npz) as d:
+        examples = int(d["labels"].shape[0])
+    return {"npz": npz, "ember_flags": flags, "examples": examples}
+
+
+def _frappe(npz):
+    train = os.path.join(SHARED, "frappe", "frappe.validation.libfm")
+    test = os.path.join(SHARED, "frappe", "frappe.test.libfm")
+    flags = ["--train_data=" + train, "--test_data=" + test, "--format=libsvm",
+             "--field_starts=" + ",".join(map(str, FRAPPE_FIELD_STARTS))]
+    if os.path.exists(npz):
+        return flags
+    idx = Indexer(len(FRAPPE_FIELD_STARTS))
+    labels, cats, n_train = [], [], 0
+    for path in (train, test):
+        with open(path, "r") as f:
+            for line in f:
+                tokens = line.split()
+                if not tokens:
+                    continue
+                labels.append(1.0 if float(tokens[0]) == 1 else 0.0)
+                row = [0] * len(FRAPPE_FIELD_STARTS)
+                for t in tokens[1:]:
+                    i = int(t.split(":")[0])
+                    slot = max(s for s, start in enumerate(FRAPPE_FIELD_STARTS) if i >= start)
+                    row[slot] = idx.index(slot, str(i))
+                cats.append(row)
+        if path == train:
+            n_train = len(labels)
+    ids = np.array(cats, np.int64)
+    table_rows = idx.fuse(ids, None, 0)
+    save_npz(npz, labels, np.zeros((len(labels), 0), np.float32), ids, n_train, table_rows)
+    return flags
+
+
+def _write_shuffled_csv(path, rows, seed):
+    """Rows in a fixed random order, so that the held-out tail is a random split."""
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    with open(path, "w") as f:
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    return rows
+
+
+def _csv_arrays(rows, multi_column, test_fraction):
+    """rows: [label, cat..., (multi)] strings, as written to the TSV."""
+    num_single = len(rows[0]) - 1 - (1 if multi_column else 0)
+    idx = Indexer(num_single + (1 if multi_column else 0))
+    labels, cats, bag_ids, bag_offsets = [], [], [], []
+    for r in rows:
+        labels.append(float(r[0]))
+        cats.append([idx.index(s, v) for s, v in enumerate(r[1:1 + num_single])])
+        if multi_column:
+            bag_offsets.append(len(bag_ids))
+            bag_ids.extend(idx.index(num_single, v) for v in r[-1].split("|") if v)
+    ids = np.array(cats, np.int64)
+    bags = np.array(bag_ids, np.int64) if multi_column else None
+    table_rows = idx.fuse(ids, bags, 0)
+    n = len(labels)
+    return dict(labels=labels, dense=np.zeros((n, 0), np.float32), ids=ids,
+                n_train=n - held_out(n, test_fraction), table_rows=table_rows, bag_ids=bags,
+                bag_offsets=np.array(bag_offsets, np.int64) if multi_column else None)
+
+
+def _movielens(work, npz, test_fraction):
+    """MovieLens-100k as CTR: label rating >= 4; user, item, age, gender,
+    occupation, zip; genres as a multi-valued slot."""
+    tsv = os.path.join(work, "movielens.tsv")
+    flags = ["--train_data=" + tsv, "--format=csv", "--delimiter=tab",
+             "--schema=label,1-6=cat,7=multi:sep=pipe", "--test_fraction=%g" % test_fraction]
+    if os.path.exists(npz) and os.path.exists(tsv):
+        return flags
+    base = os.path.join(SHARED, "movielens-100k")
+    users = {}
+    with open(os.path.join(base, "u.user"), encoding="latin-1") as f:
+        for line in f:
+            u = line.rstrip("\r\n").split("|")
+            users[u[0]] = u[1:5]  # age, gender, occupation, zip
+    genres = {}
+    with open(os.path.join(base, "u.item"), encoding="latin-1") as f:
+        for line in f:
+            it = line.rstrip("\r\n").split("|")
+            genres[it[0]] = "|".join(str(g) for g, flag in enumerate(it[5:24]) if flag == "1")
+    rows = []
+    with open(os.path.join(base, "u.data")) as f:
+        for line in f:
+            user, item, rating, _ = line.split("\t")
+            rows.append(["1" if int(rating) >= 4 else "0", user, item] + users[user] +
+                        [genres[item]])
+    rows = _write_shuffled_csv(tsv, rows, seed=100)
+    save_npz(npz, **_csv_arrays(rows, True, test_fraction))
+    return flags
+
+
+def _talkingdata(work, npz, test_fraction):
+    """TalkingData: ip, app, device, os, channel and the click's hour of day
+    as categorical slots; attributed_time (it leaks the label) is dropped."""
+    tsv = os.path.join(work, "talkingdata.tsv")
+    flags = ["--train_data=" + tsv, "--format=csv", "--delimiter=tab",
+             "--schema=label,1-6=cat", "--test_fraction=%g" % test_fraction]
+    if os.path.exists(npz) and os.path.exists(tsv):
+        return flags
+    rows = []
+    with open(os.path.join(SHARED, "talkingdata", "train_sample.csv")) as f:
+        next(f)
+        for line in f:
+            ip, app, device, os_, channel, click_time, _, label = line.rstrip("\r\n").split(",")
+            rows.append([label, ip, app, device, os_, channel, click_time[11:13]])
+    rows = _write_shuffled_csv(tsv, rows, seed=100)
+    save_npz(npz, **_csv_arrays(rows, False, test_fraction))
+    return flags
