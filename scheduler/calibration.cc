@@ -45,26 +45,31 @@ double MedianSeconds(int reps, const std::function<void()>& fn) {
   return times[times.size() / 2];
 }
 
-// SGEMM GFLOP/s of the fully connected op (the dense stage's main work) at
-// a DLRM-like shape on `threads` threads.
+// GFLOP/s of the fully connected op forward and backward (three SGEMMs and
+// their bias/activation passes: the dense stage's main work) at a layer of
+// DLRM's MLPs, 256 examples x 512 -> 256, on `threads` threads.
 double MeasureGemmGflops(int threads) {
-  constexpr int64_t kBatch = 512, kIn = 512, kOut = 512;
+  constexpr int64_t kBatch = 256, kIn = 512, kOut = 256;
   Tensor x = Tensor::Empty({kBatch, kIn}), w = Tensor::Empty({kOut, kIn});
   Tensor bias = Tensor::Empty({kOut}), y = Tensor::Empty({kBatch, kOut});
+  Tensor dy = Tensor::Empty({kBatch, kOut}), dx = Tensor::Empty({kBatch, kIn});
+  Tensor dw = Tensor::Empty({kOut, kIn}), db = Tensor::Empty({kOut});
   std::fill_n(x.data<float>(), kBatch * kIn, 0.5f);
   std::fill_n(w.data<float>(), kOut * kIn, 0.01f);
   std::fill_n(bias.data<float>(), kOut, 0.0f);
+  std::fill_n(dy.data<float>(), kBatch * kOut, 0.1f);
   ThreadArena arena(threads);
   double seconds = 0.0;
   arena.Execute([&] {
     SetOpenMpThreads(threads);
     auto run = [&] {
-      CHECK(ops::FullyConnectedForward(x, w, bias, ops::Activation::kNone, &y).ok());
+      CHECK(ops::FullyConnectedForward(x, w, bias, ops::Activation::kRelu, &y).ok());
+      CHECK(ops::FullyConnectedBackward(x, w, y, dy, ops::Activation::kRelu, &dx, &dw, &db).ok());
     };
     run();  // oneDNN's first call sets up its kernels.
-    seconds = MedianSeconds(7, run);
+    seconds = MedianSeconds(11, run);
   });
-  return 2.0 * kBatch * kIn * kOut / seconds / 1e9;
+  return 3 * 2.0 * kBatch * kIn * kOut / seconds / 1e9;
 }
 
 double MeasureMemoryGbps() {
@@ -246,6 +251,60 @@ Result<DeviceRates> MeasureDiskRates(const std::string& dir) {
   return r;
 }
 
+Result<DeviceRates> MeasureTierRates(const std::string& dir) {
+  // A table of 40k rows whose memory tier holds about a tenth of them: after
+  // the rows are made, random batches mostly miss.
+  constexpr int64_t kRows = 40000, kBatch = 1024;
+  const std::string path = dir + "/ember-calibration-tier-" + std::to_string(::getpid());
+  embedding::EmbeddingTableOptions options;
+  options.dim = 16;
+  options.memory_budget_bytes = int64_t{1} << 20;
+  options.disk_path = path;
+  DeviceRates r;
+  {
+    EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(options));
+    std::vector<embedding::Key> all(kRows);
+    for (int64_t i = 0; i < kRows; ++i)
+      all[i] = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 4;
+    std::vector<float> values(kBatch * options.dim, 0.01f);
+    Status status;
+    ThreadArena arena(1);
+    arena.Execute([&] {
+      for (int64_t i = 0; i < kRows && status.ok(); i += kBatch) {
+        std::vector<embedding::Key> keys(all.begin() + i,
+                                         all.begin() + std::min(kRows, i + kBatch));
+        status = table->Pull(keys, values.data());
+      }
+      std::mt19937_64 rng(13);
+      double pull = 0.0, push = 0.0;
+      int64_t misses = 0;
+      for (int b = 0; b < 6 && status.ok(); ++b) {
+        std::vector<embedding::Key> batch;
+        std::sample(all.begin(), all.end(), std::back_inserter(batch), kBatch, rng);
+        const int64_t before = table->stats().disk_reads;
+        auto start = Clock::now();
+        status = table->Pull(batch, values.data());
+        pull += Seconds(start);
+        misses += table->stats().disk_reads - before;
+        start = Clock::now();
+        if (status.ok()) status = table->Push(batch, values.data());
+        push += Seconds(start);
+      }
+      misses = std::max<int64_t>(1, misses);
+      r.tier_pull_us_per_miss = pull / misses * 1e6;
+      r.tier_push_us_per_miss = push / misses * 1e6;
+    });
+    if (!status.ok()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+      return status.WithContext("calibrating the disk tier in " + dir);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  return r;
+}
+
 std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOptions& options) {
   const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
   const std::string model = cpus.empty() ? "" : graph.devices[cpus[0]].model;
@@ -319,6 +378,14 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
     Result<DeviceRates> rates = MeasureDiskRates(dir.empty() ? "." : dir);
     if (rates.ok()) {
       graph->devices[disk].rates = *rates;
+      say("calibrating " + graph->devices[disk].id + ": the embedding disk tier");
+      Result<DeviceRates> tier = MeasureTierRates(dir.empty() ? "." : dir);
+      if (tier.ok()) {
+        graph->devices[disk].rates.tier_pull_us_per_miss = tier->tier_pull_us_per_miss;
+        graph->devices[disk].rates.tier_push_us_per_miss = tier->tier_push_us_per_miss;
+      } else {
+        LOG(WARNING) << "disk tier calibration skipped: " << tier.status().ToString();
+      }
     } else {
       LOG(WARNING) << "disk calibration skipped: " << rates.status().ToString();
     }

@@ -45,6 +45,10 @@ DeviceRates MeasureCpuRates(int threads);
 // Random 4 KiB reads per second and sequential GB/s in directory `dir`;
 // InvalidArgument/IOError if the file cannot be written there.
 Result<DeviceRates> MeasureDiskRates(const std::string& dir);
+// The embedding table's disk tier in directory `dir`: microseconds per row
+// missing from memory of its pull and push (tier_*_us_per_miss); errors of
+// the table (e.g. IOError when the directory cannot hold it).
+Result<DeviceRates> MeasureTierRates(const std::string& dir);
 // GB/s of a pinned host-to-device copy on CUDA device `device`;
 // FailedPrecondition without CUDA or a device.
 Result<double> MeasurePinnedCopyGbps(int device);

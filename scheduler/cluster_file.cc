@@ -24,6 +24,8 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"row_overhead_bytes", &DeviceRates::row_overhead_bytes},
       {"random_reads_per_sec", &DeviceRates::random_reads_per_sec},
       {"read_gbps", &DeviceRates::read_gbps},
+      {"tier_pull_us_per_miss", &DeviceRates::tier_pull_us_per_miss},
+      {"tier_push_us_per_miss", &DeviceRates::tier_push_us_per_miss},
   };
   return kFields;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace ember::scheduler {
 namespace {
@@ -124,18 +125,29 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   seconds[2] = (u * pull_row + new_rows * push_row) / speedup(setup.threads[2]);
   seconds[4] = u * push_row / speedup(setup.threads[4]);
 
-  // The memory tier: misses read from disk, by the prefetcher or the pull.
+  // The memory tier: the rows it lacks cost a pull from the disk tier (read,
+  // insert, evict and write back another) and a push (update, spill), at
+  // the disk tier's calibrated cost per miss. With prefetch the reads start
+  // in the background when the batch's ids are known (a stage of their own,
+  // on the prefetcher's threads); the pull still pays for the rest.
   double disk_seconds = 0.0;
   if (setup.memory_budget_bytes > 0) {
     const double held = setup.memory_budget_bytes / RowBytes(program, setup.cpu);
     cost.hit_rate = program.HitRate(held);
     cost.disk_rows = u * (1.0 - cost.hit_rate);
-    double reads = options_.disk_random_reads_per_sec;
+    DeviceRates tier = options_.cpu_defaults;
     for (int d : graph_->DevicesOf(DeviceKind::kDisk, graph_->devices[setup.cpu].host)) {
-      reads = Or(graph_->devices[d].rates.random_reads_per_sec, reads);
+      const DeviceRates& r = graph_->devices[d].rates;
+      tier.tier_pull_us_per_miss = Or(r.tier_pull_us_per_miss, tier.tier_pull_us_per_miss);
+      tier.tier_push_us_per_miss = Or(r.tier_push_us_per_miss, tier.tier_push_us_per_miss);
     }
-    disk_seconds = cost.disk_rows * (1.0 / reads + options_.disk_row_overhead_us * 1e-6);
-    if (!setup.prefetch) seconds[2] += disk_seconds;
+    const double pull_miss = cost.disk_rows * tier.tier_pull_us_per_miss * 1e-6;
+    seconds[4] += cost.disk_rows * tier.tier_push_us_per_miss * 1e-6 / speedup(setup.threads[4]);
+    if (setup.prefetch) {
+      disk_seconds = pull_miss / speedup(options_.prefetch_threads);
+    } else {
+      seconds[2] += pull_miss / speedup(setup.threads[2]);
+    }
   }
 
   // dense: every dense op, pooling included, and the optimizer.
@@ -161,8 +173,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     trainer[s].cores = std::min<double>(cores, s == 3 ? dense_threads : setup.threads[s]);
   }
   // Host <-> device copies of the pooled vectors, their gradients, the dense
-  // features and labels (pinned buffers over PCIe), shared by the replicas
-  // of a host.
+  // features and labels (pinned buffers over PCIe), on the replica's own
+  // link.
   double h2d = 0.0, d2h = 0.0;
   if (gpu) {
     const Link* link = graph_->LinkBetween(setup.cpu, setup.dense_device);
@@ -171,9 +183,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     const double pooled = 4.0 * b * program.sparse.num_slots * dim;
     const double in = pooled + 4.0 * b * (program.sparse.num_dense + program.sparse.num_labels);
     cost.pcie_bytes = in + pooled;
-    const double share = std::max(1, setup.replicas_per_host);
-    h2d = TransferSeconds(in * share, link_gbps, latency);
-    d2h = TransferSeconds(pooled * share, link_gbps, latency);
+    h2d = TransferSeconds(in, link_gbps, latency);
+    d2h = TransferSeconds(pooled, link_gbps, latency);
   }
   // Data parallel: the dense gradients are all-reduced over the replicas
   // (part of the dense stage: the optimizer needs them); the ids and rows of
@@ -197,8 +208,15 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   cost.stage_index[0] = add(trainer[0]);
   cost.stage_index[1] = add(trainer[1]);
   if (disk_seconds > 0 && setup.prefetch) {
-    add({"disk", disk_seconds / options_.prefetch_threads,
-         static_cast<double>(options_.prefetch_threads), -1, 1});
+    add({"disk", disk_seconds, static_cast<double>(options_.prefetch_threads), -1, 1});
+  }
+  if (setup.early_pulls) {
+    const double late = program.SharedFraction(setup.batch, setup.staleness + 1);
+    SimStage early = trainer[2];
+    early.name = "pull.early";
+    early.seconds *= 1.0 - late;
+    trainer[2].seconds *= late;
+    add(early);
   }
   cost.stage_index[2] = add(trainer[2]);
   if (a2a > 0) add({"alltoall_fwd", a2a, 0.0, -1, 1});
@@ -208,6 +226,15 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   if (a2a > 0) add({"alltoall_bwd", a2a, 0.0, -1, 1});
   cost.stage_index[4] = add(trainer[4]);
   return cost;
+}
+
+const Ring& CostModel::RingOf(const std::vector<int>& devices) const {
+  auto it = rings_.find(devices);
+  if (it != rings_.end()) return it->second;
+  Ring ring;
+  ring.order = GreedyRingOrder(*graph_, devices);
+  std::tie(ring.gbps, ring.latency_us) = RingBottleneck(*graph_, ring.order);
+  return rings_.emplace(devices, std::move(ring)).first->second;
 }
 
 void CostModel::Refine(const std::vector<double>& predicted, const std::vector<double>& measured) {

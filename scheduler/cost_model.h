@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,21 +29,15 @@ struct CostModelOptions {
                            /*pull_ns_per_float=*/2.0,
                            /*push_ns_per_row=*/150.0,
                            /*push_ns_per_float=*/4.0,
-                           /*row_overhead_bytes=*/64.0,
-                           0.0,
-                           0.0};
+                           /*row_overhead_bytes=*/64.0,   0.0, 0.0};
   double gpu_gemm_gflops = 10000.0;
   double gpu_memory_gbps = 1000.0;
-  double disk_random_reads_per_sec = 20000.0;
   // Per op call: a CPU kernel (dispatch, oneDNN setup) and a GPU launch.
   double cpu_call_overhead_us = 4.0;
   double gpu_call_overhead_us = 10.0;
   // Speed-up of a sparse stage's threads over one (shards contend, lines
   // bounce): threads^exponent.
   double sparse_scaling_exponent = 0.8;
-  // Per row fetched from the disk tier, work besides the read: decoding,
-  // insertion into the memory tier and the write-back of an evicted row.
-  double disk_row_overhead_us = 6.0;
   // Threads the disk tier's prefetcher uses (EmbeddingTableOptions).
   int prefetch_threads = 2;
 };
@@ -59,6 +54,11 @@ struct StepSetup {
   // Bytes of the embedding memory tier; 0: the whole table in memory.
   int64_t memory_budget_bytes = 0;
   bool prefetch = true;
+  // Pipelined with early pulls: the rows no batch in flight updates are
+  // pulled at once ("pull.early"); the rest after the pushes the staleness
+  // bound waits for. false: the whole pull waits.
+  bool early_pulls = false;
+  int staleness = 0;
   // Cluster plans: dense replicas (data parallel, one per GPU) sharing the
   // step's all-reduce, and hosts the table is sharded over (all-to-all).
   int replicas = 1;
@@ -75,7 +75,7 @@ struct StepCost {
   // Seconds per batch of every simulated stage, alone on its cores, with
   // the cores it keeps busy; transfers and collectives are stages of their
   // own that use no core. In pipeline order: read, unique, [disk prefetch],
-  // pull, [all-to-all], [host to device], dense (with its all-reduce),
+  // [pull.early], pull, [all-to-all], [host to device], dense (with its all-reduce),
   // [device to host], [all-to-all], push.
   std::vector<SimStage> stages;
   // Where the trainer's stages (read, unique, pull, dense, push) are in it.
@@ -88,9 +88,19 @@ struct StepCost {
   double network_bytes = 0.0;
 };
 
+// A ring of devices for a collective: its order, slowest hop and largest
+// latency (GreedyRingOrder, RingBottleneck).
+struct Ring {
+  std::vector<int> order;
+  double gbps = 0.0;
+  double latency_us = 0.0;
+};
+
+// Thread safety: const methods may be called from one thread at a time
+// (RingOf remembers what it computed).
 class CostModel {
  public:
-  // `graph` is borrowed and must outlive the model.
+  // `graph` is borrowed and must outlive the model, unchanged.
   explicit CostModel(const ResourceGraph* graph, CostModelOptions options = {});
 
   // latency + bytes / bandwidth.
@@ -123,11 +133,14 @@ class CostModel {
   void set_stage_scale(const std::array<double, kNumStages>& scale) { scale_ = scale; }
   const CostModelOptions& options() const { return options_; }
   const ResourceGraph& graph() const { return *graph_; }
+  // The ring of `devices`, computed once per set of devices.
+  const Ring& RingOf(const std::vector<int>& devices) const;
 
  private:
   const ResourceGraph* graph_;
   CostModelOptions options_;
   std::array<double, kNumStages> scale_{1, 1, 1, 1, 1};
+  mutable std::map<std::vector<int>, Ring> rings_;
 };
 
 }  // namespace ember::scheduler

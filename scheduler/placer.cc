@@ -41,42 +41,6 @@ double DenseMemoryBytes(const Program& program, int64_t batch) {
   return program.DenseStateBytes() + 2.0 * activations * batch;
 }
 
-std::vector<int> GreedyRingOrder(const ResourceGraph& graph, const std::vector<int>& devices) {
-  std::vector<int> order;
-  if (devices.empty()) return order;
-  std::vector<bool> used(devices.size(), false);
-  order.push_back(devices[0]);
-  used[0] = true;
-  for (size_t step = 1; step < devices.size(); ++step) {
-    int best = -1;
-    double best_gbps = -2.0, best_latency = 0.0;
-    for (size_t i = 0; i < devices.size(); ++i) {
-      if (used[i]) continue;
-      const auto [gbps, latency] = graph.PathBetween(order.back(), devices[i]);
-      if (gbps > best_gbps || (gbps == best_gbps && latency < best_latency)) {
-        best = static_cast<int>(i);
-        best_gbps = gbps;
-        best_latency = latency;
-      }
-    }
-    used[best] = true;
-    order.push_back(devices[best]);
-  }
-  return order;
-}
-
-std::pair<double, double> RingBottleneck(const ResourceGraph& graph,
-                                         const std::vector<int>& order) {
-  if (order.size() < 2) return {0.0, 0.0};
-  double gbps = std::numeric_limits<double>::infinity(), latency = 0.0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const auto [g, l] = graph.PathBetween(order[i], order[(i + 1) % order.size()]);
-    gbps = std::min(gbps, g);
-    latency = std::max(latency, l);
-  }
-  return {gbps, latency};
-}
-
 Result<Placement> Place(const Program& program, const CostModel& cost, int64_t batch,
                         const PlacerOptions& options) {
   const ResourceGraph& graph = cost.graph();
@@ -128,7 +92,7 @@ Result<Placement> Place(const Program& program, const CostModel& cost, int64_t b
   if (options.allow_gpu && !gpus.empty()) {
     const double gpu_seconds = DenseSeconds(program, cost, batch, p.cpu, gpus[0]);
     if (gpu_seconds < cpu_seconds) {
-      p.replicas = GreedyRingOrder(graph, gpus);
+      p.replicas = cost.RingOf(gpus).order;
       p.dense_device = p.replicas[0];
       char text[160];
       std::snprintf(text, sizeof(text),
@@ -148,7 +112,7 @@ Result<Placement> Place(const Program& program, const CostModel& cost, int64_t b
     for (size_t h = 0; h < graph.hosts.size(); ++h) {
       p.replicas.push_back(graph.DevicesOf(DeviceKind::kCpu, static_cast<int>(h))[0]);
     }
-    p.replicas = GreedyRingOrder(graph, p.replicas);
+    p.replicas = cost.RingOf(p.replicas).order;
   }
   p.op_device.resize(program.ops.size());
   for (size_t i = 0; i < program.ops.size(); ++i) {

@@ -55,12 +55,4 @@ double DenseMemoryBytes(const Program& program, int64_t batch);
 Result<Placement> Place(const Program& program, const CostModel& cost, int64_t batch,
                         const PlacerOptions& options);
 
-// `devices` ordered into a ring: from the first, each next one is the
-// unplaced device with the fastest path from the current one (ties: the
-// lowest index).
-std::vector<int> GreedyRingOrder(const ResourceGraph& graph, const std::vector<int>& devices);
-// The slowest hop and the largest latency of the ring `order` (closing back
-// to the first).
-std::pair<double, double> RingBottleneck(const ResourceGraph& graph, const std::vector<int>& order);
-
 }  // namespace ember::scheduler

@@ -49,8 +49,7 @@ void AddNeeds(const Program &program, const CostModel &cost, const Placement &pl
   if (step.pcie_bytes > 0) {
     const Link *link = graph.LinkBetween(placement.cpu, placement.dense_device);
     plan->links.push_back({LinkName(graph, placement.cpu, placement.dense_device, LinkKind::kPcie),
-                           step.pcie_bytes * replicas_here / step_seconds / 1e9,
-                           link ? link->gbps : 0.0});
+                           step.pcie_bytes / step_seconds / 1e9, link ? link->gbps : 0.0});
   }
   if (placement.disk >= 0) {
     const Link *link = graph.LinkBetween(placement.cpu, placement.disk);
@@ -66,7 +65,7 @@ void AddNeeds(const Program &program, const CostModel &cost, const Placement &pl
                            link ? link->gbps : 0.0});
   }
   if (placement.replicas.size() > 1) {
-    const auto [gbps, latency] = RingBottleneck(graph, placement.replicas);
+    const double gbps = cost.RingOf(placement.replicas).gbps;
     const double n = placement.replicas.size();
     plan->links.push_back({"all-reduce ring (slowest hop)",
                            2.0 * (n - 1) / n * 4.0 * program.dense_parameters / step_seconds / 1e9,
@@ -107,11 +106,15 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   setup.dense_device = placement.dense_device;
   setup.memory_budget_bytes = placement.memory_tier_bytes;
   setup.prefetch = knobs.prefetch;
+  setup.early_pulls = knobs.pipeline;
+  setup.staleness = knobs.staleness;
   const bool gpu = graph.devices[placement.dense_device].kind == DeviceKind::kGpu;
   setup.replicas = static_cast<int>(placement.replicas.size());
   setup.replicas_per_host = std::max<int>(1, setup.replicas / graph.hosts.size());
   setup.sparse_hosts = placement.sparse_hosts;
-  std::tie(setup.ring_gbps, setup.ring_latency_us) = RingBottleneck(graph, placement.replicas);
+  const Ring &ring = cost.RingOf(placement.replicas);
+  setup.ring_gbps = ring.gbps;
+  setup.ring_latency_us = ring.latency_us;
   if (graph.hosts.size() > 1) {
     const Link *net = graph.LinkBetween(graph.DevicesOf(DeviceKind::kCpu, 0)[0],
                                         graph.DevicesOf(DeviceKind::kCpu, 1)[0]);
@@ -190,7 +193,7 @@ Result<Plan> MakePlan(const Program &program, const CostModel &cost, const Plann
   // threads and staleness interact (a one-knob move from one may not pay).
   PlanKnobs corner = start;
   corner.threads = threads.back();
-  corner.pipeline = true;
+  corner.pipeline = options.allow_pipeline;
   corner.depth = *std::max_element(options.depths.begin(), options.depths.end());
   corner.staleness = options.max_staleness;
   Plan overall;
@@ -250,7 +253,7 @@ Result<Plan> MakePlan(const Program &program, const CostModel &cost, const Plann
       // better than none, so trying "on" at the current depth alone would
       // keep a descent that went sequential there.
       c.clear();
-      for (int d : options.depths) {
+      for (int d : options.allow_pipeline ? options.depths : std::vector<int>{}) {
         PlanKnobs k = best;
         k.pipeline = true;
         k.depth = d;

@@ -43,8 +43,9 @@ struct PlannerOptions {
   // The largest staleness bound the user accepts; the planner picks in
   // [0, max_staleness].
   int max_staleness = 0;
-  // Consider running without the pipeline.
+  // Consider running without the pipeline, and with it.
   bool allow_sequential = true;
+  bool allow_pipeline = true;
   // Consider prefetch on and off (with a disk tier).
   bool choose_prefetch = true;
   // Search the split of threads between stages too, instead of the

@@ -98,6 +98,27 @@ double Program::UniqueIdsPerBatch(int64_t batch) const {
   return unique;
 }
 
+double Program::SharedFraction(int64_t batch, int depth) const {
+  if (sparse.slot_vocabulary.empty()) return 0.0;  // Every id distinct: nothing shared.
+  const double per_slot = sparse.ids_per_example * batch / sparse.slot_vocabulary.size();
+  const double s = sparse.zipf_exponent;
+  double shared = 0.0, total = 0.0;
+  for (int64_t v : sparse.slot_vocabulary) {
+    const double in_batch = ExpectedDistinct(v, s, per_slot);
+    const double both = Memoized(2, v, s, per_slot * 1024 + depth, [&] {
+      const double h = Harmonic(v, s);
+      return SumOverRanks(v, [&](double k) {
+        const double p = std::pow(k, -s) / h;
+        const double q = -std::expm1(per_slot * std::log1p(-std::min(p, 1.0 - 1e-15)));
+        return std::pow(q, depth + 1);
+      });
+    });
+    shared += both;
+    total += in_batch;
+  }
+  return total > 0 ? shared / total : 0.0;
+}
+
 double Program::TableRows() const {
   const double ids = sparse.ids_per_example * static_cast<double>(sparse.training_examples);
   if (sparse.slot_vocabulary.empty()) return ids;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -123,20 +124,41 @@ std::pair<double, double> ResourceGraph::PathBetween(int a, int b) const {
       consider(std::min(first->gbps, second->gbps), first->latency_us + second->latency_us);
     }
   }
-  // Between the GPUs of different hosts: GPU -> CPU -> network -> CPU -> GPU.
+  // Between devices of different hosts: device -> its socket -> the host's
+  // networked socket -> network -> the same on the other side.
   if (best.first < 0 && devices[a].host != devices[b].host) {
-    for (int ca : DevicesOf(DeviceKind::kCpu, devices[a].host)) {
-      for (int cb : DevicesOf(DeviceKind::kCpu, devices[b].host)) {
-        const Link* net = LinkBetween(ca, cb);
-        const Link* la = devices[a].kind == DeviceKind::kCpu ? nullptr : LinkBetween(a, ca);
-        const Link* lb = devices[b].kind == DeviceKind::kCpu ? nullptr : LinkBetween(cb, b);
-        if (!net || (a != ca && !la) || (b != cb && !lb)) continue;
-        double gbps = net->gbps, latency = net->latency_us;
-        if (la) gbps = std::min(gbps, la->gbps), latency += la->latency_us;
-        if (lb) gbps = std::min(gbps, lb->gbps), latency += lb->latency_us;
-        consider(gbps, latency);
+    // The socket a device hangs off (itself for a socket), and a socket of
+    // its host with a network link to `other_host`.
+    auto attach = [&](int d) {
+      if (devices[d].kind == DeviceKind::kCpu) return d;
+      for (int c : DevicesOf(DeviceKind::kCpu, devices[d].host)) {
+        if (LinkBetween(d, c)) return c;
       }
+      return -1;
+    };
+    auto networked = [&](int host, int other_host) {
+      for (int c : DevicesOf(DeviceKind::kCpu, host)) {
+        for (int o : DevicesOf(DeviceKind::kCpu, other_host)) {
+          if (LinkBetween(c, o)) return std::make_pair(c, o);
+        }
+      }
+      return std::make_pair(-1, -1);
+    };
+    const auto [na, nb] = networked(devices[a].host, devices[b].host);
+    const std::vector<int> hops = {a, attach(a), na, nb, attach(b), b};
+    double gbps = 1e300, latency = 0.0;
+    bool connected = na >= 0 && hops[1] >= 0 && hops[4] >= 0;
+    for (size_t h = 0; connected && h + 1 < hops.size(); ++h) {
+      if (hops[h] == hops[h + 1]) continue;
+      const Link* link = LinkBetween(hops[h], hops[h + 1]);
+      if (!link) {
+        connected = false;
+        break;
+      }
+      gbps = std::min(gbps, link->gbps);
+      latency += link->latency_us;
     }
+    if (connected) consider(gbps, latency);
   }
   return best;
 }
@@ -192,6 +214,42 @@ std::string ResourceGraph::Summary() const {
     out += line;
   }
   return out;
+}
+
+std::vector<int> GreedyRingOrder(const ResourceGraph& graph, const std::vector<int>& devices) {
+  std::vector<int> order;
+  if (devices.empty()) return order;
+  std::vector<bool> used(devices.size(), false);
+  order.push_back(devices[0]);
+  used[0] = true;
+  for (size_t step = 1; step < devices.size(); ++step) {
+    int best = -1;
+    double best_gbps = -2.0, best_latency = 0.0;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (used[i]) continue;
+      const auto [gbps, latency] = graph.PathBetween(order.back(), devices[i]);
+      if (gbps > best_gbps || (gbps == best_gbps && latency < best_latency)) {
+        best = static_cast<int>(i);
+        best_gbps = gbps;
+        best_latency = latency;
+      }
+    }
+    used[best] = true;
+    order.push_back(devices[best]);
+  }
+  return order;
+}
+
+std::pair<double, double> RingBottleneck(const ResourceGraph& graph,
+                                         const std::vector<int>& order) {
+  if (order.size() < 2) return {0.0, 0.0};
+  double gbps = std::numeric_limits<double>::infinity(), latency = 0.0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto [g, l] = graph.PathBetween(order[i], order[(i + 1) % order.size()]);
+    gbps = std::min(gbps, g);
+    latency = std::max(latency, l);
+  }
+  return {gbps, latency};
 }
 
 SystemSnapshot ReadSystemSnapshot(const std::string& disk_path) {

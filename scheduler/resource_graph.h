@@ -47,6 +47,11 @@ struct DeviceRates {
   // Disks: random 4 KiB reads per second and sequential GB/s.
   double random_reads_per_sec = 0.0;
   double read_gbps = 0.0;
+  // Disks: the embedding table's disk tier, per row missing from the memory
+  // tier, on one thread: its pull (read, decode, insert, evict and write
+  // back another) and its push (update, spill), microseconds.
+  double tier_pull_us_per_miss = 0.0;
+  double tier_push_us_per_miss = 0.0;
 };
 
 struct DeviceNode {
@@ -110,6 +115,14 @@ struct ResourceGraph {
   // 0 GPUs, disk 120 GiB free".
   std::string Summary() const;
 };
+
+// `devices` ordered into a ring: from the first, each next one is the
+// unplaced device with the fastest path from the current one (ties: the
+// lowest index).
+std::vector<int> GreedyRingOrder(const ResourceGraph& graph, const std::vector<int>& devices);
+// The slowest hop and the largest latency of the ring `order` (closing back
+// to the first).
+std::pair<double, double> RingBottleneck(const ResourceGraph& graph, const std::vector<int>& order);
 
 // What discovery reads from a machine, kept apart from the reading so that
 // tests can describe a machine that is not there.

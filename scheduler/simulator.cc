@@ -13,7 +13,6 @@ constexpr double kUnset = -1.0;
 struct StageState {
   int64_t item = 0;  // The item it works on or will work on next.
   bool busy = false;
-  bool holding = false;  // Work done, waiting for its dependency.
   double remaining = 0.0;
   double started = 0.0;
 };
@@ -34,7 +33,7 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
   auto done = [&](int s, int64_t i) { return i < 0 || finish[s][i] != kUnset; };
   auto complete = [&](int s) {
     finish[s][state[s].item] = now;
-    state[s] = StageState{state[s].item + 1, false, false, 0.0, 0.0};
+    state[s] = StageState{state[s].item + 1, false, 0.0, 0.0};
   };
   while (!done(n - 1, items - 1)) {
     // Start what can start and release the holds whose dependency is done;
@@ -43,26 +42,15 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
       changed = false;
       for (int s = 0; s < n; ++s) {
         StageState& st = state[s];
-        if (st.holding && done(stages[s].waits_for, st.item - stages[s].lag)) {
-          complete(s);
-          changed = true;
-        }
-        if (st.busy || st.holding || st.item >= items) continue;
+        if (st.busy || st.item >= items) continue;
         const bool ready = s == 0 ? done(n - 1, st.item - slots) : done(s - 1, st.item);
-        if (!ready) continue;
+        const int w = stages[s].waits_for;
+        if (!ready || (w >= 0 && !done(w, st.item - stages[s].lag))) continue;
         st.busy = true;
         st.remaining = std::max(0.0, stages[s].seconds);
         st.started = now;
         if (options.record) result.start[s][st.item] = now;
-        if (st.remaining == 0.0) {
-          st.busy = false;
-          const int w = stages[s].waits_for;
-          if (w >= 0 && !done(w, st.item - stages[s].lag)) {
-            st.holding = true;
-          } else {
-            complete(s);
-          }
-        }
+        if (st.remaining == 0.0) complete(s);
         changed = true;
       }
     }
@@ -83,13 +71,7 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
       st.remaining -= dt * rate;
       if (st.remaining > 1e-12 * std::max(1.0, stages[s].seconds)) continue;
       result.busy_seconds[s] += now - st.started;
-      st.busy = false;
-      const int w = stages[s].waits_for;
-      if (w >= 0 && !done(w, st.item - stages[s].lag)) {
-        st.holding = true;
-      } else {
-        complete(s);
-      }
+      complete(s);
     }
   }
   result.makespan_seconds = finish[n - 1][items - 1];

@@ -7,8 +7,8 @@
 // i - slots has left the last stage). Stages share the host's cores: a busy
 // stage occupies `cores` of them, and when the busy stages ask for more than
 // the host has, all of them slow down in proportion (processor sharing).
-// A stage may also have to wait, before it completes item i, for another
-// stage to have completed item i - lag (the pull waiting for the push of the
+// A stage may also have to wait, before it starts item i, for another stage
+// to have completed item i - lag (the pull waiting for the push of the
 // batches whose rows it reads: bounded staleness); waiting uses no core.
 
 #include <cstdint>
@@ -23,8 +23,8 @@ struct SimStage {
   double seconds = 0.0;
   // Cores it keeps busy while it works.
   double cores = 1.0;
-  // Completes item i only after stage `waits_for` completed item i - lag
-  // (no wait for i < lag); -1: no such wait.
+  // Starts item i only after stage `waits_for` completed item i - lag (no
+  // wait for i < lag); -1: no such wait.
   int waits_for = -1;
   int lag = 1;
 };

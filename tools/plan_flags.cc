@@ -228,8 +228,10 @@ Result<PlanInputs> PlanInputsFromFlags() {
   EMBER_ASSIGN_OR_RETURN(planner.batch_sizes,
                          ParseList("plan_batch_sizes", FLAGS_plan_batch_sizes));
   if (planner.batch_sizes.empty()) planner.batch_sizes = {in.start.batch};
-  if (in.fixed_pipeline) planner.allow_sequential = !in.start.pipeline;
-  if (in.fixed_pipeline && !in.start.pipeline) in.start.pipeline = false;
+  if (in.fixed_pipeline) {
+    planner.allow_sequential = !in.start.pipeline;
+    planner.allow_pipeline = in.start.pipeline;
+  }
   if (in.fixed_depth) planner.depths = {in.start.depth};
   // Staleness changes what is learned: the planner goes no higher than the
   // user allows with --max_staleness.
@@ -252,14 +254,14 @@ Result<PlanInputs> PlanInputsFromFlags() {
     cost.set_stage_scale(in.stage_scale);
     EMBER_ASSIGN_OR_RETURN(const scheduler::Plan predicted,
                            scheduler::PredictPlan(in.program, cost, in.start, planner.placer));
-    std::vector<double> predicted_seconds;
-    for (int s = 0; s < scheduler::kNumStages; ++s)
-      predicted_seconds.push_back(predicted.stages[s].seconds);
-    // Stage order in a plan: read, unique, [disk], pull, ...: look up by name.
+    std::vector<double> predicted_seconds(scheduler::kNumStages, 0.0);
+    // By name: a plan's stages are read, unique, [disk], [pull.early], pull,
+    // ...; the trainer measures pull.early and pull together as pull.
     for (int s = 0; s < scheduler::kNumStages; ++s) {
+      const std::string name = scheduler::StageName(static_cast<scheduler::Stage>(s));
+      predicted_seconds[s] = 0.0;
       for (const scheduler::StagePrediction& p : predicted.stages) {
-        if (p.name == scheduler::StageName(static_cast<scheduler::Stage>(s)))
-          predicted_seconds[s] = p.seconds;
+        if (p.name == name || p.name == name + ".early") predicted_seconds[s] += p.seconds;
       }
     }
     cost.Refine(predicted_seconds, measured);

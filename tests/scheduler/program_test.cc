@@ -70,6 +70,24 @@ TEST(ProgramTest, UniqueIdsTableRowsAndHitRateFollowTheZipfSlots) {
   EXPECT_LT(p.HitRate(2600), 1.0);
 }
 
+TEST(ProgramTest, SharedFractionIsTheChanceThatEarlierBatchesHoldARow) {
+  const Program p = test::MlpProgram(16, /*vocabulary=*/500, /*examples=*/100000);
+  // Directly: q_k = 1 - (1 - p_k)^n per id; shared = sum q^(d+1) / sum q.
+  double h = 0;
+  for (int k = 1; k <= 500; ++k) h += std::pow(k, -1.05);
+  for (int depth : {1, 3}) {
+    double shared = 0, total = 0;
+    for (int k = 1; k <= 500; ++k) {
+      const double q = 1 - std::pow(1 - std::pow(k, -1.05) / h, 256.0);
+      shared += std::pow(q, depth + 1);
+      total += q;
+    }
+    EXPECT_NEAR(shared / total, p.SharedFraction(256, depth), 1e-9) << depth;
+  }
+  EXPECT_GT(p.SharedFraction(256, 1), p.SharedFraction(256, 3));
+  EXPECT_GT(p.SharedFraction(4096, 1), p.SharedFraction(16, 1));
+}
+
 TEST(ProgramTest, APooledWidthThatIsNotSlotsTimesDimIsInvalid) {
   SparseFeatures f = test::Features(1000, 1000);
   auto graph = test::MlpGraph(f.num_dense, f.num_slots, 8, 16);  // dim 8, features say 16

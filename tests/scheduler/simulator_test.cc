@@ -70,30 +70,32 @@ TEST(SimulatePipelineTest, StagesShareCoresWhenTheyAskForMoreThanThereAre) {
   EXPECT_DOUBLE_EQ(3.0, free.makespan_seconds);
 }
 
-// A pull (stage 1) that must see the push (stage 2) of the previous item:
-// with lag 1 the loop pull -> push -> next pull serialises them.
+// A pull (stage 1) that must see the push (stage 2) of the previous item
+// starts only once that push is done: with lag 1, pull -> push -> next pull
+// is a loop that serialises them.
 TEST(SimulatePipelineTest, AStageWaitsForTheStageItDependsOn) {
   std::vector<SimStage> stages = {{"read", 0.5}, {"pull", 1.0}, {"push", 1.0}};
   stages[1].waits_for = 2;
   stages[1].lag = 1;
   const SimResult strict = SimulatePipeline(stages, Recorded(8, 3));
-  // pull0 [0.5, 1.5], push0 [1.5, 2.5]; pull1 works [1.5, 2.5], completes at
-  // 2.5 (push0 done); push1 [2.5, 3.5]; pull2 completes 3.5; push2 ends 4.5.
-  EXPECT_DOUBLE_EQ(2.5, strict.finish[1][1]);
-  EXPECT_DOUBLE_EQ(4.5, strict.makespan_seconds);
-  // Waiting is not work.
-  EXPECT_DOUBLE_EQ(3.0, strict.busy_seconds[1]);
-  // Lag 2 (staleness 1): the pull may run one push ahead.
+  // pull0 [0.5, 1.5], push0 [1.5, 2.5]; pull1 [2.5, 3.5], push1 [3.5, 4.5];
+  // pull2 [4.5, 5.5], push2 [5.5, 6.5].
+  EXPECT_DOUBLE_EQ(2.5, strict.start[1][1]);
+  EXPECT_DOUBLE_EQ(3.5, strict.finish[1][1]);
+  EXPECT_DOUBLE_EQ(6.5, strict.makespan_seconds);
+  EXPECT_DOUBLE_EQ(3.0, strict.busy_seconds[1]);  // Waiting is not work.
+  // Lag 2 (staleness 1): pull1 [1.5, 2.5] need not wait; pull2 waits for
+  // push0 (done at 2.5): [2.5, 3.5]; push2 [3.5, 4.5].
   stages[1].lag = 2;
   const SimResult stale = SimulatePipeline(stages, Recorded(8, 3));
-  EXPECT_DOUBLE_EQ(4.5, stale.makespan_seconds);  // push is the bottleneck either way
   EXPECT_DOUBLE_EQ(2.5, stale.finish[1][1]);
-  stages[2].seconds = 2.0;  // A slow push: pull i waits for push i - lag.
+  EXPECT_DOUBLE_EQ(4.5, stale.makespan_seconds);
+  // A slow push (2 s): pull3 ends at 10.5 with lag 1, at 6.5 with lag 2.
+  stages[2].seconds = 2.0;
   stages[1].lag = 1;
-  const double strict_slow = SimulatePipeline(stages, Recorded(8, 4)).finish[1][3];
+  EXPECT_DOUBLE_EQ(10.5, SimulatePipeline(stages, Recorded(8, 4)).finish[1][3]);
   stages[1].lag = 2;
-  const double stale_slow = SimulatePipeline(stages, Recorded(8, 4)).finish[1][3];
-  EXPECT_LT(stale_slow, strict_slow);
+  EXPECT_DOUBLE_EQ(6.5, SimulatePipeline(stages, Recorded(8, 4)).finish[1][3]);
 }
 
 TEST(SimulatePipelineTest, NothingToRunTakesNoTime) {
