@@ -82,6 +82,9 @@ struct Manifest {
   int64_t step = 0;
   int64_t base_step = -1;
   int64_t table_step = 0;
+  // The table's eviction_step() when saved (-1: none). Optional when read
+  // (snapshots written before it existed hold no TTL state: -1).
+  int64_t eviction_step = -1;
   int64_t dim = 0;
   int64_t row_floats = 0;
   int64_t record_bytes = 0;
@@ -111,6 +114,7 @@ std::string ManifestToJson(const Manifest &m) {
       .Add("step", m.step)
       .Add("base_step", m.base_step)
       .Add("table_step", m.table_step)
+      .Add("eviction_step", m.eviction_step)
       .Add("dim", m.dim)
       .Add("row_floats", m.row_floats)
       .Add("record_bytes", m.record_bytes)
@@ -184,6 +188,9 @@ Result<Manifest> ReadManifest(const std::string &dir) {
       !GetString(root, "optimizer", &m.optimizer) || !GetInt(root, "rows", &m.rows) ||
       !GetInt(root, "removed", &m.removed)) {
     return Status::DataLoss(path, ": missing or mistyped field");
+  }
+  if (root.Find("eviction_step") != nullptr && !GetInt(root, "eviction_step", &m.eviction_step)) {
+    return Status::DataLoss(path, ": mistyped field \"eviction_step\"");
   }
   if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
       m.row_floats < m.dim || m.record_bytes != 8 + 4 * m.row_floats || m.rows < 0 ||
@@ -775,6 +782,7 @@ Status Checkpointer::SaveFull(int64_t step) {
   m.kind = "full";
   m.step = step;
   m.table_step = table_.step();
+  m.eviction_step = table_.eviction_step();
   m.dim = table_.dim();
   m.row_floats = table_.row_floats();
   m.optimizer = options_.optimizer;
@@ -844,6 +852,7 @@ Status Checkpointer::SaveDelta(int64_t step) {
   m.step = step;
   m.base_step = base_step_;
   m.table_step = table_.step();
+  m.eviction_step = table_.eviction_step();
   m.dim = table_.dim();
   m.row_floats = row_floats;
   m.optimizer = options_.optimizer;
@@ -873,6 +882,9 @@ Result<int64_t> Checkpointer::RestoreLatest() {
   }
   const int64_t chain_step = chain.back().manifest.step;
   table_.set_step(chain.back().manifest.table_step);
+  // Rows the saved table had expired lazily (on disk) are in the snapshots
+  // (a delta never lists them as removed): expire them again.
+  table_.RestoreEvictionStep(chain.back().manifest.eviction_step);
   std::vector<Key> changed, removed;
   table_.TakeChanges(&changed, &removed);
   pending_changed_.clear();
@@ -908,6 +920,7 @@ Status ExportForServing(EmbeddingTable &table, const std::string &path,
   m.kind = "serving";
   m.step = options.step;
   m.table_step = table.step();
+  m.eviction_step = table.eviction_step();
   m.dim = table.dim();
   m.row_floats = table.dim();
   EMBER_RETURN_IF_ERROR(writer.Commit(std::move(m), /*replace=*/true, options.before_commit));

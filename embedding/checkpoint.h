@@ -25,7 +25,8 @@
 // MANIFEST fields: format ("ember-embedding-snapshot"), version (1), kind
 // ("full", "delta" or "serving"), step, base_step (deltas: the step of the
 // snapshot they apply to; -1 otherwise), table_step (the table's step() when
-// saved), dim, row_floats, record_bytes, optimizer, rows, removed, and files:
+// saved), eviction_step (its eviction_step(): a restore expires again what
+// the saved table had expired lazily on disk; optional, -1 when absent), dim, row_floats, record_bytes, optimizer, rows, removed, and files:
 // [{name, records, bytes, hash}], where hash is the 16-hex-digit
 // Fnv1a64Words of the file's bytes. The manifest is what makes a directory a
 // snapshot: a reader trusts nothing in it that the manifest does not list,

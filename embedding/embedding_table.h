@@ -138,7 +138,9 @@ struct EmbeddingTableOptions {
   // Which rows leave memory first when over budget.
   EvictionPolicy eviction_policy = EvictionPolicy::kLru;
   // Directory of the disk tier; required when memory_budget_bytes > 0. The
-  // table creates it and does not remove it.
+  // table creates it and does not remove it. A new table starts empty: the
+  // rows of an earlier table's tier there are deleted (a directory holding
+  // another kind of database is refused, untouched).
   std::string disk_path;
   // RocksDB memory of the disk tier, outside memory_budget_bytes: its block
   // cache, and two write buffers (memtables) of disk_write_buffer_bytes each.
@@ -215,6 +217,16 @@ class EmbeddingTable {
   // remaining rows are compacted). A pass over all rows: call it every few
   // hundred steps, not every step.
   virtual int64_t EvictExpired() = 0;
+  // The step() of the last EvictExpired, or -1 if there was none. Rows the
+  // disk tier holds are expired lazily, when next read, against this step;
+  // checkpoints save it.
+  virtual int64_t eviction_step() const { return -1; }
+  // After a restore of rows (see embedding/checkpoint.h): what an
+  // EvictExpired at `step` (>= 0; -1: none) would have removed is removed,
+  // and eviction_step() becomes `step`, so that a restored table holds and
+  // expires the same rows as the table that was saved. A no-op without TTL.
+  // REQUIRES: no concurrent Pull, Push or Prefetch.
+  virtual void RestoreEvictionStep(int64_t step) { (void)step; }
 
   // The bookkeeping of `key`'s row, or nullopt if it has no row.
   virtual std::optional<RowMeta> row_meta(Key key) const = 0;

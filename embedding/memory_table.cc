@@ -531,9 +531,19 @@ int64_t MemoryTable::EvictShard(Shard& shard, int64_t step) const {
   return evicted;
 }
 
-int64_t MemoryTable::EvictExpired() {
+int64_t MemoryTable::EvictExpired() { return EvictExpiredAt(this->step()); }
+
+int64_t MemoryTable::eviction_step() const {
+  const int64_t step = last_evict_step_.load(std::memory_order_relaxed);
+  return step == std::numeric_limits<int64_t>::min() ? -1 : step;
+}
+
+void MemoryTable::RestoreEvictionStep(int64_t step) {
+  if (step >= 0) EvictExpiredAt(step);
+}
+
+int64_t MemoryTable::EvictExpiredAt(int64_t step) {
   if (options_.ttl_steps == 0) return 0;
-  const int64_t step = this->step();
   // Before any shard is locked: a Prefetch that loads a row after its shard
   // was swept must see this step (see last_evict_step_).
   last_evict_step_.store(step, std::memory_order_relaxed);
@@ -740,7 +750,14 @@ Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOp
   disk_options.row_bytes = internal::StoredRowFloats(options) * int64_t{sizeof(float)};
   disk_options.block_cache_bytes = options.disk_block_cache_bytes;
   disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
+  // A table starts empty: rows an earlier table left in disk_path are
+  // dropped (the tier is working space; checkpoints are what persists).
+  // Opening first checks that the directory holds a tier, not some other
+  // database, before anything is deleted.
   EMBER_ASSIGN_OR_RETURN(auto disk, NewRocksDbTier(disk_options));
+  disk.reset();
+  EMBER_RETURN_IF_ERROR(DestroyRocksDbTier(disk_options.path));
+  EMBER_ASSIGN_OR_RETURN(disk, NewRocksDbTier(disk_options));
   return NewTieredTable(options, std::move(disk));
 }
 

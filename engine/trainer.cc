@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "core/progress.h"
 #include "engine/model_zoo.h"
@@ -17,7 +19,8 @@ namespace ember::engine {
 
 // Everything one batch carries through the stages.
 struct Trainer::Step {
-  int64_t index = 0;
+  int64_t index = 0;  // The batch's index in this Fit.
+  int64_t step = 0;   // Its step in the job (index + steps before this Fit).
   int64_t epoch = 0;  // The epoch of the batch.
   io::Batch batch;
   std::vector<embedding::Key> unique_keys;
@@ -68,6 +71,14 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.watchdog_seconds >= 0)) {
     return Status::InvalidArgument("--watchdog_seconds must be >= 0, got ", o.watchdog_seconds);
   }
+  if (o.checkpoint_every_steps < 0) {
+    return Status::InvalidArgument("--checkpoint_every_steps must be >= 0, got ",
+                                   o.checkpoint_every_steps);
+  }
+  if (o.checkpoint_full_every < 1) {
+    return Status::InvalidArgument("--checkpoint_full_every must be >= 1, got ",
+                                   o.checkpoint_full_every);
+  }
   return Status::OK();
 }
 
@@ -82,6 +93,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   table_options.ttl_steps = options.embedding_ttl_steps;
   table_options.memory_budget_bytes = options.embedding_memory_budget_bytes;
   table_options.disk_path = options.embedding_dir;
+  table_options.track_changes = !options.checkpoint_dir.empty();
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(table_options));
   ModelOptions model_options;
   model_options.name = options.model;
@@ -97,7 +109,16 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   model_options.top_mlp = options.top_mlp;
   model_options.seed = options.seed;
   EMBER_ASSIGN_OR_RETURN(auto model, DenseModel::Create(model_options));
-  return std::unique_ptr<Trainer>(new Trainer(options, std::move(table), std::move(model)));
+  std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), std::move(model)));
+  if (!options.checkpoint_dir.empty()) {
+    TrainingCheckpointOptions checkpoint;
+    checkpoint.dir = options.checkpoint_dir;
+    checkpoint.full_every = options.checkpoint_full_every;
+    checkpoint.sparse_optimizer = embedding::SparseOptimizerName(options.sparse_optimizer.type);
+    EMBER_ASSIGN_OR_RETURN(trainer->checkpointer_,
+                           TrainingCheckpointer::Create(*trainer->table_, checkpoint));
+  }
+  return trainer;
 }
 
 Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
@@ -136,7 +157,7 @@ Status Trainer::Prepare(Step& step) {
 
 Status Trainer::Pull(Step& step) {
   // The step stamps rows for TTL eviction and drives probabilistic admission.
-  table_->set_step(step.index);
+  table_->set_step(step.step);
   return table_->Pull(step.unique_keys, step.rows.data<float>());
 }
 
@@ -195,6 +216,48 @@ Status Trainer::Push(Step& step) {
   return table_->Push(step.unique_keys, step.drows.data<float>());
 }
 
+namespace {
+
+DenseState DenseStateOf(DenseModel& model, const ops::DenseOptimizerOptions& optimizer,
+                        int64_t* optimizer_steps) {
+  DenseState state;
+  state.parameters = model.parameters();
+  state.descriptor = DenseStateDescriptor(model.options().name,
+                                          ops::DenseOptimizerName(optimizer.type), state.parameters);
+  state.optimizer_steps = optimizer_steps;
+  return state;
+}
+
+}  // namespace
+
+Result<int64_t> Trainer::Restore() {
+  if (checkpointer_ == nullptr) {
+    return Status::FailedPrecondition("no checkpoint directory is set");
+  }
+  EMBER_ASSIGN_OR_RETURN(
+      const int64_t step,
+      checkpointer_->Restore(DenseStateOf(*model_, options_.dense_optimizer, &dense_step_)));
+  job_steps_ = step;
+  skip_batches_ = step;
+  return step;
+}
+
+bool Trainer::CheckpointDue(int64_t step) const {
+  return checkpointer_ != nullptr && options_.checkpoint_every_steps > 0 && step > 0 &&
+         step % options_.checkpoint_every_steps == 0;
+}
+
+Status Trainer::SaveCheckpoint(int64_t step, TrainReport* report) {
+  TraceSpan span(options_.tracer, "checkpoint", "stage", step);
+  EMBER_RETURN_IF_ERROR(
+      checkpointer_->Save(step, DenseStateOf(*model_, options_.dense_optimizer, &dense_step_))
+          .WithContext("writing the checkpoint of step " + std::to_string(step) + " in " +
+                       checkpointer_->dir()));
+  ++report->checkpoints_written;
+  report->last_checkpoint_step = step;
+  return Status::OK();
+}
+
 std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
   return {
       {"unique", [this](Step& s) { return Prepare(s); }},
@@ -237,17 +300,39 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 
 Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   EMBER_RETURN_IF_ERROR(CheckShape(train));
-  int64_t total_steps = train.EstimatedBatches();
-  if (options_.max_steps > 0) {
-    total_steps = total_steps < 0 ? options_.max_steps : std::min(total_steps, options_.max_steps);
-  }
   TrainReport report;
+  // Resuming: the batches the checkpoint had trained are read and dropped,
+  // so that training goes on with the batch that follows them.
+  const int64_t skip = std::exchange(skip_batches_, 0);
+  bool exhausted = false;
+  if (skip > 0) {
+    LOG(INFO) << "resuming after step " << skip << ": skipping the batches it had trained";
+    io::Batch scratch;
+    for (int64_t i = 0; i < skip && !exhausted; ++i) {
+      Result<bool> more = train.Next(&scratch);
+      if (!more.ok()) return more.status().WithContext("skipping trained batches");
+      exhausted = !*more;
+    }
+    report.resumed_from_step = skip;
+  }
+  int64_t total_steps = train.EstimatedBatches();
+  if (total_steps >= 0) total_steps = std::max<int64_t>(0, total_steps - skip);
+  const int64_t max_steps = options_.max_steps > 0 ? std::max<int64_t>(0, options_.max_steps - skip)
+                                                   : 0;
+  if (options_.max_steps > 0) {
+    total_steps = total_steps < 0 ? max_steps : std::min(total_steps, max_steps);
+  }
+  if (exhausted || (options_.max_steps > 0 && max_steps == 0)) {
+    LOG(INFO) << "the checkpoint of step " << skip << " had finished training";
+    report.embedding = table_->stats();
+    return report;
+  }
   const auto below_max_steps = [&](int64_t steps) {
     if (options_.stop_requested != nullptr && options_.stop_requested->load()) {
       report.interrupted = true;
       return false;
     }
-    return options_.max_steps == 0 || steps < options_.max_steps;
+    return options_.max_steps == 0 || steps < max_steps;
   };
   std::unique_ptr<ProgressReporter> progress;
   if (options_.show_progress) {
@@ -289,8 +374,13 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   EMBER_RETURN_IF_ERROR(options_.pipeline
                             ? FitPipelined(train, &report, below_max_steps, done)
                             : FitSequential(train, &report, below_max_steps, done));
-  if (report.steps == 0 && !report.interrupted) {
+  if (report.steps == 0 && !report.interrupted && skip == 0) {
     return Status::InvalidArgument("the training data has no examples");
+  }
+  job_steps_ += report.steps;
+  // The final checkpoint: training finished, or stopped by a signal.
+  if (checkpointer_ != nullptr && report.steps > 0 && report.last_checkpoint_step != job_steps_) {
+    EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_, &report));
   }
   report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
   if (progress) {
@@ -307,9 +397,9 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   return report;
 }
 
-bool Trainer::EvictsBefore(int64_t index) const {
+bool Trainer::EvictsBefore(int64_t step) const {
   const int64_t ttl = options_.embedding_ttl_steps;
-  return ttl > 0 && index > 0 && index % std::max<int64_t>(1, ttl / 2) == 0;
+  return ttl > 0 && step > 0 && step % std::max<int64_t>(1, ttl / 2) == 0;
 }
 
 Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
@@ -319,9 +409,9 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   stages[3].run = [this](Step& s) {
     EMBER_RETURN_IF_ERROR(Push(s));
     // Eviction after the push of step i, before the pull of step i + 1.
-    if (EvictsBefore(s.index + 1)) {
+    if (EvictsBefore(s.step + 1)) {
       const int64_t evicted = table_->EvictExpired();
-      VLOG(1) << "step " << s.index << ": evicted " << evicted << " expired rows";
+      VLOG(1) << "step " << s.step << ": evicted " << evicted << " expired rows";
     }
     return Status::OK();
   };
@@ -340,8 +430,14 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
     SetOpenMpThreads(arena_.threads());
     auto next = [&](int64_t, Step& s) {
       if (!status.ok() || !below_max_steps(report->steps)) return false;
+      // Between steps: every earlier one is done, the next not begun.
+      if (report->steps > 0 && CheckpointDue(job_steps_ + report->steps)) {
+        status = SaveCheckpoint(job_steps_ + report->steps, report);
+        if (!status.ok()) return false;
+      }
       TraceSpan span(options_.tracer, "read", "stage", report->steps);
       s.index = report->steps;
+      s.step = job_steps_ + s.index;
       if (have_lookahead) {
         std::swap(s.batch, lookahead);
         s.epoch = lookahead_epoch;
@@ -400,12 +496,12 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
   // pull: waits for the pushes it must see; evicts expired rows (after
   // every earlier push, as sequential training does) on the pull thread.
   stages[1].run = [&](Step& s) {
-    const bool evict = EvictsBefore(s.index);
+    const bool evict = EvictsBefore(s.step);
     if (evict || !options_.early_pulls) {
       EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys, evict));
       if (evict) {
         const int64_t evicted = table_->EvictExpired();
-        VLOG(1) << "before step " << s.index << ": evicted " << evicted << " expired rows";
+        VLOG(1) << "before step " << s.step << ": evicted " << evicted << " expired rows";
       }
       return Pull(s);
     }
@@ -421,7 +517,7 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
       EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
       return Pull(s);
     }
-    table_->set_step(s.index);
+    table_->set_step(s.step);
     EMBER_RETURN_IF_ERROR(PullPart(s, early));
     EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
     return PullPart(s, late);
@@ -448,9 +544,16 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
   std::vector<Step> steps(std::max(1, options_.pipeline_depth));
   auto read = [&](int64_t index, Step& s) -> Result<bool> {
     if (!below_max_steps(index)) return false;
+    if (index > 0 && CheckpointDue(job_steps_ + index)) {
+      // A barrier: with no later batch read, nothing is in flight once
+      // every earlier batch has pushed.
+      EMBER_RETURN_IF_ERROR(gate.AwaitPushed(index));
+      EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_ + index, report));
+    }
     Result<bool> more = train.Next(&s.batch);
     if (!more.ok()) return more.status().WithContext("reading the training data");
     s.index = index;
+    s.step = job_steps_ + index;
     s.epoch = train.epoch();
     return *more;
   };
@@ -468,7 +571,7 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
   report->stalls = stats.stalls;
   EMBER_RETURN_IF_ERROR(status);
   // The eviction sequential training does after its last push.
-  if (EvictsBefore(report->steps)) table_->EvictExpired();
+  if (EvictsBefore(job_steps_ + report->steps)) table_->EvictExpired();
   return Status::OK();
 }
 

@@ -13,6 +13,7 @@
 #include "embedding/embedding_table.h"
 #include "engine/model.h"
 #include "engine/metrics.h"
+#include "engine/training_checkpoint.h"
 #include "io/batch_source.h"
 #include "io/dataset.h"
 #include "ops/dense_optimizer.h"
@@ -77,8 +78,17 @@ struct TrainOptions {
   // Warn when a stage stays on one batch longer than this; 0: no watchdog.
   double watchdog_seconds = 300.0;
   // When set and true, training stops after the batches already read
-  // (e.g. set by a SIGINT handler); Fit then returns what was trained.
+  // (e.g. set by a SIGINT handler); Fit then returns what was trained (and
+  // writes a checkpoint of it when checkpoint_dir is set).
   const std::atomic<bool>* stop_requested = nullptr;
+  // Checkpoints (engine/training_checkpoint.h) go here when set: every
+  // checkpoint_every_steps steps (0: none on the way) and when Fit ends,
+  // finished or stopped. Restore() resumes from the newest one.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;
+  // An embedding snapshot with every row every this many checkpoints (the
+  // first one always); the others hold the rows changed since the previous.
+  int checkpoint_full_every = 10;
 };
 
 // Validates option ranges (batch_size >= 1, epochs >= 1, ...).
@@ -100,6 +110,12 @@ struct TrainReport {
   bool pipelined = false;
   // Stopped early through stop_requested.
   bool interrupted = false;
+  // Steps a restored checkpoint had trained (skipped in the data); the
+  // steps above are those of this Fit.
+  int64_t resumed_from_step = 0;
+  // Checkpoints written, and the step of the last one (-1: none).
+  int64_t checkpoints_written = 0;
+  int64_t last_checkpoint_step = -1;
   // The embedding table at the end of training.
   embedding::TableStats embedding;
 };
@@ -116,12 +132,23 @@ class Trainer {
                                                  int num_slots, int num_tasks = 1);
   ~Trainer();
 
+  // Loads the newest checkpoint in options.checkpoint_dir (the dense
+  // weights and optimizer state, the embedding table, the step) and returns
+  // its step; the next Fit skips the batches it had trained, so that it
+  // continues the interrupted job exactly (same data, options and seed:
+  // bit-identical results). FailedPrecondition without a checkpoint_dir,
+  // NotFound if it holds no checkpoint, and the errors of
+  // TrainingCheckpointer::Restore (another model: InvalidArgument; damage:
+  // DataLoss). After an error, do not train with this trainer.
+  Result<int64_t> Restore();
+
   // Runs options.epochs epochs (or up to max_steps) over `train` in
   // options.batch_size batches, shuffled every epoch by (seed, epoch) when
   // options.shuffle.
   // InvalidArgument for data without examples or whose labels per example
   // are not the model's tasks.
   Result<TrainReport> Fit(const io::Dataset& train);
+  // After Restore, the steps it had trained count towards max_steps.
   // Trains on every batch of `train` (up to max_steps): the source decides
   // batch size, order and epochs; options.batch_size, epochs and shuffle do
   // not apply. Errors: as above, InvalidArgument when the source's dense or
@@ -156,9 +183,14 @@ class Trainer {
   Status FitPipelined(io::BatchSource& train, TrainReport* report,
                       const std::function<bool(int64_t)>& below_max_steps,
                       const std::function<void(Step&)>& done);
-  // Whether the push (sequential) or the pull (pipelined) of step `index`
+  // Whether the push (sequential) or the pull (pipelined) of step `step`
   // evicts expired rows first.
-  bool EvictsBefore(int64_t index) const;
+  bool EvictsBefore(int64_t step) const;
+  // Whether a checkpoint is due before the job's step `step` (> 0).
+  bool CheckpointDue(int64_t step) const;
+  // Writes the checkpoint of the job's first `step` steps. REQUIRES: the
+  // table and the model are quiescent (between steps).
+  Status SaveCheckpoint(int64_t step, TrainReport* report);
   // InvalidArgument unless `data` has the model's dense and slot counts.
   Status CheckShape(const io::BatchSource& data) const;
   Status Prepare(Step& step);
@@ -177,6 +209,11 @@ class Trainer {
   std::unique_ptr<DenseModel> model_;
   ThreadArena arena_;
   int64_t dense_step_ = 0;
+  // Steps the job has trained (a restored checkpoint's included).
+  int64_t job_steps_ = 0;
+  // Batches the next Fit skips (what a restored checkpoint had trained).
+  int64_t skip_batches_ = 0;
+  std::unique_ptr<TrainingCheckpointer> checkpointer_;
 };
 
 }  // namespace ember::engine

@@ -107,8 +107,16 @@ void StalenessGate::MarkPushed(int64_t index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(index);
+    pushed_ = std::max(pushed_, index + 1);
   }
   cv_.notify_all();
+}
+
+Status StalenessGate::AwaitPushed(int64_t index) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return cancelled_ || pushed_ >= index; });
+  if (cancelled_) return Status::Cancelled("the pipeline stopped");
+  return Status::OK();
 }
 
 void StalenessGate::Cancel() {

@@ -38,8 +38,8 @@ struct StalenessHistogram {
 };
 
 // Thread safety: AwaitPull from one thread (the pull stage, in batch order),
-// MarkPushed from another (the push stage, in batch order), Cancel and
-// histogram() from any.
+// MarkPushed from another (the push stage, in batch order), AwaitPushed from
+// a third, Cancel and histogram() from any.
 class StalenessGate {
  public:
   StalenessGate(int max_staleness, bool early_pulls)
@@ -57,8 +57,12 @@ class StalenessGate {
   // to their count, and pushes only lower it.
   void Staleness(const std::vector<uint64_t>& sorted_keys, std::vector<int>* counts) const;
   int max_staleness() const { return max_staleness_; }
-  // Batch `index` has updated its rows.
+  // Batch `index` has updated its rows. REQUIRES: called in batch order.
   void MarkPushed(int64_t index);
+  // Blocks until every batch before `index` has been marked pushed (a
+  // barrier between steps, e.g. for a checkpoint: with no batch after
+  // `index` read yet, nothing is in flight then). Cancelled after Cancel().
+  Status AwaitPushed(int64_t index);
   // Releases every waiting and later AwaitPull with Cancelled.
   void Cancel();
 
@@ -77,6 +81,8 @@ class StalenessGate {
   bool cancelled_ = false;
   // In-flight batches (pulled, not pushed): index -> sorted unique keys.
   std::map<int64_t, std::vector<uint64_t>> in_flight_;
+  // Batches [0, pushed_) have been marked pushed.
+  int64_t pushed_ = 0;
   StalenessHistogram histogram_;
 };
 

@@ -215,6 +215,8 @@ class MemoryTable final : public EmbeddingTable {
   void set_step(int64_t step) override { step_.store(step, std::memory_order_relaxed); }
   int64_t step() const override { return step_.load(std::memory_order_relaxed); }
   int64_t EvictExpired() override;
+  int64_t eviction_step() const override;
+  void RestoreEvictionStep(int64_t step) override;
   std::optional<RowMeta> row_meta(Key key) const override;
 
   int dim() const override { return dim_; }
@@ -264,6 +266,8 @@ class MemoryTable final : public EmbeddingTable {
   // Records that `row` (in shard's arena) changed.
   void MarkChanged(Shard& shard, float* row) const REQUIRES(shard.mu);
   int64_t EvictShard(Shard& shard, int64_t step) const;
+  // EvictExpired as if step() were `step`.
+  int64_t EvictExpiredAt(int64_t step);
   int64_t ShardBytes(const Shard& shard) const REQUIRES(shard.mu);
   Status TakePrefetchError();
 

@@ -15,6 +15,7 @@
 #include "core/random.h"
 #include "embedding/embedding_table.h"
 #include "embedding/faulty_tier.h"
+#include "embedding/rocksdb_tier.h"
 #include "embedding/tier.h"
 #include "tests/testing/temp_dir.h"
 
@@ -566,6 +567,43 @@ TEST_F(TieredTableTest, InvalidOptionsAreRejectedNamingTheProblem) {
   auto wrong_rows = NewInMemoryTier(12);
   EXPECT_EQ(StatusCode::kInvalidArgument,
             NewTieredTable(options, std::move(wrong_rows).value()).status().code());
+}
+
+// The disk tier is working space: a table made on a directory an earlier
+// table used starts empty, and a directory holding a database that is not a
+// tier is refused and left as it was.
+TEST_F(TieredTableTest, ANewTableDropsTheRowsAnEarlierTableLeftOnDisk) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 64 << 10;
+  options.disk_path = Path("disk");
+  {
+    auto table = NewEmbeddingTable(options).value();
+    RunOptions run;
+    run.steps = 10;
+    Train(*table, run);
+    ASSERT_GT(table->stats().disk_rows, 0);
+  }
+  auto table = NewEmbeddingTable(options).value();
+  EXPECT_EQ(0, table->num_rows());
+  EXPECT_EQ(0, table->stats().disk_rows);
+  EXPECT_TRUE(SortedRows(*table).empty());
+  table.reset();
+  // A RocksDB database of another kind: InvalidArgument, and it survives.
+  RocksDbTierOptions other;
+  other.path = Path("other");
+  other.row_bytes = 8;
+  {
+    auto tier = NewRocksDbTier(other).value();
+    ASSERT_TRUE(tier->Put({7}, std::string(8, 'x').data()).ok());
+  }
+  options.disk_path = other.path;
+  EXPECT_EQ(StatusCode::kInvalidArgument, NewEmbeddingTable(options).status().code());
+  auto tier = NewRocksDbTier(other).value();
+  std::string row(8, '\0');
+  std::vector<int64_t> absent;
+  ASSERT_TRUE(tier->Get({7}, row.data(), &absent).ok());
+  EXPECT_TRUE(absent.empty());
+  EXPECT_EQ(std::string(8, 'x'), row);
 }
 
 TEST_F(TieredTableTest, MemoryTableScansAndRoundTripsRows) {

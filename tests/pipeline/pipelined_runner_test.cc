@@ -302,5 +302,32 @@ TEST(StalenessGateTest, AfterAllPushesWaitsForEveryEarlierBatch) {
   EXPECT_TRUE(pulled.load());
 }
 
+TEST(StalenessGateTest, AwaitPushedIsABarrierOnEveryEarlierBatch) {
+  StalenessGate gate(0, /*early_pulls=*/true);
+  EXPECT_TRUE(gate.AwaitPushed(0).ok());  // Nothing before batch 0.
+  ASSERT_TRUE(gate.AwaitPull(0, {1}).ok());
+  ASSERT_TRUE(gate.AwaitPull(1, {2}).ok());
+  std::atomic<bool> passed{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(gate.AwaitPushed(2).ok());
+    passed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(passed.load());
+  gate.MarkPushed(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(passed.load());  // Batch 1 is still in flight.
+  gate.MarkPushed(1);
+  waiter.join();
+  EXPECT_TRUE(passed.load());
+  // A barrier no push will reach is released by Cancel.
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    gate.Cancel();
+  });
+  EXPECT_EQ(StatusCode::kCancelled, gate.AwaitPushed(5).code());
+  canceller.join();
+}
+
 }  // namespace
 }  // namespace ember::pipeline

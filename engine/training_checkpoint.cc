@@ -1,0 +1,287 @@
+#include "engine/training_checkpoint.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include "core/file.h"
+
+namespace ember::engine {
+namespace {
+
+constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'D', 'N', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr char kDensePrefix[] = "dense-";
+constexpr char kDenseSuffix[] = ".bin";
+
+// Writes pieces to an AtomicFileWriter and hashes them.
+class HashingWriter {
+ public:
+  explicit HashingWriter(AtomicFileWriter& out) : out_(out) {}
+  Status Write(const void* data, size_t size) {
+    hash_.Update(static_cast<const char*>(data), size);
+    return out_.Write(std::string_view(static_cast<const char*>(data), size));
+  }
+  template <typename T>
+  Status Put(T value) {
+    return Write(&value, sizeof(value));
+  }
+  Status PutTensor(const Tensor& t) {
+    const int64_t n = t.defined() ? t.numel() : 0;
+    EMBER_RETURN_IF_ERROR(Put(n));
+    return n > 0 ? Write(t.data<float>(), n * sizeof(float)) : Status::OK();
+  }
+  uint64_t Digest() const { return hash_.Digest(); }
+
+ private:
+  AtomicFileWriter& out_;
+  embedding::Fnv1a64Words hash_;
+};
+
+// Reads a dense file's bytes front to back; every read is bounds-checked.
+class Cursor {
+ public:
+  Cursor(const std::string& bytes, const std::string& path) : bytes_(bytes), path_(path) {}
+  Status Read(void* out, size_t size, const char* what) {
+    if (bytes_.size() - pos_ < size) {
+      return Status::DataLoss(path_, ": truncated at byte ", pos_, " (reading ", what, ")");
+    }
+    std::memcpy(out, bytes_.data() + pos_, size);
+    pos_ += size;
+    return Status::OK();
+  }
+  Status Skip(size_t size, const char* what) {
+    if (bytes_.size() - pos_ < size) {
+      return Status::DataLoss(path_, ": truncated at byte ", pos_, " (reading ", what, ")");
+    }
+    pos_ += size;
+    return Status::OK();
+  }
+  template <typename T>
+  Status Get(T* value, const char* what) {
+    return Read(value, sizeof(T), what);
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  const std::string& bytes_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+// The step of a "dense-<20 digits>.bin" name, or -1 for any other name.
+int64_t DenseFileStep(const std::string& name) {
+  const size_t prefix = sizeof(kDensePrefix) - 1;
+  const size_t suffix = sizeof(kDenseSuffix) - 1;
+  if (name.size() != prefix + 20 + suffix || name.compare(0, prefix, kDensePrefix) != 0 ||
+      name.compare(prefix + 20, suffix, kDenseSuffix) != 0) {
+    return -1;
+  }
+  int64_t step = 0;
+  for (size_t i = prefix; i < prefix + 20; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+}  // namespace
+
+std::string DenseStateDescriptor(const std::string& model_name, const std::string& optimizer,
+                                 const std::vector<Parameter*>& parameters) {
+  std::string descriptor = model_name + " " + optimizer;
+  for (const Parameter* p : parameters) {
+    descriptor += ' ';
+    const auto& shape = p->value.shape();
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (i) descriptor += 'x';
+      descriptor += std::to_string(shape[i]);
+    }
+  }
+  return descriptor;
+}
+
+TrainingCheckpointer::TrainingCheckpointer(embedding::EmbeddingTable& table,
+                                           TrainingCheckpointOptions options)
+    : options_(std::move(options)),
+      embedding_(table, [&] {
+        embedding::CheckpointOptions e;
+        e.dir = options_.dir + "/embedding";
+        e.optimizer = options_.sparse_optimizer;
+        e.keep_full_snapshots = options_.keep_full_snapshots;
+        return e;
+      }()) {}
+
+Result<std::unique_ptr<TrainingCheckpointer>> TrainingCheckpointer::Create(
+    embedding::EmbeddingTable& table, TrainingCheckpointOptions options) {
+  if (options.dir.empty()) return Status::InvalidArgument("the checkpoint directory is empty");
+  if (options.full_every < 1) {
+    return Status::InvalidArgument("full_every must be >= 1, got ", options.full_every);
+  }
+  if (options.keep_full_snapshots < 1) {
+    return Status::InvalidArgument("keep_full_snapshots must be >= 1, got ",
+                                   options.keep_full_snapshots);
+  }
+  if (!table.tracks_changes()) {
+    return Status::InvalidArgument(
+        "the embedding table does not track changes (needed for delta checkpoints)");
+  }
+  EMBER_RETURN_IF_ERROR(MakeDirectories(options.dir + "/embedding"));
+  return std::unique_ptr<TrainingCheckpointer>(
+      new TrainingCheckpointer(table, std::move(options)));
+}
+
+std::string TrainingCheckpointer::DensePath(int64_t step) const {
+  char name[48];
+  std::snprintf(name, sizeof(name), "%s%020" PRId64 "%s", kDensePrefix, step, kDenseSuffix);
+  return options_.dir + "/" + name;
+}
+
+Result<int64_t> TrainingCheckpointer::NewestStep() const {
+  Result<std::vector<embedding::SnapshotInfo>> snapshots =
+      embedding::ListCheckpoints(options_.dir + "/embedding");
+  if (!snapshots.ok()) {
+    if (snapshots.status().code() == StatusCode::kNotFound) return int64_t{-1};
+    return snapshots.status();
+  }
+  return snapshots->empty() ? int64_t{-1} : snapshots->back().step;
+}
+
+Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
+  {
+    const std::string path = DensePath(step);
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path));
+    HashingWriter out(*file);
+    EMBER_RETURN_IF_ERROR(out.Write(kMagic, sizeof(kMagic)));
+    EMBER_RETURN_IF_ERROR(out.Put(kVersion));
+    EMBER_RETURN_IF_ERROR(out.Put(uint32_t{0}));
+    EMBER_RETURN_IF_ERROR(out.Put(step));
+    EMBER_RETURN_IF_ERROR(out.Put(*dense.optimizer_steps));
+    EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint32_t>(dense.descriptor.size())));
+    EMBER_RETURN_IF_ERROR(out.Write(dense.descriptor.data(), dense.descriptor.size()));
+    EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint32_t>(dense.parameters.size())));
+    for (const Parameter* p : dense.parameters) {
+      EMBER_RETURN_IF_ERROR(out.PutTensor(p->value));
+      EMBER_RETURN_IF_ERROR(out.PutTensor(p->slot.first_moment));
+      EMBER_RETURN_IF_ERROR(out.PutTensor(p->slot.second_moment));
+    }
+    const uint64_t digest = out.Digest();
+    EMBER_RETURN_IF_ERROR(file->Write(std::string_view(reinterpret_cast<const char*>(&digest),
+                                                       sizeof(digest))));
+    EMBER_RETURN_IF_ERROR(file->Commit().WithContext("writing the dense checkpoint"));
+  }
+  if (options_.after_dense_write) EMBER_RETURN_IF_ERROR(options_.after_dense_write());
+  const bool full = saves_ % options_.full_every == 0;
+  EMBER_RETURN_IF_ERROR((full ? embedding_.SaveFull(step) : embedding_.SaveDelta(step))
+                            .WithContext("writing the embedding checkpoint"));
+  ++saves_;
+  return RemoveUnreferencedDenseFiles();
+}
+
+Status TrainingCheckpointer::RemoveUnreferencedDenseFiles() {
+  EMBER_ASSIGN_OR_RETURN(std::vector<embedding::SnapshotInfo> snapshots,
+                         embedding::ListCheckpoints(options_.dir + "/embedding"));
+  std::set<int64_t> kept;
+  for (const auto& s : snapshots) kept.insert(s.step);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.dir, ec)) {
+    const int64_t step = DenseFileStep(entry.path().filename().string());
+    if (step >= 0 && kept.count(step) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+  if (ec) return Status::IOError("cannot list or clean ", options_.dir, ": ", ec.message());
+  return Status::OK();
+}
+
+Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
+  EMBER_ASSIGN_OR_RETURN(const int64_t step, NewestStep());
+  if (step < 0) return Status::NotFound("no checkpoint in ", options_.dir);
+  const std::string path = DensePath(step);
+  Result<std::string> read = ReadFile(path);
+  if (!read.ok()) {
+    return Status::DataLoss("the checkpoint of step ", step, " has no readable dense state (",
+                            read.status().message(), ")");
+  }
+  const std::string& bytes = *read;
+  if (bytes.size() < sizeof(uint64_t)) return Status::DataLoss(path, ": too short");
+  embedding::Fnv1a64Words hash;
+  hash.Update(bytes.data(), bytes.size() - sizeof(uint64_t));
+  uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof(uint64_t), sizeof(stored));
+  if (hash.Digest() != stored) return Status::DataLoss(path, ": hash mismatch (damaged file)");
+
+  Cursor in(bytes, path);
+  char magic[sizeof(kMagic)];
+  uint32_t version = 0, reserved = 0, descriptor_size = 0, count = 0;
+  int64_t file_step = 0, optimizer_steps = 0;
+  EMBER_RETURN_IF_ERROR(in.Read(magic, sizeof(magic), "the magic"));
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return Status::DataLoss(path, ": not an Ember dense checkpoint");
+  }
+  EMBER_RETURN_IF_ERROR(in.Get(&version, "the version"));
+  if (version != kVersion) return Status::DataLoss(path, ": unknown version ", version);
+  EMBER_RETURN_IF_ERROR(in.Get(&reserved, "the header"));
+  EMBER_RETURN_IF_ERROR(in.Get(&file_step, "the step"));
+  if (file_step != step) {
+    return Status::DataLoss(path, ": holds step ", file_step, ", its name says ", step);
+  }
+  EMBER_RETURN_IF_ERROR(in.Get(&optimizer_steps, "the optimizer steps"));
+  EMBER_RETURN_IF_ERROR(in.Get(&descriptor_size, "the descriptor"));
+  std::string descriptor(descriptor_size, '\0');
+  EMBER_RETURN_IF_ERROR(in.Read(descriptor.data(), descriptor_size, "the descriptor"));
+  if (descriptor != dense.descriptor) {
+    return Status::InvalidArgument("the checkpoint in ", options_.dir, " is of another model (",
+                                   descriptor, "), this job trains ", dense.descriptor);
+  }
+  EMBER_RETURN_IF_ERROR(in.Get(&count, "the parameter count"));
+  if (count != dense.parameters.size()) {
+    return Status::DataLoss(path, ": ", count, " parameters, the descriptor has ",
+                            dense.parameters.size());
+  }
+  // Check every tensor's size before changing anything.
+  struct Piece {
+    Tensor* target;
+    size_t offset;
+  };
+  std::vector<Piece> pieces;
+  for (Parameter* p : dense.parameters) {
+    for (Tensor* t : {&p->value, &p->slot.first_moment, &p->slot.second_moment}) {
+      int64_t n = 0;
+      EMBER_RETURN_IF_ERROR(in.Get(&n, "a tensor size"));
+      const int64_t expected = t->defined() ? t->numel() : 0;
+      if (n != expected) {
+        return Status::DataLoss(path, ": a tensor of ", n, " floats where ", expected,
+                                " were expected, at byte ", in.pos());
+      }
+      pieces.push_back({t, in.pos()});
+      EMBER_RETURN_IF_ERROR(in.Skip(static_cast<size_t>(n) * sizeof(float), "a tensor"));
+    }
+  }
+  if (in.pos() != bytes.size() - sizeof(uint64_t)) {
+    return Status::DataLoss(path, ": ", bytes.size() - sizeof(uint64_t) - in.pos(),
+                            " unexpected bytes after the parameters");
+  }
+  Result<int64_t> embedding_step = embedding_.RestoreLatest();
+  if (!embedding_step.ok()) {
+    return embedding_step.status().WithContext("restoring the embedding table");
+  }
+  if (*embedding_step != step) {
+    return Status::DataLoss("the embedding snapshot restored is of step ", *embedding_step,
+                            ", expected ", step);
+  }
+  for (const Piece& piece : pieces) {
+    if (piece.target->defined() && piece.target->numel() > 0) {
+      std::memcpy(piece.target->data<float>(), bytes.data() + piece.offset, piece.target->nbytes());
+    }
+  }
+  *dense.optimizer_steps = optimizer_steps;
+  // The next save continues the chain the restore read: a delta unless a
+  // full snapshot is due.
+  saves_ = 1;
+  return step;
+}
+
+}  // namespace ember::engine

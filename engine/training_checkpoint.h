@@ -1,0 +1,120 @@
+#pragma once
+
+// Checkpoints of a training job: the dense model (weights and optimizer
+// state), the embedding table and the training position, all of one step,
+// so that a job stopped at any point (a signal, a crash, a preempted
+// machine) resumes to exactly what it would have computed uninterrupted.
+//
+// Layout of a checkpoint directory `dir`:
+//
+//   dir/embedding/         the table's snapshots (embedding/checkpoint.h)
+//   dir/dense-<step>.bin   the dense state after <step> training steps
+//
+// <step> is written with 20 digits. dense-<step>.bin, all little-endian:
+//
+//   "EMBERDNS" (8 bytes), version (u32, 1), 0 (u32)
+//   step (i64): training steps done (the batches of the job consumed)
+//   optimizer_steps (i64): dense optimizer updates done (Adam's t)
+//   descriptor length (u32), descriptor (bytes): the model and optimizer the
+//       state belongs to ("dlrm adam 512x13 512 ..."), compared on restore
+//   parameters (u32), then for each: the value, Adam's first moment and the
+//       second moment (Adam/Adagrad), each as element count (i64) and f32s
+//       (count 0 for state the optimizer does not keep)
+//   hash (u64): Fnv1a64Words of every byte before it
+//
+// A save writes dense-<step>.bin atomically (temporary file, fsync, rename),
+// then the embedding snapshot of <step>; the snapshot's rename commits the
+// checkpoint. A restore takes the step S of the newest embedding snapshot
+// chain and reads dense-S.bin, so a crash between the two writes leaves a
+// dense file nothing refers to (ignored, and removed by the next save) and
+// the previous checkpoint restorable. After a save, dense files of steps no
+// embedding snapshot has any more are removed.
+//
+// Full and delta embedding snapshots: the first save of a checkpointer and
+// every full_every-th one after it write every row; the others only the rows
+// changed since the previous save.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "embedding/checkpoint.h"
+#include "embedding/embedding_table.h"
+#include "engine/model.h"
+
+namespace ember::engine {
+
+// The dense half of a training job's state, borrowed from the trainer.
+struct DenseState {
+  // What the state belongs to; a restore refuses a file whose descriptor
+  // differs (another model, other shapes, another optimizer).
+  std::string descriptor;
+  std::vector<Parameter*> parameters;
+  int64_t* optimizer_steps = nullptr;
+};
+
+// "dlrm adam 512x13 512 ...": the model name, the optimizer and every
+// parameter's shape, in order.
+std::string DenseStateDescriptor(const std::string& model_name, const std::string& optimizer,
+                                 const std::vector<Parameter*>& parameters);
+
+struct TrainingCheckpointOptions {
+  std::string dir;
+  // An embedding snapshot with every row on the first save and every
+  // full_every-th save after it; deltas otherwise. >= 1.
+  int full_every = 10;
+  // Full embedding snapshots kept (older checkpoints are removed); >= 1.
+  int keep_full_snapshots = 2;
+  // Name of the sparse optimizer, checked on restore.
+  std::string sparse_optimizer;
+  // Test seam: called after the dense file is committed and before the
+  // embedding snapshot is written; an error stops the save there, as a
+  // crash between the two writes would.
+  std::function<Status()> after_dense_write;
+};
+
+// Saves and restores one job's checkpoints in one directory.
+// Thread safety: none. The table must have been created with
+// track_changes, outlive the checkpointer, and be quiescent (no Pull, Push
+// or Prefetch) during Save and Restore; the parameters likewise.
+class TrainingCheckpointer {
+ public:
+  // Creates `dir` (and dir/embedding) if missing. InvalidArgument for bad
+  // options, IOError if the directories cannot be made.
+  static Result<std::unique_ptr<TrainingCheckpointer>> Create(
+      embedding::EmbeddingTable& table, TrainingCheckpointOptions options);
+
+  // Writes the checkpoint of `step` (> the step of every checkpoint in dir).
+  // On error the previous checkpoint stays restorable.
+  Status Save(int64_t step, const DenseState& dense);
+
+  // The step of the newest checkpoint in dir, or -1 if there is none. Reads
+  // manifests only.
+  Result<int64_t> NewestStep() const;
+
+  // Loads the newest checkpoint into the table and `dense` and returns its
+  // step. NotFound if dir holds none; DataLoss naming the file if the dense
+  // file is missing, short, malformed or fails its hash, or the embedding
+  // snapshot is damaged (see embedding/checkpoint.h); InvalidArgument if the
+  // checkpoint belongs to another model or optimizer. The dense state is
+  // only changed once the whole file has been checked; on error the table's
+  // contents are unspecified (restore again or start afresh).
+  Result<int64_t> Restore(const DenseState& dense);
+
+  const std::string& dir() const { return options_.dir; }
+
+ private:
+  TrainingCheckpointer(embedding::EmbeddingTable& table, TrainingCheckpointOptions options);
+  std::string DensePath(int64_t step) const;
+  // Removes dense files whose step no embedding snapshot has.
+  Status RemoveUnreferencedDenseFiles();
+
+  TrainingCheckpointOptions options_;
+  embedding::Checkpointer embedding_;
+  int saves_ = 0;
+};
+
+}  // namespace ember::engine

@@ -1,0 +1,286 @@
+#include "engine/training_checkpoint.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/file.h"
+#include "engine/trainer.h"
+#include "io/batch_source.h"
+#include "io/criteo.h"
+#include "io/synthetic.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ember::engine {
+namespace {
+
+// Delegates to `inner` and sets `stop` when batch number `at` is read.
+class StoppingSource : public io::BatchSource {
+ public:
+  StoppingSource(io::BatchSource& inner, std::atomic<bool>* stop, int at)
+      : inner_(inner), stop_(stop), at_(at) {}
+  Result<bool> Next(io::Batch* out) override {
+    if (++reads_ == at_) stop_->store(true);
+    return inner_.Next(out);
+  }
+  int64_t epoch() const override { return inner_.epoch(); }
+  int64_t EstimatedBatches() const override { return inner_.EstimatedBatches(); }
+  int num_labels() const override { return inner_.num_labels(); }
+  int num_dense() const override { return inner_.num_dense(); }
+  int num_slots() const override { return inner_.num_slots(); }
+
+ private:
+  io::BatchSource& inner_;
+  std::atomic<bool>* stop_;
+  const int at_;
+  int reads_ = 0;
+};
+
+class TrainingCheckpointTest : public test::TempDirTest {
+ protected:
+  void SetUp() override {
+    test::TempDirTest::SetUp();
+    io::SyntheticOptions synthetic;
+    synthetic.rows = 3000;
+    synthetic.vocabulary = 60;  // Batches share rows: pipelined pulls wait.
+    const std::string path = Path("data.tsv");
+    ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
+    auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+    ASSERT_TRUE(data.ok()) << data.status();
+    data_ = std::move(*data);
+  }
+
+  static TrainOptions SmallOptions() {
+    TrainOptions options;
+    options.bottom_mlp = {32, 16};
+    options.top_mlp = {32, 16};
+    options.batch_size = 128;
+    options.epochs = 2;  // 48 steps; shuffled per epoch.
+    options.threads = 2;
+    options.show_progress = false;
+    options.checkpoint_full_every = 2;  // Full and delta embedding snapshots.
+    return options;
+  }
+
+  // Trains with `options` (restoring first when `restore`), then predicts
+  // every example.
+  std::vector<float> Train(const TrainOptions& options, bool restore, TrainReport* report,
+                           int64_t* restored_step = nullptr, io::BatchSource* source = nullptr) {
+    auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    if (!trainer.ok()) return {};
+    if (restore) {
+      auto step = (*trainer)->Restore();
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok()) return {};
+      if (restored_step) *restored_step = *step;
+    }
+    auto fitted = source ? (*trainer)->Fit(*source) : (*trainer)->Fit(data_);
+    EXPECT_TRUE(fitted.ok()) << fitted.status();
+    if (!fitted.ok()) return {};
+    if (report) *report = *fitted;
+    auto predictions = (*trainer)->Predict(data_);
+    EXPECT_TRUE(predictions.ok()) << predictions.status();
+    return predictions.ok() ? *predictions : std::vector<float>{};
+  }
+
+  io::Dataset data_;
+};
+
+// Checkpoints on the way change nothing, and a job stopped after 21 steps
+// (a max_steps limit, or a stop request as SIGINT makes) and resumed from its
+// checkpoint ends with exactly the model of the uninterrupted job: in
+// memory and with a disk tier, with TTL eviction, sequential and pipelined.
+TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForBit) {
+  struct Case {
+    const char* name;
+    bool pipeline;
+    bool disk_tier;
+    int64_t ttl;
+  };
+  int tier = 0;
+  for (const Case& c : {Case{"sequential", false, false, 0}, Case{"pipelined", true, false, 0},
+                        Case{"pipelined, disk tier", true, true, 0},
+                        Case{"sequential, disk tier, ttl", false, true, 8},
+                        Case{"pipelined, ttl", true, false, 8}}) {
+    SCOPED_TRACE(c.name);
+    TrainOptions options = SmallOptions();
+    options.pipeline = c.pipeline;
+    options.embedding_ttl_steps = c.ttl;
+    if (c.disk_tier) options.embedding_memory_budget_bytes = 64 << 10;
+    auto fresh_tier = [&] {
+      if (c.disk_tier) options.embedding_dir = Path("tier" + std::to_string(tier++));
+    };
+    fresh_tier();
+    TrainReport report;
+    const std::vector<float> reference = Train(options, false, &report);
+    ASSERT_EQ(3000u, reference.size());
+    ASSERT_EQ(48, report.steps);
+    EXPECT_EQ(0, report.checkpoints_written);
+
+    // Checkpoints every 5 steps: the same model, and a last checkpoint at 48.
+    options.checkpoint_dir = Path(std::string("every5-") + c.name);
+    options.checkpoint_every_steps = 5;
+    fresh_tier();
+    EXPECT_EQ(reference, Train(options, false, &report));
+    EXPECT_EQ(10, report.checkpoints_written);  // 5, 10, ..., 45 and 48.
+    EXPECT_EQ(48, report.last_checkpoint_step);
+
+    // Stopped by max_steps after 21 steps, resumed without the limit.
+    options.checkpoint_dir = Path(std::string("limit-") + c.name);
+    options.max_steps = 21;
+    fresh_tier();
+    Train(options, false, &report);
+    EXPECT_EQ(21, report.steps);
+    EXPECT_EQ(21, report.last_checkpoint_step);
+    options.max_steps = 0;
+    fresh_tier();
+    int64_t restored = -1;
+    EXPECT_EQ(reference, Train(options, true, &report, &restored));
+    EXPECT_EQ(21, restored);
+    EXPECT_EQ(21, report.resumed_from_step);
+    EXPECT_EQ(27, report.steps);
+
+    // Stopped by a request (what SIGINT does) after the batches read by then.
+    options.checkpoint_dir = Path(std::string("stop-") + c.name);
+    fresh_tier();
+    std::atomic<bool> stop{false};
+    options.stop_requested = &stop;
+    // Batches are read ahead of training: stop once 17 have been read.
+    io::DatasetBatchSourceOptions source_options;
+    source_options.batch_size = options.batch_size;
+    source_options.num_epochs = options.epochs;
+    source_options.shuffle = options.shuffle;
+    source_options.seed = options.seed;
+    io::DatasetBatchSource inner(data_, source_options);
+    StoppingSource stopping(inner, &stop, 17);
+    Train(options, false, &report, nullptr, &stopping);
+    EXPECT_TRUE(report.interrupted);
+    EXPECT_GE(report.steps, 16);
+    EXPECT_LE(report.steps, 17);
+    EXPECT_EQ(report.steps, report.last_checkpoint_step);
+    stop = false;
+    fresh_tier();
+    EXPECT_EQ(reference, Train(options, true, &report, &restored));
+    EXPECT_EQ(48 - restored, report.steps);
+  }
+}
+
+TEST_F(TrainingCheckpointTest, RestoreRefusesMissingDamagedAndForeignCheckpoints) {
+  TrainOptions options = SmallOptions();
+  options.checkpoint_dir = Path("ckpt");
+  options.max_steps = 6;
+  {
+    auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+    ASSERT_TRUE(trainer.ok());
+    EXPECT_EQ(StatusCode::kNotFound, (*trainer)->Restore().status().code());
+    ASSERT_TRUE((*trainer)->Fit(data_).ok());
+  }
+  const std::string dense = Path("ckpt/dense-00000000000000000006.bin");
+  ASSERT_TRUE(std::filesystem::exists(dense));
+  {
+    // Another model: InvalidArgument naming both.
+    TrainOptions other = options;
+    other.top_mlp = {32, 8};
+    auto trainer = Trainer::Create(other, data_.num_dense(), data_.num_slots());
+    ASSERT_TRUE(trainer.ok());
+    const Status status = (*trainer)->Restore().status();
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
+    EXPECT_NE(std::string::npos, status.message().find("another model")) << status;
+  }
+  {
+    // Without a checkpoint directory: FailedPrecondition.
+    TrainOptions none = options;
+    none.checkpoint_dir.clear();
+    auto trainer = Trainer::Create(none, data_.num_dense(), data_.num_slots());
+    ASSERT_TRUE(trainer.ok());
+    EXPECT_EQ(StatusCode::kFailedPrecondition, (*trainer)->Restore().status().code());
+  }
+  // One flipped byte in the dense file: DataLoss naming it.
+  {
+    auto bytes = ReadFile(dense);
+    ASSERT_TRUE(bytes.ok());
+    std::string damaged = *bytes;
+    damaged[damaged.size() / 2] ^= 0x10;
+    std::ofstream(dense, std::ios::binary | std::ios::trunc) << damaged;
+    auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+    ASSERT_TRUE(trainer.ok());
+    const Status status = (*trainer)->Restore().status();
+    EXPECT_EQ(StatusCode::kDataLoss, status.code()) << status;
+    EXPECT_NE(std::string::npos, status.message().find(dense)) << status;
+    // A truncated one too.
+    std::ofstream(dense, std::ios::binary | std::ios::trunc) << bytes->substr(0, 40);
+    EXPECT_EQ(StatusCode::kDataLoss, (*trainer)->Restore().status().code());
+    std::filesystem::remove(dense);
+    EXPECT_EQ(StatusCode::kDataLoss, (*trainer)->Restore().status().code());
+  }
+}
+
+// A crash between the dense file and the embedding snapshot leaves the
+// previous checkpoint restorable; the next save removes the orphan file.
+TEST_F(TrainingCheckpointTest, InterruptedSaveKeepsThePreviousCheckpoint) {
+  embedding::EmbeddingTableOptions table_options;
+  table_options.dim = 4;
+  table_options.track_changes = true;
+  auto table = embedding::NewEmbeddingTable(table_options);
+  ASSERT_TRUE(table.ok());
+  std::vector<float> rows(3 * 4);
+  ASSERT_TRUE((*table)->Pull({1, 2, 3}, rows.data()).ok());
+  Parameter weight;
+  weight.value = Tensor::Empty({2, 3});
+  weight.slot.second_moment = Tensor::Empty({2, 3});
+  for (int i = 0; i < 6; ++i) {
+    weight.value.data<float>()[i] = 0.5f * i;
+    weight.slot.second_moment.data<float>()[i] = 1.0f + i;
+  }
+  int64_t optimizer_steps = 7;
+  DenseState state;
+  state.parameters = {&weight};
+  state.descriptor = DenseStateDescriptor("test", "adagrad", state.parameters);
+  state.optimizer_steps = &optimizer_steps;
+  EXPECT_EQ("test adagrad 2x3", state.descriptor);
+
+  TrainingCheckpointOptions options;
+  options.dir = Path("ckpt");
+  bool crash = false;
+  options.after_dense_write = [&] {
+    return crash ? Status::IOError("simulated crash") : Status::OK();
+  };
+  auto checkpointer = TrainingCheckpointer::Create(**table, options);
+  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  ASSERT_TRUE((*checkpointer)->Save(10, state).ok());
+  // The state moves on; the save of step 20 dies before its snapshot.
+  weight.value.data<float>()[0] = 99.0f;
+  optimizer_steps = 12;
+  crash = true;
+  EXPECT_EQ(StatusCode::kIOError, (*checkpointer)->Save(20, state).code());
+  EXPECT_TRUE(std::filesystem::exists(Path("ckpt/dense-00000000000000000020.bin")));
+  auto newest = (*checkpointer)->NewestStep();
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(10, *newest);
+  auto restored = (*checkpointer)->Restore(state);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(10, *restored);
+  EXPECT_EQ(0.0f, weight.value.data<float>()[0]);
+  EXPECT_EQ(2.5f, weight.value.data<float>()[5]);
+  EXPECT_EQ(6.0f, weight.slot.second_moment.data<float>()[5]);
+  EXPECT_EQ(7, optimizer_steps);
+  // The next save commits and removes the orphan.
+  crash = false;
+  ASSERT_TRUE((*checkpointer)->Save(30, state).ok());
+  EXPECT_FALSE(std::filesystem::exists(Path("ckpt/dense-00000000000000000020.bin")));
+  EXPECT_TRUE(std::filesystem::exists(Path("ckpt/dense-00000000000000000030.bin")));
+  // A table without change tracking cannot be checkpointed.
+  table_options.track_changes = false;
+  auto untracked = embedding::NewEmbeddingTable(table_options);
+  ASSERT_TRUE(untracked.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument,
+            TrainingCheckpointer::Create(**untracked, options).status().code());
+}
+
+}  // namespace
+}  // namespace ember::engine
