@@ -242,6 +242,11 @@ Result<int64_t> Trainer::Restore() {
   return step;
 }
 
+Result<int64_t> Trainer::NewestCheckpointStep() const {
+  if (checkpointer_ == nullptr) return int64_t{-1};
+  return checkpointer_->NewestStep();
+}
+
 bool Trainer::CheckpointDue(int64_t step) const {
   return checkpointer_ != nullptr && options_.checkpoint_every_steps > 0 && step > 0 &&
          step % options_.checkpoint_every_steps == 0;

@@ -141,6 +141,9 @@ class Trainer {
   // TrainingCheckpointer::Restore (another model: InvalidArgument; damage:
   // DataLoss). After an error, do not train with this trainer.
   Result<int64_t> Restore();
+  // The step of the newest checkpoint in options.checkpoint_dir; -1 if it
+  // holds none or no checkpoint_dir is set.
+  Result<int64_t> NewestCheckpointStep() const;
 
   // Runs options.epochs epochs (or up to max_steps) over `train` in
   // options.batch_size batches, shuffled every epoch by (seed, epoch) when

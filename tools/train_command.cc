@@ -152,6 +152,16 @@ DEFINE_bool(early_pulls, true,
 DEFINE_double(watchdog_seconds, 300,
               "Log a warning naming the stage that stays on one batch longer than this; 0: off.");
 DEFINE_validator(watchdog_seconds, &IsNonNegativeDouble);
+DEFINE_string(checkpoint_dir, "",
+              "Write training checkpoints here (dense weights and optimizer state, embedding "
+              "rows, the step): every --checkpoint_every_steps steps and when training ends or a "
+              "signal stops it. Empty: none.");
+DEFINE_int64(checkpoint_every_steps, 1000,
+             "With --checkpoint_dir: steps between checkpoints; 0: only the final one.");
+DEFINE_validator(checkpoint_every_steps, &IsNonNegative64);
+DEFINE_bool(resume, true,
+            "With --checkpoint_dir holding checkpoints: continue from the newest (with the same "
+            "data and flags, the result of an uninterrupted run); false: refuse to start.");
 DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
@@ -575,9 +585,25 @@ Status Train() {
     options.tracer = tracer.get();
   }
   options.stop_requested = &g_stop_requested;
+  options.checkpoint_dir = FLAGS_checkpoint_dir;
+  options.checkpoint_every_steps = FLAGS_checkpoint_every_steps;
   EMBER_ASSIGN_OR_RETURN(auto trainer,
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
+  if (!FLAGS_checkpoint_dir.empty()) {
+    EMBER_ASSIGN_OR_RETURN(const int64_t newest, trainer->NewestCheckpointStep());
+    if (newest >= 0 && !FLAGS_resume) {
+      return Status::InvalidArgument("--checkpoint_dir ", FLAGS_checkpoint_dir,
+                                     " holds a checkpoint of step ", newest,
+                                     "; pass --resume to continue it, or choose another directory");
+    }
+    if (newest >= 0) {
+      Result<int64_t> step = trainer->Restore();
+      if (!step.ok()) return step.status().WithContext("--checkpoint_dir");
+      LOG(INFO) << "resumed from the checkpoint of step " << *step << " in "
+                << FLAGS_checkpoint_dir;
+    }
+  }
   // A first SIGINT/SIGTERM ends training after the batches in flight.
   g_stop_requested.store(false);
   std::signal(SIGINT, OnStopSignal);
@@ -600,6 +626,10 @@ Status Train() {
   }
   if (report.interrupted) {
     LOG(WARNING) << "training stopped by a signal after " << report.steps << " steps";
+  }
+  if (report.checkpoints_written > 0) {
+    LOG(INFO) << "checkpoints: " << report.checkpoints_written << " written, the last of step "
+              << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
   Result<engine::Metrics> evaluated =
@@ -668,7 +698,9 @@ Status Train() {
       stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
     }
     train_json.Add("stage_seconds", stages);
-    train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted);
+    train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted)
+        .Add("resumed_from_step", report.resumed_from_step)
+        .Add("checkpoints_written", report.checkpoints_written);
     if (report.pipelined) {
       std::vector<double> staleness(report.staleness.rows.begin(), report.staleness.rows.end());
       train_json.AddRaw("staleness_rows", JsonNumberArray(staleness))
