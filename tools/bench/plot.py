@@ -20,14 +20,14 @@ def _speed_panel(rows, x0, y0, w, h):
         out.append('<text x="%d" y="%.0f" text-anchor="end">%s %dt</text>'
                    % (x0 + 110, y + band * 0.45, _esc(r["model"]), r["threads"]))
         for j, (key, color) in enumerate((("ember_sps", "#d9480f"), ("torch_sps", "#1c7ed6"))):
-            bw = (w - 130) * r[key] / top
+            bw = (w - 190) * r[key] / top
             by = y + 4 + j * (band - 10) / 2
             out.append('<rect x="%d" y="%.0f" width="%.0f" height="%.0f" fill="%s"/>'
                        % (x0 + 120, by, bw, (band - 12) / 2, color))
             out.append('<text x="%.0f" y="%.0f" font-size="11">%.0f</text>'
                        % (x0 + 124 + bw, by + (band - 12) / 2 - 2, r[key]))
         if "floor_sps" in r:
-            fx = x0 + 120 + (w - 130) * r["floor_sps"] / top
+            fx = x0 + 120 + (w - 190) * r["floor_sps"] / top
             out.append('<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="black" '
                        'stroke-dasharray="3,2"/>' % (fx, fx, y + 2, y + band - 4))
         out.append('<text x="%d" y="%.0f" font-size="11" text-anchor="end">%.2fx</text>'

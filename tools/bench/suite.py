@@ -38,13 +38,24 @@ def log(msg):
 
 
 def run_measured(cmd, env, log_path):
-    """Runs cmd; returns (exit status, peak RSS in MiB, wall seconds)."""
+    """Runs cmd; returns (exit status, peak RSS in MiB, wall seconds).
+
+    The peak is the child's VmHWM, polled: getrusage's ru_maxrss of a child
+    also counts this (parent) process's RSS, which Linux carries over exec."""
     start = time.perf_counter()
+    peak_kib = 0
     with open(log_path, "w") as out:
         p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, usage.ru_maxrss / 1024.0, time.perf_counter() - start
+        while p.poll() is None:
+            try:
+                with open("/proc/%d/status" % p.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak_kib = max(peak_kib, int(line.split()[1]))
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.02)
+    return p.returncode, peak_kib / 1024.0, time.perf_counter() - start
 
 
 def common_flags(model, batch, threads, seed, epochs):
@@ -200,6 +211,11 @@ def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1):
     row["ratio"] = row["ember_sps"] / row["torch_sps"]
     row["auc_delta"] = row["ember_auc"] - row["torch_auc"]
     row["logloss_delta"] = row["ember_logloss"] - row["torch_logloss"]
+    if seeds > 1:
+        # Standard error of the mean of the per-seed differences.
+        for key in ("auc", "logloss"):
+            diffs = [e[key] - t[key] for e, t in zip(ember_runs, torch_runs)]
+            row[key + "_delta_se"] = statistics.stdev(diffs) / len(diffs) ** 0.5
     stages = ember_runs[len(ember_runs) // 2].get("stage_seconds", {})
     seconds = ember_runs[len(ember_runs) // 2].get("train_seconds", 0)
     row["ember_busy"] = " ".join("%s %.0f%%" % (k, 100 * v / seconds)
@@ -234,8 +250,9 @@ COLUMNS = [("data", "data", "%s"), ("model", "model", "%s"), ("threads", "thread
            ("ember_sps", "Ember samples/s", "%.0f"), ("torch_sps", "PyTorch samples/s", "%.0f"),
            ("ratio", "Ember/PyTorch", "%.2fx"), ("ember_auc", "Ember AUC", "%.4f"),
            ("torch_auc", "PyTorch AUC", "%.4f"), ("auc_delta", "dAUC", "%+.4f"),
+           ("auc_delta_se", "dAUC s.e.", "%.4f"),
            ("ember_logloss", "Ember logloss", "%.4f"), ("torch_logloss", "PyTorch logloss", "%.4f"),
-           ("logloss_delta", "dlogloss", "%+.4f"), ("ember_rss_mib", "Ember peak RSS MiB", "%.0f"),
+           ("logloss_delta", "dlogloss", "%+.4f"), ("logloss_delta_se", "dlogloss s.e.", "%.4f"), ("ember_rss_mib", "Ember peak RSS MiB", "%.0f"),
            ("torch_rss_mib", "PyTorch peak RSS MiB", "%.0f"), ("floor_sps", "floor samples/s", "%.0f"),
            ("ember_of_floor", "Ember/floor", "%.2f"), ("torch_of_floor", "PyTorch/floor", "%.2f")]
 
@@ -258,7 +275,8 @@ def write_tables(a, rows, limits, meta):
     for r in rows:
         lines.append("| " + " | ".join(fmt(r, k, f) for k, _, f in COLUMNS) + " |")
     lines += ["", "Speed: median of %d (DLRM 2 threads: %d) alternating runs per engine; quality: mean over seeds %s "
-              "(AUC/logloss of generated cases: seed 1). Floor: see machine limits below; "
+              "(AUC/logloss of generated cases: seed 1); d = Ember minus PyTorch, s.e. = standard error "
+              "of the mean per-seed difference. Floor: see machine limits below; "
               "limits are the best of two rounds, before and after the speed cases." %
               (a.repeats, a.repeats + 1, ",".join(map(str, a.seeds))),
               "", "## Machine limits", "", "| threads | copy GB/s | row gather+scatter M/s (dim 16) | "
@@ -285,7 +303,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--work", required=True, help="prepared data (never inside the repository)")
     p.add_argument("--python", default="/usr/bin/python3")
-    p.add_argument("--gen_rows", type=int, default=300000)
+    p.add_argument("--gen_rows", type=int, default=200000)
     p.add_argument("--vocabulary", type=int, default=1000000)
     p.add_argument("--batch", type=int, default=2048)
     p.add_argument("--threads", default="1,2")
