@@ -343,6 +343,15 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   if (options_.show_progress) {
     progress = std::make_unique<ProgressReporter>("train steps", total_steps);
   }
+  // "AUC so far" for the progress line: task 0's predictions of the last
+  // kProgressAucWindow training examples, each made before its batch's
+  // update (progressive validation), with their labels.
+  constexpr size_t kProgressAucWindow = 100000;
+  std::vector<float> recent_scores, recent_labels;
+  size_t recent_next = 0;
+  const auto progress_auc = [&] {
+    return recent_scores.empty() ? 0.5 : ComputeAuc(recent_scores, recent_labels);
+  };
   // Loss over the epoch of the last batch.
   int64_t loss_epoch = -1;
   double loss_sum = 0.0;
@@ -358,12 +367,25 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
     loss_sum += s.loss * s.batch.size;
     loss_count += s.batch.size;
     if (progress) {
+      const int64_t tasks = s.logits.numel() / std::max<int64_t>(1, s.batch.size);
+      for (int64_t i = 0; i < s.batch.size; ++i) {
+        const float score = s.logits.data<float>()[i * tasks];
+        const float label = s.labels.data<float>()[i * tasks];
+        if (recent_scores.size() < kProgressAucWindow) {
+          recent_scores.push_back(score);
+          recent_labels.push_back(label);
+        } else {
+          recent_scores[recent_next] = score;
+          recent_labels[recent_next] = label;
+          recent_next = (recent_next + 1) % kProgressAucWindow;
+        }
+      }
       progress->Update(report.steps, [&] {
         const double seconds = progress->elapsed_seconds();
         char detail[192];
-        int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f",
+        int used = std::snprintf(detail, sizeof(detail), "%.0f samples/s, loss %.4f, AUC %.4f",
                                  seconds > 0 ? report.examples / seconds : 0.0,
-                                 loss_sum / loss_count);
+                                 loss_sum / loss_count, progress_auc());
         if (options_.embedding_memory_budget_bytes > 0) {
           const embedding::TableStats t = table_->stats();
           const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
@@ -389,8 +411,9 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   }
   report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
   if (progress) {
-    char detail[64];
-    std::snprintf(detail, sizeof(detail), "loss %.4f", loss_count ? loss_sum / loss_count : 0.0);
+    char detail[96];
+    std::snprintf(detail, sizeof(detail), "loss %.4f, AUC %.4f (last %zu training examples)",
+                  loss_count ? loss_sum / loss_count : 0.0, progress_auc(), recent_scores.size());
     progress->Finish(detail);
   }
   double busy = 0;
