@@ -253,7 +253,7 @@ bool Trainer::CheckpointDue(int64_t step) const {
 }
 
 Status Trainer::SaveCheckpoint(int64_t step, TrainReport* report) {
-  TraceSpan span(options_.tracer, "checkpoint", "stage", step);
+  TraceSpan span(options_.tracer, "checkpoint", "checkpoint", step);
   EMBER_RETURN_IF_ERROR(
       checkpointer_->Save(step, DenseStateOf(*model_, options_.dense_optimizer, &dense_step_))
           .WithContext("writing the checkpoint of step " + std::to_string(step) + " in " +
@@ -523,10 +523,16 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
   };
   // pull: waits for the pushes it must see; evicts expired rows (after
   // every earlier push, as sequential training does) on the pull thread.
+  // The time a pull waits for pushes shows in the trace as a "pull wait"
+  // span (category "wait") inside its pull span.
+  const auto await_pull = [&](Step& s, bool after_all_pushes) {
+    TraceSpan wait(options_.tracer, "pull wait", "wait", s.index);
+    return gate.AwaitPull(s.index, s.sorted_keys, after_all_pushes);
+  };
   stages[1].run = [&](Step& s) {
     const bool evict = EvictsBefore(s.step);
     if (evict || !options_.early_pulls) {
-      EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys, evict));
+      EMBER_RETURN_IF_ERROR(await_pull(s, evict));
       if (evict) {
         const int64_t evicted = table_->EvictExpired();
         VLOG(1) << "before step " << s.step << ": evicted " << evicted << " expired rows";
@@ -542,12 +548,12 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
       (s.staleness[i] <= options_.max_staleness ? early : late).push_back(s.sorted_order[i]);
     }
     if (late.empty() || early.empty()) {
-      EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
+      EMBER_RETURN_IF_ERROR(await_pull(s, false));
       return Pull(s);
     }
     table_->set_step(s.step);
     EMBER_RETURN_IF_ERROR(PullPart(s, early));
-    EMBER_RETURN_IF_ERROR(gate.AwaitPull(s.index, s.sorted_keys));
+    EMBER_RETURN_IF_ERROR(await_pull(s, false));
     return PullPart(s, late);
   };
   stages[3].run = [&](Step& s) {
