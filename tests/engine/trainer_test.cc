@@ -17,6 +17,7 @@
 #include "io/stream_reader.h"
 #include "io/synthetic.h"
 #include "core/random.h"
+#include "tests/testing/forwarding_batch_source.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -362,9 +363,10 @@ TEST_F(TrainerTest, BoundedStalenessIsMeasuredAndRespected) {
 // A source that fails while the pipeline runs: Fit returns its error with
 // context, promptly, and a stop request ends training after the batches
 // already read.
-class FailingSource : public io::BatchSource {
+class FailingSource : public test::ForwardingBatchSource {
  public:
-  FailingSource(const io::Dataset& data, int64_t fail_at) : inner_(data, Options()), fail_at_(fail_at) {}
+  FailingSource(const io::Dataset& data, int64_t fail_at)
+      : test::ForwardingBatchSource(inner_), inner_(data, Options()), fail_at_(fail_at) {}
   static io::DatasetBatchSourceOptions Options() {
     io::DatasetBatchSourceOptions o;
     o.batch_size = 100;
@@ -373,13 +375,8 @@ class FailingSource : public io::BatchSource {
   }
   Result<bool> Next(io::Batch* batch) override {
     if (served_++ == fail_at_) return Status::DataLoss("injected read failure");
-    return inner_.Next(batch);
+    return test::ForwardingBatchSource::Next(batch);
   }
-  int64_t epoch() const override { return inner_.epoch(); }
-  int64_t EstimatedBatches() const override { return inner_.EstimatedBatches(); }
-  int num_labels() const override { return inner_.num_labels(); }
-  int num_dense() const override { return inner_.num_dense(); }
-  int num_slots() const override { return inner_.num_slots(); }
 
  private:
   io::DatasetBatchSource inner_;

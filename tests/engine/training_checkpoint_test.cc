@@ -13,28 +13,23 @@
 #include "io/batch_source.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/testing/forwarding_batch_source.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
 namespace {
 
-// Delegates to `inner` and sets `stop` when batch number `at` is read.
-class StoppingSource : public io::BatchSource {
+// Sets `stop` when batch number `at` is read.
+class StoppingSource : public test::ForwardingBatchSource {
  public:
   StoppingSource(io::BatchSource& inner, std::atomic<bool>* stop, int at)
-      : inner_(inner), stop_(stop), at_(at) {}
+      : test::ForwardingBatchSource(inner), stop_(stop), at_(at) {}
   Result<bool> Next(io::Batch* out) override {
     if (++reads_ == at_) stop_->store(true);
-    return inner_.Next(out);
+    return test::ForwardingBatchSource::Next(out);
   }
-  int64_t epoch() const override { return inner_.epoch(); }
-  int64_t EstimatedBatches() const override { return inner_.EstimatedBatches(); }
-  int num_labels() const override { return inner_.num_labels(); }
-  int num_dense() const override { return inner_.num_dense(); }
-  int num_slots() const override { return inner_.num_slots(); }
 
  private:
-  io::BatchSource& inner_;
   std::atomic<bool>* stop_;
   const int at_;
   int reads_ = 0;

@@ -25,7 +25,6 @@
 // --read_mb=0 or --criteo_mb=0 leaves the cases out.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,11 +44,13 @@
 #include "io/criteo.h"
 #include "io/stream_reader.h"
 #include "engine/trainer.h"
+#include "tools/bench/process_cpu.h"
 #include "tools/bench/ratio_reporter.h"
 
 namespace {
 
 using ember::Result;
+using ember::bench::ProcessCpuSeconds;
 using ember::Status;
 using ember::io::Batch;
 using ember::io::ColumnarFile;
@@ -65,14 +66,6 @@ std::string g_run_dir;
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// CPU seconds used by the whole process (all threads) so far.
-double ProcessCpuSeconds() {
-  rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
 // The machine is shared: "cores" is the process CPU time over the wall time

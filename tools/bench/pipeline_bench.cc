@@ -22,7 +22,6 @@
 // tier alternate and a change of load on this shared machine hits them
 // alike; the speed-ups are medians over rounds of the per-round ratio.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -40,10 +39,12 @@
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tools/bench/process_cpu.h"
 
 namespace {
 
 using ember::Status;
+using ember::bench::ProcessCpuSeconds;
 using ember::engine::TrainOptions;
 using ember::engine::TrainReport;
 using ember::engine::Trainer;
@@ -96,14 +97,6 @@ TrainOptions BaseOptions() {
   options.show_progress = false;
   options.watchdog_seconds = 0;
   return options;
-}
-
-// CPU seconds the whole process (all threads) has used.
-double ProcessCpuSeconds() {
-  rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
 Status Train(const TrainOptions& options, TrainReport* report) {
