@@ -75,7 +75,7 @@ double MeasureGemmGflops(int threads) {
 double MeasureMemoryGbps() {
   constexpr size_t kBytes = size_t{64} << 20;
   std::vector<char> a(kBytes, 1), b(kBytes, 2);
-  const double seconds = MedianSeconds(3, [&] { std::memcpy(b.data(), a.data(), kBytes); });
+  const double seconds = MedianSeconds(7, [&] { std::memcpy(b.data(), a.data(), kBytes); });
   return 2.0 * kBytes / seconds / 1e9;  // Read and written.
 }
 
@@ -140,7 +140,8 @@ TableRates MeasureTable(int dim, int64_t rows) {
 // Per id: batches of 256 random examples gathered out of an in-memory
 // dataset of Criteo's shape (13 dense, 26 slots), as the trainer reads.
 double MeasureReadNsPerId() {
-  constexpr int64_t kExamples = 20000, kBatch = 256;
+  // As many examples as a short run holds, so that the gather misses caches.
+  constexpr int64_t kExamples = 200000, kBatch = 256;
   constexpr int kDense = 13, kSlots = 26;
   io::Batch all;
   all.Clear(kDense, kSlots);
@@ -200,9 +201,11 @@ DeviceRates MeasureCpuRates(int threads) {
   r.memory_gbps = MeasureMemoryGbps();
   r.read_ns_per_id = MeasureReadNsPerId();
   r.unique_ns_per_key = MeasureUniqueNsPerKey();
-  constexpr int64_t kRows = 65536;
-  const TableRates narrow = MeasureTable(16, kRows);
-  const TableRates wide = MeasureTable(64, kRows);
+  const TableRates narrow = MeasureTable(16, static_cast<int64_t>(kSmallTableRows));
+  const TableRates wide = MeasureTable(64, static_cast<int64_t>(kSmallTableRows));
+  const TableRates large = MeasureTable(16, static_cast<int64_t>(kLargeTableRows));
+  r.pull_ns_per_row_large = large.pull_ns;
+  r.push_ns_per_row_large = large.push_ns;
   r.pull_ns_per_row = narrow.pull_ns;
   r.push_ns_per_row = narrow.push_ns;
   r.pull_ns_per_float = std::max(0.0, (wide.pull_ns - narrow.pull_ns) / 48.0);

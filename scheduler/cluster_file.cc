@@ -21,6 +21,8 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"pull_ns_per_float", &DeviceRates::pull_ns_per_float},
       {"push_ns_per_row", &DeviceRates::push_ns_per_row},
       {"push_ns_per_float", &DeviceRates::push_ns_per_float},
+      {"pull_ns_per_row_large", &DeviceRates::pull_ns_per_row_large},
+      {"push_ns_per_row_large", &DeviceRates::push_ns_per_row_large},
       {"row_overhead_bytes", &DeviceRates::row_overhead_bytes},
       {"random_reads_per_sec", &DeviceRates::random_reads_per_sec},
       {"read_gbps", &DeviceRates::read_gbps},

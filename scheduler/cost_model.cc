@@ -9,7 +9,29 @@ namespace {
 
 double Or(double value, double fallback) { return value > 0 ? value : fallback; }
 
+// Bandwidth `threads` CPU threads draw for memory-bound work: the measured
+// one-thread copy rate, times threads^0.8 (they share the memory system).
+double CpuStreamGbps(const DeviceRates& r, int threads, int cores) {
+  return r.memory_gbps * std::pow(std::clamp(threads, 1, std::max(1, cores)), 0.8);
+}
+
 }  // namespace
+
+DeviceRates DefaultCpuRates() {
+  DeviceRates r;
+  r.gemm_gflops_per_core = 30.0;
+  r.memory_gbps = 10.0;
+  r.read_ns_per_id = 40.0;
+  r.unique_ns_per_key = 40.0;
+  r.pull_ns_per_row = 100.0;
+  r.pull_ns_per_float = 2.0;
+  r.push_ns_per_row = 150.0;
+  r.push_ns_per_float = 4.0;
+  r.row_overhead_bytes = 64.0;
+  r.tier_pull_us_per_miss = 20.0;
+  r.tier_push_us_per_miss = 5.0;
+  return r;
+}
 
 CostModel::CostModel(const ResourceGraph* graph, CostModelOptions options)
     : graph_(graph), options_(options) {}
@@ -72,10 +94,9 @@ double CostModel::DenseOpSeconds(const ProgramOp& op, int64_t batch, int device,
   const bool gpu = graph_->devices[device].kind == DeviceKind::kGpu;
   const double gflops = GemmGflops(device, threads);
   const DeviceRates r = RatesOf(device);
-  // Memory-bound ops on a CPU stream at about the share of bandwidth their
-  // threads can draw.
+  // Memory-bound ops on a CPU stream at the bandwidth their threads draw.
   const int cores = std::max(1, graph_->devices[device].cores);
-  const double gbps = gpu ? r.memory_gbps : r.memory_gbps * std::min(1.0, 2.0 * threads / cores);
+  const double gbps = gpu ? r.memory_gbps : CpuStreamGbps(r, threads, cores);
   double seconds = 0.0;
   for (const ops::OpCost& c : {op.forward, op.backward}) {
     if (c.flops <= 0 && c.bytes <= 0) continue;
@@ -118,10 +139,23 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   // pull and push: per distinct id, at the calibrated per-row cost (dim 16)
   // and per extra float; rows created during the run cost a push each.
   const double extra = dim - 16.0;
-  const double pull_row = (cpu.pull_ns_per_row + cpu.pull_ns_per_float * extra) * 1e-9;
-  const double push_row = (cpu.push_ns_per_row + cpu.push_ns_per_float * extra) * 1e-9;
+  // Between the small and the large calibrated table, by log of the rows;
+  // beyond the large one every row misses the caches anyway.
+  const double rows = program.TableRows();
+  const double size = std::clamp(
+      std::log(std::max(1.0, rows) / kSmallTableRows) / std::log(kLargeTableRows / kSmallTableRows),
+      0.0, 1.0);
+  auto sized = [size](double small, double large) {
+    return large > 0 ? small + size * (large - small) : small;
+  };
+  const double pull_row =
+      (sized(cpu.pull_ns_per_row, cpu.pull_ns_per_row_large) + cpu.pull_ns_per_float * extra) *
+      1e-9;
+  const double push_row =
+      (sized(cpu.push_ns_per_row, cpu.push_ns_per_row_large) + cpu.push_ns_per_float * extra) *
+      1e-9;
   const double batches = std::max(1.0, program.sparse.training_examples / b);
-  const double new_rows = program.TableRows() / batches;
+  const double new_rows = rows / batches;
   seconds[2] = (u * pull_row + new_rows * push_row) / speedup(setup.threads[2]);
   seconds[4] = u * push_row / speedup(setup.threads[4]);
 
@@ -160,8 +194,7 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   }
   const DeviceRates dense_rates = RatesOf(setup.dense_device);
   const double dense_gbps =
-      gpu ? dense_rates.memory_gbps
-          : dense_rates.memory_gbps * std::min(1.0, 2.0 * dense_threads / cores);
+      gpu ? dense_rates.memory_gbps : CpuStreamGbps(dense_rates, dense_threads, cores);
   // Adam-like update: value, gradient and state read, value and state written.
   seconds[3] += program.DenseStateBytes() * 1.75 / (dense_gbps * 1e9) +
                 (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6 *
@@ -211,7 +244,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     add({"disk", disk_seconds, static_cast<double>(options_.prefetch_threads), -1, 1});
   }
   if (setup.early_pulls) {
-    const double late = program.SharedFraction(setup.batch, setup.staleness + 1);
+    const double late =
+        program.LateFraction(setup.batch, std::max(1, setup.depth - 1), setup.staleness);
     SimStage early = trainer[2];
     early.name = "pull.early";
     early.seconds *= 1.0 - late;

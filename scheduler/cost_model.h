@@ -18,18 +18,12 @@
 
 namespace ember::scheduler {
 
+// Rates of a CPU core of a 2020s server, for devices nobody measured.
+DeviceRates DefaultCpuRates();
+
 // Rates used where the resource graph says nothing (0), and overheads.
 struct CostModelOptions {
-  DeviceRates cpu_defaults{/*gemm_gflops_per_core=*/30.0,
-                           /*gemm_gflops=*/0.0,
-                           /*memory_gbps=*/10.0,
-                           /*read_ns_per_id=*/40.0,
-                           /*unique_ns_per_key=*/40.0,
-                           /*pull_ns_per_row=*/100.0,
-                           /*pull_ns_per_float=*/2.0,
-                           /*push_ns_per_row=*/150.0,
-                           /*push_ns_per_float=*/4.0,
-                           /*row_overhead_bytes=*/64.0,   0.0, 0.0};
+  DeviceRates cpu_defaults = DefaultCpuRates();
   double gpu_gemm_gflops = 10000.0;
   double gpu_memory_gbps = 1000.0;
   // Per op call: a CPU kernel (dispatch, oneDNN setup) and a GPU launch.
@@ -59,6 +53,9 @@ struct StepSetup {
   // bound waits for. false: the whole pull waits.
   bool early_pulls = false;
   int staleness = 0;
+  // Batches in flight (the pipeline's depth): a pull's batch is in flight
+  // with up to depth - 1 earlier ones.
+  int depth = 1;
   // Cluster plans: dense replicas (data parallel, one per GPU) sharing the
   // step's all-reduce, and hosts the table is sharded over (all-to-all).
   int replicas = 1;

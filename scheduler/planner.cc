@@ -108,6 +108,7 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   setup.prefetch = knobs.prefetch;
   setup.early_pulls = knobs.pipeline;
   setup.staleness = knobs.staleness;
+  setup.depth = knobs.depth;
   const bool gpu = graph.devices[placement.dense_device].kind == DeviceKind::kGpu;
   setup.replicas = static_cast<int>(placement.replicas.size());
   setup.replicas_per_host = std::max<int>(1, setup.replicas / graph.hosts.size());

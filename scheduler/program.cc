@@ -98,25 +98,29 @@ double Program::UniqueIdsPerBatch(int64_t batch) const {
   return unique;
 }
 
-double Program::SharedFraction(int64_t batch, int depth) const {
-  if (sparse.slot_vocabulary.empty()) return 0.0;  // Every id distinct: nothing shared.
+double Program::LateFraction(int64_t batch, int in_flight, int staleness) const {
+  if (sparse.slot_vocabulary.empty() || in_flight <= staleness) return 0.0;
   const double per_slot = sparse.ids_per_example * batch / sparse.slot_vocabulary.size();
   const double s = sparse.zipf_exponent;
-  double shared = 0.0, total = 0.0;
+  double late = 0.0, total = 0.0;
   for (int64_t v : sparse.slot_vocabulary) {
-    const double in_batch = ExpectedDistinct(v, s, per_slot);
-    const double both = Memoized(2, v, s, per_slot * 1024 + depth, [&] {
+    total += ExpectedDistinct(v, s, per_slot);
+    late += Memoized(2, v, s, per_slot * 65536 + in_flight * 256 + staleness, [&] {
       const double h = Harmonic(v, s);
       return SumOverRanks(v, [&](double k) {
         const double p = std::pow(k, -s) / h;
         const double q = -std::expm1(per_slot * std::log1p(-std::min(p, 1.0 - 1e-15)));
-        return std::pow(q, depth + 1);
+        // P(Binomial(in_flight, q) <= staleness), term by term.
+        double at_most = 0.0, term = std::pow(1.0 - q, in_flight);
+        for (int j = 0; j <= staleness; ++j) {
+          at_most += term;
+          term *= q / std::max(1e-300, 1.0 - q) * (in_flight - j) / (j + 1.0);
+        }
+        return q * std::max(0.0, 1.0 - at_most);
       });
     });
-    shared += both;
-    total += in_batch;
   }
-  return total > 0 ? shared / total : 0.0;
+  return total > 0 ? late / total : 0.0;
 }
 
 double Program::TableRows() const {

@@ -75,11 +75,12 @@ struct Program {
   // Expected distinct ids in a batch of `batch` examples (the rows a pull
   // reads), from the slots' Zipf distributions.
   double UniqueIdsPerBatch(int64_t batch) const;
-  // The expected fraction of a batch's distinct ids that each of the `depth`
-  // batches before it also holds (independent batches): the rows a pull with
-  // staleness bound depth - 1 must wait for. sum q^(depth+1) / sum q over
-  // the ids, q the chance that a batch holds the id.
-  double SharedFraction(int64_t batch, int depth) const;
+  // The expected fraction of a batch's distinct ids that more than
+  // `staleness` of the `in_flight` batches before it also hold (independent
+  // batches): the rows a pull must wait for under that staleness bound.
+  // sum q P(Binomial(in_flight, q) > staleness) / sum q over the ids, q the
+  // chance that a batch holds the id.
+  double LateFraction(int64_t batch, int in_flight, int staleness) const;
   // Expected rows of the embedding table after training_examples examples.
   double TableRows() const;
   // Zipf probability mass of the `rows` most frequent ids, spread over the

@@ -18,6 +18,10 @@
 namespace ember::scheduler {
 
 enum class DeviceKind { kCpu, kGpu, kDisk };
+
+// The table sizes (rows of dim 16) at which pull and push are calibrated.
+inline constexpr double kSmallTableRows = 65536;
+inline constexpr double kLargeTableRows = 524288;
 const char* DeviceKindName(DeviceKind kind);
 
 // Measured or declared speeds of one device. Zero means unknown; the cost
@@ -41,6 +45,10 @@ struct DeviceRates {
   double pull_ns_per_float = 0.0;
   double push_ns_per_row = 0.0;
   double push_ns_per_float = 0.0;
+  // The per-row pull and push costs above are measured on a table of
+  // kSmallTableRows rows (caches help); these on one of kLargeTableRows.
+  double pull_ns_per_row_large = 0.0;
+  double push_ns_per_row_large = 0.0;
   // Bytes one row of the memory tier takes beyond its floats (index,
   // metadata), measured on a table.
   double row_overhead_bytes = 0.0;

@@ -233,6 +233,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
     planner.allow_pipeline = in.start.pipeline;
   }
   if (in.fixed_depth) planner.depths = {in.start.depth};
+  if (SetOnCommandLine("prefetch")) planner.choose_prefetch = false;
   // Staleness changes what is learned: the planner goes no higher than the
   // user allows with --max_staleness.
   planner.max_staleness = in.start.staleness;

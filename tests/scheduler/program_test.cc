@@ -70,22 +70,28 @@ TEST(ProgramTest, UniqueIdsTableRowsAndHitRateFollowTheZipfSlots) {
   EXPECT_LT(p.HitRate(2600), 1.0);
 }
 
-TEST(ProgramTest, SharedFractionIsTheChanceThatEarlierBatchesHoldARow) {
+TEST(ProgramTest, LateFractionIsTheChanceThatMoreThanKBatchesInFlightHoldARow) {
   const Program p = test::MlpProgram(16, /*vocabulary=*/500, /*examples=*/100000);
-  // Directly: q_k = 1 - (1 - p_k)^n per id; shared = sum q^(d+1) / sum q.
+  // Directly: q_k = 1 - (1 - p_k)^n per id; late = sum q P(Bin(m, q) > k) / sum q.
   double h = 0;
   for (int k = 1; k <= 500; ++k) h += std::pow(k, -1.05);
-  for (int depth : {1, 3}) {
-    double shared = 0, total = 0;
+  for (auto [m, stale] : {std::pair{1, 0}, std::pair{3, 0}, std::pair{3, 1}, std::pair{4, 2}}) {
+    double late = 0, total = 0;
     for (int k = 1; k <= 500; ++k) {
       const double q = 1 - std::pow(1 - std::pow(k, -1.05) / h, 256.0);
-      shared += std::pow(q, depth + 1);
+      double at_most = 0;
+      for (int j = 0; j <= stale; ++j) {
+        at_most += std::tgamma(m + 1) / (std::tgamma(j + 1) * std::tgamma(m - j + 1)) *
+                   std::pow(q, j) * std::pow(1 - q, m - j);
+      }
+      late += q * (1 - at_most);
       total += q;
     }
-    EXPECT_NEAR(shared / total, p.SharedFraction(256, depth), 1e-9) << depth;
+    EXPECT_NEAR(late / total, p.LateFraction(256, m, stale), 1e-9) << m << " " << stale;
   }
-  EXPECT_GT(p.SharedFraction(256, 1), p.SharedFraction(256, 3));
-  EXPECT_GT(p.SharedFraction(4096, 1), p.SharedFraction(16, 1));
+  EXPECT_LT(p.LateFraction(256, 1, 0), p.LateFraction(256, 3, 0));  // More in flight.
+  EXPECT_GT(p.LateFraction(256, 3, 0), p.LateFraction(256, 3, 1));  // More staleness allowed.
+  EXPECT_EQ(0.0, p.LateFraction(256, 2, 2));
 }
 
 TEST(ProgramTest, APooledWidthThatIsNotSlotsTimesDimIsInvalid) {
