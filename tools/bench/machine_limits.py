@@ -11,7 +11,8 @@ Each is the best of several measurements (REPETITIONS).
                      rows of dim 16 gathered from a flat array and scattered
                      back, Zipf keys over as many rows as the case touches
 
-The floor of one step (batch B) adds, with no overlap:
+The floor of one step (batch B) on T threads adds, with no overlap and each
+rate the best measured with at most T threads:
   MLP FLOPs (6 B in out per layer; cross layers as d x d layers; the DLRM
   dot interaction's 3 x 2 B F^2 dim) at the measured rate of each shape,
   + the batch's unique embedding rows at the gather/scatter rate,
