@@ -202,7 +202,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
 
   std::array<SimStage, kNumStages> trainer;
   for (int s = 0; s < kNumStages; ++s) {
-    trainer[s] = SimStage{StageName(static_cast<Stage>(s)), seconds[s] * scale_[s], 1.0, -1, 1};
+    const double scale = (setup.pipelined ? scales_.pipelined : scales_.sequential)[s];
+    trainer[s] = SimStage{StageName(static_cast<Stage>(s)), seconds[s] * scale, 1.0, -1, 1};
     trainer[s].cores = std::min<double>(cores, s == 3 ? dense_threads : setup.threads[s]);
   }
   // Host <-> device copies of the pooled vectors, their gradients, the dense
@@ -271,11 +272,13 @@ const Ring& CostModel::RingOf(const std::vector<int>& devices) const {
   return rings_.emplace(devices, std::move(ring)).first->second;
 }
 
-void CostModel::Refine(const std::vector<double>& predicted, const std::vector<double>& measured) {
+void CostModel::Refine(const std::vector<double>& predicted, const std::vector<double>& measured,
+                       bool pipelined) {
+  std::array<double, kNumStages>& scale = pipelined ? scales_.pipelined : scales_.sequential;
   for (int s = 0; s < kNumStages && s < static_cast<int>(predicted.size()) &&
                   s < static_cast<int>(measured.size());
        ++s) {
-    if (predicted[s] > 0 && measured[s] > 0) scale_[s] *= measured[s] / predicted[s];
+    if (predicted[s] > 0 && measured[s] > 0) scale[s] *= measured[s] / predicted[s];
   }
 }
 

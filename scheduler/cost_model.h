@@ -48,6 +48,8 @@ struct StepSetup {
   // Bytes of the embedding memory tier; 0: the whole table in memory.
   int64_t memory_budget_bytes = 0;
   bool prefetch = true;
+  // Stages overlapped in a pipeline (picks the stage scales).
+  bool pipelined = true;
   // Pipelined with early pulls: the rows no batch in flight updates are
   // pulled at once ("pull.early"); the rest after the pushes the staleness
   // bound waits for. false: the whole pull waits.
@@ -83,6 +85,13 @@ struct StepCost {
   // Bytes per batch over the host-device link and the network.
   double pcie_bytes = 0.0;
   double network_bytes = 0.0;
+};
+
+// Factors on the predicted time of the trainer's stages, learnt from
+// measured runs (CostModel::Refine), for pipelined and sequential runs.
+struct StageScales {
+  std::array<double, kNumStages> pipelined{1, 1, 1, 1, 1};
+  std::array<double, kNumStages> sequential{1, 1, 1, 1, 1};
 };
 
 // A ring of devices for a collective: its order, slowest hop and largest
@@ -125,9 +134,12 @@ class CostModel {
   // Scales the time of the trainer's stages by measured / predicted (busy
   // seconds per batch of the same configuration); a stage measured as 0 or
   // not predicted keeps its factor.
-  void Refine(const std::vector<double>& predicted, const std::vector<double>& measured);
-  const std::array<double, kNumStages>& stage_scale() const { return scale_; }
-  void set_stage_scale(const std::array<double, kNumStages>& scale) { scale_ = scale; }
+  // Pipelined and sequential runs are refined apart: their stages contend
+  // for cores differently.
+  void Refine(const std::vector<double>& predicted, const std::vector<double>& measured,
+              bool pipelined);
+  const StageScales& stage_scales() const { return scales_; }
+  void set_stage_scales(const StageScales& scales) { scales_ = scales; }
   const CostModelOptions& options() const { return options_; }
   const ResourceGraph& graph() const { return *graph_; }
   // The ring of `devices`, computed once per set of devices.
@@ -136,7 +148,7 @@ class CostModel {
  private:
   const ResourceGraph* graph_;
   CostModelOptions options_;
-  std::array<double, kNumStages> scale_{1, 1, 1, 1, 1};
+  StageScales scales_;
   mutable std::map<std::vector<int>, Ring> rings_;
 };
 

@@ -106,6 +106,7 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   setup.dense_device = placement.dense_device;
   setup.memory_budget_bytes = placement.memory_tier_bytes;
   setup.prefetch = knobs.prefetch;
+  setup.pipelined = knobs.pipeline;
   setup.early_pulls = knobs.pipeline;
   setup.staleness = knobs.staleness;
   setup.depth = knobs.depth;

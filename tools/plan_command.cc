@@ -41,7 +41,7 @@ Status Plan() {
     if (link.kind == scheduler::LinkKind::kNetwork) link.gbps *= FLAGS_network_scale;
   }
   scheduler::CostModel cost(&in.graph);
-  cost.set_stage_scale(in.stage_scale);
+  cost.set_stage_scales(in.stage_scales);
   int evaluations = 0;
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan,
                          scheduler::MakePlan(in.program, cost, in.planner, in.start, &evaluations));

@@ -138,18 +138,23 @@ std::string RefinementPath(const scheduler::ResourceGraph& graph) {
 }
 
 // Stage scales saved by an earlier --plan_refine_from; all 1 when none.
-std::array<double, scheduler::kNumStages> LoadRefinement(const scheduler::ResourceGraph& graph) {
-  std::array<double, scheduler::kNumStages> scale{1, 1, 1, 1, 1};
+scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
+  scheduler::StageScales scales;
   Result<std::string> text = ReadFile(RefinementPath(graph));
-  if (!text.ok()) return scale;
+  if (!text.ok()) return scales;
   Result<JsonValue> json = ParseJson(*text);
-  if (!json.ok()) return scale;
-  for (int s = 0; s < scheduler::kNumStages; ++s) {
-    const JsonValue* v = json->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
-    if (v && v->type == JsonValue::Type::kNumber)
-      scale[s] = std::max(0.01, std::atof(v->text.c_str()));
+  if (!json.ok()) return scales;
+  for (auto [mode, scale] :
+       {std::pair{"pipelined", &scales.pipelined}, std::pair{"sequential", &scales.sequential}}) {
+    const JsonValue* part = json->Find(mode);
+    for (int s = 0; part && s < scheduler::kNumStages; ++s) {
+      const JsonValue* v = part->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
+      if (v && v->type == JsonValue::Type::kNumber) {
+        (*scale)[s] = std::max(0.01, std::atof(v->text.c_str()));
+      }
+    }
   }
-  return scale;
+  return scales;
 }
 
 // Measured seconds per batch of each stage in a --metrics_out file.
@@ -202,7 +207,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
     EMBER_RETURN_IF_ERROR(scheduler::Calibrate(&in.graph, calibration, &from_cache));
     LOG(INFO) << "calibration " << (from_cache ? "read from " : "written to ")
               << scheduler::CalibrationCachePath(in.graph, calibration);
-    if (!FLAGS_recalibrate) in.stage_scale = LoadRefinement(in.graph);
+    if (!FLAGS_recalibrate) in.stage_scales = LoadRefinement(in.graph);
   }
   // The knobs the training flags give.
   EMBER_ASSIGN_OR_RETURN(in.start.batch, IntFlag("batch_size"));
@@ -252,7 +257,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
     EMBER_ASSIGN_OR_RETURN(const std::vector<double> measured,
                            MeasuredStageSeconds(FLAGS_plan_refine_from));
     scheduler::CostModel cost(&in.graph);
-    cost.set_stage_scale(in.stage_scale);
+    cost.set_stage_scales(in.stage_scales);
     EMBER_ASSIGN_OR_RETURN(const scheduler::Plan predicted,
                            scheduler::PredictPlan(in.program, cost, in.start, planner.placer));
     std::vector<double> predicted_seconds(scheduler::kNumStages, 0.0);
@@ -265,11 +270,16 @@ Result<PlanInputs> PlanInputsFromFlags() {
         if (p.name == name || p.name == name + ".early") predicted_seconds[s] += p.seconds;
       }
     }
-    cost.Refine(predicted_seconds, measured);
-    in.stage_scale = cost.stage_scale();
+    cost.Refine(predicted_seconds, measured, in.start.pipeline);
+    in.stage_scales = cost.stage_scales();
     JsonObject saved;
-    for (int s = 0; s < scheduler::kNumStages; ++s) {
-      saved.Add(scheduler::StageName(static_cast<scheduler::Stage>(s)), in.stage_scale[s]);
+    for (auto [mode, scale] : {std::pair{"pipelined", &in.stage_scales.pipelined},
+                               std::pair{"sequential", &in.stage_scales.sequential}}) {
+      JsonObject part;
+      for (int s = 0; s < scheduler::kNumStages; ++s) {
+        part.Add(scheduler::StageName(static_cast<scheduler::Stage>(s)), (*scale)[s]);
+      }
+      saved.Add(mode, part);
     }
     const Status written = WriteFileAtomic(RefinementPath(in.graph), saved.ToString());
     if (!written.ok()) LOG(WARNING) << "refinement not saved: " << written.ToString();
@@ -309,7 +319,7 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
                                      in.graph.host_name());
     }
     scheduler::CostModel cost(&in.graph);
-    cost.set_stage_scale(in.stage_scale);
+    cost.set_stage_scales(in.stage_scales);
     EMBER_ASSIGN_OR_RETURN(plan, scheduler::MakePlan(in.program, cost, in.planner, in.start));
     LOG(INFO) << in.graph.Summary();
     // Keep a budget the user gave even if the planner found the table fits.

@@ -28,7 +28,7 @@ struct PlanInputs {
   // The knobs the flags give (the search starts there).
   scheduler::PlanKnobs start;
   // Stage scales from --plan_refine_from or the host's saved refinement.
-  std::array<double, scheduler::kNumStages> stage_scale{1, 1, 1, 1, 1};
+  scheduler::StageScales stage_scales;
   // Knobs fixed by flags set on the command line (the planner leaves them).
   bool fixed_threads = false;
   bool fixed_pipeline = false;

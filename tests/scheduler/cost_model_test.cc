@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "tests/scheduler/scheduler_test_util.h"
+
 namespace ember::scheduler {
 namespace {
 
@@ -73,10 +75,29 @@ TEST(CostModelTest, GemmRateIsCappedByTheMeasuredRateOfAllCores) {
 TEST(CostModelTest, RefineScalesEachStageByMeasuredOverPredicted) {
   const ResourceGraph graph = OneHost(2, 10.0, 20.0, 10.0);
   CostModel cost(&graph);
-  cost.Refine({1.0, 2.0, 4.0, 0.0, 1.0}, {2.0, 1.0, 4.0, 3.0, 0.0});
-  EXPECT_EQ((std::array<double, kNumStages>{2.0, 0.5, 1.0, 1.0, 1.0}), cost.stage_scale());
-  cost.Refine({1.0, 1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 2.0, 2.0, 2.0});
-  EXPECT_EQ((std::array<double, kNumStages>{4.0, 1.0, 2.0, 2.0, 2.0}), cost.stage_scale());
+  cost.Refine({1.0, 2.0, 4.0, 0.0, 1.0}, {2.0, 1.0, 4.0, 3.0, 0.0}, /*pipelined=*/true);
+  EXPECT_EQ((std::array<double, kNumStages>{2.0, 0.5, 1.0, 1.0, 1.0}),
+            cost.stage_scales().pipelined);
+  cost.Refine({1.0, 1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 2.0, 2.0, 2.0}, true);
+  EXPECT_EQ((std::array<double, kNumStages>{4.0, 1.0, 2.0, 2.0, 2.0}),
+            cost.stage_scales().pipelined);
+  EXPECT_EQ((std::array<double, kNumStages>{1, 1, 1, 1, 1}), cost.stage_scales().sequential);
+}
+
+TEST(CostModelTest, RefinedScalesMultiplyThePredictedStageTimes) {
+  const ResourceGraph graph = OneHost(2, 10.0, 20.0, 10.0);
+  const Program program = test::MlpProgram(64);
+  CostModel cost(&graph);
+  StepSetup setup;
+  setup.pipelined = false;
+  const StepCost before = cost.Estimate(program, setup);
+  cost.Refine({1, 1, 1, 1, 1}, {1, 1, 1, 3, 1}, /*pipelined=*/false);
+  const StepCost after = cost.Estimate(program, setup);
+  const int dense = before.stage_index[3];
+  EXPECT_DOUBLE_EQ(3 * before.stages[dense].seconds, after.stages[dense].seconds);
+  setup.pipelined = true;  // Refined for sequential runs only.
+  EXPECT_DOUBLE_EQ(before.stages[dense].seconds,
+                   cost.Estimate(program, setup).stages[dense].seconds);
 }
 
 }  // namespace
