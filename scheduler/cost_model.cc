@@ -230,7 +230,9 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   double a2a = 0.0;
   if (setup.sparse_hosts > 1) {
     const double per_host = setup.replicas_per_host * (8.0 * ids + 4.0 * u * dim);
-    cost.network_bytes = 2.0 * per_host;
+    // Each all-to-all sends all but this host's own share.
+    const double n = setup.sparse_hosts;
+    cost.network_bytes = 2.0 * (n - 1) / n * per_host;
     a2a =
         AllToAllSeconds(per_host, setup.sparse_hosts, setup.network_gbps, setup.network_latency_us);
   }
@@ -254,11 +256,12 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     add(early);
   }
   cost.stage_index[2] = add(trainer[2]);
-  if (a2a > 0) add({"alltoall_fwd", a2a, 0.0, -1, 1});
+  // The two all-to-alls share the host's network link (pool 1).
+  if (a2a > 0) add({"alltoall_fwd", a2a, 1.0, -1, 1, 1});
   if (h2d > 0) add({"h2d", h2d, 0.0, -1, 1});
   cost.stage_index[3] = add(trainer[3]);
   if (d2h > 0) add({"d2h", d2h, 0.0, -1, 1});
-  if (a2a > 0) add({"alltoall_bwd", a2a, 0.0, -1, 1});
+  if (a2a > 0) add({"alltoall_bwd", a2a, 1.0, -1, 1, 1});
   cost.stage_index[4] = add(trainer[4]);
   return cost;
 }

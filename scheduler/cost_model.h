@@ -82,7 +82,8 @@ struct StepCost {
   double unique_ids = 0.0;  // Distinct ids per batch.
   double disk_rows = 0.0;   // Rows read from the disk tier per batch.
   double hit_rate = 1.0;    // Of the memory tier.
-  // Bytes per batch over the host-device link and the network.
+  // Bytes per batch over the host-device link, and sent by a host over the
+  // network.
   double pcie_bytes = 0.0;
   double network_bytes = 0.0;
 };

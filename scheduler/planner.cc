@@ -129,6 +129,7 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   sim.slots = knobs.pipeline ? knobs.depth : 1;
   // The host's cores, shared by the replicas on it.
   sim.cores = static_cast<double>(graph.devices[placement.cpu].cores) / setup.replicas_per_host;
+  sim.pool_capacity = {1.0};  // The network link: one all-to-all at full speed.
   if (knobs.pipeline) {
     // Bounded staleness: pull i completes after push i - (k + 1).
     stages[step.stage_index[2]].waits_for = step.stage_index[4];
@@ -160,8 +161,9 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
     StagePrediction p;
     p.name = stages[s].name;
     const bool on_dense = static_cast<int>(s) == step.stage_index[3];
-    p.device = stages[s].cores == 0
-                   ? "link"
+    p.device = stages[s].pool > 0 ? "network"
+               : stages[s].cores == 0
+                   ? "pcie"
                    : graph.devices[on_dense ? placement.dense_device : placement.cpu].id;
     if (p.name == "disk" && placement.disk >= 0) p.device = graph.devices[placement.disk].id;
     p.seconds = result.busy_seconds[s] / sim.items;

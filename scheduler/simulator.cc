@@ -29,6 +29,11 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
   std::vector<std::vector<double>> finish(n, std::vector<double>(items, kUnset));
   if (options.record) result.start.assign(n, std::vector<double>(items, kUnset));
   std::vector<StageState> state(n);
+  int pools = 1;
+  for (const SimStage& stage : stages) {
+    CHECK_GE(stage.pool, 0) << "pools are numbered from 0";
+    pools = std::max(pools, stage.pool + 1);
+  }
   double now = 0.0;
   auto done = [&](int s, int64_t i) { return i < 0 || finish[s][i] != kUnset; };
   auto complete = [&](int s) {
@@ -55,12 +60,19 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
       }
     }
     if (done(n - 1, items - 1)) break;
-    double demand = 0.0;
-    for (int s = 0; s < n; ++s) demand += state[s].busy ? stages[s].cores : 0.0;
-    const double rate = options.cores > 0 && demand > options.cores ? options.cores / demand : 1.0;
+    // Each pool's busy stages share its capacity in proportion to demand.
+    std::vector<double> demand(pools, 0.0), rate(pools, 1.0);
+    for (int s = 0; s < n; ++s) demand[stages[s].pool] += state[s].busy ? stages[s].cores : 0.0;
+    for (int p = 0; p < pools; ++p) {
+      const double capacity = p == 0 ? options.cores
+                              : p - 1 < static_cast<int>(options.pool_capacity.size())
+                                  ? options.pool_capacity[p - 1]
+                                  : 0.0;
+      if (capacity > 0 && demand[p] > capacity) rate[p] = capacity / demand[p];
+    }
     double dt = std::numeric_limits<double>::infinity();
     for (int s = 0; s < n; ++s) {
-      if (state[s].busy) dt = std::min(dt, state[s].remaining / rate);
+      if (state[s].busy) dt = std::min(dt, state[s].remaining / rate[stages[s].pool]);
     }
     CHECK(dt != std::numeric_limits<double>::infinity())
         << "the simulated pipeline must always have a busy stage until it is done";
@@ -68,7 +80,7 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
     for (int s = 0; s < n; ++s) {
       StageState& st = state[s];
       if (!st.busy) continue;
-      st.remaining -= dt * rate;
+      st.remaining -= dt * rate[stages[s].pool];
       if (st.remaining > 1e-12 * std::max(1.0, stages[s].seconds)) continue;
       result.busy_seconds[s] += now - st.started;
       complete(s);

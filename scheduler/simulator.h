@@ -6,7 +6,8 @@
 // i - 1; at most `slots` items are in flight (item i is read only once item
 // i - slots has left the last stage). Stages share the host's cores: a busy
 // stage occupies `cores` of them, and when the busy stages ask for more than
-// the host has, all of them slow down in proportion (processor sharing).
+// the host has, all of them slow down in proportion (processor sharing);
+// other shared resources (a network link) are pools of their own.
 // A stage may also have to wait, before it starts item i, for another stage
 // to have completed item i - lag (the pull waiting for the push of the
 // batches whose rows it reads: bounded staleness); waiting uses no core.
@@ -21,19 +22,26 @@ struct SimStage {
   std::string name;
   // Seconds per item when the stage has its cores to itself.
   double seconds = 0.0;
-  // Cores it keeps busy while it works.
+  // Cores (units of its pool) it keeps busy while it works.
   double cores = 1.0;
   // Starts item i only after stage `waits_for` completed item i - lag (no
   // wait for i < lag); -1: no such wait.
   int waits_for = -1;
   int lag = 1;
+  // The resource it shares with the other stages of its pool: 0 is the
+  // host's CPU cores; others are e.g. a network link both all-to-alls use.
+  int pool = 0;
 };
 
 struct SimOptions {
   int slots = 4;
   int64_t items = 64;
-  // Cores the stages share; <= 0: as many as they ask for (no contention).
+  // Cores the stages of pool 0 share; <= 0: as many as they ask for (no
+  // contention).
   double cores = 0.0;
+  // Capacity of pools 1, 2, ... (pool_capacity[p - 1]); a pool without an
+  // entry, or <= 0, has no contention.
+  std::vector<double> pool_capacity;
   // Record every item's start and finish times per stage (for tests).
   bool record = false;
 };

@@ -70,6 +70,25 @@ TEST(SimulatePipelineTest, StagesShareCoresWhenTheyAskForMoreThanThereAre) {
   EXPECT_DOUBLE_EQ(3.0, free.makespan_seconds);
 }
 
+// Stages of another pool (a network link) share it, not the cores: two
+// one-unit stages of 1 s on a pool of capacity 1 take 2 s together, while
+// a CPU stage beside them runs at full speed.
+TEST(SimulatePipelineTest, StagesOfAPoolShareItsCapacity) {
+  std::vector<SimStage> stages = {
+      {"cpu", 1.0, 1.0}, {"send", 1.0, 1.0, -1, 1, 1}, {"recv", 1.0, 1.0, -1, 1, 1}};
+  SimOptions options = Recorded(8, 3, /*cores=*/1.0);
+  options.pool_capacity = {1.0};
+  const SimResult r = SimulatePipeline(stages, options);
+  // cpu: 0-1, 1-2, 2-3. send0: 1-2. send1 and recv0 share [2, 4]; cpu idle
+  // from 3; recv1, send2: [4, 6]; recv2: [6, 7].
+  EXPECT_DOUBLE_EQ(3.0, r.finish[0][2]);
+  EXPECT_DOUBLE_EQ(4.0, r.finish[1][1]);
+  EXPECT_DOUBLE_EQ(4.0, r.finish[2][0]);
+  EXPECT_DOUBLE_EQ(7.0, r.makespan_seconds);
+  options.pool_capacity = {};  // No contention: 1 + 3 x 1 + 1.
+  EXPECT_DOUBLE_EQ(5.0, SimulatePipeline(stages, options).makespan_seconds);
+}
+
 // A pull (stage 1) that must see the push (stage 2) of the previous item
 // starts only once that push is done: with lag 1, pull -> push -> next pull
 // is a loop that serialises them.
