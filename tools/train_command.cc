@@ -25,6 +25,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
+#include "tools/plan_flags.h"
 
 namespace {
 bool IsPositive32(const char*, int32_t value) { return value > 0; }
@@ -565,13 +566,8 @@ Status Train() {
                                    std::pair{"--trace_file", FLAGS_trace_file}}) {
     if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckWritableDestination(path).WithContext(flag));
   }
-  const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
-  scheduler::PlanRequest request;
-  request.threads = FLAGS_threads;
-  EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
-  LOG(INFO) << resources.Summary();
-  LOG(INFO) << "plan: " << plan.rationale;
-  options.threads = plan.threads;
+  // --plan=auto|off|FILE (tools/plan_flags.h) sets threads and pipeline knobs.
+  EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
 
   TempDir temp_dir;
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads));
