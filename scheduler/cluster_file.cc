@@ -177,7 +177,7 @@ Result<JsonValue> ParseJsonAt(const std::string& text, const std::string& path) 
   Result<JsonValue> value = ParseJson(text);
   if (value.ok()) return value;
   // ParseJson names the byte ("... near byte N"); say line and column.
-  const std::string& message = value.status().message();
+  const std::string message = value.status().message();
   const size_t at = message.rfind(' ');
   const size_t byte =
       at == std::string::npos ? 0 : std::strtoull(message.c_str() + at + 1, nullptr, 10);

@@ -106,7 +106,8 @@ TEST(ClusterFileTest, ErrorsSayWhatAndWhere) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"{\n  \"hosts\": [\n    {\"name\": }\n  ]\n}", "c.json:3:"},
+      {"{\n  \"hosts\": [\n    {\"name\": }\n  ]\n}",
+       "c.json:3:14: malformed JSON (malformed JSON near byte 28)"},
       {R"({"hosts": [{"sockets": [{"cores": 4, "memory_gb": -1}]}]})",
        "hosts[0].sockets[0].memory_gb: expected a number >= 0"},
       {R"({"hosts": [{"sockets": [{"cores": 0}]}]})", "hosts[0].sockets[0].cores"},
