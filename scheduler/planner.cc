@@ -9,15 +9,15 @@
 namespace ember::scheduler {
 namespace {
 
-std::string LinkName(const ResourceGraph &graph, int a, int b, LinkKind kind) {
+std::string LinkName(const ResourceGraph& graph, int a, int b, LinkKind kind) {
   return graph.devices[a].id + " <-> " + graph.devices[b].id + " (" + LinkKindName(kind) + ")";
 }
 
 // Fills the memory, disk and bandwidth needs of `plan`.
-void AddNeeds(const Program &program, const CostModel &cost, const Placement &placement,
-              const StepCost &step, const PlanKnobs &knobs, Plan *plan) {
-  const ResourceGraph &graph = cost.graph();
-  const DeviceNode &cpu = graph.devices[placement.cpu];
+void AddNeeds(const Program& program, const CostModel& cost, const Placement& placement,
+              const StepCost& step, const PlanKnobs& knobs, Plan* plan) {
+  const ResourceGraph& graph = cost.graph();
+  const DeviceNode& cpu = graph.devices[placement.cpu];
   const double per_host_table = placement.table_bytes / placement.sparse_hosts;
   const double in_memory = placement.memory_tier_bytes > 0
                                ? std::min<double>(placement.memory_tier_bytes, per_host_table)
@@ -36,23 +36,23 @@ void AddNeeds(const Program &program, const CostModel &cost, const Placement &pl
   plan->needs.push_back({cpu.id, "batches in flight",
                          static_cast<int64_t>(per_batch * slots * replicas_here),
                          cpu.memory_bytes});
-  const DeviceNode &dense = graph.devices[placement.dense_device];
+  const DeviceNode& dense = graph.devices[placement.dense_device];
   plan->needs.push_back({dense.id, "dense parameters and activations",
                          static_cast<int64_t>(placement.dense_bytes), dense.memory_bytes});
   if (placement.disk >= 0) {
-    const DeviceNode &disk = graph.devices[placement.disk];
+    const DeviceNode& disk = graph.devices[placement.disk];
     plan->needs.push_back(
         {disk.id, "embedding disk tier", static_cast<int64_t>(per_host_table), disk.memory_bytes});
   }
   const double step_seconds = plan->predicted_step_seconds;
   if (step_seconds <= 0) return;
   if (step.pcie_bytes > 0) {
-    const Link *link = graph.LinkBetween(placement.cpu, placement.dense_device);
+    const Link* link = graph.LinkBetween(placement.cpu, placement.dense_device);
     plan->links.push_back({LinkName(graph, placement.cpu, placement.dense_device, LinkKind::kPcie),
                            step.pcie_bytes / step_seconds / 1e9, link ? link->gbps : 0.0});
   }
   if (placement.disk >= 0) {
-    const Link *link = graph.LinkBetween(placement.cpu, placement.disk);
+    const Link* link = graph.LinkBetween(placement.cpu, placement.disk);
     const double row_bytes = cost.RowBytes(program, placement.cpu);
     plan->links.push_back({LinkName(graph, placement.cpu, placement.disk, LinkKind::kPcie),
                            2.0 * step.disk_rows * row_bytes / step_seconds / 1e9,
@@ -60,7 +60,7 @@ void AddNeeds(const Program &program, const CostModel &cost, const Placement &pl
   }
   if (step.network_bytes > 0 && graph.hosts.size() > 1) {
     const int other = graph.DevicesOf(DeviceKind::kCpu, 1)[0];
-    const Link *link = graph.LinkBetween(placement.cpu, other);
+    const Link* link = graph.LinkBetween(placement.cpu, other);
     plan->links.push_back({"network per host (all-to-all)", step.network_bytes / step_seconds / 1e9,
                            link ? link->gbps : 0.0});
   }
@@ -82,20 +82,9 @@ std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline) {
   return {1, 1, sparse, threads, sparse};
 }
 
-PlanKnobs KnobsOf(const Plan &plan) {
-  PlanKnobs knobs;
-  knobs.threads = plan.threads;
-  knobs.batch = plan.batch_size;
-  knobs.pipeline = plan.pipeline;
-  knobs.depth = plan.pipeline_depth;
-  knobs.staleness = plan.max_staleness;
-  knobs.prefetch = plan.prefetch;
-  return knobs;
-}
-
-Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const PlanKnobs &knobs,
-                         const PlacerOptions &placer) {
-  const ResourceGraph &graph = cost.graph();
+Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const PlanKnobs& knobs,
+                         const PlacerOptions& placer) {
+  const ResourceGraph& graph = cost.graph();
   EMBER_ASSIGN_OR_RETURN(const Placement placement, Place(program, cost, knobs.batch, placer));
   const bool split_given =
       std::any_of(knobs.split.begin(), knobs.split.end(), [](int t) { return t > 0; });
@@ -114,11 +103,11 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   setup.replicas = static_cast<int>(placement.replicas.size());
   setup.replicas_per_host = std::max<int>(1, setup.replicas / graph.hosts.size());
   setup.sparse_hosts = placement.sparse_hosts;
-  const Ring &ring = cost.RingOf(placement.replicas);
+  const Ring& ring = cost.RingOf(placement.replicas);
   setup.ring_gbps = ring.gbps;
   setup.ring_latency_us = ring.latency_us;
   if (graph.hosts.size() > 1) {
-    const Link *net = graph.LinkBetween(graph.DevicesOf(DeviceKind::kCpu, 0)[0],
+    const Link* net = graph.LinkBetween(graph.DevicesOf(DeviceKind::kCpu, 0)[0],
                                         graph.DevicesOf(DeviceKind::kCpu, 1)[0]);
     if (net) setup.network_gbps = net->gbps, setup.network_latency_us = net->latency_us;
   }
@@ -180,8 +169,8 @@ Result<Plan> PredictPlan(const Program &program, const CostModel &cost, const Pl
   return plan;
 }
 
-Result<Plan> MakePlan(const Program &program, const CostModel &cost, const PlannerOptions &options,
-                      PlanKnobs start, int *evaluations) {
+Result<Plan> MakePlan(const Program& program, const CostModel& cost, const PlannerOptions& options,
+                      PlanKnobs start, int* evaluations) {
   // No more threads than the host has (the trainer refuses more).
   const int cores = cost.graph().devices[cost.graph().DevicesOf(DeviceKind::kCpu, 0)[0]].cores;
   std::vector<int> threads;
@@ -201,16 +190,16 @@ Result<Plan> MakePlan(const Program &program, const CostModel &cost, const Plann
   corner.depth = *std::max_element(options.depths.begin(), options.depths.end());
   corner.staleness = options.max_staleness;
   Plan overall;
-  for (const PlanKnobs &from : {start, corner}) {
+  for (const PlanKnobs& from : {start, corner}) {
     PlanKnobs best = from;
     EMBER_ASSIGN_OR_RETURN(Plan best_plan, PredictPlan(program, cost, best, options.placer));
     ++count;
     // One knob: try its values, keep the best (within 1% of the best, the
     // first value of the list: fewer threads, smaller depth, less staleness).
-    auto descend = [&](const std::vector<PlanKnobs> &candidates) -> Status {
+    auto descend = [&](const std::vector<PlanKnobs>& candidates) -> Status {
       std::vector<Plan> plans;
       double top = best_plan.predicted_samples_per_sec;
-      for (const PlanKnobs &knobs : candidates) {
+      for (const PlanKnobs& knobs : candidates) {
         Result<Plan> plan = PredictPlan(program, cost, knobs, options.placer);
         ++count;
         if (!plan.ok()) {

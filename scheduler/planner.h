@@ -72,7 +72,4 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
 Result<Plan> MakePlan(const Program& program, const CostModel& cost, const PlannerOptions& options,
                       PlanKnobs start, int* evaluations = nullptr);
 
-// The knobs a plan was made with.
-PlanKnobs KnobsOf(const Plan& plan);
-
 }  // namespace ember::scheduler

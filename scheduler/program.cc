@@ -88,14 +88,7 @@ double ExpectedDistinct(int64_t vocabulary, double exponent, double draws) {
 }
 
 double Program::UniqueIdsPerBatch(int64_t batch) const {
-  const double ids = sparse.ids_per_example * batch;
-  if (sparse.slot_vocabulary.empty()) return ids;
-  const double per_slot = ids / sparse.slot_vocabulary.size();
-  double unique = 0.0;
-  for (int64_t v : sparse.slot_vocabulary) {
-    unique += ExpectedDistinct(v, sparse.zipf_exponent, per_slot);
-  }
-  return unique;
+  return DistinctIds(static_cast<double>(batch));
 }
 
 double Program::LateFraction(int64_t batch, int in_flight, int staleness) const {
@@ -124,14 +117,18 @@ double Program::LateFraction(int64_t batch, int in_flight, int staleness) const 
 }
 
 double Program::TableRows() const {
-  const double ids = sparse.ids_per_example * static_cast<double>(sparse.training_examples);
+  return DistinctIds(static_cast<double>(sparse.training_examples));
+}
+
+double Program::DistinctIds(double examples) const {
+  const double ids = sparse.ids_per_example * examples;
   if (sparse.slot_vocabulary.empty()) return ids;
   const double per_slot = ids / sparse.slot_vocabulary.size();
-  double rows = 0.0;
+  double distinct = 0.0;
   for (int64_t v : sparse.slot_vocabulary) {
-    rows += ExpectedDistinct(v, sparse.zipf_exponent, per_slot);
+    distinct += ExpectedDistinct(v, sparse.zipf_exponent, per_slot);
   }
-  return rows;
+  return distinct;
 }
 
 double Program::HitRate(double rows) const {

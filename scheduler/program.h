@@ -93,6 +93,9 @@ struct Program {
   int OpsIn(Stage stage) const;
   // The dense parameters and their optimizer state, bytes.
   double DenseStateBytes() const;
+  // Expected distinct ids in `examples` examples (unknown vocabularies:
+  // every id distinct).
+  double DistinctIds(double examples) const;
 };
 
 // Expected distinct values among `draws` draws from a Zipf(`exponent`)
