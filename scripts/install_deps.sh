@@ -2,7 +2,9 @@
 # Installs Ember's build and test dependencies from Debian packages.
 # Idempotent: packages already present are left alone; safe to run again.
 # Usage: scripts/install_deps.sh [--with-bench-baseline]
-#   --with-bench-baseline  also installs python3-torch for the PyTorch baseline.
+#   --with-bench-baseline  also installs the PyTorch baseline of tools/bench/run.sh:
+#                          python3-torch, python3-numpy and the OpenMP build of
+#                          OpenBLAS (the pthread build fights torch's OpenMP threads).
 set -euo pipefail
 
 packages=(
