@@ -12,6 +12,7 @@
 # ../shared/data beside the checkout).
 # --quick: a smoke run of a few minutes (fewer rows, one repeat, one seed).
 set -euo pipefail
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the checkout
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 build_dir=${BUILD_DIR:-build-bench-suite}
