@@ -1,7 +1,12 @@
 #include "core/threads.h"
 
 #include <omp.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cstdlib>
 #include <thread>
@@ -43,6 +48,19 @@ int HardwareThreads() {
 }
 
 void SetOpenMpThreads(int threads) { omp_set_num_threads(threads > 0 ? threads : 1); }
+
+int ThisThreadsNiceValue() {
+  const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, tid);
+  return nice == -1 && errno != 0 ? 0 : nice;
+}
+
+void LowerThisThreadsPriority(int increment) {
+  if (increment <= 0) return;
+  const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
+  ::setpriority(PRIO_PROCESS, tid, std::min(19, ThisThreadsNiceValue() + increment));
+}
 
 void EnsurePassiveOpenMpWaitPolicy(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;

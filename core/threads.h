@@ -50,4 +50,14 @@ void SetOpenMpThreads(int threads);
 // on with the default policy (slower, not wrong).
 void EnsurePassiveOpenMpWaitPolicy(char** argv);
 
+// Raises the calling thread's nice value by `increment` (on Linux each
+// thread has its own), up to 19; never lowers it. Best effort: nothing
+// happens where the system refuses. For threads that should yield the cores
+// to others when there are not enough for all; they still run at full speed
+// on idle ones.
+void LowerThisThreadsPriority(int increment);
+
+// The calling thread's nice value (0 for a default thread).
+int ThisThreadsNiceValue();
+
 }  // namespace ember

@@ -106,6 +106,8 @@ class Run {
         s < options_.stage_threads.size() ? std::max(0, options_.stage_threads[s]) : 0;
     std::unique_ptr<ThreadArena> arena;
     if (threads > 0) arena = std::make_unique<ThreadArena>(threads);
+    const int nice = s < options_.stage_nice.size() ? options_.stage_nice[s] : 0;
+    if (nice > 0) LowerThisThreadsPriority(nice);
     const bool last = s + 1 == stages_.size();
     while (true) {
       std::pair<int64_t, int> item;

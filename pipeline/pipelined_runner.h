@@ -33,6 +33,13 @@ struct PipelineOptions {
   // in a oneTBB arena of that many threads, with as many OpenMP threads for
   // oneDNN; 0 runs it on its worker thread alone (one thread).
   std::vector<int> stage_threads;
+  // Per stage (in stage order; missing entries mean 0): a nice increment for
+  // the stage's worker thread (Linux thread priorities). On a machine with
+  // fewer cores than busy threads, stages off the critical path given a
+  // positive value yield the cores to the others instead of preempting them
+  // mid-way (an OpenMP team with one thread preempted waits at its next
+  // barrier for it). They still run at full speed on idle cores.
+  std::vector<int> stage_nice;
   // Report a stage that has been on one item for longer than this; 0: no
   // watchdog.
   double watchdog_seconds = 0.0;

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/threads.h"
 #include "pipeline/sequential_runner.h"
 #include "pipeline/staleness.h"
 
@@ -133,6 +134,31 @@ TEST(RunPipelinedTest, StagesOverlapOnDifferentItems) {
       },
       {}, PipelineOptions{}, nullptr);
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// stage_nice lowers the priority of the stages given a positive value, on
+// their own worker threads only: the others and the caller keep theirs.
+TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
+  const int base = ThisThreadsNiceValue();
+  std::atomic<int> nice_a{-100}, nice_b{-100};
+  std::vector<Stage<Item>> stages = {
+      {"a", [&](Item&) { nice_a = ThisThreadsNiceValue(); return Status::OK(); }},
+      {"b", [&](Item&) { nice_b = ThisThreadsNiceValue(); return Status::OK(); }},
+  };
+  std::vector<Item> buffer(2);
+  PipelineOptions options;
+  options.stage_nice = {5, 0};
+  const Status status = RunPipelined<Item>(
+      stages, buffer,
+      [](int64_t i, Item& it) -> Result<bool> {
+        it.index = i;
+        return i < 3;
+      },
+      {}, options, nullptr);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(std::min(19, base + 5), nice_a.load());
+  EXPECT_EQ(base, nice_b.load());
+  EXPECT_EQ(base, ThisThreadsNiceValue());
 }
 
 // A failure in any stage (or in reading) stops the pipeline with that
