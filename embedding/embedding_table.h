@@ -13,9 +13,11 @@ namespace ember::embedding {
 
 using Key = uint64_t;
 
-enum class SparseOptimizer { kSgd, kAdagrad, kAdam, kFtrl };
+// kRowWiseAdagrad: Adagrad with one accumulator per row (the mean of the
+// squared gradient over the row), as FBGEMM's and TorchRec's row-wise Adagrad.
+enum class SparseOptimizer { kSgd, kAdagrad, kAdam, kFtrl, kRowWiseAdagrad };
 
-// Parses "sgd", "adagrad", "adam" or "ftrl".
+// Parses "sgd", "adagrad", "adam", "ftrl" or "rowwise_adagrad".
 Result<SparseOptimizer> ParseSparseOptimizer(const std::string& name);
 const char* SparseOptimizerName(SparseOptimizer optimizer);
 
@@ -25,11 +27,11 @@ struct SparseOptimizerOptions {
   SparseOptimizer type = SparseOptimizer::kAdagrad;
   // Step size; FTRL's alpha. Default: 0.05, which suits Adagrad on CTR data.
   float learning_rate = 0.05f;
-  // Adagrad and FTRL: initial value of the per-element squared-gradient
+  // Adagrad, row-wise Adagrad and FTRL: initial value of the squared-gradient
   // accumulator (FTRL's n). Default: 0.
   float initial_accumulator = 0.0f;
-  // Adagrad and Adam: added to the root of the (bias-corrected) second
-  // moment. Default: 1e-8. Adam requires it > 0.
+  // Adagrad (both forms) and Adam: added to the root of the (bias-corrected)
+  // second moment. Default: 1e-8. Adam requires it > 0.
   float epsilon = 1e-8f;
   // Adam: decay rates of the first and second moment estimates, in [0, 1).
   // Defaults: 0.9 and 0.999 (Kingma & Ba).

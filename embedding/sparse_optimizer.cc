@@ -10,8 +10,9 @@ Result<SparseOptimizer> ParseSparseOptimizer(const std::string& name) {
   if (name == "adagrad") return SparseOptimizer::kAdagrad;
   if (name == "adam") return SparseOptimizer::kAdam;
   if (name == "ftrl") return SparseOptimizer::kFtrl;
+  if (name == "rowwise_adagrad") return SparseOptimizer::kRowWiseAdagrad;
   return Status::InvalidArgument("unknown sparse optimizer \"", name,
-                                 "\"; valid names: sgd, adagrad, adam, ftrl");
+                                 "\"; valid names: sgd, adagrad, adam, ftrl, rowwise_adagrad");
 }
 
 const char* SparseOptimizerName(SparseOptimizer optimizer) {
@@ -24,6 +25,8 @@ const char* SparseOptimizerName(SparseOptimizer optimizer) {
       return "adam";
     case SparseOptimizer::kFtrl:
       return "ftrl";
+    case SparseOptimizer::kRowWiseAdagrad:
+      return "rowwise_adagrad";
   }
   return "unknown";
 }
@@ -42,6 +45,7 @@ Status ValidateSparseOptimizerOptions(const SparseOptimizerOptions& options) {
     case SparseOptimizer::kAdagrad:
     case SparseOptimizer::kAdam:
     case SparseOptimizer::kFtrl:
+    case SparseOptimizer::kRowWiseAdagrad:
       break;
     default:
       return Status::InvalidArgument("optimizer.type: unknown sparse optimizer ",
@@ -91,6 +95,8 @@ int64_t StateFloatsPerRow(SparseOptimizer type, int dim) {
       return int64_t{2} * dim + 1;
     case SparseOptimizer::kFtrl:
       return int64_t{2} * dim;
+    case SparseOptimizer::kRowWiseAdagrad:
+      return 1;
   }
   return 0;
 }
@@ -109,6 +115,9 @@ void InitOptimizerState(const SparseOptimizerOptions& options, int dim, float* s
       for (int e = 0; e < dim; ++e) state[e] = 0.0f;
       for (int e = 0; e < dim; ++e) state[dim + e] = options.initial_accumulator;
       return;
+    case SparseOptimizer::kRowWiseAdagrad:
+      state[0] = options.initial_accumulator;
+      return;
   }
 }
 
@@ -125,6 +134,17 @@ void AdagradUpdate(float learning_rate, float epsilon, int dim, const float* __r
     accumulator[e] = acc;
     weights[e] -= learning_rate * g / (std::sqrt(acc) + epsilon);
   }
+}
+
+void RowWiseAdagradUpdate(float learning_rate, float epsilon, int dim,
+                          const float* __restrict grad, float* __restrict weights,
+                          float* __restrict accumulator) {
+  float sum_squares = 0.0f;
+  for (int e = 0; e < dim; ++e) sum_squares += grad[e] * grad[e];
+  const float acc = accumulator[0] + sum_squares / static_cast<float>(dim);
+  accumulator[0] = acc;
+  const float step = learning_rate / (std::sqrt(acc) + epsilon);
+  for (int e = 0; e < dim; ++e) weights[e] -= step * grad[e];
 }
 
 void AdamUpdate(const SparseOptimizerOptions& options, int dim, const float* __restrict grad,
@@ -190,6 +210,9 @@ void ApplySparseOptimizer(const SparseOptimizerOptions& options, int dim, const 
       return;
     case SparseOptimizer::kFtrl:
       FtrlUpdate(options, dim, grad, weights, state);
+      return;
+    case SparseOptimizer::kRowWiseAdagrad:
+      RowWiseAdagradUpdate(options.learning_rate, options.epsilon, dim, grad, weights, state);
       return;
   }
 }

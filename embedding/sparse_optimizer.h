@@ -12,6 +12,8 @@
 //
 //   SGD:      w -= lr * g                                    (no state)
 //   Adagrad:  acc += g * g;  w -= lr * g / (sqrt(acc) + eps)  (state: acc)
+//   Row-wise Adagrad:  a += sum_e(g_e^2) / dim;  w -= lr * g / (sqrt(a) + eps)
+//                                                  (state: a, one float per row)
 //   Adam:     t += 1 (once per row);  m = b1 m + (1 - b1) g;
 //             v = b2 v + (1 - b2) g^2;
 //             w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
@@ -56,12 +58,12 @@ namespace ember::embedding {
 Status ValidateSparseOptimizerOptions(const SparseOptimizerOptions& options);
 
 // Floats of state per row of `dim` weights: 0 for SGD, dim for Adagrad,
-// 2 * dim + 1 for Adam, 2 * dim for FTRL.
+// 2 * dim + 1 for Adam, 2 * dim for FTRL, 1 for row-wise Adagrad.
 int64_t StateFloatsPerRow(SparseOptimizer type, int dim);
 
 // Writes the state of a new row: nothing for SGD; `initial_accumulator` in
-// each accumulator for Adagrad; m = v = 0 and t = 0 for Adam; z = 0 and
-// n = `initial_accumulator` for FTRL.
+// each accumulator for Adagrad and in the row's one for row-wise Adagrad;
+// m = v = 0 and t = 0 for Adam; z = 0 and n = `initial_accumulator` for FTRL.
 // REQUIRES: state has room for StateFloatsPerRow(options.type, dim) floats.
 void InitOptimizerState(const SparseOptimizerOptions& options, int dim, float* state);
 
@@ -71,6 +73,11 @@ void SgdUpdate(float learning_rate, int dim, const float* grad, float* weights);
 // acc += g * g; w -= lr * g / (sqrt(acc) + eps) over dim elements.
 void AdagradUpdate(float learning_rate, float epsilon, int dim, const float* grad, float* weights,
                    float* accumulator);
+
+// a += mean over the row of g * g (summed in element order); then
+// w -= lr * g / (sqrt(a) + eps) over dim elements. `accumulator` is one float.
+void RowWiseAdagradUpdate(float learning_rate, float epsilon, int dim, const float* grad,
+                          float* weights, float* accumulator);
 
 // One lazy Adam step of a row; `state` is m[dim], v[dim], t.
 void AdamUpdate(const SparseOptimizerOptions& options, int dim, const float* grad, float* weights,

@@ -203,7 +203,8 @@ TEST_P(MemoryTablePushTest, StepsMatchTheFormulaInDouble) {
 
 INSTANTIATE_TEST_SUITE_P(AllOptimizers, MemoryTablePushTest,
                          ::testing::Values(SparseOptimizer::kSgd, SparseOptimizer::kAdagrad,
-                                           SparseOptimizer::kAdam, SparseOptimizer::kFtrl),
+                                           SparseOptimizer::kAdam, SparseOptimizer::kFtrl,
+                                           SparseOptimizer::kRowWiseAdagrad),
                          [](const auto& info) { return SparseOptimizerName(info.param); });
 
 // A few training steps on `keys`: pull, a gradient that depends on the pulled

@@ -13,7 +13,7 @@ namespace ember::embedding {
 // One row's weights and optimizer state, in double.
 struct ReferenceRow {
   std::vector<double> w;
-  std::vector<double> acc;  // Adagrad's acc; FTRL's n
+  std::vector<double> acc;  // Adagrad's acc (row-wise: acc[0]); FTRL's n
   std::vector<double> m;    // Adam
   std::vector<double> v;    // Adam
   std::vector<double> z;    // FTRL
@@ -41,6 +41,13 @@ inline void ReferenceStep(const SparseOptimizerOptions& o, const float* g, Refer
   const double eps = o.epsilon;
   const size_t dim = row.w.size();
   row.t += 1;
+  if (o.type == SparseOptimizer::kRowWiseAdagrad) {
+    double mean_square = 0;
+    for (size_t e = 0; e < dim; ++e) mean_square += double{g[e]} * g[e] / dim;
+    row.acc[0] += mean_square;
+    for (size_t e = 0; e < dim; ++e) row.w[e] -= lr * g[e] / (std::sqrt(row.acc[0]) + eps);
+    return;
+  }
   for (size_t e = 0; e < dim; ++e) {
     const double ge = g[e];
     switch (o.type) {
@@ -69,6 +76,8 @@ inline void ReferenceStep(const SparseOptimizerOptions& o, const float* g, Refer
         row.w[e] = ReferenceFtrlWeight(o, row.z[e], row.acc[e]);
         break;
       }
+      case SparseOptimizer::kRowWiseAdagrad:
+        break;  // whole rows, above
     }
   }
 }

@@ -22,7 +22,8 @@ TEST(SparseOptimizerTest, ParsesEveryKnownNameAndNamesItBack) {
   };
   for (const Case& c :
        {Case{"sgd", SparseOptimizer::kSgd}, Case{"adagrad", SparseOptimizer::kAdagrad},
-        Case{"adam", SparseOptimizer::kAdam}, Case{"ftrl", SparseOptimizer::kFtrl}}) {
+        Case{"adam", SparseOptimizer::kAdam}, Case{"ftrl", SparseOptimizer::kFtrl},
+        Case{"rowwise_adagrad", SparseOptimizer::kRowWiseAdagrad}}) {
     Result<SparseOptimizer> parsed = ParseSparseOptimizer(c.name);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(c.type, *parsed);
@@ -35,7 +36,8 @@ TEST(SparseOptimizerTest, RejectsUnknownNamesListingTheValidOnes) {
     Result<SparseOptimizer> parsed = ParseSparseOptimizer(name);
     ASSERT_FALSE(parsed.ok()) << name;
     EXPECT_EQ(StatusCode::kInvalidArgument, parsed.status().code());
-    EXPECT_THAT(parsed.status().message(), HasSubstr("sgd, adagrad, adam, ftrl"));
+    EXPECT_THAT(parsed.status().message(),
+                HasSubstr("sgd, adagrad, adam, ftrl, rowwise_adagrad"));
   }
 }
 
@@ -44,6 +46,7 @@ TEST(SparseOptimizerTest, StateFloatsPerRowCountEachOptimizersAccumulators) {
   EXPECT_EQ(8, StateFloatsPerRow(SparseOptimizer::kAdagrad, 8));
   EXPECT_EQ(2 * 8 + 1, StateFloatsPerRow(SparseOptimizer::kAdam, 8));  // m, v, t
   EXPECT_EQ(2 * 8, StateFloatsPerRow(SparseOptimizer::kFtrl, 8));      // z, n
+  EXPECT_EQ(1, StateFloatsPerRow(SparseOptimizer::kRowWiseAdagrad, 8));
 }
 
 TEST(SparseOptimizerTest, AdamStateStartsAtZeroMomentsAndZeroSteps) {
@@ -227,6 +230,48 @@ TEST(SparseOptimizerTest, AdagradWithZeroGradientLeavesTheRowUnchanged) {
   ApplySparseOptimizer(options, 2, g.data(), w.data(), acc.data());
   EXPECT_THAT(w, ::testing::ElementsAre(0.5f, -0.25f));
   EXPECT_THAT(acc, ::testing::ElementsAre(0.0f, 0.0f));
+}
+
+TEST(SparseOptimizerTest, RowWiseAdagradStepsMatchTheFormulaInDouble) {
+  SparseOptimizerOptions options;
+  options.type = SparseOptimizer::kRowWiseAdagrad;
+  options.learning_rate = 0.05f;
+  options.initial_accumulator = 0.1f;
+  std::vector<float> w = {0.5f, -0.25f, 0.0f, 0.125f};
+  float acc = -1.0f;
+  InitOptimizerState(options, 4, &acc);
+  EXPECT_EQ(0.1f, acc);
+  std::vector<double> ref_w(w.begin(), w.end());
+  double ref_acc = options.initial_accumulator;
+  for (int step = 0; step < 8; ++step) {
+    const std::vector<float> g = {0.3f * step, -1.0f, 2.0f - step, 1e-3f};
+    ApplySparseOptimizer(options, 4, g.data(), w.data(), &acc);
+    double mean_square = 0;
+    for (int e = 0; e < 4; ++e) mean_square += double{g[e]} * g[e] / 4;
+    ref_acc += mean_square;
+    for (int e = 0; e < 4; ++e) {
+      ref_w[e] -=
+          double{options.learning_rate} * g[e] / (std::sqrt(ref_acc) + double{options.epsilon});
+    }
+  }
+  for (int e = 0; e < 4; ++e) {
+    EXPECT_NEAR(ref_w[e], w[e], 1e-6 * std::max(1.0, std::abs(ref_w[e]))) << e;
+  }
+  EXPECT_NEAR(ref_acc, acc, 1e-6 * std::max(1.0, ref_acc));
+}
+
+TEST(SparseOptimizerTest, RowWiseAdagradScalesTheWholeRowByOneStep) {
+  SparseOptimizerOptions options;
+  options.type = SparseOptimizer::kRowWiseAdagrad;
+  options.learning_rate = 1.0f;
+  options.epsilon = 0.0f;
+  std::vector<float> w = {0.0f, 0.0f};
+  float acc = 0.0f;
+  const std::vector<float> g = {3.0f, 4.0f};  // mean square 12.5
+  ApplySparseOptimizer(options, 2, g.data(), w.data(), &acc);
+  EXPECT_FLOAT_EQ(12.5f, acc);
+  EXPECT_FLOAT_EQ(-3.0f / std::sqrt(12.5f), w[0]);
+  EXPECT_FLOAT_EQ(-4.0f / std::sqrt(12.5f), w[1]);
 }
 
 TEST(SparseOptimizerTest, InvalidHyperParametersNameTheirField) {
