@@ -58,11 +58,14 @@ def run_measured(cmd, env, log_path):
     return p.returncode, peak_kib / 1024.0, time.perf_counter() - start
 
 
+SPARSE_OPTIMIZER = "adagrad"  # --sparse_optimizer
+
+
 def common_flags(model, batch, threads, seed, epochs):
     return ["--model=" + model, "--embedding_dim=%d" % DIM,
             "--bottom_mlp=" + ",".join(map(str, BOTTOM)), "--top_mlp=" + ",".join(map(str, TOP)),
             "--cross_layers=%d" % CROSS, "--batch_size=%d" % batch, "--epochs=%d" % epochs,
-            "--sparse_optimizer=adagrad", "--sparse_lr=0.05", "--dense_lr=0.001",
+            "--sparse_optimizer=" + SPARSE_OPTIMIZER, "--sparse_lr=0.05", "--dense_lr=0.001",
             "--threads=%d" % threads, "--seed=%d" % seed]
 
 
@@ -321,7 +324,11 @@ def main():
     p.add_argument("--quality_batch", type=int, default=256)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--sparse_optimizer", default="adagrad",
+                   help="adagrad, rowwise_adagrad or sgd, for both engines")
     a = p.parse_args()
+    global SPARSE_OPTIMIZER
+    SPARSE_OPTIMIZER = a.sparse_optimizer
     a.threads = [int(t) for t in a.threads.split(",")]
     a.speed_models = [m for m in a.speed_models.split(",") if m]
     a.datasets = [d for d in a.datasets.split(",") if d]
@@ -352,9 +359,10 @@ def main():
     meta = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "cpu": "%d x %s" % (len(cpu), cpu[0] if cpu else "?"), "load_start": load_start,
             "load_end": "%.2f %.2f %.2f" % os.getloadavg(),
-            "config": "speed: %d generated examples (80%% trained), batch %d, warm-up %d steps "
-                      "untimed in PyTorch; quality: batch %d, %d epoch(s), 2 threads" %
-                      (a.gen_rows, a.batch, a.warmup_steps, a.quality_batch, a.epochs),
+            "config": "embeddings: %s; speed: %d generated examples (80%% trained), batch %d, "
+                      "warm-up %d steps untimed in PyTorch; quality: batch %d, %d epoch(s), "
+                      "2 threads" % (a.sparse_optimizer, a.gen_rows, a.batch, a.warmup_steps,
+                                     a.quality_batch, a.epochs),
             "seconds": time.time() - start}
     for lim in limits["threads"].values():
         lim.pop("_gemm", None)

@@ -17,8 +17,9 @@ engine/model_zoo.cc, layer for layer:
 He-uniform weights (bound sqrt(6 / fan_in); cross layers fan_in + fan_out),
 zero biases, FM scale 0, embeddings uniform in +-1/sqrt(dim). Sigmoid
 cross-entropy averaged over the batch. Same optimizers: Adagrad (eps 1e-8 on
-the root, accumulator from 0; Ember's form) or SGD on the embeddings with
-sparse gradients, Adam on the dense weights.
+the root, accumulator from 0; Ember's form), row-wise Adagrad (one
+accumulator per row, as Ember's rowwise_adagrad) or SGD on the embeddings
+with sparse gradients, Adam on the dense weights.
 
 The baseline gets its best settings: all slots in one fused embedding table
 (one lookup, one sparse gradient and one optimizer step per batch instead of
@@ -148,6 +149,30 @@ class Ctr(torch.nn.Module):
         return self.deep(x).squeeze(1)
 
 
+class RowWiseAdagrad(torch.optim.Optimizer):
+    """Row-wise Adagrad on sparse gradients, Ember's rowwise_adagrad (and
+    FBGEMM's): per row a += mean(g^2); w -= lr * g / (sqrt(a) + eps)."""
+
+    def __init__(self, params, lr, eps=1e-8):
+        super().__init__(params, dict(lr=lr, eps=eps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["sum"] = torch.zeros(p.shape[0])
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.coalesce()
+                rows, values = g.indices()[0], g.values()
+                acc = self.state[p]["sum"]
+                acc.index_add_(0, rows, values.pow(2).mean(dim=1))
+                scale = group["lr"] / (acc[rows].sqrt() + group["eps"])
+                p.index_add_(0, rows, values * -scale.unsqueeze(1))
+
+
 def auc(scores, labels):
     """Mann-Whitney AUC with tied scores sharing their mean rank."""
     order = np.argsort(scores, kind="mergesort")
@@ -192,10 +217,12 @@ def train(a, arrays):
     model = Ctr(a.model, dense.shape[1], num_slots, int(arrays["table_rows"]), has_bag, a)
     if a.sparse_optimizer == "adagrad":
         sparse = torch.optim.Adagrad(model.emb.parameters(), lr=a.sparse_lr, eps=1e-8)
+    elif a.sparse_optimizer == "rowwise_adagrad":
+        sparse = RowWiseAdagrad(model.emb.parameters(), lr=a.sparse_lr, eps=1e-8)
     elif a.sparse_optimizer == "sgd":
         sparse = torch.optim.SGD(model.emb.parameters(), lr=a.sparse_lr)
     else:
-        raise ValueError("--sparse_optimizer must be adagrad or sgd")
+        raise ValueError("--sparse_optimizer must be adagrad, rowwise_adagrad or sgd")
     adam = torch.optim.Adam(model.dense_parameters(), lr=a.dense_lr, foreach=True)
     generator = torch.Generator().manual_seed(a.seed)
     timed_seconds, timed_examples, steps = 0.0, 0, 0
