@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_data  # noqa: E402
 import machine_limits  # noqa: E402
