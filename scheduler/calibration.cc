@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -27,6 +29,10 @@ namespace ember::scheduler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The version of the cache file; a cache of another version is measured
+// again (2: unique_ns_per_key no longer includes the sort, measured apart).
+constexpr int kCalibrationVersion = 2;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -163,17 +169,33 @@ double MeasureReadNsPerId() {
   return seconds / (kBatch * kSlots) * 1e9;
 }
 
-double MeasureUniqueNsPerKey() {
+// Hashing a batch's ids into distinct ones, per id; and sorting the
+// distinct keys as the pipelined trainer does for its staleness gate (an
+// index sort, then a gather), per key and log2 of their number.
+struct UniqueRates {
+  double unique_ns_per_key = 0.0;
+  double sort_ns_per_key_log2 = 0.0;
+};
+
+UniqueRates MeasureUniqueRates() {
   std::mt19937_64 rng(3);
   const std::vector<embedding::Key> keys = BatchKeys(rng, 100000, 256 * 26);
-  std::vector<embedding::Key> unique;
-  std::vector<int64_t> index;
-  const double seconds = MedianSeconds(9, [&] {
-    embedding::UniqueKeys(keys, &unique, &index);
-    std::vector<embedding::Key> sorted = unique;
-    std::sort(sorted.begin(), sorted.end());
+  std::vector<embedding::Key> unique, sorted;
+  std::vector<int64_t> index, order;
+  UniqueRates rates;
+  rates.unique_ns_per_key =
+      MedianSeconds(9, [&] { embedding::UniqueKeys(keys, &unique, &index); }) / keys.size() * 1e9;
+  const double sort_seconds = MedianSeconds(9, [&] {
+    order.resize(unique.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return unique[a] < unique[b]; });
+    sorted.resize(unique.size());
+    for (size_t i = 0; i < order.size(); ++i) sorted[i] = unique[order[i]];
   });
-  return seconds / keys.size() * 1e9;
+  const double n = std::max<double>(2, unique.size());
+  rates.sort_ns_per_key_log2 = sort_seconds / (n * std::log2(n)) * 1e9;
+  return rates;
 }
 
 std::string CacheDir(const CalibrationOptions& options) {
@@ -200,7 +222,9 @@ DeviceRates MeasureCpuRates(int threads) {
   r.gemm_gflops = threads > 1 ? MeasureGemmGflops(threads) : r.gemm_gflops_per_core;
   r.memory_gbps = MeasureMemoryGbps();
   r.read_ns_per_id = MeasureReadNsPerId();
-  r.unique_ns_per_key = MeasureUniqueNsPerKey();
+  const UniqueRates unique = MeasureUniqueRates();
+  r.unique_ns_per_key = unique.unique_ns_per_key;
+  r.sort_ns_per_key_log2 = unique.sort_ns_per_key_log2;
   const TableRates narrow = MeasureTable(16, static_cast<int64_t>(kSmallTableRows));
   const TableRates wide = MeasureTable(64, static_cast<int64_t>(kSmallTableRows));
   const TableRates large = MeasureTable(16, static_cast<int64_t>(kLargeTableRows));
@@ -320,7 +344,7 @@ std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOp
 
 std::string CalibrationToJson(const ResourceGraph& graph) {
   JsonObject root;
-  root.Add("host", graph.host_name()).Add("version", 1);
+  root.Add("host", graph.host_name()).Add("version", kCalibrationVersion);
   for (int d : graph.hosts.empty() ? std::vector<int>{} : graph.hosts[0].devices) {
     root.Add(graph.devices[d].id, RatesJson(graph.devices[d].rates));
   }
@@ -336,6 +360,12 @@ Status CalibrationFromJson(const std::string& text, const std::string& path, Res
   EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
   if (root.type != JsonValue::Type::kObject)
     return Status::InvalidArgument(path, ": expected an object");
+  const JsonValue* version = root.Find("version");
+  if (!version || version->type != JsonValue::Type::kNumber ||
+      std::atoi(version->text.c_str()) != kCalibrationVersion) {
+    return Status::FailedPrecondition(path, ": calibration of another version (expected ",
+                                      kCalibrationVersion, ")");
+  }
   for (int d : graph->hosts.empty() ? std::vector<int>{} : graph->hosts[0].devices) {
     DeviceNode& node = graph->devices[d];
     if (const JsonValue* rates = root.Find(node.id)) {
@@ -355,6 +385,12 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
   if (!options.force && FileExists(path)) {
     EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
     Status read = CalibrationFromJson(text, path, graph);
+    if (read.code() == StatusCode::kFailedPrecondition) {
+      LOG(INFO) << read.message() << "; measuring again";
+      CalibrationOptions again = options;
+      again.force = true;
+      return Calibrate(graph, again, from_cache);
+    }
     if (!read.ok()) {
       return Status::IOError(read.message(), " (calibration cache; recalibrate to replace it)");
     }

@@ -37,7 +37,8 @@ std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOp
 // Fills the rates of the first host's CPU sockets, disk and PCIe links in
 // `graph`, from the cache or by measuring. `*from_cache` tells which.
 // IOError when the cache exists but cannot be read or parsed (with its path;
-// use force to overwrite); a cache that cannot be written is only logged.
+// use force to overwrite); a cache of another version is measured again; a
+// cache that cannot be written is only logged.
 Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* from_cache);
 
 // Measures the CPU rates of this host (exposed for tests and benches).
@@ -55,6 +56,8 @@ Result<double> MeasurePinnedCopyGbps(int device);
 
 // Serialises the calibrated rates of `graph`'s first host (and reads them
 // back into a graph of the same shape): the format of the cache file.
+// Reading: InvalidArgument when malformed, FailedPrecondition when written
+// by another version of the calibration (Calibrate then measures again).
 std::string CalibrationToJson(const ResourceGraph& graph);
 Status CalibrationFromJson(const std::string& text, const std::string& path, ResourceGraph* graph);
 

@@ -17,6 +17,7 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"memory_gbps", &DeviceRates::memory_gbps},
       {"read_ns_per_id", &DeviceRates::read_ns_per_id},
       {"unique_ns_per_key", &DeviceRates::unique_ns_per_key},
+      {"sort_ns_per_key_log2", &DeviceRates::sort_ns_per_key_log2},
       {"pull_ns_per_row", &DeviceRates::pull_ns_per_row},
       {"pull_ns_per_float", &DeviceRates::pull_ns_per_float},
       {"push_ns_per_row", &DeviceRates::push_ns_per_row},

@@ -23,6 +23,7 @@ DeviceRates DefaultCpuRates() {
   r.memory_gbps = 10.0;
   r.read_ns_per_id = 40.0;
   r.unique_ns_per_key = 40.0;
+  r.sort_ns_per_key_log2 = 2.0;
   r.pull_ns_per_row = 100.0;
   r.pull_ns_per_float = 2.0;
   r.push_ns_per_row = 150.0;
@@ -68,6 +69,7 @@ DeviceRates CostModel::RatesOf(int device) const {
   r.memory_gbps = Or(r.memory_gbps, d.memory_gbps);
   r.read_ns_per_id = Or(r.read_ns_per_id, d.read_ns_per_id);
   r.unique_ns_per_key = Or(r.unique_ns_per_key, d.unique_ns_per_key);
+  r.sort_ns_per_key_log2 = Or(r.sort_ns_per_key_log2, d.sort_ns_per_key_log2);
   r.pull_ns_per_row = Or(r.pull_ns_per_row, d.pull_ns_per_row);
   r.pull_ns_per_float = Or(r.pull_ns_per_float, d.pull_ns_per_float);
   r.push_ns_per_row = Or(r.push_ns_per_row, d.push_ns_per_row);
@@ -133,9 +135,12 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   const ops::OpCost read = program.StageCost(Stage::kRead, false);
   seconds[0] = std::max(ids * cpu.read_ns_per_id * 1e-9, 2.0 * read.bytes * b / (gbps * 1e9)) +
                options_.cpu_call_overhead_us * 1e-6;
-  // unique: hash every id, sort the distinct ones (for the staleness gate).
-  seconds[1] = ids * cpu.unique_ns_per_key * 1e-9 +
-               u * std::log2(std::max(2.0, u)) * 2e-9 / speedup(setup.threads[1]);
+  // unique: hash every id; pipelined, also sort the distinct ones for the
+  // staleness gate (one thread: std::sort), which sequential runs skip.
+  seconds[1] = ids * cpu.unique_ns_per_key * 1e-9;
+  if (setup.pipelined) {
+    seconds[1] += u * std::log2(std::max(2.0, u)) * cpu.sort_ns_per_key_log2 * 1e-9;
+  }
   // pull and push: per distinct id, at the calibrated per-row cost (dim 16)
   // and per extra float; rows created during the run cost a push each.
   const double extra = dim - 16.0;
@@ -164,7 +169,7 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   // the disk tier's calibrated cost per miss. With prefetch the reads start
   // in the background when the batch's ids are known (a stage of their own,
   // on the prefetcher's threads); the pull still pays for the rest.
-  double disk_seconds = 0.0;
+  double disk_seconds = 0.0, disk_cores = 0.0, pull_wait_seconds = 0.0;
   if (setup.memory_budget_bytes > 0) {
     const double held = setup.memory_budget_bytes / RowBytes(program, setup.cpu);
     cost.hit_rate = program.HitRate(held);
@@ -174,13 +179,23 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       const DeviceRates& r = graph_->devices[d].rates;
       tier.tier_pull_us_per_miss = Or(r.tier_pull_us_per_miss, tier.tier_pull_us_per_miss);
       tier.tier_push_us_per_miss = Or(r.tier_push_us_per_miss, tier.tier_push_us_per_miss);
+      tier.random_reads_per_sec = Or(r.random_reads_per_sec, tier.random_reads_per_sec);
     }
-    const double pull_miss = cost.disk_rows * tier.tier_pull_us_per_miss * 1e-6;
+    // A miss reads a block from the device (its random-read time, waiting
+    // on no core) and decodes, inserts and evicts (CPU); the calibrated cost
+    // per miss includes both, so it is at least the read.
+    const double read_us = tier.random_reads_per_sec > 0 ? 1e6 / tier.random_reads_per_sec : 0.0;
+    const double miss_us = std::max(tier.tier_pull_us_per_miss, read_us);
+    const double pull_miss = cost.disk_rows * miss_us * 1e-6;
     seconds[4] += cost.disk_rows * tier.tier_push_us_per_miss * 1e-6 / speedup(setup.threads[4]);
     if (setup.prefetch) {
       disk_seconds = pull_miss / speedup(options_.prefetch_threads);
+      // The prefetcher's threads keep cores busy only while not waiting on
+      // the device.
+      disk_cores = options_.prefetch_threads * (miss_us - read_us) / miss_us;
     } else {
       seconds[2] += pull_miss / speedup(setup.threads[2]);
+      pull_wait_seconds = cost.disk_rows * read_us * 1e-6 / speedup(setup.threads[2]);
     }
   }
 
@@ -206,6 +221,11 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     trainer[s] = SimStage{StageName(static_cast<Stage>(s)), seconds[s] * scale, 1.0, -1, 1};
     trainer[s].cores = std::min<double>(cores, s == 3 ? dense_threads : setup.threads[s]);
   }
+  // The dense stage's oneDNN ops run as an OpenMP team: on cores shared
+  // with the sparse stages it goes at the pace of its slowest thread.
+  trainer[3].team = !gpu;
+  // A pull that reads the disk tier itself waits on the device part of it.
+  if (seconds[2] > 0) trainer[2].cores *= 1.0 - pull_wait_seconds / seconds[2];
   // Host <-> device copies of the pooled vectors, their gradients, the dense
   // features and labels (pinned buffers over PCIe), on the replica's own
   // link.
@@ -244,7 +264,7 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   cost.stage_index[0] = add(trainer[0]);
   cost.stage_index[1] = add(trainer[1]);
   if (disk_seconds > 0 && setup.prefetch) {
-    add({"disk", disk_seconds, static_cast<double>(options_.prefetch_threads), -1, 1});
+    add({"disk", disk_seconds, disk_cores, -1, 1});
   }
   if (setup.early_pulls) {
     const double late =

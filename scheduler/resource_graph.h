@@ -41,6 +41,10 @@ struct DeviceRates {
   // ones, reading a row (pull) and updating one (push, with the optimizer);
   // nanoseconds at dim 16 plus nanoseconds per extra float of the row.
   double unique_ns_per_key = 0.0;
+  // Sorting a batch's distinct keys (pipelined training only: the
+  // staleness gate merges sorted key lists), per key and per log2 of their
+  // number (n log2 n), nanoseconds on one core.
+  double sort_ns_per_key_log2 = 0.0;
   double pull_ns_per_row = 0.0;
   double pull_ns_per_float = 0.0;
   double push_ns_per_row = 0.0;

@@ -17,6 +17,50 @@ struct StageState {
   double started = 0.0;
 };
 
+// The speed (work per second, 1 alone) of every busy stage: each pool's
+// busy stages share its capacity in proportion to demand, except a team's
+// (SimStage::team).
+std::vector<double> Rates(const std::vector<SimStage>& stages, const std::vector<StageState>& state,
+                          const SimOptions& options, int pools) {
+  const int n = static_cast<int>(stages.size());
+  std::vector<double> demand(pools, 0.0);
+  std::vector<int> team(pools, -1);
+  for (int s = 0; s < n; ++s) {
+    if (!state[s].busy) continue;
+    demand[stages[s].pool] += stages[s].cores;
+    if (stages[s].team) {
+      CHECK_EQ(team[stages[s].pool], -1) << "at most one team stage per pool";
+      team[stages[s].pool] = s;
+    }
+  }
+  std::vector<double> pool_rate(pools, 1.0), team_rate(pools, 1.0);
+  for (int p = 0; p < pools; ++p) {
+    const double capacity = p == 0 ? options.cores
+                            : p - 1 < static_cast<int>(options.pool_capacity.size())
+                                ? options.pool_capacity[p - 1]
+                                : 0.0;
+    if (capacity <= 0 || demand[p] <= capacity) continue;
+    const double t = team[p] >= 0 ? stages[team[p]].cores : 0.0;
+    if (t <= 0 || t > capacity || demand[p] - t <= 0) {
+      pool_rate[p] = team_rate[p] = capacity / demand[p];
+      continue;
+    }
+    const double others = demand[p] - t;
+    const double free = capacity - t;
+    const double over = others - free;  // > 0: demand exceeds the capacity.
+    const double k = std::max(1.0, over / t);
+    team_rate[p] = 1.0 / (1.0 + std::min(over, k));
+    pool_rate[p] = (free + over / (1.0 + k)) / others;
+  }
+  std::vector<double> rate(n, 1.0);
+  for (int s = 0; s < n; ++s) {
+    // A stage that uses none of the pool (a copy on the link) is not slowed.
+    if (stages[s].cores <= 0) continue;
+    rate[s] = s == team[stages[s].pool] ? team_rate[stages[s].pool] : pool_rate[stages[s].pool];
+  }
+  return rate;
+}
+
 }  // namespace
 
 SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions& options) {
@@ -60,19 +104,10 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
       }
     }
     if (done(n - 1, items - 1)) break;
-    // Each pool's busy stages share its capacity in proportion to demand.
-    std::vector<double> demand(pools, 0.0), rate(pools, 1.0);
-    for (int s = 0; s < n; ++s) demand[stages[s].pool] += state[s].busy ? stages[s].cores : 0.0;
-    for (int p = 0; p < pools; ++p) {
-      const double capacity = p == 0 ? options.cores
-                              : p - 1 < static_cast<int>(options.pool_capacity.size())
-                                  ? options.pool_capacity[p - 1]
-                                  : 0.0;
-      if (capacity > 0 && demand[p] > capacity) rate[p] = capacity / demand[p];
-    }
+    const std::vector<double> rate = Rates(stages, state, options, pools);
     double dt = std::numeric_limits<double>::infinity();
     for (int s = 0; s < n; ++s) {
-      if (state[s].busy) dt = std::min(dt, state[s].remaining / rate[stages[s].pool]);
+      if (state[s].busy) dt = std::min(dt, state[s].remaining / rate[s]);
     }
     CHECK(dt != std::numeric_limits<double>::infinity())
         << "the simulated pipeline must always have a busy stage until it is done";
@@ -80,7 +115,7 @@ SimResult SimulatePipeline(const std::vector<SimStage>& stages, const SimOptions
     for (int s = 0; s < n; ++s) {
       StageState& st = state[s];
       if (!st.busy) continue;
-      st.remaining -= dt * rate[stages[s].pool];
+      st.remaining -= dt * rate[s];
       if (st.remaining > 1e-12 * std::max(1.0, stages[s].seconds)) continue;
       result.busy_seconds[s] += now - st.started;
       complete(s);

@@ -8,6 +8,8 @@
 // stage occupies `cores` of them, and when the busy stages ask for more than
 // the host has, all of them slow down in proportion (processor sharing);
 // other shared resources (a network link) are pools of their own.
+// A stage whose threads work in lock step (an OpenMP team, as oneDNN's dense
+// ops) is slowed differently: see SimStage::team.
 // A stage may also have to wait, before it starts item i, for another stage
 // to have completed item i - lag (the pull waiting for the push of the
 // batches whose rows it reads: bounded staleness); waiting uses no core.
@@ -31,6 +33,19 @@ struct SimStage {
   // The resource it shares with the other stages of its pool: 0 is the
   // host's CPU cores; others are e.g. a network link both all-to-alls use.
   int pool = 0;
+  // Its threads work in lock step (an OpenMP team): each parallel step ends
+  // when its slowest thread does. When the busy stages of its pool ask for
+  // more cores than there are, the other stages' threads first take the
+  // cores the team leaves free; each remaining one shares a core with one
+  // of the team's threads (time slices in equal parts). The team then goes
+  // at the pace of a thread on a shared core, not at its average: with
+  // `over` other threads on its `t` cores, k = max(1, over / t) of them per
+  // shared core, it runs at 1 / (1 + min(over, k)) and the others get the
+  // free cores plus over / (1 + k) cores (a fraction of a thread, over < 1,
+  // is a thread busy that part of the time). So a team spanning every core
+  // loses the whole CPU time of what runs beside it, not that time / cores
+  // as processor sharing would have it. At most one team per pool.
+  bool team = false;
 };
 
 struct SimOptions {

@@ -100,5 +100,68 @@ TEST(CostModelTest, RefinedScalesMultiplyThePredictedStageTimes) {
                    cost.Estimate(program, setup).stages[dense].seconds);
 }
 
+// The trainer sorts a batch's distinct keys for the staleness gate only
+// when it pipelines: n log2 n at the calibrated cost, on top of hashing.
+TEST(CostModelTest, OnlyPipelinedRunsPayForSortingTheUniqueKeys) {
+  ResourceGraph graph = OneHost(2, 10.0, 20.0, 10.0);
+  graph.devices[0].rates.unique_ns_per_key = 30.0;
+  graph.devices[0].rates.sort_ns_per_key_log2 = 5.0;
+  const Program program = test::MlpProgram(64);
+  const CostModel cost(&graph);
+  StepSetup setup;
+  setup.pipelined = false;
+  const StepCost sequential = cost.Estimate(program, setup);
+  const double ids = program.sparse.ids_per_example * setup.batch;
+  EXPECT_DOUBLE_EQ(ids * 30e-9, sequential.stages[sequential.stage_index[1]].seconds);
+  setup.pipelined = true;
+  const StepCost pipelined = cost.Estimate(program, setup);
+  const double u = pipelined.unique_ids;
+  EXPECT_DOUBLE_EQ(ids * 30e-9 + u * std::log2(u) * 5e-9,
+                   pipelined.stages[pipelined.stage_index[1]].seconds);
+}
+
+TEST(CostModelTest, TheDenseStageIsATeamOnACpuNotOnAGpu) {
+  const Program program = test::MlpProgram(64);
+  const ResourceGraph graph = test::Host(4, int64_t{64} << 30, /*gpus=*/1, int64_t{16} << 30);
+  const CostModel cost(&graph);
+  StepSetup setup;
+  const StepCost on_cpu = cost.Estimate(program, setup);
+  EXPECT_TRUE(on_cpu.stages[on_cpu.stage_index[3]].team);
+  EXPECT_FALSE(on_cpu.stages[on_cpu.stage_index[2]].team);
+  setup.dense_device = graph.DevicesOf(DeviceKind::kGpu)[0];
+  const StepCost on_gpu = cost.Estimate(program, setup);
+  EXPECT_FALSE(on_gpu.stages[on_gpu.stage_index[3]].team);
+}
+
+// A miss of the memory tier costs at least the disk's random read; the
+// prefetcher's threads keep cores busy only for the rest of it.
+TEST(CostModelTest, TheDiskStageUsesCoresOnlyWhileNotWaitingOnTheDevice) {
+  const Program program = test::MlpProgram(64, 1000000, 10000000);
+  ResourceGraph graph = test::Host(4, int64_t{64} << 30);
+  const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
+  graph.devices[disk].rates.tier_pull_us_per_miss = 20.0;
+  CostModelOptions options;
+  options.prefetch_threads = 2;
+  StepSetup setup;
+  setup.memory_budget_bytes = 1 << 20;
+  auto disk_stage = [&](double reads_per_sec) {
+    graph.devices[disk].rates.random_reads_per_sec = reads_per_sec;
+    const StepCost step = CostModel(&graph, options).Estimate(program, setup);
+    for (const SimStage& s : step.stages) {
+      if (s.name == "disk") return std::make_pair(s, step.disk_rows);
+    }
+    return std::make_pair(SimStage{}, 0.0);
+  };
+  // 10 us per read: half of the 20 us per miss waits on the device.
+  auto [fast, rows] = disk_stage(100000);
+  ASSERT_GT(rows, 0);
+  EXPECT_DOUBLE_EQ(rows * 20e-6 / std::pow(2, 0.8), fast.seconds);
+  EXPECT_DOUBLE_EQ(2 * 0.5, fast.cores);
+  // 100 us per read: the miss is the read, the threads wait on the device.
+  auto [slow, slow_rows] = disk_stage(10000);
+  EXPECT_DOUBLE_EQ(slow_rows * 100e-6 / std::pow(2, 0.8), slow.seconds);
+  EXPECT_DOUBLE_EQ(0.0, slow.cores);
+}
+
 }  // namespace
 }  // namespace ember::scheduler

@@ -86,17 +86,60 @@ TEST(MakePlanTest, CoordinateDescentComesNearTheGridBest) {
   ExpectNearTheGridBest(test::MlpProgram(32, 1000000, 1000000), test::Host(4, 64 * kGiB), options);
 }
 
-TEST(MakePlanTest, MoreCoresGetMoreThreadsAndAPipeline) {
+// All on the CPU, the dense stage's team spans every core: whatever runs
+// beside it costs it that CPU time, so overlap cannot pay, while sequential
+// stages use every thread.
+TEST(MakePlanTest, MoreCoresGetMoreThreadsAndNoPipelineWhenAllIsOnTheCpu) {
   const Program program = test::MlpProgram(1024);
   PlannerOptions options;
   options.threads = {1, 2, 4, 8};
-  const ResourceGraph graph = test::Host(8, 64 * kGiB);
+  for (int cores : {2, 8}) {
+    const ResourceGraph graph = test::Host(cores, 64 * kGiB);
+    const CostModel cost(&graph);
+    Result<Plan> plan = MakePlan(program, cost, options, PlanKnobs{});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(cores, plan->threads);
+    EXPECT_FALSE(plan->pipeline) << cores << " cores";
+  }
+}
+
+// The dense stage on a GPU leaves the cores to the sparse stages: overlap
+// hides them.
+TEST(MakePlanTest, ADenseStageOnAGpuIsPipelined) {
+  const Program program = test::MlpProgram(1024);
+  const ResourceGraph graph = test::Host(8, 64 * kGiB, /*gpus=*/1, 16 * kGiB);
   const CostModel cost(&graph);
-  Result<Plan> plan = MakePlan(program, cost, options, PlanKnobs{});
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(8, plan->threads);
+  Result<Plan> plan = MakePlan(program, cost, PlannerOptions{}, PlanKnobs{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->dense_device.is_cuda());
   EXPECT_TRUE(plan->pipeline);
   EXPECT_EQ(0, plan->max_staleness);  // The user allowed none.
+}
+
+// A slow disk tier (5000 random reads/s: 200 us a miss, waiting on the
+// device, not on a core) on 16 cores: prefetching in a pipeline hides the
+// reads behind a large dense stage; sequential training waits for them.
+TEST(MakePlanTest, ASlowDiskTierOnManyCoresIsPipelined) {
+  const Program program = test::MlpProgram(16384, 1000000, 10000000);
+  ResourceGraph graph = test::Host(16, 64 * kGiB);
+  const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
+  graph.devices[disk].rates.tier_pull_us_per_miss = 20.0;
+  graph.devices[disk].rates.random_reads_per_sec = 5000;
+  PlannerOptions options;
+  options.threads = {16};
+  options.placer.memory_limit_bytes = int64_t{3000} << 20;
+  const CostModel cost(&graph);
+  Result<Plan> plan = MakePlan(program, cost, options, PlanKnobs{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_GT(plan->embedding_memory_budget_bytes, 0);
+  EXPECT_TRUE(plan->pipeline) << plan->ToText();
+  EXPECT_TRUE(plan->prefetch);
+  // A disk that answers from its cache (1M reads/s): a miss is 20 us of CPU
+  // work, which a pipeline cannot hide on cores the dense stage fills.
+  graph.devices[disk].rates.random_reads_per_sec = 1e6;
+  Result<Plan> fast = MakePlan(program, cost, options, PlanKnobs{});
+  ASSERT_TRUE(fast.ok());
+  EXPECT_FALSE(fast->pipeline) << fast->ToText();
 }
 
 TEST(MakePlanTest, ATightMemoryLimitGivesADiskTierWithABudget) {

@@ -70,6 +70,43 @@ TEST(SimulatePipelineTest, StagesShareCoresWhenTheyAskForMoreThanThereAre) {
   EXPECT_DOUBLE_EQ(3.0, free.makespan_seconds);
 }
 
+// A team (an OpenMP team: the dense stage) of 2 threads on 2 cores and a
+// 1-core stage beside it: the core they share is sliced in halves and the
+// team waits for its slowest thread, so it runs at half speed while the
+// other works. a0: [0, 1]; a1 (1 s at half speed) [1, 3], d0 does 1 s of
+// its 3 meanwhile and the rest alone: [1, 5]; d1: [5, 8]. The team lost the
+// whole second a1 took, where processor sharing would lose half of it.
+TEST(SimulatePipelineTest, ATeamOnEveryCoreLosesTheWholeCpuTimeOfAStageBesideIt) {
+  std::vector<SimStage> stages = {{"a", 1.0, 1.0}, {"d", 3.0, 2.0}};
+  stages[1].team = true;
+  const SimResult r = SimulatePipeline(stages, Recorded(4, 2, /*cores=*/2.0));
+  EXPECT_DOUBLE_EQ(3.0, r.finish[0][1]);
+  EXPECT_DOUBLE_EQ(5.0, r.finish[1][0]);
+  EXPECT_DOUBLE_EQ(8.0, r.makespan_seconds);
+  // Processor sharing: both at 2/3 while a1 works: a1 [1, 2.5], d0 [1, 4.5].
+  stages[1].team = false;
+  EXPECT_DOUBLE_EQ(7.5, SimulatePipeline(stages, Recorded(4, 2, 2.0)).makespan_seconds);
+  // A third core: a1 runs beside the team without slowing it: 1 + 3 + 3.
+  stages[1].team = true;
+  EXPECT_DOUBLE_EQ(7.0, SimulatePipeline(stages, Recorded(4, 2, 3.0)).makespan_seconds);
+}
+
+// Threads that overflow onto a team's cores share each core equally with
+// its thread: a (1 s), b (1 s), then a 1-thread team d (3 s), on 1 core.
+TEST(SimulatePipelineTest, ThreadsOnATeamsCoreShareItEqually) {
+  std::vector<SimStage> stages = {{"a", 1.0, 1.0}, {"b", 1.0, 1.0}, {"d", 3.0, 1.0}};
+  stages[2].team = true;
+  const SimResult r = SimulatePipeline(stages, Recorded(8, 3, /*cores=*/1.0));
+  // [0, 1]: a0 alone. [1, 3]: a1 and b0 at 1/2 each. From 3, d0, a2 and
+  // b1 share the core in thirds: a2 and b1 are done at 6, when d0 has 2 s
+  // left. From 6, b2 and d0 at 1/2: b2 is done at 8, d0 (1 s left) at 9.
+  EXPECT_DOUBLE_EQ(3.0, r.finish[1][0]);
+  EXPECT_DOUBLE_EQ(6.0, r.finish[0][2]);
+  EXPECT_DOUBLE_EQ(6.0, r.finish[1][1]);
+  EXPECT_DOUBLE_EQ(8.0, r.finish[1][2]);
+  EXPECT_DOUBLE_EQ(9.0, r.finish[2][0]);
+}
+
 // Stages of another pool (a network link) share it, not the cores: two
 // one-unit stages of 1 s on a pool of capacity 1 take 2 s together, while
 // a CPU stage beside them runs at full speed.
