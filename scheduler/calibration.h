@@ -47,8 +47,9 @@ DeviceRates MeasureCpuRates(int threads);
 // InvalidArgument/IOError if the file cannot be written there.
 Result<DeviceRates> MeasureDiskRates(const std::string& dir);
 // The embedding table's disk tier in directory `dir`: microseconds per row
-// missing from memory of its pull and push (tier_*_us_per_miss); errors of
-// the table (e.g. IOError when the directory cannot hold it).
+// missing from memory of its pull and push (tier_*_us_per_miss), and per
+// row created while the memory tier is full (tier_create_us_per_row);
+// errors of the table (e.g. IOError when the directory cannot hold it).
 Result<DeviceRates> MeasureTierRates(const std::string& dir);
 // GB/s of a pinned host-to-device copy on CUDA device `device`;
 // FailedPrecondition without CUDA or a device.

@@ -29,6 +29,7 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"read_gbps", &DeviceRates::read_gbps},
       {"tier_pull_us_per_miss", &DeviceRates::tier_pull_us_per_miss},
       {"tier_push_us_per_miss", &DeviceRates::tier_push_us_per_miss},
+      {"tier_create_us_per_row", &DeviceRates::tier_create_us_per_row},
   };
   return kFields;
 }

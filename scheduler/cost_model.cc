@@ -31,6 +31,7 @@ DeviceRates DefaultCpuRates() {
   r.row_overhead_bytes = 64.0;
   r.tier_pull_us_per_miss = 20.0;
   r.tier_push_us_per_miss = 5.0;
+  r.tier_create_us_per_row = 5.0;
   return r;
 }
 
@@ -180,7 +181,12 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       tier.tier_pull_us_per_miss = Or(r.tier_pull_us_per_miss, tier.tier_pull_us_per_miss);
       tier.tier_push_us_per_miss = Or(r.tier_push_us_per_miss, tier.tier_push_us_per_miss);
       tier.random_reads_per_sec = Or(r.random_reads_per_sec, tier.random_reads_per_sec);
+      tier.tier_create_us_per_row = Or(r.tier_create_us_per_row, tier.tier_create_us_per_row);
     }
+    // The rows the run creates end up on disk but for those memory holds:
+    // making each (in the pull) evicts and writes back another.
+    const double spilled = new_rows * std::max(0.0, 1.0 - held / std::max(1.0, rows));
+    seconds[2] += spilled * tier.tier_create_us_per_row * 1e-6 / speedup(setup.threads[2]);
     // A miss reads a block from the device (its random-read time, waiting
     // on no core) and decodes, inserts and evicts (CPU); the calibrated cost
     // per miss includes both, so it is at least the read.

@@ -64,6 +64,9 @@ struct DeviceRates {
   // back another) and its push (update, spill), microseconds.
   double tier_pull_us_per_miss = 0.0;
   double tier_push_us_per_miss = 0.0;
+  // Disks: a row created while the memory tier is full (made in memory,
+  // and another evicted and written to the disk tier), microseconds.
+  double tier_create_us_per_row = 0.0;
 };
 
 struct DeviceNode {

@@ -52,14 +52,15 @@ TEST_F(CalibrationTest, AMalformedCacheIsAnIOErrorNamingIt) {
   EXPECT_THAT(status.message(), ::testing::HasSubstr(path + ":1:"));
 }
 
-// Version 1 counted the sort of the unique keys in unique_ns_per_key: its
-// rates would double-count it, so Calibrate measures again.
+// Version 1 counted the sort of the unique keys in unique_ns_per_key (its
+// rates would double-count it) and older versions lack rates: Calibrate
+// measures again.
 TEST_F(CalibrationTest, ACacheOfAnotherVersionIsRefused) {
   ResourceGraph graph = test::Host(4, 1 << 30);
   std::string text = CalibrationToJson(graph);
   const Status current = CalibrationFromJson(text, "c.json", &graph);
   EXPECT_TRUE(current.ok()) << current.ToString();
-  const std::string v2 = "\"version\": 2";
+  const std::string v2 = "\"version\": 3";
   const size_t at = text.find(v2);
   ASSERT_NE(std::string::npos, at) << text;
   text.replace(at, v2.size(), "\"version\": 1");

@@ -163,5 +163,27 @@ TEST(CostModelTest, TheDiskStageUsesCoresOnlyWhileNotWaitingOnTheDevice) {
   EXPECT_DOUBLE_EQ(0.0, slow.cores);
 }
 
+// With a disk tier, the rows a run creates beyond what memory holds are
+// spilled: each costs the pull the calibrated create-and-evict time.
+TEST(CostModelTest, RowsCreatedBeyondTheMemoryTierCostASpillEach) {
+  const Program program = test::MlpProgram(64, 1000000, 10000000);
+  ResourceGraph graph = test::Host(4, int64_t{64} << 30);
+  const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
+  StepSetup setup;
+  setup.memory_budget_bytes = 64 << 20;
+  setup.threads = {1, 1, 1, 1, 1};
+  auto pull = [&](double create_us) {
+    graph.devices[disk].rates.tier_create_us_per_row = create_us;
+    const StepCost step = CostModel(&graph).Estimate(program, setup);
+    return step.stages[step.stage_index[2]].seconds;
+  };
+  const CostModel cost(&graph);
+  const double rows = program.TableRows();
+  const double held = setup.memory_budget_bytes / cost.RowBytes(program, 0);
+  const double new_rows =
+      rows / (static_cast<double>(program.sparse.training_examples) / setup.batch);
+  EXPECT_NEAR(new_rows * (1.0 - held / rows) * 30e-6, pull(40.0) - pull(10.0), 1e-12);
+}
+
 }  // namespace
 }  // namespace ember::scheduler
