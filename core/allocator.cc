@@ -1,6 +1,9 @@
 #include "core/allocator.h"
 
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -26,10 +29,89 @@ class AlignedHostAllocator final : public Allocator {
   const char* name() const override { return "cpu_aligned"; }
 };
 
+// The size class of `bytes` (>= 64 KiB): rounded up to a multiple of 1/8 of
+// the largest power of two not above it.
+size_t SizeClass(size_t bytes) {
+  size_t power = 1;
+  while (power <= bytes / 2) power *= 2;
+  const size_t step = power / 8;
+  return (bytes + step - 1) / step * step;
+}
+
 }  // namespace
 
+struct CachingHostAllocator::Impl {
+  explicit Impl(size_t max_cached) : max_cached(max_cached) {}
+  const size_t max_cached;
+  AlignedHostAllocator host;
+  mutable std::mutex mu;
+  // Size class of every block handed out or cached (blocks of at least
+  // kMinCachedBytes only).
+  std::unordered_map<void*, size_t> class_of;
+  // Freed blocks by size class.
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  size_t cached = 0;
+};
+
+CachingHostAllocator::CachingHostAllocator(size_t max_cached_bytes)
+    : impl_(std::make_unique<Impl>(max_cached_bytes)) {}
+
+CachingHostAllocator::~CachingHostAllocator() {
+  for (auto& [size, blocks] : impl_->free_blocks) {
+    for (void* block : blocks) impl_->host.Deallocate(block);
+  }
+}
+
+Result<void*> CachingHostAllocator::Allocate(size_t bytes) {
+  if (bytes < kMinCachedBytes || impl_->max_cached == 0) return impl_->host.Allocate(bytes);
+  const size_t size = SizeClass(bytes);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->free_blocks.find(size);
+    if (it != impl_->free_blocks.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      impl_->cached -= size;
+      return block;
+    }
+  }
+  EMBER_ASSIGN_OR_RETURN(void* block, impl_->host.Allocate(size));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->class_of[block] = size;
+  return block;
+}
+
+void CachingHostAllocator::Deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->class_of.find(ptr);
+    if (it != impl_->class_of.end()) {
+      const size_t size = it->second;
+      if (impl_->cached + size <= impl_->max_cached) {
+        impl_->free_blocks[size].push_back(ptr);
+        impl_->cached += size;
+        return;
+      }
+      impl_->class_of.erase(it);
+    }
+  }
+  impl_->host.Deallocate(ptr);
+}
+
+size_t CachingHostAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->cached;
+}
+
 Allocator* CpuAllocator() {
-  static AlignedHostAllocator* allocator = new AlignedHostAllocator();
+  static CachingHostAllocator* allocator = [] {
+    size_t megabytes = 256;
+    if (const char* env = std::getenv("EMBER_HOST_CACHE_MB")) {
+      megabytes = static_cast<size_t>(std::strtoull(env, nullptr, 10));
+    }
+    return new CachingHostAllocator(megabytes << 20);
+  }();
   return allocator;
 }
 

@@ -25,7 +25,35 @@ class Allocator {
   virtual const char* name() const = 0;
 };
 
-// 64-byte aligned host memory. Never null; lives for the whole process.
+// 64-byte aligned host memory that keeps freed blocks of at least
+// kMinCachedBytes for reuse: a training step allocates the same activation
+// and gradient tensors every step, and without a cache each of those (above
+// glibc's mmap threshold, see TuneProcessAllocator) is a fresh mmap whose
+// pages fault in again on first touch (measured: 17% of a DLRM step's CPU in
+// the kernel). Sizes are rounded up to classes 1/8 of a power of two apart
+// (at most 12.5% more memory). At most `max_cached_bytes` are kept; beyond
+// it, freed blocks go back to the system.
+// Thread safety: all methods may be called concurrently.
+class CachingHostAllocator final : public Allocator {
+ public:
+  static constexpr size_t kMinCachedBytes = size_t{64} << 10;
+  explicit CachingHostAllocator(size_t max_cached_bytes);
+  ~CachingHostAllocator() override;
+  Result<void*> Allocate(size_t bytes) override;
+  void Deallocate(void* ptr) override;
+  Device device() const override { return Device::Cpu(); }
+  const char* name() const override { return "cpu_caching"; }
+  // Bytes of freed blocks held for reuse.
+  size_t cached_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The CachingHostAllocator of the process, with up to 256 MiB cached
+// (EMBER_HOST_CACHE_MB in the environment sets another limit; 0 turns the
+// cache off). Never null; lives for the whole process.
 Allocator* CpuAllocator();
 
 // Page-locked host memory for fast, asynchronous host<->device copies. Without

@@ -47,5 +47,44 @@ TEST(AllocatorTest, HugeHostAllocationIsResourceExhaustedNotACrash) {
   EXPECT_EQ(StatusCode::kResourceExhausted, ptr.status().code());
 }
 
+
+TEST(CachingHostAllocatorTest, ReusesFreedBlocksOfTheSameSizeClassUpToItsLimit) {
+  CachingHostAllocator allocator(size_t{3} << 20);  // 3 MiB
+  // Below the cached size: plain allocations, nothing kept.
+  auto small = allocator.Allocate(1000);
+  ASSERT_TRUE(small.ok());
+  allocator.Deallocate(*small);
+  EXPECT_EQ(0u, allocator.cached_bytes());
+  // 1 MiB - 50 KiB rounds up to the class of 1 MiB (64 KiB steps): reused.
+  auto a = allocator.Allocate(size_t{1} << 20);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(*a) % kHostAlignment);
+  static_cast<char*>(*a)[(size_t{1} << 20) - 1] = 7;  // The whole size is usable.
+  allocator.Deallocate(*a);
+  EXPECT_EQ(size_t{1} << 20, allocator.cached_bytes());
+  auto b = allocator.Allocate((size_t{1} << 20) - (50 << 10));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(0u, allocator.cached_bytes());
+  // Another class is not served from it.
+  auto c = allocator.Allocate(size_t{2} << 20);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(*b, *c);
+  // The limit: 1 MiB + 2 MiB fit in 3 MiB, a third block is released.
+  auto d = allocator.Allocate(size_t{1} << 20);
+  ASSERT_TRUE(d.ok());
+  allocator.Deallocate(*b);
+  allocator.Deallocate(*c);
+  EXPECT_EQ(size_t{3} << 20, allocator.cached_bytes());
+  allocator.Deallocate(*d);
+  EXPECT_EQ(size_t{3} << 20, allocator.cached_bytes());
+  // A limit of 0 caches nothing.
+  CachingHostAllocator off(0);
+  auto e = off.Allocate(size_t{1} << 20);
+  ASSERT_TRUE(e.ok());
+  off.Deallocate(*e);
+  EXPECT_EQ(0u, off.cached_bytes());
+}
+
 }  // namespace
 }  // namespace ember

@@ -14,7 +14,7 @@
 //    (a pull waits for every in-flight push), and staleness 2.
 //   build/tools/bench/pipeline_bench [--threads=2] [--rows=200000]
 //       [--vocabulary=20000] [--max_steps=300] [--rounds=3]
-//       [--budget_percent=10] [--model=dlrm] [benchmark flags]
+//       [--budget_percent=10] [--model=dlrm] [--batch_size=256] [benchmark flags]
 //
 // Each Google Benchmark run is one training of --max_steps steps with a new
 // trainer (creation untimed; manual time = the trainer's training seconds).
@@ -54,6 +54,7 @@ int64_t g_rows = 200000;
 int64_t g_vocabulary = 20000;
 int64_t g_max_steps = 300;
 int g_rounds = 3;
+int g_batch_size = 256;
 double g_budget_percent = 10;
 std::string g_model = "dlrm";
 
@@ -94,6 +95,7 @@ TrainOptions BaseOptions() {
   options.model = g_model;
   options.threads = g_threads;
   options.max_steps = g_max_steps;
+  options.batch_size = g_batch_size;
   options.show_progress = false;
   options.watchdog_seconds = 0;
   return options;
@@ -250,16 +252,19 @@ int main(int argc, char** argv) {
       g_rounds = std::atoi(v.c_str());
     } else if (ParseFlag(argv[i], "--budget_percent", &v)) {
       g_budget_percent = std::atof(v.c_str());
+    } else if (ParseFlag(argv[i], "--batch_size", &v)) {
+      g_batch_size = std::atoi(v.c_str());
     } else if (ParseFlag(argv[i], "--model", &v)) {
       g_model = v;
     } else {
       rest.push_back(argv[i]);
     }
   }
-  if (g_threads < 1 || g_rows < 1 || g_vocabulary < 1 || g_max_steps < 1 || g_rounds < 1 ||
+  if (g_threads < 1 || g_rows < 1 || g_batch_size < 1 || g_vocabulary < 1 || g_max_steps < 1 || g_rounds < 1 ||
       !(g_budget_percent > 0 && g_budget_percent < 100)) {
     std::fprintf(stderr,
-                 "pipeline_bench: --threads, --rows, --vocabulary, --max_steps and --rounds must "
+                 "pipeline_bench: --threads, --rows, --vocabulary, --max_steps, --rounds and "
+                 "--batch_size must "
                  "be at least 1, --budget_percent in (0, 100)\n");
     return 1;
   }
