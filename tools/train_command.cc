@@ -76,8 +76,9 @@ DEFINE_validator(epochs, &IsPositive32);
 DEFINE_int64(max_steps, 0, "Stop after this many training steps; 0 means no limit.");
 DEFINE_validator(max_steps, &IsNonNegative64);
 DEFINE_string(sparse_optimizer, "adagrad",
-              "Embedding optimizer: sgd, adagrad, adam (lazy: per-row step count) or ftrl "
-              "(FTRL-Proximal; --sparse_lr is its alpha).");
+              "Embedding optimizer: sgd, adagrad, rowwise_adagrad (one accumulator per row), "
+              "adam (lazy: per-row step count) or ftrl (FTRL-Proximal; --sparse_lr is its "
+              "alpha).");
 DEFINE_double(sparse_lr, 0.05, "Embedding learning rate (FTRL: alpha).");
 DEFINE_double(ftrl_beta, 1.0, "FTRL-Proximal beta (learning-rate smoothing).");
 DEFINE_validator(ftrl_beta, &IsNonNegativeDouble);
