@@ -1,6 +1,7 @@
 #include "embedding/internal/count_min_sketch.h"
 
 #include <algorithm>
+#include <cstring>
 #include <bit>
 #include <limits>
 
@@ -48,6 +49,14 @@ uint32_t CountMinSketch::Estimate(Key key) const {
 void CountMinSketch::Prefetch(Key key) const {
   const uint64_t hash = Hash(key);
   for (int row = 0; row < depth_; ++row) __builtin_prefetch(Counter(hash, row));
+}
+
+void CountMinSketch::AppendCounters(std::string* out) const {
+  out->append(reinterpret_cast<const char*>(counters_.get()), static_cast<size_t>(bytes()));
+}
+
+void CountMinSketch::LoadCounters(std::string_view counters) {
+  std::memcpy(counters_.get(), counters.data(), static_cast<size_t>(bytes()));
 }
 
 }  // namespace ember::embedding

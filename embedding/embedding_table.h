@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -271,6 +272,19 @@ class EmbeddingTable {
   virtual void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) = 0;
   // Whether changes are tracked (EmbeddingTableOptions::track_changes).
   virtual bool tracks_changes() const = 0;
+  // The admission state of keys without a row (frequency admission's
+  // sketches), as bytes for a checkpoint; empty when there is none.
+  virtual Status SaveAdmissionState(std::string* out) {
+    out->clear();
+    return Status::OK();
+  }
+  // Loads what SaveAdmissionState wrote, from a table with the same options.
+  // InvalidArgument when the bytes do not fit this table's admission state.
+  virtual Status RestoreAdmissionState(std::string_view state) {
+    if (state.empty()) return Status::OK();
+    return Status::InvalidArgument("this table keeps no admission state, the checkpoint has ",
+                                   state.size(), " bytes of it");
+  }
 };
 
 // An in-memory table. Fails with InvalidArgument naming the field on invalid

@@ -37,6 +37,35 @@ void ClearChangeList(std::vector<Key>& keys) {
 
 }  // namespace
 
+Status MemoryTable::SaveAdmissionState(std::string* out) {
+  out->clear();
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    if (shard->sketch != nullptr) shard->sketch->AppendCounters(out);
+  }
+  return Status::OK();
+}
+
+Status MemoryTable::RestoreAdmissionState(std::string_view state) {
+  int64_t expected = 0;
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    if (shard->sketch != nullptr) expected += shard->sketch->bytes();
+  }
+  if (static_cast<int64_t>(state.size()) != expected) {
+    return Status::InvalidArgument("admission state of ", state.size(), " bytes, this table's is ",
+                                   expected, " (other admission options or shards)");
+  }
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    if (shard->sketch == nullptr) continue;
+    const int64_t bytes = shard->sketch->bytes();
+    shard->sketch->LoadCounters(state.substr(0, bytes));
+    state.remove_prefix(bytes);
+  }
+  return Status::OK();
+}
+
 Status MemoryTable::Scan(const RowVisitor& visit) {
   WaitForPrefetch();
   for (const auto& shard : shards_) {

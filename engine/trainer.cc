@@ -239,11 +239,6 @@ Result<int64_t> Trainer::Restore() {
       checkpointer_->Restore(DenseStateOf(*model_, options_.dense_optimizer, &dense_step_)));
   job_steps_ = step;
   skip_batches_ = step;
-  if (options_.admission.kind == embedding::AdmissionOptions::Kind::kFrequency) {
-    LOG(WARNING) << "checkpoints do not hold the admission counts of keys without a row: "
-                    "keys seen fewer than min_count times before step "
-                 << step << " start counting again";
-  }
   return step;
 }
 

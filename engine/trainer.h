@@ -136,10 +136,8 @@ class Trainer {
   // weights and optimizer state, the embedding table, the step) and returns
   // its step; the next Fit skips the batches it had trained, so that it
   // continues the interrupted job exactly (same data, options and seed:
-  // bit-identical results), except with frequency admission: the counts of
-  // keys not yet admitted are not saved, so they start again (a warning).
-  // FailedPrecondition without a checkpoint_dir, NotFound if it holds no
-  // checkpoint, and the errors of
+  // bit-identical results). FailedPrecondition without a checkpoint_dir,
+  // NotFound if it holds no checkpoint, and the errors of
   // TrainingCheckpointer::Restore (another model: InvalidArgument; damage:
   // DataLoss). After an error, do not train with this trainer.
   Result<int64_t> Restore();

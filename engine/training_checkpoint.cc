@@ -108,6 +108,7 @@ std::string DenseStateDescriptor(const std::string& model_name, const std::strin
 TrainingCheckpointer::TrainingCheckpointer(embedding::EmbeddingTable& table,
                                            TrainingCheckpointOptions options)
     : options_(std::move(options)),
+      table_(table),
       embedding_(table, [&] {
         embedding::CheckpointOptions e;
         e.dir = options_.dir + "/embedding";
@@ -169,6 +170,10 @@ Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
       EMBER_RETURN_IF_ERROR(out.PutTensor(p->slot.first_moment));
       EMBER_RETURN_IF_ERROR(out.PutTensor(p->slot.second_moment));
     }
+    std::string admission;
+    EMBER_RETURN_IF_ERROR(table_.SaveAdmissionState(&admission));
+    EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint64_t>(admission.size())));
+    EMBER_RETURN_IF_ERROR(out.Write(admission.data(), admission.size()));
     const uint64_t digest = out.Digest();
     EMBER_RETURN_IF_ERROR(file->Write(std::string_view(reinterpret_cast<const char*>(&digest),
                                                        sizeof(digest))));
@@ -260,6 +265,10 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
       EMBER_RETURN_IF_ERROR(in.Skip(static_cast<size_t>(n) * sizeof(float), "a tensor"));
     }
   }
+  uint64_t admission_size = 0;
+  EMBER_RETURN_IF_ERROR(in.Get(&admission_size, "the admission state size"));
+  const size_t admission_offset = in.pos();
+  EMBER_RETURN_IF_ERROR(in.Skip(admission_size, "the admission state"));
   if (in.pos() != bytes.size() - sizeof(uint64_t)) {
     return Status::DataLoss(path, ": ", bytes.size() - sizeof(uint64_t) - in.pos(),
                             " unexpected bytes after the parameters");
@@ -272,6 +281,10 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
     return Status::DataLoss("the embedding snapshot restored is of step ", *embedding_step,
                             ", expected ", step);
   }
+  EMBER_RETURN_IF_ERROR(
+      table_
+          .RestoreAdmissionState(std::string_view(bytes).substr(admission_offset, admission_size))
+          .WithContext(path));
   for (const Piece& piece : pieces) {
     if (piece.target->defined() && piece.target->numel() > 0) {
       std::memcpy(piece.target->data<float>(), bytes.data() + piece.offset, piece.target->nbytes());

@@ -18,8 +18,11 @@
 //   descriptor length (u32), descriptor (bytes): the model and optimizer the
 //       state belongs to ("dlrm adam 512x13 512 ..."), compared on restore
 //   parameters (u32), then for each: the value, Adam's first moment and the
-//       second moment (Adam/Adagrad), each as element count (i64) and f32s
-//       (count 0 for state the optimizer does not keep)
+//   second moment (Adam/Adagrad), each as element count (i64) and f32s
+//   (count 0 for state the optimizer does not keep)
+//   admission state length (u64) and bytes: the table's
+//   SaveAdmissionState (frequency admission's counts of keys without a
+//   row), taken with the rows
 //   hash (u64): Fnv1a64Words of every byte before it
 //
 // A save writes dense-<step>.bin atomically (temporary file, fsync, rename),
@@ -113,6 +116,7 @@ class TrainingCheckpointer {
   Status RemoveUnreferencedDenseFiles();
 
   TrainingCheckpointOptions options_;
+  embedding::EmbeddingTable& table_;
   embedding::Checkpointer embedding_;
   int saves_ = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "embedding/embedding_table.h"
 
@@ -40,6 +42,11 @@ class CountMinSketch {
   int64_t width() const { return width_; }
   int depth() const { return depth_; }
   int64_t bytes() const { return width_ * depth_ * static_cast<int64_t>(sizeof(uint32_t)); }
+  // Appends the counters (bytes() bytes, host byte order) to `out`.
+  void AppendCounters(std::string* out) const;
+  // Replaces the counters with bytes AppendCounters wrote for a sketch of
+  // the same width and depth. REQUIRES: counters.size() == bytes().
+  void LoadCounters(std::string_view counters);
 
  private:
   uint64_t Hash(Key key) const;

@@ -234,6 +234,8 @@ class MemoryTable final : public EmbeddingTable {
   Status EraseRows(const std::vector<Key>& keys) override;
   void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) override;
   bool tracks_changes() const override { return options_.track_changes; }
+  Status SaveAdmissionState(std::string* out) override;
+  Status RestoreAdmissionState(std::string_view state) override;
 
   // Bytes of one shard's fixed parts and one row, for the minimum budget.
   static int64_t MinShardBytes(const EmbeddingTableOptions& options);

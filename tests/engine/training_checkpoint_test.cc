@@ -96,16 +96,24 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
     bool pipeline;
     bool disk_tier;
     int64_t ttl;
+    bool frequency_admission = false;
   };
   int tier = 0;
   for (const Case& c : {Case{"sequential", false, false, 0}, Case{"pipelined", true, false, 0},
                         Case{"pipelined, disk tier", true, true, 0},
                         Case{"sequential, disk tier, ttl", false, true, 8},
-                        Case{"pipelined, ttl", true, false, 8}}) {
+                        Case{"pipelined, ttl", true, false, 8},
+                        Case{"sequential, frequency admission", false, false, 0, true}}) {
     SCOPED_TRACE(c.name);
     TrainOptions options = SmallOptions();
     options.pipeline = c.pipeline;
     options.embedding_ttl_steps = c.ttl;
+    if (c.frequency_admission) {
+      // Keys need 3 pulls for a row: the counts of keys not yet admitted
+      // must survive the restore.
+      options.admission.kind = embedding::AdmissionOptions::Kind::kFrequency;
+      options.admission.min_count = 3;
+    }
     if (c.disk_tier) options.embedding_memory_budget_bytes = 64 << 10;
     auto fresh_tier = [&] {
       if (c.disk_tier) options.embedding_dir = Path("tier" + std::to_string(tier++));
