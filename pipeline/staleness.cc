@@ -81,13 +81,42 @@ int StalenessGate::MaxStaleness(const std::vector<uint64_t>& keys,
   return max_count;
 }
 
+int64_t StalenessGate::PushesNeededLocked(const std::vector<uint64_t>& keys) const {
+  // Walk the in-flight batches from the newest: the (k+1)-th newest holder
+  // of a key must have pushed (and, pushes coming in batch order, every
+  // batch before it) for the key to miss at most k pushes.
+  std::vector<int> holders(keys.size(), 0);
+  int64_t needed = 0;
+  for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
+    const auto& [index, batch_keys] = *it;
+    if (index + 1 <= needed) break;  // Older batches cannot raise it.
+    size_t i = 0, j = 0;
+    while (i < keys.size() && j < batch_keys.size()) {
+      if (keys[i] < batch_keys[j]) {
+        ++i;
+      } else if (batch_keys[j] < keys[i]) {
+        ++j;
+      } else {
+        if (++holders[i] == max_staleness_ + 1) needed = std::max(needed, index + 1);
+        ++i;
+        ++j;
+      }
+    }
+  }
+  return needed;
+}
+
 Status StalenessGate::AwaitPull(int64_t index, const std::vector<uint64_t>& sorted_keys,
                                 bool after_all_pushes) {
   std::unique_lock<std::mutex> lock(mu_);
+  // With early pulls, one pass over the keys says how many pushes the pull
+  // needs; waking up then costs a comparison, not another pass.
+  const int64_t pushes_needed =
+      early_pulls_ && !after_all_pushes ? PushesNeededLocked(sorted_keys) : 0;
   const auto ready = [&] {
     if (cancelled_) return true;
     if (after_all_pushes) return in_flight_.empty();
-    if (early_pulls_) return MaxStaleness(sorted_keys, nullptr) <= max_staleness_;
+    if (early_pulls_) return pushed_ >= pushes_needed;
     return static_cast<int64_t>(in_flight_.size()) <= max_staleness_;
   };
   if (!ready()) {
@@ -98,7 +127,13 @@ Status StalenessGate::AwaitPull(int64_t index, const std::vector<uint64_t>& sort
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (cancelled_) return Status::Cancelled("the pipeline stopped");
-  MaxStaleness(sorted_keys, &histogram_.rows);
+  if (max_staleness_ == 0 || in_flight_.empty()) {
+    // Nothing in flight holds these keys now: every row is fresh.
+    if (histogram_.rows.empty()) histogram_.rows.resize(1, 0);
+    histogram_.rows[0] += static_cast<int64_t>(sorted_keys.size());
+  } else {
+    MaxStaleness(sorted_keys, &histogram_.rows);
+  }
   in_flight_[index] = sorted_keys;
   return Status::OK();
 }
@@ -107,7 +142,11 @@ void StalenessGate::MarkPushed(int64_t index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(index);
-    pushed_ = std::max(pushed_, index + 1);
+    pushed_out_of_order_.insert(index);
+    while (!pushed_out_of_order_.empty() && *pushed_out_of_order_.begin() == pushed_) {
+      pushed_out_of_order_.erase(pushed_out_of_order_.begin());
+      ++pushed_;
+    }
   }
   cv_.notify_all();
 }

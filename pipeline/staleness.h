@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -57,7 +58,9 @@ class StalenessGate {
   // to their count, and pushes only lower it.
   void Staleness(const std::vector<uint64_t>& sorted_keys, std::vector<int>* counts) const;
   int max_staleness() const { return max_staleness_; }
-  // Batch `index` has updated its rows. REQUIRES: called in batch order.
+  // Batch `index` has updated its rows. Pulls waiting for it may go on once
+  // every batch before it has pushed too (the push stage marks batches in
+  // order, so that costs nothing there).
   void MarkPushed(int64_t index);
   // Blocks until every batch before `index` has been marked pushed (a
   // barrier between steps, e.g. for a checkpoint: with no batch after
@@ -72,6 +75,9 @@ class StalenessGate {
   // Per key of `keys`, the in-flight batches holding it: the largest count,
   // and the counts added to `rows` when set.
   int MaxStaleness(const std::vector<uint64_t>& keys, std::vector<int64_t>* rows) const;
+  // The value of pushed_ from which every key of `keys` (sorted) has at most
+  // max_staleness_ in-flight holders (pushes come in batch order).
+  int64_t PushesNeededLocked(const std::vector<uint64_t>& keys) const;
   void CountLocked(const std::vector<uint64_t>& keys, std::vector<int>* counts) const;
 
   const int max_staleness_;
@@ -81,8 +87,10 @@ class StalenessGate {
   bool cancelled_ = false;
   // In-flight batches (pulled, not pushed): index -> sorted unique keys.
   std::map<int64_t, std::vector<uint64_t>> in_flight_;
-  // Batches [0, pushed_) have been marked pushed.
+  // Batches [0, pushed_) have been marked pushed; later ones marked before
+  // an earlier one wait in pushed_out_of_order_.
   int64_t pushed_ = 0;
+  std::set<int64_t> pushed_out_of_order_;
   StalenessHistogram histogram_;
 };
 
