@@ -516,3 +516,74 @@ TEST_F(EmberCliTest, BadGenDataValuesExitTwoNamingTheFlag) {
 }
 
 }  // namespace
+
+namespace {
+
+// `ember plan` prints the placement, predicted stage times, the bottleneck,
+// samples/s and the needs, writes the plan as JSON and the placed graph as
+// DOT; `ember train --plan=FILE` runs the saved plan's knobs.
+TEST_F(EmberCliTest, PlanWritesJsonAndDotThatTrainRuns) {
+  const std::string cache = "env XDG_CACHE_HOME=" + Path("cache");
+  CommandRun plan = Ember("plan --rows=4000 " + std::string(kSmallModel) +
+                              " --plan_out=" + Path("p.json") + " --dot_out=" + Path("g.dot"),
+                          cache);
+  ASSERT_EQ(0, plan.exit_code) << plan.output;
+  for (const char* part : {"placement:", "<- bottleneck", "samples/s", "needs:"}) {
+    EXPECT_NE(std::string::npos, plan.output.find(part)) << part << "\n" << plan.output;
+  }
+  auto json = ember::ReadFile(Path("p.json"));
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(std::string::npos, json->find("\"predicted_samples_per_sec\""));
+  auto dot = ember::ReadFile(Path("g.dot"));
+  ASSERT_TRUE(dot.ok());
+  EXPECT_EQ(0u, dot->find("digraph"));
+  // Whichever way the planner chose on this machine, training follows it.
+  const bool pipelined = json->find("\"pipeline\": true") != std::string::npos;
+  ASSERT_TRUE(pipelined || json->find("\"pipeline\": false") != std::string::npos) << *json;
+  CommandRun train = Ember("train --rows=4000 " + std::string(kSmallModel) +
+                               " --plan=" + Path("p.json") + " --metrics_out=" + Path("m.json"),
+                           cache);
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  EXPECT_NE(std::string::npos, train.output.find("test:  AUC"));
+  EXPECT_EQ(pipelined, train.output.find("pipeline: staleness") != std::string::npos)
+      << train.output;
+}
+
+TEST_F(EmberCliTest, MalformedClusterAndMissingPlanFilesExitTwoNamingThem) {
+  std::ofstream(Path("bad.json")) << "{\"hosts\": [ {\"name\": \"a\",, } ]}\n";
+  CommandRun bad = Ember("plan --cluster=" + Path("bad.json"), "env XDG_CACHE_HOME=" + Path("c"));
+  EXPECT_EQ(2, bad.exit_code) << bad.output;
+  EXPECT_NE(std::string::npos, bad.output.find(Path("bad.json") + ":1:")) << bad.output;
+  CommandRun missing = Ember("train --rows=4000 --plan=" + Path("missing.json"));
+  EXPECT_EQ(2, missing.exit_code) << missing.output;
+  EXPECT_NE(std::string::npos, missing.output.find(Path("missing.json"))) << missing.output;
+}
+
+// A run that stops (here at --max_steps) leaves a checkpoint; the same
+// command without the limit resumes from it; --resume=false refuses.
+TEST_F(EmberCliTest, CheckpointedTrainingResumesAndRefusesToStartOverWithoutResume) {
+  const std::string common = "train --rows=4000 --plan=off " + std::string(kSmallModel) +
+                             " --checkpoint_dir=" + Path("ck") + " --checkpoint_every_steps=10";
+  CommandRun first = Ember(common + " --max_steps=12");
+  ASSERT_EQ(0, first.exit_code) << first.output;
+  EXPECT_NE(std::string::npos, first.output.find("checkpoints: 2 written, the last of step 12"))
+      << first.output;
+  CommandRun second = Ember(common + " --metrics_out=" + Path("m.json"));
+  ASSERT_EQ(0, second.exit_code) << second.output;
+  EXPECT_NE(std::string::npos, second.output.find("resumed from the checkpoint of step 12"))
+      << second.output;
+  auto metrics = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(metrics.ok());
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(*metrics, resumed,
+                                std::regex("\"resumed_from_step\":\\s*([0-9]+)")))
+      << *metrics;
+  EXPECT_EQ("12", resumed[1].str());
+  EXPECT_EQ(25 - 12, JsonNumber(*metrics, "train", "steps"));
+  CommandRun refused = Ember(common + " --resume=false");
+  EXPECT_EQ(2, refused.exit_code) << refused.output;
+  EXPECT_NE(std::string::npos, refused.output.find("holds a checkpoint of step 25"))
+      << refused.output;
+}
+
+}  // namespace
