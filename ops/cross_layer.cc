@@ -16,9 +16,13 @@
 #include "core/threads.h"
 #include "ops/dense_ops.h"
 #include "ops/internal/tensor_checks.h"
+#include "ops/internal/vector_math.h"
 
 namespace ember::ops {
 namespace {
+
+using internal::Axpy;
+using internal::Dot;
 
 // Multiply-adds per parallel chunk.
 constexpr int64_t kWorkPerChunk = 1 << 16;
@@ -28,18 +32,6 @@ constexpr int64_t kSampleTile = 8;
 int64_t Grain(int64_t work_per_item) {
   return std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, work_per_item));
 }
-
-float Dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// acc += scale * v
-void Axpy(float scale, const float* v, int64_t n, float* acc) {
-  for (int64_t i = 0; i < n; ++i) acc[i] += scale * v[i];
-}
-
 
 // Checks x0[B, d] and xl[B, d]; sets *batch and *dim.
 Status CheckActivations(const char* op, const Tensor& x0, const Tensor& xl, int64_t* batch,

@@ -9,9 +9,13 @@
 
 #include "core/threads.h"
 #include "ops/internal/tensor_checks.h"
+#include "ops/internal/vector_math.h"
 
 namespace ember::ops {
 namespace {
+
+using internal::Axpy;
+using internal::Dot;
 
 // Samples per parallel chunk so that a chunk holds about this many multiply-adds.
 constexpr int64_t kWorkPerChunk = 1 << 16;
@@ -19,17 +23,6 @@ constexpr int64_t kWorkPerChunk = 1 << 16;
 int64_t SampleGrain(int64_t num_features, int64_t dim) {
   return std::max<int64_t>(1,
                            kWorkPerChunk / std::max<int64_t>(1, num_features * num_features * dim));
-}
-
-float Dot(const float* a, const float* b, int64_t dim) {
-  float sum = 0.0f;
-  for (int64_t d = 0; d < dim; ++d) sum += a[d] * b[d];
-  return sum;
-}
-
-// acc += scale * v
-void Axpy(float scale, const float* v, int64_t dim, float* acc) {
-  for (int64_t d = 0; d < dim; ++d) acc[d] += scale * v[d];
 }
 
 }  // namespace

@@ -5,6 +5,28 @@
 #include <cstdio>
 
 namespace ember::pipeline {
+namespace {
+
+// Calls shared(i) for every keys[i] that is also in batch_keys (both sorted
+// and unique): a merge of the two lists.
+template <typename Fn>
+void ForEachSharedKey(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& batch_keys,
+                      Fn&& shared) {
+  size_t i = 0, j = 0;
+  while (i < keys.size() && j < batch_keys.size()) {
+    if (keys[i] < batch_keys[j]) {
+      ++i;
+    } else if (batch_keys[j] < keys[i]) {
+      ++j;
+    } else {
+      shared(i);
+      ++i;
+      ++j;
+    }
+  }
+}
+
+}  // namespace
 
 int64_t StalenessHistogram::total() const {
   int64_t sum = 0;
@@ -50,19 +72,7 @@ void StalenessGate::CountLocked(const std::vector<uint64_t>& keys, std::vector<i
   std::vector<int>& counts = *out;
   counts.assign(keys.size(), 0);
   for (const auto& [index, batch_keys] : in_flight_) {
-    // Merge of two sorted lists.
-    size_t i = 0, j = 0;
-    while (i < keys.size() && j < batch_keys.size()) {
-      if (keys[i] < batch_keys[j]) {
-        ++i;
-      } else if (batch_keys[j] < keys[i]) {
-        ++j;
-      } else {
-        ++counts[i];
-        ++i;
-        ++j;
-      }
-    }
+    ForEachSharedKey(keys, batch_keys, [&](size_t i) { ++counts[i]; });
   }
 }
 
@@ -90,18 +100,9 @@ int64_t StalenessGate::PushesNeededLocked(const std::vector<uint64_t>& keys) con
   for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
     const auto& [index, batch_keys] = *it;
     if (index + 1 <= needed) break;  // Older batches cannot raise it.
-    size_t i = 0, j = 0;
-    while (i < keys.size() && j < batch_keys.size()) {
-      if (keys[i] < batch_keys[j]) {
-        ++i;
-      } else if (batch_keys[j] < keys[i]) {
-        ++j;
-      } else {
-        if (++holders[i] == max_staleness_ + 1) needed = std::max(needed, index + 1);
-        ++i;
-        ++j;
-      }
-    }
+    ForEachSharedKey(keys, batch_keys, [&, index = index](size_t i) {
+      if (++holders[i] == max_staleness_ + 1) needed = std::max(needed, index + 1);
+    });
   }
   return needed;
 }
