@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,46 +16,37 @@
 
 #include "core/file.h"
 #include "core/json.h"
-#include "core/random.h"
+#include "embedding/internal/checkpoint_format.h"
 
 namespace ember::embedding {
-
-// Records are the in-memory bytes of keys and floats.
-static_assert(std::endian::native == std::endian::little,
-              "checkpoint files are little-endian; a big-endian host needs byte swaps");
-
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kFormat[] = "ember-embedding-snapshot";
-constexpr int64_t kVersion = 1;
-constexpr char kManifest[] = "MANIFEST";
-constexpr char kRemovedFile[] = "removed.bin";
+using internal::CheckFileSizes;
+using internal::DataFileName;
+using internal::DecodeKeys;
+using internal::DecodeRecord;
+using internal::EncodeRecord;
+using internal::FileEntry;
+using internal::kManifestFile;
+using internal::kRemovedFile;
+using internal::ListSnapshotNames;
+using internal::Manifest;
+using internal::ManifestToJson;
+using internal::ReadManifest;
+using internal::ReadSnapshotManifest;
+using internal::ReadVerifiedFile;
+using internal::RecordBytes;
+using internal::SnapshotDirName;
+using internal::SnapshotName;
+
 constexpr char kTempPrefix[] = ".tmp-";
 // Keys per ReadRows/WriteRows/EraseRows call while saving and restoring.
 constexpr int64_t kBatchRows = 16384;
 constexpr size_t kWriteBufferBytes = size_t{1} << 20;
 
 std::string ErrnoText() { return std::strerror(errno); }
-
-std::string StepName(const char *kind, int64_t step) {
-  char name[48];
-  std::snprintf(name, sizeof(name), "%s-%020lld", kind, static_cast<long long>(step));
-  return name;
-}
-
-std::string DataFileName(const char *prefix, int64_t index) {
-  char name[48];
-  std::snprintf(name, sizeof(name), "%s-%05lld.bin", prefix, static_cast<long long>(index));
-  return name;
-}
-
-std::string HexHash(uint64_t hash) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return text;
-}
 
 Status FsyncPath(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -67,196 +56,6 @@ Status FsyncPath(const std::string &path) {
   if (rc != 0) return Status::IOError(path, ": fsync failed: ", ErrnoText());
   return Status::OK();
 }
-
-// --- Manifests -------------------------------------------------------------
-
-struct FileEntry {
-  std::string name;
-  int64_t records = 0;
-  int64_t bytes = 0;
-  uint64_t hash = 0;
-};
-
-struct Manifest {
-  std::string kind;  // "full", "delta" or "serving".
-  int64_t step = 0;
-  int64_t base_step = -1;
-  int64_t table_step = 0;
-  // The table's eviction_step() when saved (-1: none). Optional when read
-  // (snapshots written before it existed hold no TTL state: -1).
-  int64_t eviction_step = -1;
-  int64_t dim = 0;
-  int64_t row_floats = 0;
-  int64_t record_bytes = 0;
-  std::string optimizer;
-  int64_t rows = 0;
-  int64_t removed = 0;
-  std::vector<FileEntry> files;  // Data files, then removed.bin for deltas.
-};
-
-std::string ManifestToJson(const Manifest &m) {
-  std::string files = "[";
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    JsonObject file;
-    file.Add("name", m.files[i].name)
-        .Add("records", m.files[i].records)
-        .Add("bytes", m.files[i].bytes)
-        .Add("hash", HexHash(m.files[i].hash));
-    std::string line = file.ToString(/*indent=*/-1);
-    line.pop_back();  // ToString ends with a newline.
-    files += (i > 0 ? ",\n    " : "\n    ") + line;
-  }
-  files += m.files.empty() ? "]" : "\n  ]";
-  JsonObject o;
-  o.Add("format", kFormat)
-      .Add("version", kVersion)
-      .Add("kind", m.kind)
-      .Add("step", m.step)
-      .Add("base_step", m.base_step)
-      .Add("table_step", m.table_step)
-      .Add("eviction_step", m.eviction_step)
-      .Add("dim", m.dim)
-      .Add("row_floats", m.row_floats)
-      .Add("record_bytes", m.record_bytes)
-      .Add("optimizer", m.optimizer)
-      .Add("rows", m.rows)
-      .Add("removed", m.removed)
-      .AddRaw("files", files);
-  return o.ToString();
-}
-
-// Reads field `key` of `object` into `out`; false if missing or mistyped.
-bool GetInt(const JsonValue &object, const char *key, int64_t *out) {
-  const JsonValue *v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
-  auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), *out);
-  return ec == std::errc() && end == v->text.data() + v->text.size();
-}
-
-bool GetString(const JsonValue &object, const char *key, std::string *out) {
-  const JsonValue *v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kString) return false;
-  *out = v->text;
-  return true;
-}
-
-Result<FileEntry> ParseFileEntry(const JsonValue &v) {
-  FileEntry file;
-  std::string hash;
-  if (v.type != JsonValue::Type::kObject || !GetString(v, "name", &file.name) ||
-      !GetInt(v, "records", &file.records) || !GetInt(v, "bytes", &file.bytes) ||
-      !GetString(v, "hash", &hash) || hash.size() != 16) {
-    return Status::DataLoss("malformed entry in \"files\"");
-  }
-  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
-  // A file name must stay inside its snapshot directory.
-  if (ec != std::errc() || end != hash.data() + hash.size() || file.name.empty() ||
-      file.name.find('/') != std::string::npos || file.name[0] == '.' || file.records < 0 ||
-      file.bytes < 0) {
-    return Status::DataLoss("malformed entry in \"files\" for ", JsonQuote(file.name));
-  }
-  return file;
-}
-
-// Reads and validates dir/MANIFEST; DataLoss naming it on any defect.
-Result<Manifest> ReadManifest(const std::string &dir) {
-  const std::string path = (fs::path(dir) / kManifest).string();
-  Result<std::string> text = ReadFile(path);
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
-    return text.status();
-  }
-  Result<JsonValue> parsed = ParseJson(*text);
-  const JsonValue root = parsed.ok() ? std::move(parsed).value() : JsonValue();
-  if (root.type != JsonValue::Type::kObject) {
-    return Status::DataLoss(path, ": not a JSON object (truncated?)");
-  }
-  Manifest m;
-  std::string format;
-  int64_t version = 0;
-  if (!GetString(root, "format", &format) || format != kFormat ||
-      !GetInt(root, "version", &version)) {
-    return Status::DataLoss(path, ": not an ", kFormat, " manifest");
-  }
-  if (version != kVersion) {
-    return Status::DataLoss(path, ": format version ", version, ", this build reads ", kVersion);
-  }
-  if (!GetString(root, "kind", &m.kind) || !GetInt(root, "step", &m.step) ||
-      !GetInt(root, "base_step", &m.base_step) || !GetInt(root, "table_step", &m.table_step) ||
-      !GetInt(root, "dim", &m.dim) || !GetInt(root, "row_floats", &m.row_floats) ||
-      !GetInt(root, "record_bytes", &m.record_bytes) ||
-      !GetString(root, "optimizer", &m.optimizer) || !GetInt(root, "rows", &m.rows) ||
-      !GetInt(root, "removed", &m.removed)) {
-    return Status::DataLoss(path, ": missing or mistyped field");
-  }
-  if (root.Find("eviction_step") != nullptr && !GetInt(root, "eviction_step", &m.eviction_step)) {
-    return Status::DataLoss(path, ": mistyped field \"eviction_step\"");
-  }
-  if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
-      m.row_floats < m.dim || m.record_bytes != 8 + 4 * m.row_floats || m.rows < 0 ||
-      m.removed < 0) {
-    return Status::DataLoss(path, ": inconsistent fields");
-  }
-  const JsonValue *files = root.Find("files");
-  if (files == nullptr || files->type != JsonValue::Type::kArray) {
-    return Status::DataLoss(path, ": missing \"files\"");
-  }
-  int64_t records = 0;
-  int64_t removed = 0;
-  for (const JsonValue &v : files->items) {
-    Result<FileEntry> file = ParseFileEntry(v);
-    if (!file.ok()) return Status::DataLoss(path, ": ", file.status().message());
-    const bool is_removed = file->name == kRemovedFile;
-    const int64_t size = is_removed ? 8 : m.record_bytes;
-    if (file->bytes != file->records * size) {
-      return Status::DataLoss(path, ": ", file->name, " has ", file->records, " records but ",
-                              file->bytes, " bytes");
-    }
-    (is_removed ? removed : records) += file->records;
-    m.files.push_back(std::move(*file));
-  }
-  if (records != m.rows || removed != m.removed) {
-    return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
-                            " removed keys, manifest says ", m.rows, " and ", m.removed);
-  }
-  return m;
-}
-
-// dir/file's bytes after checking its size and hash against the manifest.
-Result<std::string> ReadVerifiedFile(const std::string &dir, const FileEntry &file) {
-  const std::string path = (fs::path(dir) / file.name).string();
-  Result<std::string> bytes = ReadFile(path);
-  if (!bytes.ok()) {
-    if (bytes.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
-    return bytes.status();
-  }
-  if (static_cast<int64_t>(bytes->size()) != file.bytes) {
-    return Status::DataLoss(path, ": ", bytes->size(), " bytes, manifest says ", file.bytes);
-  }
-  Fnv1a64Words hash;
-  hash.Update(bytes->data(), bytes->size());
-  if (hash.Digest() != file.hash) {
-    return Status::DataLoss(path, ": hash ", HexHash(hash.Digest()), ", manifest says ",
-                            HexHash(file.hash));
-  }
-  return std::move(*bytes);
-}
-
-// Checks, without reading them, that the data files are there with their sizes.
-Status CheckFileSizes(const std::string &dir, const Manifest &m) {
-  for (const FileEntry &file : m.files) {
-    const std::string path = (fs::path(dir) / file.name).string();
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) return Status::DataLoss(path, ": missing (", ec.message(), ")");
-    if (static_cast<int64_t>(size) != file.bytes) {
-      return Status::DataLoss(path, ": ", size, " bytes, manifest says ", file.bytes);
-    }
-  }
-  return Status::OK();
-}
-
-// --- Writing ---------------------------------------------------------------
 
 // A data file being written: buffered, hashed, fsynced on Close.
 class DataFile {
@@ -351,9 +150,9 @@ class SnapshotWriter {
                 .string()),
         file_prefix_(file_prefix),
         record_floats_(record_floats),
-        records_per_file_(std::max<int64_t>(1, file_bytes / (8 + 4 * record_floats))),
+        records_per_file_(std::max<int64_t>(1, file_bytes / RecordBytes(record_floats))),
         budget_bytes_(fail_after_bytes) {
-    record_.resize(8 + 4 * record_floats);
+    record_.resize(RecordBytes(record_floats));
   }
   SnapshotWriter(const SnapshotWriter &) = delete;
   SnapshotWriter &operator=(const SnapshotWriter &) = delete;
@@ -380,8 +179,7 @@ class SnapshotWriter {
       files_.push_back(FileEntry{name, 0, 0, 0});
       file_records_ = 0;
     }
-    std::memcpy(record_.data(), &key, 8);
-    std::memcpy(record_.data() + 8, row, 4 * record_floats_);
+    EncodeRecord(key, row, record_floats_, record_.data());
     EMBER_RETURN_IF_ERROR(file_->Append(record_.data(), record_.size()));
     ++file_records_;
     ++rows_;
@@ -407,9 +205,9 @@ class SnapshotWriter {
                 const std::function<Status(const std::string &)> &before_commit) {
     EMBER_RETURN_IF_ERROR(CloseFile());
     manifest.rows = rows_;
-    manifest.record_bytes = 8 + 4 * manifest.row_floats;
+    manifest.record_bytes = RecordBytes(manifest.row_floats);
     manifest.files = files_;
-    const std::string manifest_path = Path(kManifest);
+    const std::string manifest_path = Path(kManifestFile);
     const std::string json = ManifestToJson(manifest);
     {
       int64_t unlimited = -1;
@@ -483,63 +281,6 @@ void RemoveTemporaries(const std::string &parent, const std::string &final_name)
     fs::remove_all(it->path(), remove_ec);
     if (remove_ec) LOG(WARNING) << it->path() << ": cannot remove: " << remove_ec.message();
   }
-}
-
-// --- Reading a checkpoint directory
-// -------------------------------------------
-
-struct SnapshotName {
-  SnapshotInfo::Kind kind;
-  int64_t step;
-  std::string path;
-};
-
-// Complete snapshots in `dir` by directory name, sorted by step (a full
-// snapshot before a delta of the same step, which saves never produce).
-Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string &dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir, ": no such checkpoint directory");
-  std::vector<SnapshotName> names;
-  fs::directory_iterator it(dir, ec);
-  for (fs::directory_iterator end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    SnapshotName entry;
-    std::string digits;
-    if (name.rfind("full-", 0) == 0) {
-      entry.kind = SnapshotInfo::Kind::kFull;
-      digits = name.substr(5);
-    } else if (name.rfind("delta-", 0) == 0) {
-      entry.kind = SnapshotInfo::Kind::kDelta;
-      digits = name.substr(6);
-    } else {
-      continue;
-    }
-    auto [p, parse_ec] = std::from_chars(digits.data(), digits.data() + digits.size(), entry.step);
-    if (parse_ec != std::errc() || p != digits.data() + digits.size() || digits.size() != 20)
-      continue;
-    entry.path = it->path().string();
-    names.push_back(std::move(entry));
-  }
-  if (ec) return Status::IOError(dir, ": cannot list: ", ec.message());
-  std::sort(names.begin(), names.end(), [](const SnapshotName &a, const SnapshotName &b) {
-    return a.step != b.step ? a.step < b.step : a.kind < b.kind;
-  });
-  return names;
-}
-
-// The manifest of a snapshot directory, checked against the directory's name.
-Result<Manifest> ReadSnapshotManifest(const SnapshotName &name) {
-  EMBER_ASSIGN_OR_RETURN(Manifest m, ReadManifest(name.path));
-  const std::string path = (fs::path(name.path) / kManifest).string();
-  const bool full = name.kind == SnapshotInfo::Kind::kFull;
-  if (m.kind != (full ? "full" : "delta") || m.step != name.step) {
-    return Status::DataLoss(path, ": describes a ", m.kind, " snapshot of step ", m.step,
-                            ", not its directory");
-  }
-  if (full != (m.base_step == -1) || (!full && m.base_step >= m.step)) {
-    return Status::DataLoss(path, ": base_step ", m.base_step, " impossible for step ", m.step);
-  }
-  return m;
 }
 
 SnapshotInfo ToInfo(const SnapshotName &name, const Manifest &m) {
@@ -648,7 +389,7 @@ Status WriteStoredRows(EmbeddingTable &table, const std::vector<Key> &keys, Snap
 
 // Applies the records of `bytes` (key + row_floats floats each) with WriteRows.
 Status WriteRecords(EmbeddingTable &table, const std::string &bytes, int64_t row_floats) {
-  const int64_t record_bytes = 8 + 4 * row_floats;
+  const int64_t record_bytes = RecordBytes(row_floats);
   const int64_t records = static_cast<int64_t>(bytes.size()) / record_bytes;
   std::vector<Key> keys;
   std::vector<float> rows;
@@ -658,8 +399,7 @@ Status WriteRecords(EmbeddingTable &table, const std::string &bytes, int64_t row
     rows.resize(n * row_floats);
     const char *record = bytes.data() + begin * record_bytes;
     for (int64_t i = 0; i < n; ++i, record += record_bytes) {
-      std::memcpy(&keys[i], record, 8);
-      std::memcpy(rows.data() + i * row_floats, record + 8, 4 * row_floats);
+      DecodeRecord(record, row_floats, &keys[i], rows.data() + i * row_floats);
     }
     EMBER_RETURN_IF_ERROR(table.WriteRows(keys, rows.data()));
   }
@@ -680,9 +420,7 @@ Status ApplySnapshot(EmbeddingTable &table, const std::string &dir, const Manife
   for (const FileEntry &file : m.files) {
     EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(dir, file));
     if (file.name == kRemovedFile) {
-      std::vector<Key> keys(bytes.size() / 8);
-      std::memcpy(keys.data(), bytes.data(), 8 * keys.size());
-      EMBER_RETURN_IF_ERROR(EraseKeys(table, keys));
+      EMBER_RETURN_IF_ERROR(EraseKeys(table, DecodeKeys(bytes)));
     } else {
       EMBER_RETURN_IF_ERROR(WriteRecords(table, bytes, m.row_floats));
     }
@@ -705,42 +443,7 @@ std::vector<Key> Union(const std::vector<Key> &a, const std::vector<Key> &b) {
 
 }  // namespace
 
-// --- Fnv1a64Words
-// -------------------------------------------------------------
-
-namespace {
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-}  // namespace
-
-void Fnv1a64Words::Update(const char *data, size_t size) {
-  length_ += size;
-  while (size > 0 && tail_bytes_ > 0) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_);
-    --size;
-    if (++tail_bytes_ == 8) {
-      state_ = (state_ ^ tail_) * kFnvPrime;
-      tail_ = 0;
-      tail_bytes_ = 0;
-    }
-  }
-  for (; size >= 8; size -= 8, data += 8) {
-    uint64_t word;
-    std::memcpy(&word, data, 8);
-    state_ = (state_ ^ word) * kFnvPrime;
-  }
-  for (; size > 0; --size) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_++);
-  }
-}
-
-uint64_t Fnv1a64Words::Digest() const {
-  uint64_t state = state_;
-  if (tail_bytes_ > 0) state = (state ^ tail_) * kFnvPrime;
-  return Mix64((state ^ length_) * kFnvPrime);
-}
-
-// --- ListCheckpoints
-// ------------------------------------------------------------
+// --- ListCheckpoints ---------------------------------------------------------
 
 Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir) {
   EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(dir));
@@ -752,8 +455,7 @@ Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir) {
   return infos;
 }
 
-// --- Checkpointer
-// ------------------------------------------------------------------
+// --- Checkpointer ------------------------------------------------------------
 
 Checkpointer::Checkpointer(EmbeddingTable &table, CheckpointOptions options)
     : table_(table), options_(std::move(options)) {}
@@ -773,7 +475,7 @@ Status Checkpointer::SaveFull(int64_t step) {
                                    ", but the directory already holds step ", newest);
   }
   RemoveTemporaries(options_.dir, "");
-  SnapshotWriter writer(options_.dir, StepName("full", step), "rows", table_.row_floats(),
+  SnapshotWriter writer(options_.dir, SnapshotDirName("full", step), "rows", table_.row_floats(),
                         options_.file_bytes, options_.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   EMBER_RETURN_IF_ERROR(
@@ -840,7 +542,7 @@ Status Checkpointer::SaveDelta(int64_t step) {
   pending_removed_ = Union(Difference(pending_removed_, changed), removed);
 
   const int64_t row_floats = table_.row_floats();
-  SnapshotWriter writer(options_.dir, StepName("delta", step), "rows", row_floats,
+  SnapshotWriter writer(options_.dir, SnapshotDirName("delta", step), "rows", row_floats,
                         options_.file_bytes, options_.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   std::vector<Key> vanished;  // Reported changed but gone: saved as removed.
@@ -895,8 +597,7 @@ Result<int64_t> Checkpointer::RestoreLatest() {
   return chain_step;
 }
 
-// --- Serving export
-// -----------------------------------------------------------------
+// --- Serving export ----------------------------------------------------------
 
 Status ExportForServing(EmbeddingTable &table, const std::string &path,
                         const ServingExportOptions &options) {
@@ -932,7 +633,7 @@ Result<int64_t> ReadServingExport(
     const std::string &path, const std::function<Status(Key key, const float *vector)> &visit) {
   EMBER_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
   if (m.kind != "serving" || m.row_floats != m.dim) {
-    return Status::DataLoss(path, "/", kManifest, ": a ", m.kind,
+    return Status::DataLoss(path, "/", kManifestFile, ": a ", m.kind,
                             " snapshot, not a serving export");
   }
   EMBER_RETURN_IF_ERROR(CheckFileSizes(path, m));
@@ -943,8 +644,7 @@ Result<int64_t> ReadServingExport(
     for (int64_t i = 0; i < file.records; ++i) {
       const char *record = bytes.data() + i * m.record_bytes;
       Key key;
-      std::memcpy(&key, record, 8);
-      std::memcpy(vector.data(), record + 8, 4 * m.dim);
+      DecodeRecord(record, m.dim, &key, vector.data());
       EMBER_RETURN_IF_ERROR(visit(key, vector.data()));
       ++count;
     }

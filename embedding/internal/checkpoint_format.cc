@@ -1,0 +1,287 @@
+#include "embedding/internal/checkpoint_format.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/random.h"
+
+namespace ember::embedding {
+
+namespace {
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+}  // namespace
+
+void Fnv1a64Words::Update(const char *data, size_t size) {
+  length_ += size;
+  while (size > 0 && tail_bytes_ > 0) {
+    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_);
+    --size;
+    if (++tail_bytes_ == 8) {
+      state_ = (state_ ^ tail_) * kFnvPrime;
+      tail_ = 0;
+      tail_bytes_ = 0;
+    }
+  }
+  for (; size >= 8; size -= 8, data += 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    state_ = (state_ ^ word) * kFnvPrime;
+  }
+  for (; size > 0; --size) {
+    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_++);
+  }
+}
+
+uint64_t Fnv1a64Words::Digest() const {
+  uint64_t state = state_;
+  if (tail_bytes_ > 0) state = (state ^ tail_) * kFnvPrime;
+  return Mix64((state ^ length_) * kFnvPrime);
+}
+
+namespace internal {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kFormat[] = "ember-embedding-snapshot";
+constexpr int64_t kVersion = 1;
+
+// Reads field `key` of `object` into `out`; false if missing or mistyped.
+bool GetInt(const JsonValue &object, const char *key, int64_t *out) {
+  const JsonValue *v = object.Find(key);
+  if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
+  auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), *out);
+  return ec == std::errc() && end == v->text.data() + v->text.size();
+}
+
+bool GetString(const JsonValue &object, const char *key, std::string *out) {
+  const JsonValue *v = object.Find(key);
+  if (v == nullptr || v->type != JsonValue::Type::kString) return false;
+  *out = v->text;
+  return true;
+}
+
+Result<FileEntry> ParseFileEntry(const JsonValue &v) {
+  FileEntry file;
+  std::string hash;
+  if (v.type != JsonValue::Type::kObject || !GetString(v, "name", &file.name) ||
+      !GetInt(v, "records", &file.records) || !GetInt(v, "bytes", &file.bytes) ||
+      !GetString(v, "hash", &hash) || hash.size() != 16) {
+    return Status::DataLoss("malformed entry in \"files\"");
+  }
+  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
+  // A file name must stay inside its snapshot directory.
+  if (ec != std::errc() || end != hash.data() + hash.size() || file.name.empty() ||
+      file.name.find('/') != std::string::npos || file.name[0] == '.' || file.records < 0 ||
+      file.bytes < 0) {
+    return Status::DataLoss("malformed entry in \"files\" for ", JsonQuote(file.name));
+  }
+  return file;
+}
+
+}  // namespace
+
+std::string SnapshotDirName(const char *kind, int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "%s-%020lld", kind, static_cast<long long>(step));
+  return name;
+}
+
+std::string DataFileName(const char *prefix, int64_t index) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "%s-%05lld.bin", prefix, static_cast<long long>(index));
+  return name;
+}
+
+std::string HexHash(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+std::string ManifestToJson(const Manifest &m) {
+  std::string files = "[";
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    JsonObject file;
+    file.Add("name", m.files[i].name)
+        .Add("records", m.files[i].records)
+        .Add("bytes", m.files[i].bytes)
+        .Add("hash", HexHash(m.files[i].hash));
+    std::string line = file.ToString(/*indent=*/-1);
+    line.pop_back();  // ToString ends with a newline.
+    files += (i > 0 ? ",\n    " : "\n    ") + line;
+  }
+  files += m.files.empty() ? "]" : "\n  ]";
+  JsonObject o;
+  o.Add("format", kFormat)
+      .Add("version", kVersion)
+      .Add("kind", m.kind)
+      .Add("step", m.step)
+      .Add("base_step", m.base_step)
+      .Add("table_step", m.table_step)
+      .Add("eviction_step", m.eviction_step)
+      .Add("dim", m.dim)
+      .Add("row_floats", m.row_floats)
+      .Add("record_bytes", m.record_bytes)
+      .Add("optimizer", m.optimizer)
+      .Add("rows", m.rows)
+      .Add("removed", m.removed)
+      .AddRaw("files", files);
+  return o.ToString();
+}
+
+Result<Manifest> ReadManifest(const std::string &dir) {
+  const std::string path = (fs::path(dir) / kManifestFile).string();
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
+    return text.status();
+  }
+  Result<JsonValue> parsed = ParseJson(*text);
+  const JsonValue root = parsed.ok() ? std::move(parsed).value() : JsonValue();
+  if (root.type != JsonValue::Type::kObject) {
+    return Status::DataLoss(path, ": not a JSON object (truncated?)");
+  }
+  Manifest m;
+  std::string format;
+  int64_t version = 0;
+  if (!GetString(root, "format", &format) || format != kFormat ||
+      !GetInt(root, "version", &version)) {
+    return Status::DataLoss(path, ": not an ", kFormat, " manifest");
+  }
+  if (version != kVersion) {
+    return Status::DataLoss(path, ": format version ", version, ", this build reads ", kVersion);
+  }
+  if (!GetString(root, "kind", &m.kind) || !GetInt(root, "step", &m.step) ||
+      !GetInt(root, "base_step", &m.base_step) || !GetInt(root, "table_step", &m.table_step) ||
+      !GetInt(root, "dim", &m.dim) || !GetInt(root, "row_floats", &m.row_floats) ||
+      !GetInt(root, "record_bytes", &m.record_bytes) ||
+      !GetString(root, "optimizer", &m.optimizer) || !GetInt(root, "rows", &m.rows) ||
+      !GetInt(root, "removed", &m.removed)) {
+    return Status::DataLoss(path, ": missing or mistyped field");
+  }
+  if (root.Find("eviction_step") != nullptr && !GetInt(root, "eviction_step", &m.eviction_step)) {
+    return Status::DataLoss(path, ": mistyped field \"eviction_step\"");
+  }
+  if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
+      m.row_floats < m.dim || m.record_bytes != RecordBytes(m.row_floats) || m.rows < 0 ||
+      m.removed < 0) {
+    return Status::DataLoss(path, ": inconsistent fields");
+  }
+  const JsonValue *files = root.Find("files");
+  if (files == nullptr || files->type != JsonValue::Type::kArray) {
+    return Status::DataLoss(path, ": missing \"files\"");
+  }
+  int64_t records = 0;
+  int64_t removed = 0;
+  for (const JsonValue &v : files->items) {
+    Result<FileEntry> file = ParseFileEntry(v);
+    if (!file.ok()) return Status::DataLoss(path, ": ", file.status().message());
+    const bool is_removed = file->name == kRemovedFile;
+    const int64_t size = is_removed ? 8 : m.record_bytes;
+    if (file->bytes != file->records * size) {
+      return Status::DataLoss(path, ": ", file->name, " has ", file->records, " records but ",
+                              file->bytes, " bytes");
+    }
+    (is_removed ? removed : records) += file->records;
+    m.files.push_back(std::move(*file));
+  }
+  if (records != m.rows || removed != m.removed) {
+    return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
+                            " removed keys, manifest says ", m.rows, " and ", m.removed);
+  }
+  return m;
+}
+
+Result<std::string> ReadVerifiedFile(const std::string &dir, const FileEntry &file) {
+  const std::string path = (fs::path(dir) / file.name).string();
+  Result<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
+    return bytes.status();
+  }
+  if (static_cast<int64_t>(bytes->size()) != file.bytes) {
+    return Status::DataLoss(path, ": ", bytes->size(), " bytes, manifest says ", file.bytes);
+  }
+  Fnv1a64Words hash;
+  hash.Update(bytes->data(), bytes->size());
+  if (hash.Digest() != file.hash) {
+    return Status::DataLoss(path, ": hash ", HexHash(hash.Digest()), ", manifest says ",
+                            HexHash(file.hash));
+  }
+  return std::move(*bytes);
+}
+
+Status CheckFileSizes(const std::string &dir, const Manifest &m) {
+  for (const FileEntry &file : m.files) {
+    const std::string path = (fs::path(dir) / file.name).string();
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) return Status::DataLoss(path, ": missing (", ec.message(), ")");
+    if (static_cast<int64_t>(size) != file.bytes) {
+      return Status::DataLoss(path, ": ", size, " bytes, manifest says ", file.bytes);
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<Key> DecodeKeys(const std::string &bytes) {
+  std::vector<Key> keys(bytes.size() / 8);
+  std::memcpy(keys.data(), bytes.data(), 8 * keys.size());
+  return keys;
+}
+
+Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string &dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir, ": no such checkpoint directory");
+  std::vector<SnapshotName> names;
+  fs::directory_iterator it(dir, ec);
+  for (fs::directory_iterator end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    SnapshotName entry;
+    std::string digits;
+    if (name.rfind("full-", 0) == 0) {
+      entry.kind = SnapshotInfo::Kind::kFull;
+      digits = name.substr(5);
+    } else if (name.rfind("delta-", 0) == 0) {
+      entry.kind = SnapshotInfo::Kind::kDelta;
+      digits = name.substr(6);
+    } else {
+      continue;
+    }
+    auto [p, parse_ec] = std::from_chars(digits.data(), digits.data() + digits.size(), entry.step);
+    if (parse_ec != std::errc() || p != digits.data() + digits.size() || digits.size() != 20)
+      continue;
+    entry.path = it->path().string();
+    names.push_back(std::move(entry));
+  }
+  if (ec) return Status::IOError(dir, ": cannot list: ", ec.message());
+  std::sort(names.begin(), names.end(), [](const SnapshotName &a, const SnapshotName &b) {
+    return a.step != b.step ? a.step < b.step : a.kind < b.kind;
+  });
+  return names;
+}
+
+Result<Manifest> ReadSnapshotManifest(const SnapshotName &name) {
+  EMBER_ASSIGN_OR_RETURN(Manifest m, ReadManifest(name.path));
+  const std::string path = (fs::path(name.path) / kManifestFile).string();
+  const bool full = name.kind == SnapshotInfo::Kind::kFull;
+  if (m.kind != (full ? "full" : "delta") || m.step != name.step) {
+    return Status::DataLoss(path, ": describes a ", m.kind, " snapshot of step ", m.step,
+                            ", not its directory");
+  }
+  if (full != (m.base_step == -1) || (!full && m.base_step >= m.step)) {
+    return Status::DataLoss(path, ": base_step ", m.base_step, " impossible for step ", m.step);
+  }
+  return m;
+}
+
+}  // namespace internal
+}  // namespace ember::embedding
