@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ops/dense_ops.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -19,12 +20,8 @@ using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
 using testing::ToDouble;
+using testing::Values;
 using testing::WeightedSum;
-
-std::vector<float> Values(const Tensor& t) {
-  const float* v = t.data<float>();
-  return std::vector<float>(v, v + t.numel());
-}
 
 TEST(ConcatOpsTest, ConcatPlacesBlocksSideBySide) {
   const std::vector<Tensor> inputs = {Tensor::FromVector({1, 2}, {2, 1}),

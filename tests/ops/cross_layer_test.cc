@@ -5,23 +5,25 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
 
 using ::testing::ElementsAre;
 using testing::ExpectAllClose;
-using ::testing::HasSubstr;
+using testing::ExpectInvalid;
+using testing::NanFilled;
 using testing::NumericGradient;
 using testing::RandomTensor;
 using testing::ToDouble;
+using testing::Values;
 using testing::WeightedSum;
 
 using Args = std::vector<std::vector<double>>;
@@ -85,28 +87,6 @@ std::vector<double> GradientOf(const Reference& f, const Args& args, size_t whic
         return WeightedSum(weights, f(moved));
       },
       args[which]);
-}
-
-Tensor Filled(const std::vector<int64_t>& shape, float value) {
-  Tensor tensor = Tensor::Empty(shape);
-  float* data = tensor.data<float>();
-  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = value;
-  return tensor;
-}
-
-// NaN in an output shows that every element is overwritten.
-Tensor NanFilled(const std::vector<int64_t>& shape) {
-  return Filled(shape, std::numeric_limits<float>::quiet_NaN());
-}
-
-std::vector<float> Values(const Tensor& tensor) {
-  const float* data = tensor.data<float>();
-  return std::vector<float>(data, data + tensor.numel());
-}
-
-void ExpectInvalid(const Status& status, const std::string& message_part) {
-  EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status.message();
-  EXPECT_THAT(status.message(), HasSubstr(message_part));
 }
 
 // W = [[1, 2], [3, 4]], b = (0.5, -1), x0 = (1, 2), x_l = (3, -1):

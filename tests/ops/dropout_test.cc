@@ -5,13 +5,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -20,6 +20,7 @@ using testing::ExpectAllClose;
 using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
+using testing::SameBits;
 using testing::ToDouble;
 using testing::WeightedSum;
 
@@ -33,10 +34,6 @@ std::vector<double> ReferenceDropout(const std::vector<double>& x, const Dropout
     y[i] = keep ? x[i] / (1.0 - options.rate) : 0.0;
   }
   return y;
-}
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 TEST(DropoutOpsTest, ForwardMatchesReferenceMaskAndBackwardMatchesFiniteDifferences) {

@@ -10,6 +10,7 @@
 #include "core/threads.h"
 #include "ops/dense_ops.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -20,17 +21,13 @@ using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
 using testing::ToDouble;
+using testing::Values;
 using testing::WeightedSum;
 
 Tensor I64(const std::vector<int64_t>& values) {
   Tensor t = Tensor::Empty({static_cast<int64_t>(values.size())}, DType::kI64);
   if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
   return t;
-}
-
-std::vector<float> Values(const Tensor& t) {
-  const float* v = t.data<float>();
-  return std::vector<float>(v, v + t.numel());
 }
 
 struct Bags {

@@ -5,12 +5,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -18,6 +18,7 @@ namespace {
 using ::testing::ElementsAre;
 using testing::ExpectAllClose;
 using ::testing::HasSubstr;
+using testing::NanFilled;
 using testing::NumericGradient;
 using testing::RandomTensor;
 using testing::ToDouble;
@@ -42,13 +43,6 @@ std::vector<double> ReferenceFm(const std::vector<double>& x, const FmShape& s) 
     }
   }
   return out;
-}
-
-Tensor Filled(const std::vector<int64_t>& shape, float value) {
-  Tensor tensor = Tensor::Empty(shape);
-  float* data = tensor.data<float>();
-  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = value;
-  return tensor;
 }
 
 // Fixed shapes with batch 1, one field, one dimension and odd sizes, then
@@ -91,13 +85,12 @@ TEST(FmInteractionTest, ForwardMatchesDoubleReferenceAndBackwardMatchesFiniteDif
     const Tensor features = RandomTensor({s.batch, s.num_features, s.dim}, rng);
     const Tensor dout = RandomTensor({s.batch, 1}, rng);
     // NaN in the outputs shows that every element is overwritten.
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    Tensor out = Filled({s.batch, 1}, nan);
+    Tensor out = NanFilled({s.batch, 1});
     ASSERT_TRUE(FmInteractionForward(features, &out).ok());
     const std::vector<double> x = ToDouble(features);
     ExpectAllClose(ReferenceFm(x, s), out, 1e-5, "out");
 
-    Tensor dfeatures = Filled({s.batch, s.num_features, s.dim}, nan);
+    Tensor dfeatures = NanFilled({s.batch, s.num_features, s.dim});
     ASSERT_TRUE(FmInteractionBackward(features, dout, &dfeatures).ok());
     const std::vector<double> g = ToDouble(dout);
     ExpectAllClose(

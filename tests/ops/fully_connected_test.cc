@@ -1,6 +1,5 @@
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "core/threads.h"
 #include "ops/dense_ops.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -21,6 +21,7 @@ using testing::ExpectAllClose;
 using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
+using testing::SameBits;
 using testing::ToDouble;
 using testing::WeightedSum;
 
@@ -182,10 +183,6 @@ TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsGiveTheirOwnResults) 
       }
     }
   }
-}
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // Forward (ReLU) and backward of one layer: {y, dx, dweight, dbias}.

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -21,12 +22,9 @@ using testing::ExpectAllClose;
 using ::testing::FloatEq;
 using ::testing::HasSubstr;
 using testing::RandomTensor;
+using testing::SameBits;
 using testing::ToDouble;
-
-std::vector<float> Floats(const Tensor& tensor) {
-  const float* data = tensor.data<float>();
-  return std::vector<float>(data, data + tensor.numel());
-}
+using testing::Values;
 
 std::vector<Tensor> Clones(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> clones;
@@ -37,10 +35,7 @@ std::vector<Tensor> Clones(const std::vector<Tensor>& tensors) {
 bool SameBits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].nbytes() != b[i].nbytes() ||
-        std::memcmp(a[i].raw_data(), b[i].raw_data(), a[i].nbytes()) != 0) {
-      return false;
-    }
+    if (!SameBits(a[i], b[i])) return false;
   }
   return true;
 }
@@ -51,8 +46,8 @@ TEST(GradientClippingTest, ScalesHandMadeGradientsToMaxNorm) {
   Result<double> norm = ClipByGlobalNorm(6.5, &grads);
   ASSERT_TRUE(norm.ok()) << norm.status();
   EXPECT_EQ(13.0, *norm);
-  EXPECT_THAT(Floats(grads[0]), ElementsAre(FloatEq(1.5f), FloatEq(-2.0f)));
-  EXPECT_THAT(Floats(grads[1]), ElementsAre(FloatEq(6.0f)));
+  EXPECT_THAT(Values(grads[0]), ElementsAre(FloatEq(1.5f), FloatEq(-2.0f)));
+  EXPECT_THAT(Values(grads[1]), ElementsAre(FloatEq(6.0f)));
   Result<double> after = GlobalNorm(grads);
   ASSERT_TRUE(after.ok());
   EXPECT_NEAR(6.5, *after, 1e-6);

@@ -10,6 +10,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "tests/ops/gradient_check.h"
+#include "tests/ops/test_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -17,32 +18,19 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using testing::ExpectAllClose;
+using testing::ExpectInvalid;
 using ::testing::FloatEq;
 using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
 using testing::ToDouble;
+using testing::Values;
 using testing::WeightedSum;
-
-std::vector<int32_t> Ints(const Tensor& tensor) {
-  const int32_t* data = tensor.data<int32_t>();
-  return std::vector<int32_t>(data, data + tensor.numel());
-}
-
-std::vector<float> Floats(const Tensor& tensor) {
-  const float* data = tensor.data<float>();
-  return std::vector<float>(data, data + tensor.numel());
-}
 
 Tensor I32(const std::vector<int32_t>& values, std::vector<int64_t> shape) {
   Tensor tensor = Tensor::Empty(std::move(shape), DType::kI32);
   for (size_t i = 0; i < values.size(); ++i) tensor.data<int32_t>()[i] = values[i];
   return tensor;
-}
-
-void ExpectInvalid(const Status& status, const std::string& substring) {
-  EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
-  EXPECT_THAT(status.message(), HasSubstr(substring));
 }
 
 std::vector<double> ReferenceSoftmax(const std::vector<double>& z, int64_t batch, int64_t experts) {
@@ -68,8 +56,9 @@ struct FixedRouting {
 };
 
 FixedRouting Fix(const MoeRouting& routing) {
-  return {routing.expert.dim(0), routing.expert.dim(1), routing.num_experts,    routing.capacity,
-          Ints(routing.expert),  Ints(routing.slot),    routing.normalize_gates};
+  return {routing.expert.dim(0),  routing.expert.dim(1),           routing.num_experts,
+          routing.capacity,       Values<int32_t>(routing.expert), Values<int32_t>(routing.slot),
+          routing.normalize_gates};
 }
 
 std::vector<double> ReferenceGate(const std::vector<double>& p, const FixedRouting& r) {
@@ -163,8 +152,8 @@ TEST(MoeRoutingTest, TiesGoToTheLowerExpertIndex) {
   options.capacity_factor = 4.0;
   Result<MoeRouting> routing = RouteTopK(probs, options);
   ASSERT_TRUE(routing.ok()) << routing.status();
-  EXPECT_THAT(Ints(routing->expert), ElementsAre(0, 1, 2, 1, 3, 0));
-  EXPECT_THAT(Ints(routing->slot), ElementsAre(0, 0, 0, 1, 0, 1));
+  EXPECT_THAT(Values<int32_t>(routing->expert), ElementsAre(0, 1, 2, 1, 3, 0));
+  EXPECT_THAT(Values<int32_t>(routing->slot), ElementsAre(0, 0, 0, 1, 0, 1));
   EXPECT_EQ(0, routing->num_dropped);
 }
 
@@ -186,21 +175,21 @@ TEST(MoeRoutingTest, ChoicesBeyondCapacityAreDroppedInTokenOrder) {
     ASSERT_TRUE(routing.ok()) << routing.status();
     EXPECT_EQ(1, routing->capacity);
     EXPECT_EQ(3, routing->num_experts);
-    EXPECT_THAT(Ints(routing->expert), ElementsAre(0, 1, 1, 2, 0, 2));
-    EXPECT_THAT(Ints(routing->slot), ElementsAre(0, 0, -1, 0, -1, -1));
+    EXPECT_THAT(Values<int32_t>(routing->expert), ElementsAre(0, 1, 1, 2, 0, 2));
+    EXPECT_THAT(Values<int32_t>(routing->slot), ElementsAre(0, 0, -1, 0, -1, -1));
     EXPECT_EQ(3, routing->num_dropped);
     const float s = normalize ? 0.9f : 1.0f;
-    EXPECT_THAT(Floats(routing->gate), ElementsAre(FloatEq(0.6f / s), FloatEq(0.3f / s), 0.0f,
+    EXPECT_THAT(Values(routing->gate), ElementsAre(FloatEq(0.6f / s), FloatEq(0.3f / s), 0.0f,
                                                    FloatEq(0.3f / s), 0.0f, 0.0f));
 
     // Dropped choices contribute nothing: token 2's output is zero.
     Tensor buffers = Tensor::Empty({3, 1, 2});
     const Tensor x = Tensor::FromVector({1, 2, 3, 4, 5, 6}, {3, 2});
     ASSERT_TRUE(MoeDispatch(x, *routing, &buffers).ok());
-    EXPECT_THAT(Floats(buffers), ElementsAre(1, 2, 1, 2, 3, 4));
+    EXPECT_THAT(Values(buffers), ElementsAre(1, 2, 1, 2, 3, 4));
     Tensor out = Tensor::Empty({3, 2});
     ASSERT_TRUE(MoeCombine(buffers, routing->gate, *routing, &out).ok());
-    EXPECT_THAT(Floats(out), ElementsAre(FloatEq(0.9f / s), FloatEq(1.8f / s), FloatEq(0.9f / s),
+    EXPECT_THAT(Values(out), ElementsAre(FloatEq(0.9f / s), FloatEq(1.8f / s), FloatEq(0.9f / s),
                                          FloatEq(1.2f / s), 0.0f, 0.0f));
   }
 }
@@ -214,7 +203,7 @@ TEST(MoeRoutingTest, UnclaimedSlotsArePaddedWithZeros) {
   ASSERT_TRUE(routing.ok()) << routing.status();
   Tensor buffers = Tensor::FromVector(std::vector<float>(8, 9.0f), {2, 2, 2});
   ASSERT_TRUE(MoeDispatch(Tensor::FromVector({1, 2, 3, 4}, {2, 2}), *routing, &buffers).ok());
-  EXPECT_THAT(Floats(buffers), ElementsAre(0, 0, 0, 0, 1, 2, 3, 4));
+  EXPECT_THAT(Values(buffers), ElementsAre(0, 0, 0, 0, 1, 2, 3, 4));
 }
 
 // Random logits through softmax and routing; small capacity factors so that
