@@ -4,6 +4,7 @@
 // a format's parser and check what it produced, aborting (a crash for
 // libFuzzer) when an invariant breaks.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +64,17 @@ inline void ParseAndCheck(const io::TextFormat& format, std::string_view header,
   io::ParseLines(text, **parser, layout, /*stop_at_bad_line=*/true, &out);
   CheckParsed(out, layout);
   Require(out.lines <= all_lines, "stopping early reads no more lines");
+}
+
+// The body of a target that fuzzes N configurations of one format: byte 0
+// of the input picks formats[data[0] % N]; the rest is parsed and checked
+// with ParseAndCheck (no header).
+template <size_t N>
+void ParseWithFormatPickedByFirstByte(const std::unique_ptr<io::TextFormat> (&formats)[N],
+                                      const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  ParseAndCheck(*formats[data[0] % N], "", text);
 }
 
 // Cuts the first line (without its '\n') off `*text`.

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string_view>
 
 #include "io/slot_format.h"
 #include "tests/fuzz/fuzz_parse.h"
@@ -28,12 +27,10 @@ std::unique_ptr<ember::io::TextFormat> MakeFormat(int config) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ember;
-  if (size == 0) return 0;
   static const std::unique_ptr<io::TextFormat> formats[8] = {
       MakeFormat(0), MakeFormat(1), MakeFormat(2), MakeFormat(3),
       MakeFormat(4), MakeFormat(5), MakeFormat(6), MakeFormat(7),
   };
-  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  fuzz::ParseAndCheck(*formats[data[0] & 7], "", text);
+  fuzz::ParseWithFormatPickedByFirstByte(formats, data, size);
   return 0;
 }
