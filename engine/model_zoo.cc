@@ -101,29 +101,28 @@ Result<int> DenseAndEmbeddings(Graph* g, const Inputs& in, int64_t* width) {
 Status BuildDlrm(Graph* g, const ModelOptions& o) {
   EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
   const int dim = o.embedding_dim;
-  int direct = in.pooled;  // The top MLP's direct input.
-  int64_t direct_width = in.pooled_width;
-  int features = in.pooled;
-  int num_features = o.num_slots;
+  int top_in = in.pooled;
+  int64_t top_width = in.pooled_width;
   if (in.dense >= 0) {
-    EMBER_ASSIGN_OR_RETURN(direct, AddMlp(g, "bottom", in.dense, o.num_dense,
-                                          WithOutput(o.bottom_mlp, dim), /*last_relu=*/true));
-    direct_width = dim;
-    EMBER_ASSIGN_OR_RETURN(const std::vector<int> f,
-                           g->AddNode("features", "concat", {direct, in.pooled}));
-    features = f[0];
-    num_features = o.num_slots + 1;
-  }
-  int top_in = direct;
-  int64_t top_width = direct_width;
-  if (num_features >= 2) {
-    EMBER_ASSIGN_OR_RETURN(const std::vector<int> pairs,
-                           g->AddNode("interaction", "dot_interaction", {features},
-                                      OpAttrs().Set("features", num_features)));
+    // The bottom MLP's output is one more feature vector, and the top MLP
+    // reads it beside the pairwise dots: one dlrm_interaction node does the
+    // concatenations and the dots in one pass.
+    EMBER_ASSIGN_OR_RETURN(const int direct,
+                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.bottom_mlp, dim),
+                                  /*last_relu=*/true));
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
-                           g->AddNode("top_in", "concat", {direct, pairs[0]}));
+                           g->AddNode("interaction", "dlrm_interaction", {direct, in.pooled}));
     top_in = t[0];
-    top_width += int64_t{num_features} * (num_features - 1) / 2;
+    const int64_t features = int64_t{o.num_slots} + 1;
+    top_width = dim + features * (features - 1) / 2;
+  } else if (o.num_slots >= 2) {
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> pairs,
+                           g->AddNode("interaction", "dot_interaction", {in.pooled},
+                                      OpAttrs().Set("features", o.num_slots)));
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
+                           g->AddNode("top_in", "concat", {in.pooled, pairs[0]}));
+    top_in = t[0];
+    top_width += int64_t{o.num_slots} * (o.num_slots - 1) / 2;
   }
   EMBER_ASSIGN_OR_RETURN(const int logit, AddMlp(g, "top", top_in, top_width,
                                                  WithOutput(o.top_mlp, 1), /*last_relu=*/false));

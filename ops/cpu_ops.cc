@@ -170,6 +170,53 @@ KernelPair DotInteractionCpu() {
   return k;
 }
 
+// --- dlrm_interaction: [direct, dots of the F vectors of [direct, pooled]] ---
+
+OpDef DlrmInteractionDef() {
+  OpDef def;
+  def.name = "dlrm_interaction";
+  def.num_inputs = 2;
+  def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
+    EMBER_ASSIGN_OR_RETURN(const int64_t dim, Width(in, 0, "the direct input"));
+    EMBER_ASSIGN_OR_RETURN(const int64_t pooled, Width(in, 1, "the pooled input"));
+    if (pooled % dim != 0) {
+      return Status::InvalidArgument("the pooled width ", pooled,
+                                     " must be a multiple of the direct width ", dim);
+    }
+    const int64_t f = pooled / dim + 1;
+    return Shapes{{dim + f * (f - 1) / 2}};
+  };
+  def.cost = [](const std::vector<InputShape>& in, const OpAttrs&, int64_t batch, bool backward) {
+    const double b = static_cast<double>(batch);
+    const double d = static_cast<double>(in[0].shape[0]);
+    const double f = static_cast<double>(in[1].shape[0]) / d + 1;
+    const double pairs = f * (f - 1) / 2;
+    OpCost cost;
+    cost.flops = (backward ? 4 : 2) * b * pairs * d;
+    cost.bytes = kF32 * b * ((backward ? 2 : 1) * f * d + pairs + d);
+    return cost;
+  };
+  return def;
+}
+
+KernelPair DlrmInteractionCpu() {
+  KernelPair k;
+  k.forward = [](KernelContext& c) {
+    return DlrmInteractionForward(Flat(*c.inputs[0]), Flat(*c.inputs[1]), c.outputs[0]);
+  };
+  k.backward = [](KernelContext& c) -> Status {
+    // Both gradients come out of one pass; one nobody asked for goes to
+    // scratch.
+    Tensor ddirect = c.input_grads[0] != nullptr ? Flat(*c.input_grads[0])
+                                                 : Tensor::Empty(Flat(*c.inputs[0]).shape());
+    Tensor dpooled = c.input_grads[1] != nullptr ? Flat(*c.input_grads[1])
+                                                 : Tensor::Empty(Flat(*c.inputs[1]).shape());
+    return DlrmInteractionBackward(Flat(*c.inputs[0]), Flat(*c.inputs[1]), *c.output_grads[0],
+                                   &ddirect, &dpooled);
+  };
+  return k;
+}
+
 // --- add: elementwise sum of two inputs of one shape -----------------------
 
 OpDef AddDef() {
@@ -436,6 +483,9 @@ Status RegisterCpuOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(DotInteractionDef()));
   EMBER_RETURN_IF_ERROR(
       registry->RegisterKernel("dot_interaction", DeviceType::kCpu, DotInteractionCpu()));
+  EMBER_RETURN_IF_ERROR(registry->RegisterOp(DlrmInteractionDef()));
+  EMBER_RETURN_IF_ERROR(
+      registry->RegisterKernel("dlrm_interaction", DeviceType::kCpu, DlrmInteractionCpu()));
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(AddDef()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("add", DeviceType::kCpu, AddCpu()));
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(FmInteractionDef()));

@@ -3,6 +3,7 @@
 // one for every operator RegisterCpuOps defines (the operators themselves,
 // their shapes and costs, are registered there).
 
+#include <utility>
 #include <vector>
 
 #include "ops/dense_ops_cuda.h"
@@ -32,8 +33,12 @@ Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
 
 // A device tensor shaped like `like`, for a gradient nobody asked for but
 // that the kernel writes anyway.
+Result<Tensor> TemporaryOfShape(std::vector<int64_t> shape, const CudaStream& stream) {
+  return Tensor::Allocate(std::move(shape), DType::kF32, Device::Cuda(stream.device()));
+}
+
 Result<Tensor> Temporary(const Tensor& like, const CudaStream& stream) {
-  return Tensor::Allocate(like.shape(), DType::kF32, Device::Cuda(stream.device()));
+  return TemporaryOfShape(like.shape(), stream);
 }
 
 Activation ActivationOf(const OpAttrs& attrs) {
@@ -110,6 +115,58 @@ KernelPair DotInteractionCuda() {
     Tensor dfeatures = As3d(*c.input_grads[0], *c.attrs, 2);
     return DotInteractionBackwardCuda(As3d(*c.inputs[0], *c.attrs, 2), *c.output_grads[0],
                                       &dfeatures, *s);
+  };
+  return k;
+}
+
+// DLRM's interaction layer as the concat, dot interaction and concat it
+// stands for (a fused kernel is left for when a GPU can measure it).
+KernelPair DlrmInteractionCuda() {
+  struct Shape {
+    int64_t batch, dim, features, pairs;
+  };
+  auto shape_of = [](const Tensor& direct, const Tensor& pooled) {
+    const int64_t dim = direct.dim(1), features = pooled.dim(1) / dim + 1;
+    return Shape{direct.dim(0), dim, features, features * (features - 1) / 2};
+  };
+  KernelPair k;
+  k.forward = [shape_of](KernelContext& c) -> Status {
+    EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "dlrm_interaction"));
+    const Tensor direct = Flat(*c.inputs[0]), pooled = Flat(*c.inputs[1]);
+    const Shape n = shape_of(direct, pooled);
+    EMBER_ASSIGN_OR_RETURN(Tensor features, TemporaryOfShape({n.batch, n.features * n.dim}, *s));
+    EMBER_RETURN_IF_ERROR(ConcatColumnsCuda({direct, pooled}, &features, *s));
+    EMBER_ASSIGN_OR_RETURN(Tensor dots, TemporaryOfShape({n.batch, n.pairs}, *s));
+    EMBER_RETURN_IF_ERROR(
+        DotInteractionForwardCuda(features.Reshape({n.batch, n.features, n.dim}), &dots, *s));
+    return ConcatColumnsCuda({direct, dots}, c.outputs[0], *s);
+  };
+  k.backward = [shape_of](KernelContext& c) -> Status {
+    EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "dlrm_interaction"));
+    const Tensor direct = Flat(*c.inputs[0]), pooled = Flat(*c.inputs[1]);
+    const Shape n = shape_of(direct, pooled);
+    EMBER_ASSIGN_OR_RETURN(Tensor features, TemporaryOfShape({n.batch, n.features * n.dim}, *s));
+    EMBER_RETURN_IF_ERROR(ConcatColumnsCuda({direct, pooled}, &features, *s));
+    EMBER_ASSIGN_OR_RETURN(Tensor dpassed, Temporary(direct, *s));
+    EMBER_ASSIGN_OR_RETURN(Tensor ddots, TemporaryOfShape({n.batch, n.pairs}, *s));
+    std::vector<Tensor> dout_parts = {dpassed, ddots};
+    EMBER_RETURN_IF_ERROR(SplitColumnsCuda(*c.output_grads[0], &dout_parts, *s));
+    EMBER_ASSIGN_OR_RETURN(Tensor dfeatures, Temporary(features, *s));
+    Tensor dfeatures_3d = dfeatures.Reshape({n.batch, n.features, n.dim});
+    EMBER_RETURN_IF_ERROR(DotInteractionBackwardCuda(features.Reshape({n.batch, n.features, n.dim}),
+                                                     ddots, &dfeatures_3d, *s));
+    EMBER_ASSIGN_OR_RETURN(Tensor ddirect_dots, Temporary(direct, *s));
+    Tensor dpooled;
+    if (c.input_grads[1] != nullptr) {
+      dpooled = Flat(*c.input_grads[1]);
+    } else {
+      EMBER_ASSIGN_OR_RETURN(dpooled, Temporary(pooled, *s));
+    }
+    std::vector<Tensor> feature_parts = {ddirect_dots, dpooled};
+    EMBER_RETURN_IF_ERROR(SplitColumnsCuda(dfeatures, &feature_parts, *s));
+    if (c.input_grads[0] == nullptr) return Status::OK();
+    Tensor ddirect = Flat(*c.input_grads[0]);
+    return AddCuda(ddirect_dots, dpassed, &ddirect, *s);
   };
   return k;
 }
@@ -242,6 +299,8 @@ Status RegisterCudaOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("fully_connected", kCuda, FullyConnectedCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("concat", kCuda, ConcatCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("dot_interaction", kCuda, DotInteractionCuda()));
+  EMBER_RETURN_IF_ERROR(
+      registry->RegisterKernel("dlrm_interaction", kCuda, DlrmInteractionCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("add", kCuda, AddCudaKernels()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("fm_interaction", kCuda, FmInteractionCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("cross_layer", kCuda, CrossLayerCuda(false)));

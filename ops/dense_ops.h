@@ -43,6 +43,18 @@ Status DotInteractionForward(const Tensor& features, Tensor* out);
 // dfeatures[B, F, D] from dout[B, F*(F-1)/2].
 Status DotInteractionBackward(const Tensor& features, const Tensor& dout, Tensor* dfeatures);
 
+// DLRM's interaction layer without the concatenations around the dot
+// interaction: for direct[B, D] (the bottom MLP's output) and pooled[B, S*D]
+// (S pooled embeddings), out[B, D + F*(F-1)/2] with F = S + 1 is direct
+// followed by DotInteractionForward of the F vectors [direct, pooled_1, ...,
+// pooled_S]; the same values as ConcatColumns({direct, dots}) of
+// DotInteractionForward(ConcatColumns({direct, pooled})).
+Status DlrmInteractionForward(const Tensor& direct, const Tensor& pooled, Tensor* out);
+// ddirect[B, D] and dpooled[B, S*D] from dout[B, D + F*(F-1)/2]; ddirect
+// includes the passed-through columns' gradient.
+Status DlrmInteractionBackward(const Tensor& direct, const Tensor& pooled, const Tensor& dout,
+                               Tensor* ddirect, Tensor* dpooled);
+
 // out[B, sum(widths)] = the columns of each input[B, width_k] side by side.
 Status ConcatColumns(const std::vector<Tensor>& inputs, Tensor* out);
 // The inverse: splits din[B, sum(widths)] into outputs[k][B, width_k]. The

@@ -1,21 +1,23 @@
 // DLRM's dot interaction (Naumov et al. 2019): the dot product of every pair
-// of distinct feature vectors of a sample, strictly lower triangle row by row.
+// of distinct feature vectors of a sample, strictly lower triangle row by row;
+// and DLRM's whole interaction layer, which also passes the bottom MLP's
+// output through, without the two concatenations around it.
 
 #include "ops/dense_ops.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "core/simd.h"
 #include "core/threads.h"
 #include "ops/internal/tensor_checks.h"
-#include "ops/internal/vector_math.h"
 
 namespace ember::ops {
 namespace {
 
-using internal::Axpy;
-using internal::Dot;
+constexpr int64_t kLanes = 16;
 
 // Samples per parallel chunk so that a chunk holds about this many multiply-adds.
 constexpr int64_t kWorkPerChunk = 1 << 16;
@@ -23,6 +25,127 @@ constexpr int64_t kWorkPerChunk = 1 << 16;
 int64_t SampleGrain(int64_t num_features, int64_t dim) {
   return std::max<int64_t>(1,
                            kWorkPerChunk / std::max<int64_t>(1, num_features * num_features * dim));
+}
+
+int64_t RoundUpToLanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Where the F feature vectors of dim floats of sample b live: features
+// [0, head_count) in `head` (head_count * dim floats per sample), the rest in
+// `tail` ((F - head_count) * dim floats per sample). The plain operator has
+// every feature in the head; DLRM's layer has the bottom MLP's output as its
+// one head feature and the pooled embeddings as the tail.
+template <typename T>
+struct Features {
+  T* head = nullptr;
+  T* tail = nullptr;
+  int64_t head_count = 0;
+  int64_t num_features = 0;
+  int64_t dim = 0;
+
+  T* Row(int64_t b, int64_t j) const {
+    return j < head_count ? head + (b * head_count + j) * dim
+                          : tail + (b * (num_features - head_count) + j - head_count) * dim;
+  }
+};
+
+// Sample b's row of a [B, stride] matrix, from column `offset`.
+template <typename T>
+struct Columns {
+  T* data = nullptr;
+  int64_t stride = 0;
+  int64_t offset = 0;
+
+  T* Row(int64_t b) const { return data + b * stride + offset; }
+};
+
+// Forward for samples [begin, end). Each sample is transposed into
+// `transposed` (dim rows of RoundUpToLanes(F) floats, the padding zero), so
+// that the dots of feature i with features j0..j0+15 are the lanes of one
+// vector: lane j adds x_i[d] * x_j[d] for d = 0, 1, ... in order, the same
+// sum as a scalar dot product.
+EMBER_MULTIVERSIONED
+void DotForwardSamples(const Features<const float>& x, int64_t begin, int64_t end,
+                       float* transposed, const Columns<float>& out) {
+  const int64_t num_features = x.num_features, dim = x.dim;
+  const int64_t stride = RoundUpToLanes(num_features);
+  for (int64_t b = begin; b < end; ++b) {
+    for (int64_t j = 0; j < num_features; ++j) {
+      const float* xj = x.Row(b, j);
+      for (int64_t d = 0; d < dim; ++d) transposed[d * stride + j] = xj[d];
+    }
+    float* dst = out.Row(b);
+    for (int64_t i = 1; i < num_features; ++i) {
+      const float* xi = x.Row(b, i);
+      for (int64_t j0 = 0; j0 < i; j0 += kLanes) {
+        F32x16 acc{};
+        for (int64_t d = 0; d < dim; ++d) {
+          acc += BroadcastF32x16(xi[d]) * LoadF32x16(transposed + d * stride + j0);
+        }
+        const int64_t n = std::min(kLanes, i - j0);
+        if (n == kLanes) {
+          StoreF32x16(dst + j0, acc);
+        } else {
+          for (int64_t l = 0; l < n; ++l) dst[j0 + l] = acc[l];
+        }
+      }
+      dst += i;
+    }
+  }
+}
+
+// Backward for samples [begin, end): dF_i = init_i + the sum over j != i, in
+// increasing j, of dout_{max(i,j),min(i,j)} * F_j, 16 elements of dF_i at a
+// time. Pair (i, j) with j < i is dout[i (i - 1) / 2 + j]. init_i is the
+// row of `passthrough` for the head features when it is given, else zero.
+EMBER_MULTIVERSIONED
+void DotBackwardSamples(const Features<const float>& x, const Columns<const float>& dout,
+                        const Columns<const float>& passthrough, int64_t begin, int64_t end,
+                        const Features<float>& dx) {
+  const int64_t num_features = x.num_features, dim = x.dim;
+  auto row_start = [](int64_t i) { return i * (i - 1) / 2; };
+  for (int64_t b = begin; b < end; ++b) {
+    const float* g = dout.Row(b);
+    for (int64_t i = 0; i < num_features; ++i) {
+      const float* gi = g + row_start(i);  // dout_{i,j} for j < i
+      const float* init =
+          passthrough.data != nullptr && i < x.head_count ? passthrough.Row(b) + i * dim : nullptr;
+      float* dst = dx.Row(b, i);
+      int64_t d0 = 0;
+      for (; d0 + kLanes <= dim; d0 += kLanes) {
+        F32x16 acc = init != nullptr ? LoadF32x16(init + d0) : F32x16{};
+        for (int64_t j = 0; j < i; ++j) {
+          acc += BroadcastF32x16(gi[j]) * LoadF32x16(x.Row(b, j) + d0);
+        }
+        for (int64_t j = i + 1; j < num_features; ++j) {
+          acc += BroadcastF32x16(g[row_start(j) + i]) * LoadF32x16(x.Row(b, j) + d0);
+        }
+        StoreF32x16(dst + d0, acc);
+      }
+      for (int64_t d = d0; d < dim; ++d) {
+        float acc = init != nullptr ? init[d] : 0.0f;
+        for (int64_t j = 0; j < i; ++j) acc += gi[j] * x.Row(b, j)[d];
+        for (int64_t j = i + 1; j < num_features; ++j) acc += g[row_start(j) + i] * x.Row(b, j)[d];
+        dst[d] = acc;
+      }
+    }
+  }
+}
+
+void DotForward(const Features<const float>& x, int64_t batch, const Columns<float>& out) {
+  ParallelFor(0, batch, SampleGrain(x.num_features, x.dim), [&](int64_t begin, int64_t end) {
+    // The padding lanes stay zero: only the first num_features of a
+    // row are written.
+    std::vector<float> transposed(static_cast<size_t>(x.dim * RoundUpToLanes(x.num_features)),
+                                  0.0f);
+    DotForwardSamples(x, begin, end, transposed.data(), out);
+  });
+}
+
+void DotBackward(const Features<const float>& x, int64_t batch, const Columns<const float>& dout,
+                 const Columns<const float>& passthrough, const Features<float>& dx) {
+  ParallelFor(0, batch, SampleGrain(x.num_features, x.dim), [&](int64_t begin, int64_t end) {
+    DotBackwardSamples(x, dout, passthrough, begin, end, dx);
+  });
 }
 
 }  // namespace
@@ -33,17 +156,8 @@ Status DotInteractionForward(const Tensor& features, Tensor* out) {
   const int64_t batch = features.dim(0), num_features = features.dim(1), dim = features.dim(2);
   const int64_t pairs = num_features * (num_features - 1) / 2;
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, pairs}));
-  const float* f = features.data<float>();
-  float* o = out->data<float>();
-  ParallelFor(0, batch, SampleGrain(num_features, dim), [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const float* sample = f + b * num_features * dim;
-      float* dst = o + b * pairs;
-      for (int64_t i = 1; i < num_features; ++i) {
-        for (int64_t j = 0; j < i; ++j) *dst++ = Dot(sample + i * dim, sample + j * dim, dim);
-      }
-    }
-  });
+  const Features<const float> x{features.data<float>(), nullptr, num_features, num_features, dim};
+  DotForward(x, batch, {out->data<float>(), pairs, 0});
   return Status::OK();
 }
 
@@ -55,25 +169,61 @@ Status DotInteractionBackward(const Tensor& features, const Tensor& dout, Tensor
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {batch, pairs}));
   EMBER_RETURN_IF_ERROR(
       CheckOutput(kOp, "dfeatures", dfeatures, DType::kF32, {batch, num_features, dim}));
-  const float* f = features.data<float>();
+  const Features<const float> x{features.data<float>(), nullptr, num_features, num_features, dim};
+  const Features<float> dx{dfeatures->data<float>(), nullptr, num_features, num_features, dim};
+  DotBackward(x, batch, {dout.data<float>(), pairs, 0}, {}, dx);
+  return Status::OK();
+}
+
+namespace {
+
+// The shapes of DLRM's layer: direct[B, D], pooled[B, S*D], out[B, D + F(F-1)/2]
+// with F = S + 1.
+Status CheckDlrm(const char* op, const Tensor& direct, const Tensor& pooled, int64_t* slots) {
+  EMBER_RETURN_IF_ERROR(CheckRank(op, "direct", direct, DType::kF32, 2));
+  EMBER_RETURN_IF_ERROR(CheckRank(op, "pooled", pooled, DType::kF32, 2));
+  const int64_t dim = direct.dim(1);
+  if (dim < 1 || pooled.dim(0) != direct.dim(0) || pooled.dim(1) % dim != 0) {
+    return Status::InvalidArgument(op, ": pooled ", pooled.DebugString(),
+                                   " must be [B, S * D] for direct ", direct.DebugString());
+  }
+  *slots = pooled.dim(1) / dim;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status DlrmInteractionForward(const Tensor& direct, const Tensor& pooled, Tensor* out) {
+  constexpr const char* kOp = "DlrmInteractionForward";
+  int64_t slots = 0;
+  EMBER_RETURN_IF_ERROR(CheckDlrm(kOp, direct, pooled, &slots));
+  const int64_t batch = direct.dim(0), dim = direct.dim(1), num_features = slots + 1;
+  const int64_t width = dim + num_features * (num_features - 1) / 2;
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, width}));
+  const float* d = direct.data<float>();
+  float* o = out->data<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(o + b * width, d + b * dim, static_cast<size_t>(dim) * sizeof(float));
+  }
+  const Features<const float> x{d, pooled.data<float>(), 1, num_features, dim};
+  DotForward(x, batch, {o, width, dim});
+  return Status::OK();
+}
+
+Status DlrmInteractionBackward(const Tensor& direct, const Tensor& pooled, const Tensor& dout,
+                               Tensor* ddirect, Tensor* dpooled) {
+  constexpr const char* kOp = "DlrmInteractionBackward";
+  int64_t slots = 0;
+  EMBER_RETURN_IF_ERROR(CheckDlrm(kOp, direct, pooled, &slots));
+  const int64_t batch = direct.dim(0), dim = direct.dim(1), num_features = slots + 1;
+  const int64_t width = dim + num_features * (num_features - 1) / 2;
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {batch, width}));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "ddirect", ddirect, DType::kF32, direct.shape()));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dpooled", dpooled, DType::kF32, pooled.shape()));
+  const Features<const float> x{direct.data<float>(), pooled.data<float>(), 1, num_features, dim};
+  const Features<float> dx{ddirect->data<float>(), dpooled->data<float>(), 1, num_features, dim};
   const float* g = dout.data<float>();
-  float* df = dfeatures->data<float>();
-  ParallelFor(0, batch, SampleGrain(num_features, dim), [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const float* sample = f + b * num_features * dim;
-      const float* grad = g + b * pairs;
-      float* dsample = df + b * num_features * dim;
-      std::memset(dsample, 0, static_cast<size_t>(num_features * dim) * sizeof(float));
-      // out_ij = <F_i, F_j>, so dF_i += dout_ij * F_j and dF_j += dout_ij * F_i.
-      for (int64_t i = 1; i < num_features; ++i) {
-        for (int64_t j = 0; j < i; ++j) {
-          const float gij = *grad++;
-          Axpy(gij, sample + j * dim, dim, dsample + i * dim);
-          Axpy(gij, sample + i * dim, dim, dsample + j * dim);
-        }
-      }
-    }
-  });
+  DotBackward(x, batch, {g, width, dim}, {g, width, 0}, dx);
   return Status::OK();
 }
 

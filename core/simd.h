@@ -1,0 +1,36 @@
+#pragma once
+
+// Portable 16-lane float vectors (GCC/Clang vector extensions) and a marker
+// that compiles a hot loop once per x86 ISA level and picks the best one the
+// CPU has when the program starts.
+//
+// The project builds for baseline x86-64 (SSE2) so that one binary runs on
+// any x86-64 machine; EMBER_MULTIVERSIONED functions also get AVX2 and
+// AVX-512 copies. Their results are bit-identical to the baseline copy: the
+// vectors only run independent lanes side by side (no reassociation), and the
+// project compiles with -ffp-contract=off so that no copy fuses a multiply
+// and an add that another copy rounds twice.
+
+#include <cstring>
+
+namespace ember {
+
+using F32x16 = float __attribute__((vector_size(64)));
+
+inline F32x16 LoadF32x16(const float* p) {
+  F32x16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void StoreF32x16(float* p, F32x16 v) { std::memcpy(p, &v, sizeof(v)); }
+
+inline F32x16 BroadcastF32x16(float x) { return F32x16{} + x; }
+
+}  // namespace ember
+
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
+#define EMBER_MULTIVERSIONED __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EMBER_MULTIVERSIONED
+#endif
