@@ -48,7 +48,7 @@ constexpr size_t kWriteBufferBytes = size_t{1} << 20;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
-Status FsyncPath(const std::string &path) {
+Status FsyncPath(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IOError(path, ": cannot open for fsync: ", ErrnoText());
   const int rc = ::fsync(fd);
@@ -60,23 +60,23 @@ Status FsyncPath(const std::string &path) {
 // A data file being written: buffered, hashed, fsynced on Close.
 class DataFile {
  public:
-  DataFile(std::string path, int fd, int64_t *budget_bytes)
+  DataFile(std::string path, int fd, int64_t* budget_bytes)
       : path_(std::move(path)), fd_(fd), budget_bytes_(budget_bytes) {
     buffer_.reserve(kWriteBufferBytes);
   }
-  DataFile(const DataFile &) = delete;
-  DataFile &operator=(const DataFile &) = delete;
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
   ~DataFile() {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  static Result<std::unique_ptr<DataFile>> Create(const std::string &path, int64_t *budget_bytes) {
+  static Result<std::unique_ptr<DataFile>> Create(const std::string& path, int64_t* budget_bytes) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return Status::IOError(path, ": cannot create: ", ErrnoText());
     return std::make_unique<DataFile>(path, fd, budget_bytes);
   }
 
-  Status Append(const char *data, size_t size) {
+  Status Append(const char* data, size_t size) {
     hash_.Update(data, size);
     bytes_ += static_cast<int64_t>(size);
     if (buffer_.size() + size > kWriteBufferBytes) EMBER_RETURN_IF_ERROR(Flush());
@@ -103,7 +103,7 @@ class DataFile {
     buffer_.clear();
     return Status::OK();
   }
-  Status WriteAll(const char *data, size_t size) {
+  Status WriteAll(const char* data, size_t size) {
     if (*budget_bytes_ >= 0 && static_cast<int64_t>(size) > *budget_bytes_) {
       // The test seam: write what the "disk" still takes, then fail.
       const size_t allowed = static_cast<size_t>(*budget_bytes_);
@@ -115,7 +115,7 @@ class DataFile {
     if (*budget_bytes_ >= 0) *budget_bytes_ -= static_cast<int64_t>(size);
     return WriteRaw(data, size);
   }
-  Status WriteRaw(const char *data, size_t size) {
+  Status WriteRaw(const char* data, size_t size) {
     while (size > 0) {
       const ssize_t n = ::write(fd_, data, size);
       if (n < 0) {
@@ -130,7 +130,7 @@ class DataFile {
 
   const std::string path_;
   int fd_;
-  int64_t *budget_bytes_;  // Bytes the seam still lets through; < 0: unlimited.
+  int64_t* budget_bytes_;  // Bytes the seam still lets through; < 0: unlimited.
   std::vector<char> buffer_;
   Fnv1a64Words hash_;
   int64_t bytes_ = 0;
@@ -141,7 +141,7 @@ class DataFile {
 class SnapshotWriter {
  public:
   // `parent` must exist. Records are key + `record_floats` floats.
-  SnapshotWriter(std::string parent, std::string final_name, const char *file_prefix,
+  SnapshotWriter(std::string parent, std::string final_name, const char* file_prefix,
                  int64_t record_floats, int64_t file_bytes, int64_t fail_after_bytes)
       : parent_(std::move(parent)),
         final_path_((fs::path(parent_) / final_name).string()),
@@ -154,8 +154,8 @@ class SnapshotWriter {
         budget_bytes_(fail_after_bytes) {
     record_.resize(RecordBytes(record_floats));
   }
-  SnapshotWriter(const SnapshotWriter &) = delete;
-  SnapshotWriter &operator=(const SnapshotWriter &) = delete;
+  SnapshotWriter(const SnapshotWriter&) = delete;
+  SnapshotWriter& operator=(const SnapshotWriter&) = delete;
   ~SnapshotWriter() {
     std::error_code ec;
     if (!committed_) fs::remove_all(temp_path_, ec);
@@ -171,7 +171,7 @@ class SnapshotWriter {
   }
 
   // Appends key + the first record_floats floats of `row`.
-  Status Add(Key key, const float *row) {
+  Status Add(Key key, const float* row) {
     if (file_ == nullptr || file_records_ == records_per_file_) {
       EMBER_RETURN_IF_ERROR(CloseFile());
       const std::string name = DataFileName(file_prefix_, static_cast<int64_t>(files_.size()));
@@ -186,12 +186,12 @@ class SnapshotWriter {
     return Status::OK();
   }
 
-  Status AddRemovedKeys(const std::vector<Key> &keys) {
+  Status AddRemovedKeys(const std::vector<Key>& keys) {
     EMBER_RETURN_IF_ERROR(CloseFile());
     EMBER_ASSIGN_OR_RETURN(file_, DataFile::Create(Path(kRemovedFile), &budget_bytes_));
     files_.push_back(FileEntry{kRemovedFile, 0, 0, 0});
     EMBER_RETURN_IF_ERROR(
-        file_->Append(reinterpret_cast<const char *>(keys.data()), 8 * keys.size()));
+        file_->Append(reinterpret_cast<const char*>(keys.data()), 8 * keys.size()));
     file_records_ = static_cast<int64_t>(keys.size());
     return CloseFile();
   }
@@ -202,7 +202,7 @@ class SnapshotWriter {
   // renames. An existing directory at the final path is exchanged with the
   // new one and removed when `replace` is true.
   Status Commit(Manifest manifest, bool replace,
-                const std::function<Status(const std::string &)> &before_commit) {
+                const std::function<Status(const std::string&)>& before_commit) {
     EMBER_RETURN_IF_ERROR(CloseFile());
     manifest.rows = rows_;
     manifest.record_bytes = RecordBytes(manifest.row_floats);
@@ -237,7 +237,7 @@ class SnapshotWriter {
   }
 
  private:
-  std::string Path(const std::string &name) const { return (fs::path(temp_path_) / name).string(); }
+  std::string Path(const std::string& name) const { return (fs::path(temp_path_) / name).string(); }
 
   Status CloseFile() {
     if (file_ == nullptr) return Status::OK();
@@ -252,7 +252,7 @@ class SnapshotWriter {
   const std::string parent_;
   const std::string final_path_;
   const std::string temp_path_;
-  const char *const file_prefix_;
+  const char* const file_prefix_;
   const int64_t record_floats_;
   const int64_t records_per_file_;
   int64_t budget_bytes_;
@@ -267,7 +267,7 @@ class SnapshotWriter {
 // Removes the temporary directories in `parent` of saves interrupted
 // earlier: all of them when `final_name` is empty (a checkpoint directory),
 // else those of `final_name` only (.tmp-<final_name>-<pid>).
-void RemoveTemporaries(const std::string &parent, const std::string &final_name) {
+void RemoveTemporaries(const std::string& parent, const std::string& final_name) {
   std::error_code ec;
   const std::string prefix = kTempPrefix + (final_name.empty() ? "" : final_name + "-");
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
@@ -283,7 +283,7 @@ void RemoveTemporaries(const std::string &parent, const std::string &final_name)
   }
 }
 
-SnapshotInfo ToInfo(const SnapshotName &name, const Manifest &m) {
+SnapshotInfo ToInfo(const SnapshotName& name, const Manifest& m) {
   SnapshotInfo info;
   info.kind = name.kind;
   info.step = m.step;
@@ -306,11 +306,11 @@ struct ChainLink {
 // The newest full snapshot in `names` and the deltas after it, with their
 // manifests checked against each other, the table and `optimizer`, and their
 // data files' sizes checked.
-Result<std::vector<ChainLink>> ReadChain(const std::string &dir,
-                                         const std::vector<SnapshotName> &names,
-                                         const EmbeddingTable &table,
-                                         const std::string &optimizer) {
-  auto newest_full = std::find_if(names.rbegin(), names.rend(), [](const SnapshotName &n) {
+Result<std::vector<ChainLink>> ReadChain(const std::string& dir,
+                                         const std::vector<SnapshotName>& names,
+                                         const EmbeddingTable& table,
+                                         const std::string& optimizer) {
+  auto newest_full = std::find_if(names.rbegin(), names.rend(), [](const SnapshotName& n) {
     return n.kind == SnapshotInfo::Kind::kFull;
   });
   if (newest_full == names.rend()) return Status::NotFound(dir, ": no full snapshot to restore");
@@ -339,21 +339,21 @@ Result<std::vector<ChainLink>> ReadChain(const std::string &dir,
 
 // Removes the snapshots older than the `keep`-th newest full snapshot.
 // Failures are logged: the save that calls this has already committed.
-void RemoveOldSnapshots(const std::string &dir, int keep) {
+void RemoveOldSnapshots(const std::string& dir, int keep) {
   Result<std::vector<SnapshotName>> names = ListSnapshotNames(dir);
   if (!names.ok()) {
     LOG(WARNING) << "Checkpoint: cannot list old snapshots to remove: " << names.status();
     return;
   }
   std::vector<int64_t> full_steps;
-  for (const SnapshotName &name : *names) {
+  for (const SnapshotName& name : *names) {
     if (name.kind == SnapshotInfo::Kind::kFull) full_steps.push_back(name.step);
   }
   if (static_cast<int64_t>(full_steps.size()) <= keep) return;
   const int64_t oldest_kept = full_steps[full_steps.size() - keep];
   // Oldest first: a crash part-way leaves a prefix removed, never a hole in
   // a chain that is still kept.
-  for (const SnapshotName &name : *names) {
+  for (const SnapshotName& name : *names) {
     if (name.step >= oldest_kept) break;
     std::error_code ec;
     fs::remove_all(name.path, ec);
@@ -363,8 +363,8 @@ void RemoveOldSnapshots(const std::string &dir, int keep) {
 
 // Writes the stored rows of `keys` (sorted) to `writer`; keys without a row
 // go to `vanished`.
-Status WriteStoredRows(EmbeddingTable &table, const std::vector<Key> &keys, SnapshotWriter &writer,
-                       std::vector<Key> *vanished) {
+Status WriteStoredRows(EmbeddingTable& table, const std::vector<Key>& keys, SnapshotWriter& writer,
+                       std::vector<Key>* vanished) {
   const int64_t row_floats = table.row_floats();
   std::vector<float> rows;
   std::vector<int64_t> missing;
@@ -388,7 +388,7 @@ Status WriteStoredRows(EmbeddingTable &table, const std::vector<Key> &keys, Snap
 }
 
 // Applies the records of `bytes` (key + row_floats floats each) with WriteRows.
-Status WriteRecords(EmbeddingTable &table, const std::string &bytes, int64_t row_floats) {
+Status WriteRecords(EmbeddingTable& table, const std::string& bytes, int64_t row_floats) {
   const int64_t record_bytes = RecordBytes(row_floats);
   const int64_t records = static_cast<int64_t>(bytes.size()) / record_bytes;
   std::vector<Key> keys;
@@ -397,7 +397,7 @@ Status WriteRecords(EmbeddingTable &table, const std::string &bytes, int64_t row
     const int64_t n = std::min(kBatchRows, records - begin);
     keys.resize(n);
     rows.resize(n * row_floats);
-    const char *record = bytes.data() + begin * record_bytes;
+    const char* record = bytes.data() + begin * record_bytes;
     for (int64_t i = 0; i < n; ++i, record += record_bytes) {
       DecodeRecord(record, row_floats, &keys[i], rows.data() + i * row_floats);
     }
@@ -406,7 +406,7 @@ Status WriteRecords(EmbeddingTable &table, const std::string &bytes, int64_t row
   return Status::OK();
 }
 
-Status EraseKeys(EmbeddingTable &table, const std::vector<Key> &keys) {
+Status EraseKeys(EmbeddingTable& table, const std::vector<Key>& keys) {
   for (size_t begin = 0; begin < keys.size(); begin += kBatchRows) {
     const size_t end = std::min(keys.size(), begin + kBatchRows);
     EMBER_RETURN_IF_ERROR(
@@ -416,8 +416,8 @@ Status EraseKeys(EmbeddingTable &table, const std::vector<Key> &keys) {
 }
 
 // Applies one verified snapshot (full or delta) to the table.
-Status ApplySnapshot(EmbeddingTable &table, const std::string &dir, const Manifest &m) {
-  for (const FileEntry &file : m.files) {
+Status ApplySnapshot(EmbeddingTable& table, const std::string& dir, const Manifest& m) {
+  for (const FileEntry& file : m.files) {
     EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(dir, file));
     if (file.name == kRemovedFile) {
       EMBER_RETURN_IF_ERROR(EraseKeys(table, DecodeKeys(bytes)));
@@ -429,13 +429,13 @@ Status ApplySnapshot(EmbeddingTable &table, const std::string &dir, const Manife
 }
 
 // `a` without the elements of `b`; both sorted.
-std::vector<Key> Difference(const std::vector<Key> &a, const std::vector<Key> &b) {
+std::vector<Key> Difference(const std::vector<Key>& a, const std::vector<Key>& b) {
   std::vector<Key> out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
 }
 
-std::vector<Key> Union(const std::vector<Key> &a, const std::vector<Key> &b) {
+std::vector<Key> Union(const std::vector<Key>& a, const std::vector<Key>& b) {
   std::vector<Key> out;
   std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
@@ -445,10 +445,10 @@ std::vector<Key> Union(const std::vector<Key> &a, const std::vector<Key> &b) {
 
 // --- ListCheckpoints ---------------------------------------------------------
 
-Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir) {
+Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string& dir) {
   EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(dir));
   std::vector<SnapshotInfo> infos;
-  for (const SnapshotName &name : names) {
+  for (const SnapshotName& name : names) {
     EMBER_ASSIGN_OR_RETURN(Manifest m, ReadSnapshotManifest(name));
     infos.push_back(ToInfo(name, m));
   }
@@ -457,7 +457,7 @@ Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir) {
 
 // --- Checkpointer ------------------------------------------------------------
 
-Checkpointer::Checkpointer(EmbeddingTable &table, CheckpointOptions options)
+Checkpointer::Checkpointer(EmbeddingTable& table, CheckpointOptions options)
     : table_(table), options_(std::move(options)) {}
 
 Result<int64_t> Checkpointer::NewestStep() const {
@@ -479,7 +479,7 @@ Status Checkpointer::SaveFull(int64_t step) {
                         options_.file_bytes, options_.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   EMBER_RETURN_IF_ERROR(
-      table_.Scan([&](Key key, const float *row) { return writer.Add(key, row); }));
+      table_.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
   Manifest m;
   m.kind = "full";
   m.step = step;
@@ -514,7 +514,7 @@ Status Checkpointer::SaveDelta(int64_t step) {
   Result<std::vector<SnapshotName>> names = ListSnapshotNames(options_.dir);
   if (!names.ok() && names.status().code() != StatusCode::kNotFound) return names.status();
   const bool has_full =
-      names.ok() && std::any_of(names->begin(), names->end(), [](const SnapshotName &n) {
+      names.ok() && std::any_of(names->begin(), names->end(), [](const SnapshotName& n) {
         return n.kind == SnapshotInfo::Kind::kFull;
       });
   if (!has_full) {
@@ -574,12 +574,12 @@ Result<int64_t> Checkpointer::RestoreLatest() {
   EMBER_ASSIGN_OR_RETURN(std::vector<ChainLink> chain,
                          ReadChain(options_.dir, names, table_, options_.optimizer));
   std::vector<Key> existing;
-  EMBER_RETURN_IF_ERROR(table_.Scan([&](Key key, const float *) {
+  EMBER_RETURN_IF_ERROR(table_.Scan([&](Key key, const float*) {
     existing.push_back(key);
     return Status::OK();
   }));
   EMBER_RETURN_IF_ERROR(EraseKeys(table_, existing));
-  for (const ChainLink &link : chain) {
+  for (const ChainLink& link : chain) {
     EMBER_RETURN_IF_ERROR(ApplySnapshot(table_, link.path, link.manifest));
   }
   const int64_t chain_step = chain.back().manifest.step;
@@ -599,8 +599,8 @@ Result<int64_t> Checkpointer::RestoreLatest() {
 
 // --- Serving export ----------------------------------------------------------
 
-Status ExportForServing(EmbeddingTable &table, const std::string &path,
-                        const ServingExportOptions &options) {
+Status ExportForServing(EmbeddingTable& table, const std::string& path,
+                        const ServingExportOptions& options) {
   const fs::path target = fs::path(path).lexically_normal();
   const std::string name = target.filename().string();
   if (name.empty() || name == "." || name == "..") {
@@ -616,7 +616,7 @@ Status ExportForServing(EmbeddingTable &table, const std::string &path,
                         options.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   EMBER_RETURN_IF_ERROR(
-      table.Scan([&](Key key, const float *row) { return writer.Add(key, row); }));
+      table.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
   Manifest m;
   m.kind = "serving";
   m.step = options.step;
@@ -630,7 +630,7 @@ Status ExportForServing(EmbeddingTable &table, const std::string &path,
 }
 
 Result<int64_t> ReadServingExport(
-    const std::string &path, const std::function<Status(Key key, const float *vector)> &visit) {
+    const std::string& path, const std::function<Status(Key key, const float* vector)>& visit) {
   EMBER_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
   if (m.kind != "serving" || m.row_floats != m.dim) {
     return Status::DataLoss(path, "/", kManifestFile, ": a ", m.kind,
@@ -639,10 +639,10 @@ Result<int64_t> ReadServingExport(
   EMBER_RETURN_IF_ERROR(CheckFileSizes(path, m));
   std::vector<float> vector(m.dim);
   int64_t count = 0;
-  for (const FileEntry &file : m.files) {
+  for (const FileEntry& file : m.files) {
     EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(path, file));
     for (int64_t i = 0; i < file.records; ++i) {
-      const char *record = bytes.data() + i * m.record_bytes;
+      const char* record = bytes.data() + i * m.record_bytes;
       Key key;
       DecodeRecord(record, m.dim, &key, vector.data());
       EMBER_RETURN_IF_ERROR(visit(key, vector.data()));

@@ -18,7 +18,7 @@ namespace {
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 }  // namespace
 
-void Fnv1a64Words::Update(const char *data, size_t size) {
+void Fnv1a64Words::Update(const char* data, size_t size) {
   length_ += size;
   while (size > 0 && tail_bytes_ > 0) {
     tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_);
@@ -54,21 +54,21 @@ constexpr char kFormat[] = "ember-embedding-snapshot";
 constexpr int64_t kVersion = 1;
 
 // Reads field `key` of `object` into `out`; false if missing or mistyped.
-bool GetInt(const JsonValue &object, const char *key, int64_t *out) {
-  const JsonValue *v = object.Find(key);
+bool GetInt(const JsonValue& object, const char* key, int64_t* out) {
+  const JsonValue* v = object.Find(key);
   if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
   auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), *out);
   return ec == std::errc() && end == v->text.data() + v->text.size();
 }
 
-bool GetString(const JsonValue &object, const char *key, std::string *out) {
-  const JsonValue *v = object.Find(key);
+bool GetString(const JsonValue& object, const char* key, std::string* out) {
+  const JsonValue* v = object.Find(key);
   if (v == nullptr || v->type != JsonValue::Type::kString) return false;
   *out = v->text;
   return true;
 }
 
-Result<FileEntry> ParseFileEntry(const JsonValue &v) {
+Result<FileEntry> ParseFileEntry(const JsonValue& v) {
   FileEntry file;
   std::string hash;
   if (v.type != JsonValue::Type::kObject || !GetString(v, "name", &file.name) ||
@@ -88,13 +88,13 @@ Result<FileEntry> ParseFileEntry(const JsonValue &v) {
 
 }  // namespace
 
-std::string SnapshotDirName(const char *kind, int64_t step) {
+std::string SnapshotDirName(const char* kind, int64_t step) {
   char name[48];
   std::snprintf(name, sizeof(name), "%s-%020lld", kind, static_cast<long long>(step));
   return name;
 }
 
-std::string DataFileName(const char *prefix, int64_t index) {
+std::string DataFileName(const char* prefix, int64_t index) {
   char name[48];
   std::snprintf(name, sizeof(name), "%s-%05lld.bin", prefix, static_cast<long long>(index));
   return name;
@@ -106,7 +106,7 @@ std::string HexHash(uint64_t hash) {
   return text;
 }
 
-std::string ManifestToJson(const Manifest &m) {
+std::string ManifestToJson(const Manifest& m) {
   std::string files = "[";
   for (size_t i = 0; i < m.files.size(); ++i) {
     JsonObject file;
@@ -137,7 +137,7 @@ std::string ManifestToJson(const Manifest &m) {
   return o.ToString();
 }
 
-Result<Manifest> ReadManifest(const std::string &dir) {
+Result<Manifest> ReadManifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / kManifestFile).string();
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) {
@@ -175,13 +175,13 @@ Result<Manifest> ReadManifest(const std::string &dir) {
       m.removed < 0) {
     return Status::DataLoss(path, ": inconsistent fields");
   }
-  const JsonValue *files = root.Find("files");
+  const JsonValue* files = root.Find("files");
   if (files == nullptr || files->type != JsonValue::Type::kArray) {
     return Status::DataLoss(path, ": missing \"files\"");
   }
   int64_t records = 0;
   int64_t removed = 0;
-  for (const JsonValue &v : files->items) {
+  for (const JsonValue& v : files->items) {
     Result<FileEntry> file = ParseFileEntry(v);
     if (!file.ok()) return Status::DataLoss(path, ": ", file.status().message());
     const bool is_removed = file->name == kRemovedFile;
@@ -200,7 +200,7 @@ Result<Manifest> ReadManifest(const std::string &dir) {
   return m;
 }
 
-Result<std::string> ReadVerifiedFile(const std::string &dir, const FileEntry &file) {
+Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file) {
   const std::string path = (fs::path(dir) / file.name).string();
   Result<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) {
@@ -219,8 +219,8 @@ Result<std::string> ReadVerifiedFile(const std::string &dir, const FileEntry &fi
   return std::move(*bytes);
 }
 
-Status CheckFileSizes(const std::string &dir, const Manifest &m) {
-  for (const FileEntry &file : m.files) {
+Status CheckFileSizes(const std::string& dir, const Manifest& m) {
+  for (const FileEntry& file : m.files) {
     const std::string path = (fs::path(dir) / file.name).string();
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
@@ -232,13 +232,13 @@ Status CheckFileSizes(const std::string &dir, const Manifest &m) {
   return Status::OK();
 }
 
-std::vector<Key> DecodeKeys(const std::string &bytes) {
+std::vector<Key> DecodeKeys(const std::string& bytes) {
   std::vector<Key> keys(bytes.size() / 8);
   std::memcpy(keys.data(), bytes.data(), 8 * keys.size());
   return keys;
 }
 
-Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string &dir) {
+Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Status::NotFound(dir, ": no such checkpoint directory");
   std::vector<SnapshotName> names;
@@ -263,13 +263,13 @@ Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string &dir) {
     names.push_back(std::move(entry));
   }
   if (ec) return Status::IOError(dir, ": cannot list: ", ec.message());
-  std::sort(names.begin(), names.end(), [](const SnapshotName &a, const SnapshotName &b) {
+  std::sort(names.begin(), names.end(), [](const SnapshotName& a, const SnapshotName& b) {
     return a.step != b.step ? a.step < b.step : a.kind < b.kind;
   });
   return names;
 }
 
-Result<Manifest> ReadSnapshotManifest(const SnapshotName &name) {
+Result<Manifest> ReadSnapshotManifest(const SnapshotName& name) {
   EMBER_ASSIGN_OR_RETURN(Manifest m, ReadManifest(name.path));
   const std::string path = (fs::path(name.path) / kManifestFile).string();
   const bool full = name.kind == SnapshotInfo::Kind::kFull;

@@ -30,22 +30,22 @@ inline constexpr char kRemovedFile[] = "removed.bin";
 inline int64_t RecordBytes(int64_t floats) { return 8 + 4 * floats; }
 
 // Writes `key` and the first `floats` floats of `row` as one record at `record`.
-inline void EncodeRecord(Key key, const float *row, int64_t floats, char *record) {
+inline void EncodeRecord(Key key, const float* row, int64_t floats, char* record) {
   std::memcpy(record, &key, 8);
   std::memcpy(record + 8, row, 4 * floats);
 }
 
 // Reads the record at `record` into `*key` and `floats` floats at `row`.
-inline void DecodeRecord(const char *record, int64_t floats, Key *key, float *row) {
+inline void DecodeRecord(const char* record, int64_t floats, Key* key, float* row) {
   std::memcpy(key, record, 8);
   std::memcpy(row, record + 8, 4 * floats);
 }
 
 // The directory name of the snapshot of `kind` ("full" or "delta") at
 // `step`: <kind>-<step with 20 digits>, so that names sort by step.
-std::string SnapshotDirName(const char *kind, int64_t step);
+std::string SnapshotDirName(const char* kind, int64_t step);
 // The name of data file `index` of a snapshot: <prefix>-NNNNN.bin.
-std::string DataFileName(const char *prefix, int64_t index);
+std::string DataFileName(const char* prefix, int64_t index);
 // A hash as the manifest writes it: 16 hex digits.
 std::string HexHash(uint64_t hash);
 
@@ -75,23 +75,23 @@ struct Manifest {
 };
 
 // The text of the MANIFEST file describing `manifest`.
-std::string ManifestToJson(const Manifest &manifest);
+std::string ManifestToJson(const Manifest& manifest);
 
 // Reads and validates dir/MANIFEST (fields, their consistency, and that the
 // files it lists add up to its rows and removed keys); DataLoss naming it on
 // any defect, the read's error if it cannot be read.
-Result<Manifest> ReadManifest(const std::string &dir);
+Result<Manifest> ReadManifest(const std::string& dir);
 
 // dir/file's bytes after checking its size and hash against the manifest;
 // DataLoss naming the file if it is missing or they differ.
-Result<std::string> ReadVerifiedFile(const std::string &dir, const FileEntry &file);
+Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file);
 
 // Checks, without reading them, that the files of `manifest` are in `dir`
 // with their sizes; DataLoss naming the first that is not.
-Status CheckFileSizes(const std::string &dir, const Manifest &manifest);
+Status CheckFileSizes(const std::string& dir, const Manifest& manifest);
 
 // The keys of a removed.bin file's bytes.
-std::vector<Key> DecodeKeys(const std::string &bytes);
+std::vector<Key> DecodeKeys(const std::string& bytes);
 
 // A complete snapshot in a checkpoint directory, by its directory name.
 struct SnapshotName {
@@ -103,10 +103,10 @@ struct SnapshotName {
 // Complete snapshots in `dir` by directory name, sorted by step (a full
 // snapshot before a delta of the same step, which saves never produce).
 // NotFound if `dir` is not a directory, IOError if it cannot be listed.
-Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string &dir);
+Result<std::vector<SnapshotName>> ListSnapshotNames(const std::string& dir);
 
 // The manifest of a snapshot directory, checked against the directory's name:
 // DataLoss if it describes another kind or step, or an impossible base_step.
-Result<Manifest> ReadSnapshotManifest(const SnapshotName &name);
+Result<Manifest> ReadSnapshotManifest(const SnapshotName& name);
 
 }  // namespace ember::embedding::internal
