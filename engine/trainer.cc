@@ -219,8 +219,9 @@ Status Trainer::Push(Step& step) {
 namespace {
 
 DenseState DenseStateOf(DenseModel& model, const ops::DenseOptimizerOptions& optimizer,
-                        int64_t* optimizer_steps) {
+                        int64_t* optimizer_steps, std::string* data_position) {
   DenseState state;
+  state.data_position = data_position;
   state.parameters = model.parameters();
   state.descriptor = DenseStateDescriptor(model.options().name,
                                           ops::DenseOptimizerName(optimizer.type), state.parameters);
@@ -234,9 +235,9 @@ Result<int64_t> Trainer::Restore() {
   if (checkpointer_ == nullptr) {
     return Status::FailedPrecondition("no checkpoint directory is set");
   }
-  EMBER_ASSIGN_OR_RETURN(
-      const int64_t step,
-      checkpointer_->Restore(DenseStateOf(*model_, options_.dense_optimizer, &dense_step_)));
+  EMBER_ASSIGN_OR_RETURN(const int64_t step,
+                         checkpointer_->Restore(DenseStateOf(*model_, options_.dense_optimizer,
+                                                             &dense_step_, &resume_position_)));
   job_steps_ = step;
   skip_batches_ = step;
   return step;
@@ -252,10 +253,20 @@ bool Trainer::CheckpointDue(int64_t step) const {
          step % options_.checkpoint_every_steps == 0;
 }
 
-Status Trainer::SaveCheckpoint(int64_t step, TrainReport* report) {
+Result<std::string> Trainer::DataPosition(const io::BatchSource& data) const {
+  if (checkpointer_ == nullptr) return std::string();
+  Result<std::string> position = data.ResumePosition();
+  if (position.ok() || position.status().code() != StatusCode::kUnimplemented) return position;
+  return std::string();
+}
+
+Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
+                               TrainReport* report) {
   TraceSpan span(options_.tracer, "checkpoint", "checkpoint", step);
+  std::string position = data_position;
   EMBER_RETURN_IF_ERROR(
-      checkpointer_->Save(step, DenseStateOf(*model_, options_.dense_optimizer, &dense_step_))
+      checkpointer_
+          ->Save(step, DenseStateOf(*model_, options_.dense_optimizer, &dense_step_, &position))
           .WithContext("writing the checkpoint of step " + std::to_string(step) + " in " +
                        checkpointer_->dir()));
   ++report->checkpoints_written;
@@ -306,17 +317,29 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   EMBER_RETURN_IF_ERROR(CheckShape(train));
   TrainReport report;
-  // Resuming: the batches the checkpoint had trained are read and dropped,
-  // so that training goes on with the batch that follows them.
+  // Resuming: the source seeks to where the checkpoint's batches ended, or,
+  // when it cannot (or the checkpoint has no position), those batches are
+  // read and dropped; either way training goes on with the batch after them.
   const int64_t skip = std::exchange(skip_batches_, 0);
+  const std::string resume_position = std::exchange(resume_position_, std::string());
   bool exhausted = false;
   if (skip > 0) {
-    LOG(INFO) << "resuming after step " << skip << ": skipping the batches it had trained";
-    io::Batch scratch;
-    for (int64_t i = 0; i < skip && !exhausted; ++i) {
-      Result<bool> more = train.Next(&scratch);
-      if (!more.ok()) return more.status().WithContext("skipping trained batches");
-      exhausted = !*more;
+    const Status seek = resume_position.empty() ? Status::Unimplemented("no position")
+                                                : train.ResumeFrom(resume_position);
+    if (seek.ok()) {
+      LOG(INFO) << "resuming after step " << skip << " where its data ended";
+    } else if (seek.code() == StatusCode::kUnimplemented) {
+      LOG(INFO) << "resuming after step " << skip << ": skipping the batches it had trained";
+      io::Batch scratch;
+      for (int64_t i = 0; i < skip && !exhausted; ++i) {
+        Result<bool> more = train.Next(&scratch);
+        if (!more.ok()) return more.status().WithContext("skipping trained batches");
+        exhausted = !*more;
+      }
+    } else {
+      return seek.WithContext(
+          "the checkpoint's training data position does not fit this training data (resume "
+          "with the data and reader flags of the checkpointed job, or start afresh)");
     }
     report.resumed_from_step = skip;
   }
@@ -407,7 +430,7 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   job_steps_ += report.steps;
   // The final checkpoint: training finished, or stopped by a signal.
   if (checkpointer_ != nullptr && report.steps > 0 && report.last_checkpoint_step != job_steps_) {
-    EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_, &report));
+    EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_, end_position_, &report));
   }
   report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
   if (progress) {
@@ -454,13 +477,18 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   int64_t lookahead_epoch = -1;
   std::vector<embedding::Key> lookahead_keys;
   std::vector<int64_t> lookahead_rows;
+  std::string before_lookahead;  // The data position before `lookahead` was read.
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     auto next = [&](int64_t, Step& s) {
       if (!status.ok() || !below_max_steps(report->steps)) return false;
-      // Between steps: every earlier one is done, the next not begun.
+      // Between steps: every earlier one is done, the next not begun. The
+      // data position is the one before the batch read ahead, if any.
       if (report->steps > 0 && CheckpointDue(job_steps_ + report->steps)) {
-        status = SaveCheckpoint(job_steps_ + report->steps, report);
+        Result<std::string> position =
+            have_lookahead ? Result<std::string>(before_lookahead) : DataPosition(train);
+        status = position.ok() ? SaveCheckpoint(job_steps_ + report->steps, *position, report)
+                               : position.status();
         if (!status.ok()) return false;
       }
       TraceSpan span(options_.tracer, "read", "stage", report->steps);
@@ -477,6 +505,12 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
         s.epoch = train.epoch();
       }
       if (prefetch && below_max_steps(report->steps + 1)) {
+        Result<std::string> position = DataPosition(train);
+        if (!position.ok()) {
+          status = position.status();
+          return false;
+        }
+        before_lookahead = std::move(*position);
         Result<bool> more = train.Next(&lookahead);
         if (!more.ok()) {
           status = more.status().WithContext("reading the training data");
@@ -495,7 +529,10 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
                                                      &report->stage_times, done);
     if (status.ok()) status = run;
   });
-  return status;
+  if (!status.ok()) return status;
+  EMBER_ASSIGN_OR_RETURN(
+      end_position_, have_lookahead ? Result<std::string>(before_lookahead) : DataPosition(train));
+  return Status::OK();
 }
 
 Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
@@ -586,7 +623,8 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
       // A barrier: with no later batch read, nothing is in flight once
       // every earlier batch has pushed.
       EMBER_RETURN_IF_ERROR(gate.AwaitPushed(index));
-      EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_ + index, report));
+      EMBER_ASSIGN_OR_RETURN(const std::string position, DataPosition(train));
+      EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_ + index, position, report));
     }
     Result<bool> more = train.Next(&s.batch);
     if (!more.ok()) return more.status().WithContext("reading the training data");
@@ -610,6 +648,8 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
   EMBER_RETURN_IF_ERROR(status);
   // The eviction sequential training does after its last push.
   if (EvictsBefore(job_steps_ + report->steps)) table_->EvictExpired();
+  // Every batch read was trained: the source is where the last one ended.
+  EMBER_ASSIGN_OR_RETURN(end_position_, DataPosition(train));
   return Status::OK();
 }
 

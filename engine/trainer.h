@@ -191,9 +191,13 @@ class Trainer {
   bool EvictsBefore(int64_t step) const;
   // Whether a checkpoint is due before the job's step `step` (> 0).
   bool CheckpointDue(int64_t step) const;
-  // Writes the checkpoint of the job's first `step` steps. REQUIRES: the
-  // table and the model are quiescent (between steps).
-  Status SaveCheckpoint(int64_t step, TrainReport* report);
+  // Writes the checkpoint of the job's first `step` steps, with the training
+  // data's position after them (empty when the source cannot say).
+  // REQUIRES: the table and the model are quiescent (between steps).
+  Status SaveCheckpoint(int64_t step, const std::string& data_position, TrainReport* report);
+  // Where `data` is now for a checkpoint: its ResumePosition, or empty when
+  // there is no checkpoint directory or the source cannot say.
+  Result<std::string> DataPosition(const io::BatchSource& data) const;
   // InvalidArgument unless `data` has the model's dense and slot counts.
   Status CheckShape(const io::BatchSource& data) const;
   Status Prepare(Step& step);
@@ -214,8 +218,14 @@ class Trainer {
   int64_t dense_step_ = 0;
   // Steps the job has trained (a restored checkpoint's included).
   int64_t job_steps_ = 0;
-  // Batches the next Fit skips (what a restored checkpoint had trained).
+  // Batches the next Fit skips (what a restored checkpoint had trained), and
+  // the data position the checkpoint had after them: the next Fit seeks its
+  // source there, or reads and drops the batches when it cannot.
   int64_t skip_batches_ = 0;
+  std::string resume_position_;
+  // Set by FitSequential and FitPipelined: the data position after the last
+  // batch trained, for the final checkpoint.
+  std::string end_position_;
   std::unique_ptr<TrainingCheckpointer> checkpointer_;
 };
 

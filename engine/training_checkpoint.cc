@@ -14,7 +14,9 @@ namespace ember::engine {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'D', 'N', 'S'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added the data position; version 1 files (without it) restore
+// with an empty one.
+constexpr uint32_t kVersion = 2;
 constexpr char kDensePrefix[] = "dense-";
 constexpr char kDenseSuffix[] = ".bin";
 
@@ -174,6 +176,9 @@ Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
     EMBER_RETURN_IF_ERROR(table_.SaveAdmissionState(&admission));
     EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint64_t>(admission.size())));
     EMBER_RETURN_IF_ERROR(out.Write(admission.data(), admission.size()));
+    const std::string& position = dense.data_position ? *dense.data_position : std::string();
+    EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint64_t>(position.size())));
+    EMBER_RETURN_IF_ERROR(out.Write(position.data(), position.size()));
     const uint64_t digest = out.Digest();
     EMBER_RETURN_IF_ERROR(file->Write(std::string_view(reinterpret_cast<const char*>(&digest),
                                                        sizeof(digest))));
@@ -227,7 +232,9 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
     return Status::DataLoss(path, ": not an Ember dense checkpoint");
   }
   EMBER_RETURN_IF_ERROR(in.Get(&version, "the version"));
-  if (version != kVersion) return Status::DataLoss(path, ": unknown version ", version);
+  if (version != 1 && version != kVersion) {
+    return Status::DataLoss(path, ": unknown version ", version);
+  }
   EMBER_RETURN_IF_ERROR(in.Get(&reserved, "the header"));
   EMBER_RETURN_IF_ERROR(in.Get(&file_step, "the step"));
   if (file_step != step) {
@@ -269,6 +276,13 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
   EMBER_RETURN_IF_ERROR(in.Get(&admission_size, "the admission state size"));
   const size_t admission_offset = in.pos();
   EMBER_RETURN_IF_ERROR(in.Skip(admission_size, "the admission state"));
+  uint64_t position_size = 0;
+  size_t position_offset = in.pos();
+  if (version >= 2) {
+    EMBER_RETURN_IF_ERROR(in.Get(&position_size, "the data position size"));
+    position_offset = in.pos();
+    EMBER_RETURN_IF_ERROR(in.Skip(position_size, "the data position"));
+  }
   if (in.pos() != bytes.size() - sizeof(uint64_t)) {
     return Status::DataLoss(path, ": ", bytes.size() - sizeof(uint64_t) - in.pos(),
                             " unexpected bytes after the parameters");
@@ -291,6 +305,9 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
     }
   }
   *dense.optimizer_steps = optimizer_steps;
+  if (dense.data_position != nullptr) {
+    dense.data_position->assign(bytes, position_offset, position_size);
+  }
   // The next save continues the chain the restore read: a delta unless a
   // full snapshot is due.
   saves_ = 1;

@@ -12,7 +12,7 @@
 //
 // <step> is written with 20 digits. dense-<step>.bin, all little-endian:
 //
-//   "EMBERDNS" (8 bytes), version (u32, 1), 0 (u32)
+//   "EMBERDNS" (8 bytes), version (u32, 2; 1 is read too), 0 (u32)
 //   step (i64): training steps done (the batches of the job consumed)
 //   optimizer_steps (i64): dense optimizer updates done (Adam's t)
 //   descriptor length (u32), descriptor (bytes): the model and optimizer the
@@ -23,6 +23,9 @@
 //   admission state length (u64) and bytes: the table's
 //   SaveAdmissionState (frequency admission's counts of keys without a
 //   row), taken with the rows
+//   data position length (u64) and bytes (version 2): where the training
+//   data's BatchSource was after the batch of <step> (its ResumePosition),
+//   empty when the source cannot say
 //   hash (u64): Fnv1a64Words of every byte before it
 //
 // A save writes dense-<step>.bin atomically (temporary file, fsync, rename),
@@ -57,6 +60,8 @@ struct DenseState {
   std::string descriptor;
   std::vector<Parameter*> parameters;
   int64_t* optimizer_steps = nullptr;
+  // Saved when set; set by a restore (empty for a checkpoint without one).
+  std::string* data_position = nullptr;
 };
 
 // "dlrm adam 512x13 512 ...": the model name, the optimizer and every

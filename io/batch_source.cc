@@ -1,8 +1,12 @@
 #include "io/batch_source.h"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
+#include <string>
+#include <system_error>
 
+#include "core/json.h"
 #include "core/random.h"
 
 namespace ember::io {
@@ -10,6 +14,14 @@ namespace {
 // The stream of the epoch permutations (seed, kShuffleStream + epoch).
 constexpr uint64_t kShuffleStream = 0x5eed0000u;
 }  // namespace
+
+Result<std::string> BatchSource::ResumePosition() const {
+  return Status::Unimplemented("this batch source cannot say where it is");
+}
+
+Status BatchSource::ResumeFrom(std::string_view) {
+  return Status::Unimplemented("this batch source cannot resume from a position");
+}
 
 DatasetBatchSource::DatasetBatchSource(const Dataset& data,
                                        const DatasetBatchSourceOptions& options)
@@ -27,14 +39,7 @@ Result<bool> DatasetBatchSource::Next(Batch* out) {
     if (epoch_ + 1 >= options_.num_epochs || n == 0) return false;
     ++epoch_;
     next_ = 0;
-    if (options_.shuffle) {
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), 0);
-      RandomStream random(options_.seed, kShuffleStream + static_cast<uint64_t>(epoch_));
-      for (int64_t i = n - 1; i > 0; --i) {
-        std::swap(order_[i], order_[random.NextBelow(static_cast<uint64_t>(i + 1))]);
-      }
-    }
+    OrderEpoch();
   }
   const int64_t end = std::min(n, next_ + options_.batch_size);
   if (options_.shuffle) {
@@ -45,6 +50,78 @@ Result<bool> DatasetBatchSource::Next(Batch* out) {
   }
   next_ = end;
   return true;
+}
+
+void DatasetBatchSource::OrderEpoch() {
+  if (!options_.shuffle) return;
+  const int64_t n = data_.size();
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0);
+  RandomStream random(options_.seed, kShuffleStream + static_cast<uint64_t>(epoch_));
+  for (int64_t i = n - 1; i > 0; --i) {
+    std::swap(order_[i], order_[random.NextBelow(static_cast<uint64_t>(i + 1))]);
+  }
+}
+
+Result<std::string> DatasetBatchSource::ResumePosition() const {
+  JsonObject o;
+  o.Add("dataset", data_.size())
+      .Add("batch_size", options_.batch_size)
+      .Add("shuffle", options_.shuffle)
+      .AddRaw("seed", std::to_string(options_.seed))
+      .Add("epoch", epoch_)
+      .Add("next", next_);
+  return o.ToString(-1);
+}
+
+Status DatasetBatchSource::ResumeFrom(std::string_view position) {
+  const auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("data position ", position, ": ", why);
+  };
+  Result<JsonValue> parsed = ParseJson(std::string(position));
+  if (!parsed.ok()) return bad(std::string(parsed.status().message()));
+  // The integer field `key`, or false.
+  const auto integer = [&](const char* key, auto* out) {
+    const JsonValue* v = parsed->Find(key);
+    if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
+    const char* end = v->text.data() + v->text.size();
+    const auto [ptr, ec] = std::from_chars(v->text.data(), end, *out);
+    return ec == std::errc() && ptr == end;
+  };
+  int64_t examples = 0, batch_size = 0, epoch = 0, next = 0;
+  uint64_t seed = 0;
+  const JsonValue* shuffle = parsed->Find("shuffle");
+  if (!integer("dataset", &examples) || !integer("batch_size", &batch_size) ||
+      !integer("seed", &seed) || !integer("epoch", &epoch) || !integer("next", &next) ||
+      shuffle == nullptr || shuffle->type != JsonValue::Type::kBool) {
+    return bad("not a position of in-memory data");
+  }
+  if (examples != data_.size()) {
+    return bad("it is of data with " + std::to_string(examples) + " examples, this has " +
+               std::to_string(data_.size()));
+  }
+  if (batch_size != options_.batch_size) {
+    return bad("it is of batches of " + std::to_string(batch_size) + ", these are of " +
+               std::to_string(options_.batch_size));
+  }
+  if (shuffle->boolean != options_.shuffle || (options_.shuffle && seed != options_.seed)) {
+    return bad("it is of another order (shuffle or seed differ)");
+  }
+  // Before the first batch: epoch -1 with the whole (empty) epoch behind.
+  const bool start = epoch == -1 && next == data_.size();
+  if (!start && (epoch < 0 || next < 0 || next > data_.size())) {
+    return bad("epoch " + std::to_string(epoch) + ", example " + std::to_string(next) +
+               " is no place in this data");
+  }
+  if (epoch >= options_.num_epochs) {
+    // Past this source's last epoch (a job resumed with fewer epochs): done.
+    epoch = options_.num_epochs - 1;
+    next = data_.size();
+  }
+  epoch_ = epoch;
+  next_ = next;
+  if (epoch_ >= 0) OrderEpoch();
+  return Status::OK();
 }
 
 }  // namespace ember::io

@@ -5,6 +5,8 @@
 // in a stream (StreamReader, io/stream_reader.h).
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -29,6 +31,18 @@ class BatchSource {
   virtual int num_labels() const = 0;
   virtual int num_dense() const = 0;
   virtual int num_slots() const = 0;
+
+  // Resume. ResumePosition() says where the source is, between two calls of
+  // Next, as a string that ResumeFrom on a source over the same data with
+  // the same options turns back into the same stream: the batches after it
+  // are the ones this source would return next. A training checkpoint keeps
+  // it so that a resumed job goes on without reading again the batches it
+  // had trained. Unimplemented (the default) when the source cannot say; the
+  // trainer then reads and drops those batches.
+  virtual Result<std::string> ResumePosition() const;
+  // InvalidArgument naming what differs when the position belongs to other
+  // data or options, or is not one ResumePosition wrote.
+  virtual Status ResumeFrom(std::string_view position);
 };
 
 struct DatasetBatchSourceOptions {
@@ -53,8 +67,16 @@ class DatasetBatchSource final : public BatchSource {
   int num_labels() const override { return data_.num_labels(); }
   int num_dense() const override { return data_.num_dense(); }
   int num_slots() const override { return data_.num_slots(); }
+  // {"dataset": examples, "batch_size", "shuffle", "seed", "epoch", "next"}:
+  // an epoch's order is a function of (seed, epoch), so a position is where
+  // the next batch starts in it.
+  Result<std::string> ResumePosition() const override;
+  Status ResumeFrom(std::string_view position) override;
 
  private:
+  // Draws the order of `epoch_` when shuffling.
+  void OrderEpoch();
+
   const Dataset& data_;
   const DatasetBatchSourceOptions options_;
   int64_t epoch_ = -1;

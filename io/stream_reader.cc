@@ -498,6 +498,13 @@ Status StreamReader::CheckMatches(const StreamPosition& p) const {
   return Status::OK();
 }
 
+Result<std::string> StreamReader::ResumePosition() const { return position().Serialize(); }
+
+Status StreamReader::ResumeFrom(std::string_view text) {
+  EMBER_ASSIGN_OR_RETURN(const StreamPosition position, StreamPosition::Parse(text));
+  return Seek(position);
+}
+
 Status StreamReader::Seek(const StreamPosition& p) {
   EMBER_RETURN_IF_ERROR(CheckMatches(p));
   RecyclePiece();

@@ -263,6 +263,9 @@ class StreamReader final : public BatchSource {
   // input" if its piece or counts lie outside the shard's epoch (a position
   // edited by hand). Errors of the replay are Next's.
   Status Seek(const StreamPosition& position);
+  // BatchSource's resume: position().Serialize() and Seek(Parse(text)).
+  Result<std::string> ResumePosition() const override;
+  Status ResumeFrom(std::string_view position) override;
 
   const BadLineReport& bad_lines() const { return report_; }
   StreamStats stats() const;

@@ -1,17 +1,19 @@
 #include "engine/training_checkpoint.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "core/file.h"
 #include "engine/trainer.h"
 #include "io/batch_source.h"
 #include "io/criteo.h"
+#include "io/stream_reader.h"
 #include "io/synthetic.h"
 #include "tests/testing/forwarding_batch_source.h"
 #include "tests/testing/temp_dir.h"
@@ -33,6 +35,21 @@ class StoppingSource : public test::ForwardingBatchSource {
   std::atomic<bool>* stop_;
   const int at_;
   int reads_ = 0;
+};
+
+// Counts the batches read through it.
+class CountingSource : public test::ForwardingBatchSource {
+ public:
+  using test::ForwardingBatchSource::ForwardingBatchSource;
+  Result<bool> Next(io::Batch* out) override {
+    Result<bool> more = test::ForwardingBatchSource::Next(out);
+    if (more.ok() && *more) ++batches_;
+    return more;
+  }
+  int batches() const { return batches_; }
+
+ private:
+  int batches_ = 0;
 };
 
 class TrainingCheckpointTest : public test::TempDirTest {
@@ -283,6 +300,97 @@ TEST_F(TrainingCheckpointTest, InterruptedSaveKeepsThePreviousCheckpoint) {
   ASSERT_TRUE(untracked.ok());
   EXPECT_EQ(StatusCode::kInvalidArgument,
             TrainingCheckpointer::Create(**untracked, options).status().code());
+}
+
+// A resumed job seeks its data to where the checkpoint's batches ended
+// instead of reading them again: streamed from files (shuffled pieces and a
+// shuffle buffer) and in memory, sequential and pipelined, with the model of
+// the uninterrupted job bit for bit.
+TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesAgain) {
+  auto format = io::NewCriteoFormat();
+  ASSERT_TRUE(format.ok()) << format.status();
+  io::StreamReaderOptions stream;
+  stream.batch_size = 128;
+  stream.num_epochs = 2;
+  stream.piece_bytes = 16 << 10;
+  stream.shuffle_pieces = true;
+  stream.shuffle_buffer = 300;
+  stream.seed = 7;
+  auto open_stream = [&]() -> std::unique_ptr<io::BatchSource> {
+    auto reader = io::StreamReader::OpenText({Path("data.tsv")}, **format, stream);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    return reader.ok() ? std::move(*reader) : nullptr;
+  };
+  io::DatasetBatchSourceOptions memory;
+  memory.batch_size = 128;
+  memory.num_epochs = 2;
+  memory.shuffle = true;
+  memory.seed = 7;
+  auto open_memory = [&]() -> std::unique_ptr<io::BatchSource> {
+    return std::make_unique<io::DatasetBatchSource>(data_, memory);
+  };
+  int run = 0;
+  for (const bool streamed : {true, false}) {
+    for (const bool pipelined : {false, true}) {
+      SCOPED_TRACE(std::string(streamed ? "streamed" : "in memory") +
+                   (pipelined ? ", pipelined" : ", sequential"));
+      const std::function<std::unique_ptr<io::BatchSource>()> open =
+          streamed ? std::function<std::unique_ptr<io::BatchSource>()>(open_stream) : open_memory;
+      TrainOptions options = SmallOptions();
+      options.pipeline = pipelined;
+      std::unique_ptr<io::BatchSource> whole = open();
+      ASSERT_NE(nullptr, whole);
+      TrainReport report;
+      const std::vector<float> reference = Train(options, false, &report, nullptr, whole.get());
+      const int64_t total = report.steps;
+      ASSERT_GT(total, 30);
+
+      options.checkpoint_dir = Path("seek" + std::to_string(run++));
+      options.checkpoint_every_steps = 7;
+      options.max_steps = 23;
+      std::unique_ptr<io::BatchSource> first = open();
+      Train(options, false, &report, nullptr, first.get());
+      ASSERT_EQ(23, report.last_checkpoint_step);
+
+      options.max_steps = 0;
+      std::unique_ptr<io::BatchSource> second = open();
+      CountingSource counting(*second);
+      int64_t restored = -1;
+      EXPECT_EQ(reference, Train(options, true, &report, &restored, &counting));
+      EXPECT_EQ(23, restored);
+      EXPECT_EQ(total - 23, report.steps);
+      // Only the batches after the checkpoint were read.
+      EXPECT_EQ(total - 23, counting.batches());
+    }
+  }
+}
+
+// A checkpoint's data position belongs to its data: resuming on other data
+// (here, batches of another size) is refused, naming what differs.
+TEST_F(TrainingCheckpointTest, ResumeOnDataThePositionDoesNotFitIsRefused) {
+  TrainOptions options = SmallOptions();
+  options.checkpoint_dir = Path("ckpt");
+  options.max_steps = 5;
+  TrainReport report;
+  Train(options, false, &report);
+  ASSERT_EQ(5, report.last_checkpoint_step);
+
+  TrainOptions resumed = SmallOptions();
+  resumed.checkpoint_dir = options.checkpoint_dir;
+  auto trainer = Trainer::Create(resumed, data_.num_dense(), data_.num_slots());
+  ASSERT_TRUE(trainer.ok());
+  ASSERT_TRUE((*trainer)->Restore().ok());
+  io::DatasetBatchSourceOptions other;
+  other.batch_size = 64;
+  other.num_epochs = 2;
+  io::DatasetBatchSource source(data_, other);
+  Result<TrainReport> fitted = (*trainer)->Fit(source);
+  ASSERT_FALSE(fitted.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, fitted.status().code());
+  EXPECT_NE(std::string::npos, fitted.status().message().find("batches of 128, these are of 64"))
+      << fitted.status();
+  EXPECT_NE(std::string::npos, fitted.status().message().find("does not fit this training data"))
+      << fitted.status();
 }
 
 }  // namespace

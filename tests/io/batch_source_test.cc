@@ -1,10 +1,11 @@
 #include "io/batch_source.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace ember::io {
 namespace {
@@ -95,6 +96,87 @@ TEST(DatasetBatchSourceTest, EmptyDataHasNoBatches) {
   ASSERT_TRUE(more.ok());
   EXPECT_FALSE(*more);
   EXPECT_EQ(0, source.EstimatedBatches());
+}
+
+// The batches of `source` from here on: one list of example indices each.
+std::vector<std::vector<int>> Rest(BatchSource& source) {
+  std::vector<std::vector<int>> batches;
+  Batch batch;
+  while (true) {
+    Result<bool> more = source.Next(&batch);
+    EXPECT_TRUE(more.ok());
+    if (!more.ok() || !*more) break;
+    batches.emplace_back();
+    for (int64_t i = 0; i < batch.size; ++i) batches.back().push_back(int(batch.dense[i]));
+  }
+  return batches;
+}
+
+TEST(DatasetBatchSourceTest, AFreshSourceResumedFromAPositionGoesOnWithTheSameBatches) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 7;
+  options.num_epochs = 3;
+  options.shuffle = true;
+  options.seed = 4;
+  // Before the first batch, mid-epoch, at an epoch's end, after the last.
+  for (int taken : {0, 5, 8, 14, 21, 30}) {
+    SCOPED_TRACE(taken);
+    DatasetBatchSource source(data, options);
+    Batch batch;
+    for (int i = 0; i < taken; ++i) ASSERT_TRUE(source.Next(&batch).ok());
+    Result<std::string> position = source.ResumePosition();
+    ASSERT_TRUE(position.ok()) << position.status();
+    DatasetBatchSource resumed(data, options);
+    ASSERT_TRUE(resumed.ResumeFrom(*position).ok());
+    EXPECT_EQ(source.epoch(), resumed.epoch());
+    const std::vector<std::vector<int>> expected = Rest(source);
+    EXPECT_EQ(expected, Rest(resumed));
+    EXPECT_EQ(taken >= 24 ? 0u : 24u - taken, expected.size());  // 8 batches an epoch
+  }
+}
+
+TEST(DatasetBatchSourceTest, APositionOfOtherDataOrOptionsOrNotAPositionIsRefused) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 7;
+  options.num_epochs = 2;
+  options.shuffle = true;
+  options.seed = 4;
+  DatasetBatchSource source(data, options);
+  Batch batch;
+  ASSERT_TRUE(source.Next(&batch).ok());
+  const std::string position = *source.ResumePosition();
+  auto refused = [&](const Dataset& other_data, const DatasetBatchSourceOptions& other,
+                     const std::string& text, const std::string& says) {
+    DatasetBatchSource target(other_data, other);
+    const Status status = target.ResumeFrom(text);
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << text;
+    EXPECT_NE(std::string::npos, status.message().find(says)) << status;
+  };
+  DatasetBatchSourceOptions other = options;
+  other.batch_size = 8;
+  refused(data, other, position, "batches of 7, these are of 8");
+  other = options;
+  other.seed = 5;
+  refused(data, other, position, "another order");
+  refused(Numbered(49), options, position, "data with 50 examples, this has 49");
+  refused(data, options, "{\"epoch\": 0}", "not a position of in-memory data");
+  refused(data, options, "not json", "data position not json");
+  std::string far = position;
+  far.replace(far.find("\"next\":7"), 8, "\"next\":99");  // past the last example
+  refused(data, options, far, "is no place in this data");
+  // A position of the base class's sources: Unimplemented, not a crash.
+  struct Silent : BatchSource {
+    Result<bool> Next(Batch*) override { return false; }
+    int64_t epoch() const override { return -1; }
+    int64_t EstimatedBatches() const override { return 0; }
+    int num_labels() const override { return 1; }
+    int num_dense() const override { return 0; }
+    int num_slots() const override { return 0; }
+  } silent;
+  EXPECT_EQ(StatusCode::kUnimplemented, silent.ResumePosition().status().code());
+  EXPECT_EQ(StatusCode::kUnimplemented, silent.ResumeFrom(position).code());
 }
 
 }  // namespace

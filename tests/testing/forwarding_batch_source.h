@@ -15,6 +15,8 @@ class ForwardingBatchSource : public io::BatchSource {
   int num_labels() const override { return inner_.num_labels(); }
   int num_dense() const override { return inner_.num_dense(); }
   int num_slots() const override { return inner_.num_slots(); }
+  Result<std::string> ResumePosition() const override { return inner_.ResumePosition(); }
+  Status ResumeFrom(std::string_view position) override { return inner_.ResumeFrom(position); }
 
  private:
   io::BatchSource& inner_;
