@@ -58,13 +58,45 @@ void LowRankAffine(const float* u, const float* v, const float* bias, const floa
   for (int64_t i = 0; i < dim; ++i) z[i] = bias[i] + Dot(u + i * rank, t, rank);
 }
 
+// Checks the optional saved intermediates a forward writes: both of
+// (saved_t, saved_z) or neither, saved_t [B, r] (when `rank` >= 0; -1: full
+// rank, no t), saved_z [B, d].
+Status CheckSavedOutputs(const char* op, Tensor* saved_t, Tensor* saved_z, int64_t batch,
+                         int64_t dim, int64_t rank) {
+  if (rank >= 0 && (saved_t == nullptr) != (saved_z == nullptr)) {
+    return Status::InvalidArgument(op, ": saved_t and saved_z go together (both or neither)");
+  }
+  if (saved_t != nullptr) {
+    EMBER_RETURN_IF_ERROR(CheckOutput(op, "saved_t", saved_t, DType::kF32, {batch, rank}));
+  }
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(CheckOutput(op, "saved_z", saved_z, DType::kF32, {batch, dim}));
+  }
+  return Status::OK();
+}
+
+// The same for the saved intermediates a backward reads.
+Status CheckSavedInputs(const char* op, const Tensor* saved_t, const Tensor* saved_z, int64_t batch,
+                        int64_t dim, int64_t rank) {
+  if (rank >= 0 && (saved_t == nullptr) != (saved_z == nullptr)) {
+    return Status::InvalidArgument(op, ": saved_t and saved_z go together (both or neither)");
+  }
+  if (saved_t != nullptr) {
+    EMBER_RETURN_IF_ERROR(CheckTensor(op, "saved_t", *saved_t, DType::kF32, {batch, rank}));
+  }
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(CheckTensor(op, "saved_z", *saved_z, DType::kF32, {batch, dim}));
+  }
+  return Status::OK();
+}
+
 // Elements per task of the elementwise loops.
 constexpr int64_t kElementGrain = 1 << 14;
 
 }  // namespace
 
 Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
-                         const Tensor& bias, Tensor* out) {
+                         const Tensor& bias, Tensor* out, Tensor* saved_z) {
   constexpr const char* kOp = "CrossLayerForward";
   int64_t batch = 0, dim = 0;
   EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
@@ -73,9 +105,15 @@ Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weigh
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedOutputs(kOp, nullptr, saved_z, batch, dim, -1));
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"out", out}, {"saved_z", saved_z}},
+                       {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  }
   // z = xl W^T + bias through the fully connected op (a oneDNN SGEMM), then
   // out = x0 * z + xl elementwise.
-  Tensor z = Tensor::Empty({batch, dim});
+  Tensor z = saved_z != nullptr ? *saved_z : Tensor::Empty({batch, dim});  // Shares storage.
   EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
   const float* a = x0.data<float>();
   const float* x = xl.data<float>();
@@ -89,7 +127,7 @@ Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weigh
 
 Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
                           const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
-                          Tensor* dweight, Tensor* dbias) {
+                          Tensor* dweight, Tensor* dbias, const Tensor* saved_z) {
   constexpr const char* kOp = "CrossLayerBackward";
   int64_t batch = 0, dim = 0;
   EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
@@ -103,11 +141,22 @@ Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weig
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
       {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}, {"dout", &dout}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedInputs(kOp, nullptr, saved_z, batch, dim, -1));
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
+                       {{"saved_z", saved_z}}));
+  }
   // With z = xl W^T + bias and g = dout * x0: dx0 = dout * z, and the inner
   // product's backward of g gives dxl - dout = g W, dweight = g^T xl and
   // dbias = sum_b g, in oneDNN's fixed reduction order.
-  Tensor z = Tensor::Empty({batch, dim});
-  EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
+  Tensor z;
+  if (saved_z != nullptr) {
+    z = *saved_z;
+  } else {
+    z = Tensor::Empty({batch, dim});
+    EMBER_RETURN_IF_ERROR(FullyConnectedForward(xl, weight, bias, Activation::kNone, &z));
+  }
   Tensor gx0 = Tensor::Empty({batch, dim});
   const float* a = x0.data<float>();
   const float* g = dout.data<float>();
@@ -130,7 +179,8 @@ Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weig
 }
 
 Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& u,
-                                const Tensor& v, const Tensor& bias, Tensor* out) {
+                                const Tensor& v, const Tensor& bias, Tensor* out, Tensor* saved_t,
+                                Tensor* saved_z) {
   constexpr const char* kOp = "LowRankCrossLayerForward";
   int64_t batch = 0, dim = 0, rank = 0;
   EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
@@ -139,17 +189,30 @@ Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, dim}));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedOutputs(kOp, saved_t, saved_z, batch, dim, rank));
+  const bool save = saved_t != nullptr;
+  if (save) {
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"out", out}, {"saved_t", saved_t}, {"saved_z", saved_z}},
+                       {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}}));
+  }
   const float* a = x0.data<float>();
   const float* x = xl.data<float>();
   const float* pu = u.data<float>();
   const float* pv = v.data<float>();
   const float* c = bias.data<float>();
   float* y = out->data<float>();
+  float* st = save ? saved_t->data<float>() : nullptr;
+  float* sz = save ? saved_z->data<float>() : nullptr;
   ParallelFor(0, batch, Grain(2 * dim * rank), [&](int64_t begin, int64_t end) {
-    std::vector<float> t(static_cast<size_t>(rank)), z(static_cast<size_t>(dim));
+    // Per-sample t and z: into the saved tensors, else into a buffer per task.
+    std::vector<float> t(save ? 0 : static_cast<size_t>(rank)),
+        z(save ? 0 : static_cast<size_t>(dim));
     for (int64_t b = begin; b < end; ++b) {
-      LowRankAffine(pu, pv, c, x + b * dim, dim, rank, t.data(), z.data());
-      for (int64_t i = 0; i < dim; ++i) y[b * dim + i] = a[b * dim + i] * z[i] + x[b * dim + i];
+      float* tb = save ? st + b * rank : t.data();
+      float* zb = save ? sz + b * dim : z.data();
+      LowRankAffine(pu, pv, c, x + b * dim, dim, rank, tb, zb);
+      for (int64_t i = 0; i < dim; ++i) y[b * dim + i] = a[b * dim + i] * zb[i] + x[b * dim + i];
     }
   });
   return Status::OK();
@@ -157,7 +220,8 @@ Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor
 
 Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                  const Tensor& v, const Tensor& bias, const Tensor& dout,
-                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias) {
+                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias,
+                                 const Tensor* saved_t, const Tensor* saved_z) {
   constexpr const char* kOp = "LowRankCrossLayerBackward";
   int64_t batch = 0, dim = 0, rank = 0;
   EMBER_RETURN_IF_ERROR(CheckActivations(kOp, x0, xl, &batch, &dim));
@@ -172,6 +236,13 @@ Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tenso
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"dx0", dx0}, {"dxl", dxl}, {"du", du}, {"dv", dv}, {"dbias", dbias}},
       {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}, {"dout", &dout}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedInputs(kOp, saved_t, saved_z, batch, dim, rank));
+  const bool saved = saved_t != nullptr;
+  if (saved) {
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"dx0", dx0}, {"dxl", dxl}, {"du", du}, {"dv", dv}, {"dbias", dbias}},
+                       {{"saved_t", saved_t}, {"saved_z", saved_z}}));
+  }
   const float* a = x0.data<float>();
   const float* x = xl.data<float>();
   const float* pu = u.data<float>();
@@ -183,18 +254,24 @@ Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tenso
   float* pdu = du->data<float>();
   float* pdv = dv->data<float>();
   float* dc = dbias->data<float>();
-  // t[b] = V^T x_l[b] and dt[b] = U^T (dout ⊙ x0)[b], kept for du and dv.
-  std::vector<float> t(static_cast<size_t>(batch * rank)), dt(static_cast<size_t>(batch * rank));
-  ParallelFor(0, batch, Grain(4 * dim * rank), [&](int64_t begin, int64_t end) {
-    std::vector<float> z(static_cast<size_t>(dim));
+  // t[b] = V^T x_l[b] (saved by the forward, or recomputed into
+  // recomputed_t) and dt[b] = U^T (dout ⊙ x0)[b], kept for du and dv.
+  std::vector<float> recomputed_t(saved ? 0 : static_cast<size_t>(batch * rank));
+  std::vector<float> dt(static_cast<size_t>(batch * rank));
+  const float* t = saved ? saved_t->data<float>() : recomputed_t.data();
+  const float* sz = saved ? saved_z->data<float>() : nullptr;
+  ParallelFor(0, batch, Grain((saved ? 2 : 4) * dim * rank), [&](int64_t begin, int64_t end) {
+    std::vector<float> z(saved ? 0 : static_cast<size_t>(dim));
     for (int64_t b = begin; b < end; ++b) {
       const int64_t row = b * dim;
-      float* tb = t.data() + b * rank;
+      const float* zb = saved ? sz + row : z.data();
+      if (!saved) {
+        LowRankAffine(pu, pv, c, x + row, dim, rank, recomputed_t.data() + b * rank, z.data());
+      }
       float* dtb = dt.data() + b * rank;
-      LowRankAffine(pu, pv, c, x + row, dim, rank, tb, z.data());
       std::fill(dtb, dtb + rank, 0.0f);
       for (int64_t i = 0; i < dim; ++i) {
-        da[row + i] = g[row + i] * z[i];
+        da[row + i] = g[row + i] * zb[i];
         Axpy(g[row + i] * a[row + i], pu + i * rank, rank, dtb);
       }
       for (int64_t j = 0; j < dim; ++j) dx[row + j] = g[row + j] + Dot(pv + j * rank, dtb, rank);
@@ -209,7 +286,7 @@ Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tenso
       for (int64_t i = begin; i < end; ++i) {
         const float gi = g[b * dim + i] * a[b * dim + i];
         dc[i] += gi;
-        Axpy(gi, t.data() + b * rank, rank, pdu + i * rank);
+        Axpy(gi, t + b * rank, rank, pdu + i * rank);
         Axpy(x[b * dim + i], dt.data() + b * rank, rank, pdv + i * rank);
       }
     }

@@ -19,33 +19,46 @@
 
 namespace ember::ops {
 
+// Saved intermediates. The forwards compute z = xl W^T + bias [B, d] (and,
+// low rank, t = xl V [B, r]) on the way to out; given the optional saved_*
+// outputs they also keep them there, and the backwards given the same
+// tensors read them instead of recomputing them (one GEMM per full-rank layer,
+// two thin ones per low-rank layer) and give the same gradients bit for bit.
+// The saved tensors must be those of the forward of the same x0, xl and
+// weights; they are checked for shape, not for content.
+
 // out[B, d] = x0 ⊙ (xl W^T + bias) + xl, i.e. per sample
 // x_{l+1} = x0 ⊙ (W x_l + b) + x_l, for x0, xl [B, d], weight W [d, d],
-// bias [d].
+// bias [d]. A non-null saved_z [B, d] receives z = xl W^T + bias.
 Status CrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
-                         const Tensor& bias, Tensor* out);
+                         const Tensor& bias, Tensor* out, Tensor* saved_z = nullptr);
 
 // Gradients of CrossLayerForward from dout[B, d], all overwritten:
 // dx0[B, d] = dout ⊙ (W x_l + b), dxl[B, d] = W^T (dout ⊙ x0) + dout,
 // dweight[d, d] = sum_b (dout ⊙ x0)_b x_l,b^T, dbias[d] = sum_b (dout ⊙ x0)_b
 // (zeros when B = 0). When x_l is x0 (the first layer) the caller adds dx0
-// and dxl.
+// and dxl. With saved_z (the forward's) z is read, not recomputed.
 Status CrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& weight,
                           const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
-                          Tensor* dweight, Tensor* dbias);
+                          Tensor* dweight, Tensor* dbias, const Tensor* saved_z = nullptr);
 
 // Low rank: W = U V^T with u, v [d, r], so per sample
 // x_{l+1} = x0 ⊙ (U (V^T x_l) + b) + x_l, in O(d * r) instead of O(d^2).
+// saved_t [B, r] and saved_z [B, d] come together (both null or neither,
+// else InvalidArgument) and receive t = xl V and z = t U^T + bias.
 Status LowRankCrossLayerForward(const Tensor& x0, const Tensor& xl, const Tensor& u,
-                                const Tensor& v, const Tensor& bias, Tensor* out);
+                                const Tensor& v, const Tensor& bias, Tensor* out,
+                                Tensor* saved_t = nullptr, Tensor* saved_z = nullptr);
 
 // Gradients of LowRankCrossLayerForward, all overwritten. With t = V^T x_l
 // and g = dout ⊙ x0 per sample: dx0 = dout ⊙ (U t + b),
 // dxl = V (U^T g) + dout, du[d, r] = sum_b g_b t_b^T,
-// dv[d, r] = sum_b x_l,b (U^T g_b)^T, dbias = sum_b g_b.
+// dv[d, r] = sum_b x_l,b (U^T g_b)^T, dbias = sum_b g_b. With saved_t and
+// saved_z (the forward's; both or neither) t and z are read, not recomputed.
 Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                  const Tensor& v, const Tensor& bias, const Tensor& dout,
-                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias);
+                                 Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias,
+                                 const Tensor* saved_t = nullptr, const Tensor* saved_z = nullptr);
 
 // Forward, per sample: the matrix-vector product (2d^2), the bias, the
 // product with x0 and the residual add (3d):

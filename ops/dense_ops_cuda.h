@@ -108,19 +108,28 @@ Result<double> SigmoidCrossEntropyWithLogitsCuda(const Tensor& logits, const Ten
 
 // --- DCN-v2 cross layers (ops/cross_layer.h), composed of the fully connected
 // GEMMs and elementwise kernels ------------------------------------------------
+// The optional saved_z (and, low rank, saved_t: both or neither) are those of
+// the CPU operators: the forward writes z = xl W^T + bias [B, d] (t = xl V
+// [B, r]) there and the backward reads them instead of recomputing them, with
+// the same results bit for bit.
 
 Status CrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& weight,
-                             const Tensor& bias, Tensor* out, CudaStream& stream);
+                             const Tensor& bias, Tensor* out, CudaStream& stream,
+                             Tensor* saved_z = nullptr);
 Status CrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& weight,
                               const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
-                              Tensor* dweight, Tensor* dbias, CudaStream& stream);
+                              Tensor* dweight, Tensor* dbias, CudaStream& stream,
+                              const Tensor* saved_z = nullptr);
 Status LowRankCrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                     const Tensor& v, const Tensor& bias, Tensor* out,
-                                    CudaStream& stream);
+                                    CudaStream& stream, Tensor* saved_t = nullptr,
+                                    Tensor* saved_z = nullptr);
 Status LowRankCrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                      const Tensor& v, const Tensor& bias, const Tensor& dout,
                                      Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv,
-                                     Tensor* dbias, CudaStream& stream);
+                                     Tensor* dbias, CudaStream& stream,
+                                     const Tensor* saved_t = nullptr,
+                                     const Tensor* saved_z = nullptr);
 
 // --- Mixture-of-experts routing (ops/moe_routing.h) ----------------------------
 

@@ -72,20 +72,21 @@ Result<double> SigmoidCrossEntropyWithLogitsCuda(const Tensor&, const Tensor&, T
   return NoCuda("SigmoidCrossEntropyWithLogitsCuda");
 }
 Status CrossLayerForwardCuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor*,
-                             CudaStream&) {
+                             CudaStream&, Tensor*) {
   return NoCuda("CrossLayerForwardCuda");
 }
 Status CrossLayerBackwardCuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, Tensor*, Tensor*, Tensor*, Tensor*, CudaStream&) {
+                              const Tensor&, Tensor*, Tensor*, Tensor*, Tensor*, CudaStream&,
+                              const Tensor*) {
   return NoCuda("CrossLayerBackwardCuda");
 }
 Status LowRankCrossLayerForwardCuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                    const Tensor&, Tensor*, CudaStream&) {
+                                    const Tensor&, Tensor*, CudaStream&, Tensor*, Tensor*) {
   return NoCuda("LowRankCrossLayerForwardCuda");
 }
 Status LowRankCrossLayerBackwardCuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                      const Tensor&, const Tensor&, Tensor*, Tensor*, Tensor*,
-                                     Tensor*, Tensor*, CudaStream&) {
+                                     Tensor*, Tensor*, CudaStream&, const Tensor*, const Tensor*) {
   return NoCuda("LowRankCrossLayerBackwardCuda");
 }
 Status SoftmaxForwardCuda(const Tensor&, Tensor*, CudaStream&) {

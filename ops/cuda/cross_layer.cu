@@ -37,10 +37,18 @@ Status Output(const char* op, const char* name, const Tensor* t, std::vector<int
   return cuda::CheckDeviceOutput(op, name, t, DType::kF32, shape, device);
 }
 
+// Both of saved_t and saved_z or neither (low rank).
+Status CheckSavedPair(const char* op, const Tensor* saved_t, const Tensor* saved_z) {
+  if ((saved_t == nullptr) != (saved_z == nullptr)) {
+    return Status::InvalidArgument(op, ": saved_t and saved_z go together (both or neither)");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& weight,
-                             const Tensor& bias, Tensor* out, CudaStream& stream) {
+                             const Tensor& bias, Tensor* out, CudaStream& stream, Tensor* saved_z) {
   constexpr const char* kOp = "CrossLayerForwardCuda";
   const Device device = Device::Cuda(stream.device());
   int64_t batch = 0, dim = 0;
@@ -51,10 +59,19 @@ Status CrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& w
   EMBER_RETURN_IF_ERROR(Output(kOp, "out", out, {batch, dim}, device));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(Output(kOp, "saved_z", saved_z, {batch, dim}, device));
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"out", out}, {"saved_z", saved_z}},
+                       {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}}));
+  }
   EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
   if (batch * dim == 0) return Status::OK();
   DeviceScratch scratch(stream);
-  EMBER_ASSIGN_OR_RETURN(float* z, scratch.Get<float>(kOp, batch * dim));
+  float* z = saved_z != nullptr ? saved_z->data<float>() : nullptr;
+  if (z == nullptr) {
+    EMBER_ASSIGN_OR_RETURN(z, scratch.Get<float>(kOp, batch * dim));
+  }
   // z = xl W^T + bias, then out = x0 * z + xl.
   EMBER_RETURN_IF_ERROR(cuda::FullyConnectedForwardRaw(
       kOp, stream, xl.data<float>(), weight.data<float>(), bias.data<float>(), batch, dim, dim,
@@ -66,7 +83,8 @@ Status CrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& w
 
 Status CrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& weight,
                               const Tensor& bias, const Tensor& dout, Tensor* dx0, Tensor* dxl,
-                              Tensor* dweight, Tensor* dbias, CudaStream& stream) {
+                              Tensor* dweight, Tensor* dbias, CudaStream& stream,
+                              const Tensor* saved_z) {
   constexpr const char* kOp = "CrossLayerBackwardCuda";
   const Device device = Device::Cuda(stream.device());
   int64_t batch = 0, dim = 0;
@@ -83,16 +101,28 @@ Status CrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& 
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
       {{"x0", &x0}, {"xl", &xl}, {"weight", &weight}, {"bias", &bias}, {"dout", &dout}}));
+  if (saved_z != nullptr) {
+    EMBER_RETURN_IF_ERROR(
+        cuda::CheckDeviceTensor(kOp, "saved_z", *saved_z, DType::kF32, {batch, dim}, device));
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"dx0", dx0}, {"dxl", dxl}, {"dweight", dweight}, {"dbias", dbias}},
+                       {{"saved_z", saved_z}}));
+  }
   EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
   const cudaStream_t s = cuda::Native(stream);
   DeviceScratch scratch(stream);
-  EMBER_ASSIGN_OR_RETURN(float* z, scratch.Get<float>(kOp, batch * dim));
+  const float* z = saved_z != nullptr ? saved_z->data<float>() : nullptr;
   EMBER_ASSIGN_OR_RETURN(float* g, scratch.Get<float>(kOp, batch * dim));
-  // z = xl W^T + bias; dx0 = dout * z and g = dout * x0; the fully connected
-  // backward of g gives dxl - dout = g W, dweight = g^T xl, dbias = sum_b g.
-  EMBER_RETURN_IF_ERROR(cuda::FullyConnectedForwardRaw(
-      kOp, stream, xl.data<float>(), weight.data<float>(), bias.data<float>(), batch, dim, dim,
-      Activation::kNone, ComputePrecision::kF32, z));
+  // z = xl W^T + bias (saved by the forward, or recomputed here); dx0 = dout
+  // * z and g = dout * x0; the fully connected backward of g gives
+  // dxl - dout = g W, dweight = g^T xl, dbias = sum_b g.
+  if (z == nullptr) {
+    EMBER_ASSIGN_OR_RETURN(float* recomputed, scratch.Get<float>(kOp, batch * dim));
+    EMBER_RETURN_IF_ERROR(cuda::FullyConnectedForwardRaw(
+        kOp, stream, xl.data<float>(), weight.data<float>(), bias.data<float>(), batch, dim, dim,
+        Activation::kNone, ComputePrecision::kF32, recomputed));
+    z = recomputed;
+  }
   cuda::LaunchCrossGradients(dout.data<float>(), z, x0.data<float>(), dx0->data<float>(), g,
                              batch * dim, s);
   EMBER_RETURN_IF_ERROR(cuda::CheckLaunch(kOp, "CrossGradientsKernel"));
@@ -106,7 +136,7 @@ Status CrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& 
 
 Status LowRankCrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                     const Tensor& v, const Tensor& bias, Tensor* out,
-                                    CudaStream& stream) {
+                                    CudaStream& stream, Tensor* saved_t, Tensor* saved_z) {
   constexpr const char* kOp = "LowRankCrossLayerForwardCuda";
   const Device device = Device::Cuda(stream.device());
   int64_t batch = 0, dim = 0, rank = 0;
@@ -116,11 +146,28 @@ Status LowRankCrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Te
   EMBER_RETURN_IF_ERROR(Output(kOp, "out", out, {batch, dim}, device));
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"out", out}}, {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedPair(kOp, saved_t, saved_z));
+  const bool save = saved_t != nullptr;
+  if (save) {
+    EMBER_RETURN_IF_ERROR(Output(kOp, "saved_t", saved_t, {batch, rank}, device));
+    EMBER_RETURN_IF_ERROR(Output(kOp, "saved_z", saved_z, {batch, dim}, device));
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"out", out}, {"saved_t", saved_t}, {"saved_z", saved_z}},
+                       {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}}));
+  }
   EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
   if (batch * dim == 0) return Status::OK();
   DeviceScratch scratch(stream);
-  EMBER_ASSIGN_OR_RETURN(float* t, scratch.Get<float>(kOp, batch * rank));
-  EMBER_ASSIGN_OR_RETURN(float* z, scratch.Get<float>(kOp, batch * dim));
+  // Scratch where nothing is saved, and for an empty saved t (r = 0), whose
+  // memory may be null where the GEMMs want a valid pointer.
+  float* t = save ? saved_t->data<float>() : nullptr;
+  float* z = save ? saved_z->data<float>() : nullptr;
+  if (t == nullptr) {
+    EMBER_ASSIGN_OR_RETURN(t, scratch.Get<float>(kOp, batch * rank));
+  }
+  if (z == nullptr) {
+    EMBER_ASSIGN_OR_RETURN(z, scratch.Get<float>(kOp, batch * dim));
+  }
   // t [B, r] = xl V; z = t U^T + bias (a fully connected layer with weight U
   // [d, r]); out = x0 * z + xl.
   EMBER_RETURN_IF_ERROR(cuda::RowMajorSgemm(kOp, stream, false, false, batch, rank, dim, 1.0f,
@@ -137,7 +184,8 @@ Status LowRankCrossLayerForwardCuda(const Tensor& x0, const Tensor& xl, const Te
 Status LowRankCrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const Tensor& u,
                                      const Tensor& v, const Tensor& bias, const Tensor& dout,
                                      Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv,
-                                     Tensor* dbias, CudaStream& stream) {
+                                     Tensor* dbias, CudaStream& stream, const Tensor* saved_t,
+                                     const Tensor* saved_z) {
   constexpr const char* kOp = "LowRankCrossLayerBackwardCuda";
   const Device device = Device::Cuda(stream.device());
   int64_t batch = 0, dim = 0, rank = 0;
@@ -154,23 +202,43 @@ Status LowRankCrossLayerBackwardCuda(const Tensor& x0, const Tensor& xl, const T
   EMBER_RETURN_IF_ERROR(CheckNoOverlap(
       kOp, {{"dx0", dx0}, {"dxl", dxl}, {"du", du}, {"dv", dv}, {"dbias", dbias}},
       {{"x0", &x0}, {"xl", &xl}, {"u", &u}, {"v", &v}, {"bias", &bias}, {"dout", &dout}}));
+  EMBER_RETURN_IF_ERROR(CheckSavedPair(kOp, saved_t, saved_z));
+  const bool saved = saved_t != nullptr;
+  if (saved) {
+    EMBER_RETURN_IF_ERROR(
+        cuda::CheckDeviceTensor(kOp, "saved_t", *saved_t, DType::kF32, {batch, rank}, device));
+    EMBER_RETURN_IF_ERROR(
+        cuda::CheckDeviceTensor(kOp, "saved_z", *saved_z, DType::kF32, {batch, dim}, device));
+    EMBER_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, {{"dx0", dx0}, {"dxl", dxl}, {"du", du}, {"dv", dv}, {"dbias", dbias}},
+                       {{"saved_t", saved_t}, {"saved_z", saved_z}}));
+  }
   EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
   const cudaStream_t s = cuda::Native(stream);
   DeviceScratch scratch(stream);
-  EMBER_ASSIGN_OR_RETURN(float* t, scratch.Get<float>(kOp, batch * rank));
   EMBER_ASSIGN_OR_RETURN(float* dt, scratch.Get<float>(kOp, batch * rank));
-  EMBER_ASSIGN_OR_RETURN(float* z, scratch.Get<float>(kOp, batch * dim));
   EMBER_ASSIGN_OR_RETURN(float* g, scratch.Get<float>(kOp, batch * dim));
-  // t = xl V and z = t U^T + bias as in the forward; dx0 = dout * z and
-  // g = dout * x0. The fully connected backward of z = t U^T + bias with
-  // gradient g gives dt = g U, du = g^T t and dbias = sum_b g; then
-  // dxl = dt V^T + dout and dv = xl^T dt.
-  EMBER_RETURN_IF_ERROR(cuda::RowMajorSgemm(kOp, stream, false, false, batch, rank, dim, 1.0f,
-                                            xl.data<float>(), v.data<float>(), 0.0f, t));
-  EMBER_RETURN_IF_ERROR(cuda::FullyConnectedForwardRaw(kOp, stream, t, u.data<float>(),
-                                                       bias.data<float>(), batch, rank, dim,
-                                                       Activation::kNone,
-                                                       ComputePrecision::kF32, z));
+  // t = xl V and z = t U^T + bias as in the forward (saved by it, or
+  // recomputed here); dx0 = dout * z and g = dout * x0. The fully connected
+  // backward of z = t U^T + bias with gradient g gives dt = g U, du = g^T t
+  // and dbias = sum_b g; then dxl = dt V^T + dout and dv = xl^T dt.
+  // Empty saved tensors (B = 0 or r = 0) may have null memory where the
+  // GEMMs want valid pointers: then recompute, which costs nothing there.
+  const bool use_saved = saved && batch > 0 && rank > 0;
+  const float* t = use_saved ? saved_t->data<float>() : nullptr;
+  const float* z = use_saved ? saved_z->data<float>() : nullptr;
+  if (!use_saved) {
+    EMBER_ASSIGN_OR_RETURN(float* recomputed_t, scratch.Get<float>(kOp, batch * rank));
+    EMBER_ASSIGN_OR_RETURN(float* recomputed_z, scratch.Get<float>(kOp, batch * dim));
+    EMBER_RETURN_IF_ERROR(cuda::RowMajorSgemm(kOp, stream, false, false, batch, rank, dim, 1.0f,
+                                              xl.data<float>(), v.data<float>(), 0.0f,
+                                              recomputed_t));
+    EMBER_RETURN_IF_ERROR(cuda::FullyConnectedForwardRaw(
+        kOp, stream, recomputed_t, u.data<float>(), bias.data<float>(), batch, rank, dim,
+        Activation::kNone, ComputePrecision::kF32, recomputed_z));
+    t = recomputed_t;
+    z = recomputed_z;
+  }
   cuda::LaunchCrossGradients(dout.data<float>(), z, x0.data<float>(), dx0->data<float>(), g,
                              batch * dim, s);
   EMBER_RETURN_IF_ERROR(cuda::CheckLaunch(kOp, "CrossGradientsKernel"));

@@ -417,6 +417,62 @@ TEST_P(CrossLayerCudaTest, FullAndLowRankMatchTheCpu) {
   ExpectNear(db, gdb, tol, 1e-5, "low-rank dbias");
 }
 
+// The saved z (and t) are those of the CPU operator, and the backward from
+// them gives the same bits as the backward that recomputes them on the device.
+TEST_P(CrossLayerCudaTest, BackwardFromSavedIntermediatesMatchesTheRecomputedOneBitForBit) {
+  const auto [batch, d, r] = GetParam();
+  RandomStream random(static_cast<uint64_t>(batch * 1000 + d * 10 + r + 1));
+  const Tensor x0 = RandomHost({batch, d}, random), xl = RandomHost({batch, d}, random);
+  const Tensor w = RandomHost({d, d}, random), bias = RandomHost({d}, random);
+  const Tensor u = RandomHost({d, r}, random), v = RandomHost({d, r}, random);
+  const Tensor dout = RandomHost({batch, d}, random);
+  const double tol = 1e-5 * std::sqrt(d + batch + 1.0);
+  Tensor gx0 = Up(x0), gxl = Up(xl), gw = Up(w), gbias = Up(bias), gdout = Up(dout);
+  Tensor gu = Up(u), gv = Up(v);
+  {
+    Tensor out = Tensor::Empty({batch, d}), z = Tensor::Empty({batch, d});
+    ASSERT_TRUE(CrossLayerForward(x0, xl, w, bias, &out, &z).ok());
+    Tensor gout = Poisoned({batch, d}), gz = Poisoned({batch, d});
+    ASSERT_TRUE(CrossLayerForwardCuda(gx0, gxl, gw, gbias, &gout, stream(), &gz).ok());
+    ExpectNear(out, gout, tol, 1e-5, "cross out");
+    ExpectNear(z, gz, tol, 1e-5, "cross saved z");
+    std::vector<Tensor> recomputed, from_saved;
+    for (std::vector<Tensor>* grads : {&recomputed, &from_saved}) {
+      *grads = {Poisoned({batch, d}), Poisoned({batch, d}), Poisoned({d, d}), Poisoned({d})};
+      std::vector<Tensor>& g = *grads;
+      ASSERT_TRUE(CrossLayerBackwardCuda(gx0, gxl, gw, gbias, gdout, &g[0], &g[1], &g[2], &g[3],
+                                         stream(), grads == &from_saved ? &gz : nullptr)
+                      .ok());
+    }
+    for (size_t i = 0; i < recomputed.size(); ++i) {
+      ExpectSameBits(Down(recomputed[i]), from_saved[i], "cross gradient " + std::to_string(i));
+    }
+  }
+  Tensor out = Tensor::Empty({batch, d}), t = Tensor::Empty({batch, r});
+  Tensor z = Tensor::Empty({batch, d});
+  ASSERT_TRUE(LowRankCrossLayerForward(x0, xl, u, v, bias, &out, &t, &z).ok());
+  Tensor gout = Poisoned({batch, d}), gt = Poisoned({batch, r}), gz = Poisoned({batch, d});
+  ASSERT_TRUE(
+      LowRankCrossLayerForwardCuda(gx0, gxl, gu, gv, gbias, &gout, stream(), &gt, &gz).ok());
+  ExpectNear(out, gout, tol, 1e-5, "low-rank out");
+  ExpectNear(t, gt, tol, 1e-5, "low-rank saved t");
+  ExpectNear(z, gz, tol, 1e-5, "low-rank saved z");
+  std::vector<Tensor> recomputed, from_saved;
+  for (std::vector<Tensor>* grads : {&recomputed, &from_saved}) {
+    *grads = {Poisoned({batch, d}), Poisoned({batch, d}), Poisoned({d, r}), Poisoned({d, r}),
+              Poisoned({d})};
+    std::vector<Tensor>& g = *grads;
+    const bool saved = grads == &from_saved;
+    ASSERT_TRUE(LowRankCrossLayerBackwardCuda(gx0, gxl, gu, gv, gbias, gdout, &g[0], &g[1], &g[2],
+                                              &g[3], &g[4], stream(), saved ? &gt : nullptr,
+                                              saved ? &gz : nullptr)
+                    .ok());
+  }
+  for (size_t i = 0; i < recomputed.size(); ++i) {
+    ExpectSameBits(Down(recomputed[i]), from_saved[i], "low-rank gradient " + std::to_string(i));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CrossLayerCudaTest,
                          ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(7, 13, 3),
                                            std::make_tuple(0, 8, 2), std::make_tuple(5, 6, 0),

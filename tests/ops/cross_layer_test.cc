@@ -19,9 +19,11 @@ namespace {
 using ::testing::ElementsAre;
 using testing::ExpectAllClose;
 using testing::ExpectInvalid;
+using testing::Filled;
 using testing::NanFilled;
 using testing::NumericGradient;
 using testing::RandomTensor;
+using testing::SameBits;
 using testing::ToDouble;
 using testing::Values;
 using testing::WeightedSum;
@@ -185,6 +187,143 @@ TEST(CrossLayerTest, LowRankMatchesDoubleReferenceAndFiniteDifferences) {
   }
 }
 
+// z[b, i] = bias[i] + sum_j w[i, j] xl[b, j], the intermediate the full-rank
+// forward saves. Args: x0, xl, w, bias.
+std::vector<double> ReferenceZ(const Args& a, const CrossShape& s) {
+  const std::vector<double>&xl = a[1], &w = a[2], &bias = a[3];
+  std::vector<double> z(static_cast<size_t>(s.batch * s.dim));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t i = 0; i < s.dim; ++i) {
+      z[b * s.dim + i] = bias[i];
+      for (int64_t j = 0; j < s.dim; ++j) z[b * s.dim + i] += w[i * s.dim + j] * xl[b * s.dim + j];
+    }
+  }
+  return z;
+}
+
+// t[b, k] = sum_j xl[b, j] v[j, k], the low-rank forward's first
+// intermediate. Args: x0, xl, u, v, bias.
+std::vector<double> ReferenceT(const Args& a, const CrossShape& s) {
+  const std::vector<double>&xl = a[1], &v = a[3];
+  std::vector<double> t(static_cast<size_t>(s.batch * s.rank), 0.0);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t k = 0; k < s.rank; ++k) {
+      for (int64_t j = 0; j < s.dim; ++j)
+        t[b * s.rank + k] += xl[b * s.dim + j] * v[j * s.rank + k];
+    }
+  }
+  return t;
+}
+
+// The forward's saved z is W x_l + b, its out the same bits as without
+// saving, and the backward from the saved z gives the same bits as the one
+// that recomputes z, which the test above checks against finite differences.
+TEST(CrossLayerTest, BackwardFromTheSavedZGivesTheRecomputedGradientsBitForBit) {
+  for (const CrossShape& s : TestShapes()) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " d=" << s.dim);
+    RandomStream rng(s.batch * 1000 + s.dim + 7);
+    const Tensor x0 = RandomTensor({s.batch, s.dim}, rng);
+    const Tensor xl = RandomTensor({s.batch, s.dim}, rng);
+    const Tensor weight = RandomTensor({s.dim, s.dim}, rng);
+    const Tensor bias = RandomTensor({s.dim}, rng);
+    const Tensor dout = RandomTensor({s.batch, s.dim}, rng);
+
+    Tensor out = NanFilled({s.batch, s.dim}), saving_out = NanFilled({s.batch, s.dim});
+    Tensor z = NanFilled({s.batch, s.dim});
+    ASSERT_TRUE(CrossLayerForward(x0, xl, weight, bias, &out).ok());
+    ASSERT_TRUE(CrossLayerForward(x0, xl, weight, bias, &saving_out, &z).ok());
+    EXPECT_TRUE(SameBits(out, saving_out));
+    ExpectAllClose(ReferenceZ({ToDouble(x0), ToDouble(xl), ToDouble(weight), ToDouble(bias)}, s), z,
+                   1e-5, "saved z");
+
+    std::vector<Tensor> recomputed, from_saved;
+    for (std::vector<Tensor>* grads : {&recomputed, &from_saved}) {
+      *grads = {NanFilled({s.batch, s.dim}), NanFilled({s.batch, s.dim}), NanFilled({s.dim, s.dim}),
+                NanFilled({s.dim})};
+      std::vector<Tensor>& g = *grads;
+      ASSERT_TRUE(CrossLayerBackward(x0, xl, weight, bias, dout, &g[0], &g[1], &g[2], &g[3],
+                                     grads == &from_saved ? &z : nullptr)
+                      .ok());
+    }
+    for (size_t i = 0; i < recomputed.size(); ++i) {
+      EXPECT_TRUE(SameBits(recomputed[i], from_saved[i])) << "gradient " << i;
+    }
+  }
+}
+
+TEST(CrossLayerTest, LowRankBackwardFromTheSavedTAndZGivesTheRecomputedGradientsBitForBit) {
+  for (const CrossShape& s : TestShapes()) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " d=" << s.dim << " r=" << s.rank);
+    RandomStream rng(s.batch * 100000 + s.dim * 100 + s.rank + 7);
+    const Tensor x0 = RandomTensor({s.batch, s.dim}, rng);
+    const Tensor xl = RandomTensor({s.batch, s.dim}, rng);
+    const Tensor u = RandomTensor({s.dim, s.rank}, rng);
+    const Tensor v = RandomTensor({s.dim, s.rank}, rng);
+    const Tensor bias = RandomTensor({s.dim}, rng);
+    const Tensor dout = RandomTensor({s.batch, s.dim}, rng);
+    const Args args = {ToDouble(x0), ToDouble(xl), ToDouble(u), ToDouble(v), ToDouble(bias)};
+
+    Tensor out = NanFilled({s.batch, s.dim}), saving_out = NanFilled({s.batch, s.dim});
+    Tensor t = NanFilled({s.batch, s.rank}), z = NanFilled({s.batch, s.dim});
+    ASSERT_TRUE(LowRankCrossLayerForward(x0, xl, u, v, bias, &out).ok());
+    ASSERT_TRUE(LowRankCrossLayerForward(x0, xl, u, v, bias, &saving_out, &t, &z).ok());
+    EXPECT_TRUE(SameBits(out, saving_out));
+    ExpectAllClose(ReferenceT(args, s), t, 1e-5, "saved t");
+    // z = U t + b, i.e. the full-rank z with W = U V^T.
+    std::vector<double> w(static_cast<size_t>(s.dim * s.dim), 0.0);
+    for (int64_t i = 0; i < s.dim; ++i) {
+      for (int64_t j = 0; j < s.dim; ++j) {
+        for (int64_t k = 0; k < s.rank; ++k) {
+          w[i * s.dim + j] += args[2][i * s.rank + k] * args[3][j * s.rank + k];
+        }
+      }
+    }
+    ExpectAllClose(ReferenceZ({args[0], args[1], w, args[4]}, s), z, 1e-5, "saved z");
+
+    std::vector<Tensor> recomputed, from_saved;
+    for (std::vector<Tensor>* grads : {&recomputed, &from_saved}) {
+      *grads = {NanFilled({s.batch, s.dim}), NanFilled({s.batch, s.dim}),
+                NanFilled({s.dim, s.rank}), NanFilled({s.dim, s.rank}), NanFilled({s.dim})};
+      std::vector<Tensor>& g = *grads;
+      const bool saved = grads == &from_saved;
+      ASSERT_TRUE(LowRankCrossLayerBackward(x0, xl, u, v, bias, dout, &g[0], &g[1], &g[2], &g[3],
+                                            &g[4], saved ? &t : nullptr, saved ? &z : nullptr)
+                      .ok());
+    }
+    for (size_t i = 0; i < recomputed.size(); ++i) {
+      EXPECT_TRUE(SameBits(recomputed[i], from_saved[i])) << "gradient " << i;
+    }
+  }
+}
+
+// The backward reads what it is given rather than recomputing it: with a
+// made-up z of 2 everywhere, dx0 = dout * z = 2 dout exactly; with t = 0,
+// du = sum_b g t^T = 0.
+TEST(CrossLayerTest, BackwardReadsTheSavedIntermediatesItIsGiven) {
+  const int64_t batch = 5, dim = 6, rank = 3;
+  RandomStream rng(4242);
+  const Tensor x0 = RandomTensor({batch, dim}, rng), xl = RandomTensor({batch, dim}, rng);
+  const Tensor weight = RandomTensor({dim, dim}, rng), bias = RandomTensor({dim}, rng);
+  const Tensor u = RandomTensor({dim, rank}, rng), v = RandomTensor({dim, rank}, rng);
+  const Tensor dout = RandomTensor({batch, dim}, rng);
+  const Tensor twos = Filled({batch, dim}, 2.0f), zeros = Filled({batch, rank}, 0.0f);
+  std::vector<float> twice_dout = Values(dout);
+  for (float& g : twice_dout) g *= 2.0f;
+
+  Tensor dx0 = NanFilled({batch, dim}), dxl = NanFilled({batch, dim});
+  Tensor dweight = NanFilled({dim, dim}), dbias = NanFilled({dim});
+  ASSERT_TRUE(
+      CrossLayerBackward(x0, xl, weight, bias, dout, &dx0, &dxl, &dweight, &dbias, &twos).ok());
+  EXPECT_EQ(twice_dout, Values(dx0));
+
+  Tensor du = NanFilled({dim, rank}), dv = NanFilled({dim, rank});
+  ASSERT_TRUE(LowRankCrossLayerBackward(x0, xl, u, v, bias, dout, &dx0, &dxl, &du, &dv, &dbias,
+                                        &zeros, &twos)
+                  .ok());
+  EXPECT_EQ(twice_dout, Values(dx0));
+  EXPECT_EQ(std::vector<float>(dim * rank, 0.0f), Values(du));
+}
+
 TEST(CrossLayerTest, EmptyBatchGivesZeroWeightGradients) {
   const int64_t dim = 5, rank = 2;
   const Tensor x = Tensor::Empty({0, dim});
@@ -200,6 +339,21 @@ TEST(CrossLayerTest, EmptyBatchGivesZeroWeightGradients) {
   Tensor du = NanFilled({dim, rank}), dv = NanFilled({dim, rank});
   dbias = NanFilled({dim});
   ASSERT_TRUE(LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv, &dbias).ok());
+  EXPECT_EQ(std::vector<float>(dim * rank, 0.0f), Values(du));
+  EXPECT_EQ(std::vector<float>(dim * rank, 0.0f), Values(dv));
+  EXPECT_EQ(std::vector<float>(dim, 0.0f), Values(dbias));
+
+  // The same from (empty) saved intermediates.
+  Tensor out = Tensor::Empty({0, dim}), t = Tensor::Empty({0, rank}), z = Tensor::Empty({0, dim});
+  ASSERT_TRUE(CrossLayerForward(x, x, weight, bias, &out, &z).ok());
+  dweight = NanFilled({dim, dim}), dbias = NanFilled({dim});
+  ASSERT_TRUE(CrossLayerBackward(x, x, weight, bias, x, &dx0, &dxl, &dweight, &dbias, &z).ok());
+  EXPECT_EQ(std::vector<float>(dim * dim, 0.0f), Values(dweight));
+  EXPECT_EQ(std::vector<float>(dim, 0.0f), Values(dbias));
+  ASSERT_TRUE(LowRankCrossLayerForward(x, x, u, v, bias, &out, &t, &z).ok());
+  du = NanFilled({dim, rank}), dv = NanFilled({dim, rank}), dbias = NanFilled({dim});
+  ASSERT_TRUE(
+      LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv, &dbias, &t, &z).ok());
   EXPECT_EQ(std::vector<float>(dim * rank, 0.0f), Values(du));
   EXPECT_EQ(std::vector<float>(dim * rank, 0.0f), Values(dv));
   EXPECT_EQ(std::vector<float>(dim, 0.0f), Values(dbias));
@@ -294,6 +448,40 @@ TEST(CrossLayerTest, MismatchedShapesAndDtypesAreInvalidArguments) {
   Tensor dv_into_v = v;
   ExpectInvalid(LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv_into_v, &dbias),
                 "output dv shares memory with input v");
+
+  // Saved intermediates.
+  Tensor z = Tensor::Empty({batch, dim}), t = Tensor::Empty({batch, rank});
+  Tensor wrong_z = Tensor::Empty({batch, dim + 1});
+  ExpectInvalid(CrossLayerForward(x, x, weight, bias, &out, &wrong_z),
+                "CrossLayerForward: saved_z must be f32[3, 4]");
+  ExpectInvalid(CrossLayerForward(x, x, weight, bias, &out, &out),
+                "outputs out and saved_z share memory");
+  Tensor z_in_place = x;
+  ExpectInvalid(CrossLayerForward(x, x, weight, bias, &out, &z_in_place),
+                "output saved_z shares memory with input x0");
+  ExpectInvalid(CrossLayerBackward(x, x, weight, bias, x, &dx0, &dxl, &dweight, &dbias, &wrong_z),
+                "CrossLayerBackward: saved_z must be f32[3, 4]");
+  ExpectInvalid(CrossLayerBackward(x, x, weight, bias, x, &dx0, &dxl, &dweight, &dbias, &dx0),
+                "output dx0 shares memory with input saved_z");
+  ExpectInvalid(LowRankCrossLayerForward(x, x, u, v, bias, &out, &t, nullptr),
+                "LowRankCrossLayerForward: saved_t and saved_z go together");
+  ExpectInvalid(LowRankCrossLayerForward(x, x, u, v, bias, &out, nullptr, &z),
+                "saved_t and saved_z go together");
+  ExpectInvalid(LowRankCrossLayerForward(x, x, u, v, bias, &out, &z, &z),
+                "saved_t must be f32[3, 2]");
+  ExpectInvalid(LowRankCrossLayerForward(x, x, u, v, bias, &out, &t, &wrong_z),
+                "saved_z must be f32[3, 4]");
+  ExpectInvalid(LowRankCrossLayerForward(x, x, u, v, bias, &z, &t, &z),
+                "outputs out and saved_z share memory");
+  ExpectInvalid(
+      LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv, &dbias, &t, nullptr),
+      "LowRankCrossLayerBackward: saved_t and saved_z go together");
+  ExpectInvalid(
+      LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv, &dbias, &z, &z),
+      "saved_t must be f32[3, 2]");
+  ExpectInvalid(
+      LowRankCrossLayerBackward(x, x, u, v, bias, x, &dx0, &dxl, &du, &dv, &dbias, &t, &dxl),
+      "output dxl shares memory with input saved_z");
 }
 
 TEST(CrossLayerTest, CostsOfASmallShapeMatchAHandCount) {
