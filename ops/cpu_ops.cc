@@ -297,11 +297,14 @@ KernelPair FmInteractionCpu() {
 }
 
 // --- cross_layer(_low_rank): DCN-v2 x0 * (W xl + b) + xl --------------------
+// Output 0 is the layer's; the backward reads the others, saved by the
+// forward: z = W xl + b, and for low rank first t = V^T xl.
 
 OpDef CrossLayerDef(bool low_rank) {
   OpDef def;
   def.name = low_rank ? "cross_layer_low_rank" : "cross_layer";
   def.num_inputs = low_rank ? 5 : 4;
+  def.saved_outputs = low_rank ? 2 : 1;
   def.infer = [low_rank](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t d, Width(in, 0, "x0"));
     EMBER_ASSIGN_OR_RETURN(const int64_t dl, Width(in, 1, "xl"));
@@ -322,7 +325,8 @@ OpDef CrossLayerDef(bool low_rank) {
     if (in[bias].batched || in[bias].shape != std::vector<int64_t>{d}) {
       return Status::InvalidArgument("the bias must be a [", d, "] parameter");
     }
-    return Shapes{{d}};
+    if (low_rank) return Shapes{{d}, {in[2].shape[1]}, {d}};  // out, t, z
+    return Shapes{{d}, {d}};                                  // out, z
   };
   def.cost = [low_rank](const std::vector<InputShape>& in, const OpAttrs&, int64_t batch,
                         bool backward) {
@@ -343,12 +347,13 @@ KernelPair CrossLayerCpu(bool low_rank) {
     const Tensor x0 = Flat(*c.inputs[0]), xl = Flat(*c.inputs[1]);
     if (low_rank) {
       return LowRankCrossLayerForward(x0, xl, *c.inputs[2], *c.inputs[3], *c.inputs[4],
-                                      c.outputs[0]);
+                                      c.outputs[0], c.outputs[1], c.outputs[2]);
     }
-    return CrossLayerForward(x0, xl, *c.inputs[2], *c.inputs[3], c.outputs[0]);
+    return CrossLayerForward(x0, xl, *c.inputs[2], *c.inputs[3], c.outputs[0], c.outputs[1]);
   };
   k.backward = [low_rank](KernelContext& c) {
     const Tensor x0 = Flat(*c.inputs[0]), xl = Flat(*c.inputs[1]);
+    const Tensor* saved_z = c.outputs[low_rank ? 2 : 1];
     // The kernel writes every gradient: unneeded ones go to temporaries.
     std::vector<Tensor> grads;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -359,10 +364,10 @@ KernelPair CrossLayerCpu(bool low_rank) {
     if (low_rank) {
       return LowRankCrossLayerBackward(x0, xl, *c.inputs[2], *c.inputs[3], *c.inputs[4],
                                        *c.output_grads[0], &dx0, &dxl, &grads[2], &grads[3],
-                                       &grads[4]);
+                                       &grads[4], c.outputs[1], saved_z);
     }
     return CrossLayerBackward(x0, xl, *c.inputs[2], *c.inputs[3], *c.output_grads[0], &dx0, &dxl,
-                              &grads[2], &grads[3]);
+                              &grads[2], &grads[3], saved_z);
   };
   return k;
 }

@@ -296,27 +296,27 @@ Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tenso
 
 OpCost CrossLayerForwardCost(int64_t batch, int64_t dim) {
   const double b = static_cast<double>(batch), d = static_cast<double>(dim);
-  return OpCost{.flops = b * (2.0 * d * d + 3.0 * d), .bytes = 4.0 * (3.0 * b * d + d * d + d)};
+  return OpCost{.flops = b * (2.0 * d * d + 3.0 * d), .bytes = 4.0 * (4.0 * b * d + d * d + d)};
 }
 
 OpCost CrossLayerBackwardCost(int64_t batch, int64_t dim) {
   const double b = static_cast<double>(batch), d = static_cast<double>(dim);
-  return OpCost{.flops = b * (6.0 * d * d + 5.0 * d),
-                .bytes = 4.0 * (5.0 * b * d + 2.0 * d * d + 2.0 * d)};
+  return OpCost{.flops = b * (4.0 * d * d + 4.0 * d),
+                .bytes = 4.0 * (6.0 * b * d + 2.0 * d * d + d)};
 }
 
 OpCost LowRankCrossLayerForwardCost(int64_t batch, int64_t dim, int64_t rank) {
   const double b = static_cast<double>(batch), d = static_cast<double>(dim),
                r = static_cast<double>(rank);
   return OpCost{.flops = b * (4.0 * d * r + 3.0 * d),
-                .bytes = 4.0 * (3.0 * b * d + 2.0 * d * r + d)};
+                .bytes = 4.0 * (4.0 * b * d + b * r + 2.0 * d * r + d)};
 }
 
 OpCost LowRankCrossLayerBackwardCost(int64_t batch, int64_t dim, int64_t rank) {
   const double b = static_cast<double>(batch), d = static_cast<double>(dim),
                r = static_cast<double>(rank);
-  return OpCost{.flops = b * (12.0 * d * r + 5.0 * d),
-                .bytes = 4.0 * (5.0 * b * d + 4.0 * d * r + 2.0 * d)};
+  return OpCost{.flops = b * (8.0 * d * r + 4.0 * d),
+                .bytes = 4.0 * (6.0 * b * d + b * r + 4.0 * d * r + d)};
 }
 
 }  // namespace ember::ops

@@ -60,25 +60,32 @@ Status LowRankCrossLayerBackward(const Tensor& x0, const Tensor& xl, const Tenso
                                  Tensor* dx0, Tensor* dxl, Tensor* du, Tensor* dv, Tensor* dbias,
                                  const Tensor* saved_t = nullptr, const Tensor* saved_z = nullptr);
 
+// Costs of the operators as a graph runs them: the forward keeps z (and t)
+// and the backward reads them. REQUIRES: batch, dim >= 0 (and rank >= 0).
+
 // Forward, per sample: the matrix-vector product (2d^2), the bias, the
-// product with x0 and the residual add (3d):
-//   flops = B * (2d^2 + 3d),  bytes = 4 * (3Bd + d^2 + d).
-// REQUIRES: batch, dim >= 0 (and rank >= 0 below).
+// product with x0 and the residual add (3d); reads x0, xl, W and b, writes
+// out and z:
+//   flops = B * (2d^2 + 3d),  bytes = 4 * (4Bd + d^2 + d).
 OpCost CrossLayerForwardCost(int64_t batch, int64_t dim);
 
-// Backward, per sample: recomputing W x_l + b (2d^2 + d), dx0 (d), g (d),
-// W^T g + dout (2d^2 + d), the dweight update (2d^2) and the dbias update (d):
-//   flops = B * (6d^2 + 5d),  bytes = 4 * (5Bd + 2d^2 + 2d).
+// Backward from the saved z, per sample: dx0 (d), g (d), W^T g + dout
+// (2d^2 + d), the dweight update (2d^2) and the dbias update (d); reads x0,
+// xl, z, dout and W, writes dx0, dxl, dweight and dbias:
+//   flops = B * (4d^2 + 4d),  bytes = 4 * (6Bd + 2d^2 + d).
+// (Recomputing z instead adds B * (2d^2 + d) flops.)
 OpCost CrossLayerBackwardCost(int64_t batch, int64_t dim);
 
-// Low-rank forward, per sample: V^T x_l and U t (2dr each) and 3d as above:
-//   flops = B * (4dr + 3d),  bytes = 4 * (3Bd + 2dr + d).
+// Low-rank forward, per sample: V^T x_l and U t (2dr each) and 3d as above;
+// reads x0, xl, U, V and b, writes out, t and z:
+//   flops = B * (4dr + 3d),  bytes = 4 * (4Bd + Br + 2dr + d).
 OpCost LowRankCrossLayerForwardCost(int64_t batch, int64_t dim, int64_t rank);
 
-// Low-rank backward, per sample: recomputing t and U t + b (4dr + d), dx0 and
-// g (2d), U^T g (2dr), V (U^T g) + dout (2dr + d), du and dv (2dr each) and
-// dbias (d):
-//   flops = B * (12dr + 5d),  bytes = 4 * (5Bd + 4dr + 2d).
+// Low-rank backward from the saved t and z, per sample: dx0 and g (2d),
+// U^T g (2dr), V (U^T g) + dout (2dr + d), du and dv (2dr each) and dbias
+// (d); reads x0, xl, z, t, dout, U and V, writes dx0, dxl, du, dv and dbias:
+//   flops = B * (8dr + 4d),  bytes = 4 * (6Bd + Br + 4dr + d).
+// (Recomputing t and z instead adds B * (4dr + d) flops.)
 OpCost LowRankCrossLayerBackwardCost(int64_t batch, int64_t dim, int64_t rank);
 
 }  // namespace ember::ops

@@ -210,15 +210,19 @@ KernelPair CrossLayerCuda(bool low_rank) {
   k.forward = [low_rank](KernelContext& c) -> Status {
     EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "cross_layer"));
     const Tensor x0 = Flat(*c.inputs[0]), xl = Flat(*c.inputs[1]);
+    // Outputs 1 (and 2) are the intermediates saved for the backward
+    // (ops/cpu_ops.cc, CrossLayerDef).
     if (low_rank) {
       return LowRankCrossLayerForwardCuda(x0, xl, *c.inputs[2], *c.inputs[3], *c.inputs[4],
-                                          c.outputs[0], *s);
+                                          c.outputs[0], *s, c.outputs[1], c.outputs[2]);
     }
-    return CrossLayerForwardCuda(x0, xl, *c.inputs[2], *c.inputs[3], c.outputs[0], *s);
+    return CrossLayerForwardCuda(x0, xl, *c.inputs[2], *c.inputs[3], c.outputs[0], *s,
+                                 c.outputs[1]);
   };
   k.backward = [low_rank](KernelContext& c) -> Status {
     EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "cross_layer"));
     const Tensor x0 = Flat(*c.inputs[0]), xl = Flat(*c.inputs[1]);
+    const Tensor* saved_z = c.outputs[low_rank ? 2 : 1];
     // The kernel writes every gradient: unneeded ones go to temporaries.
     std::vector<Tensor> grads;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -233,10 +237,10 @@ KernelPair CrossLayerCuda(bool low_rank) {
     if (low_rank) {
       return LowRankCrossLayerBackwardCuda(x0, xl, *c.inputs[2], *c.inputs[3], *c.inputs[4],
                                            *c.output_grads[0], &dx0, &dxl, &grads[2], &grads[3],
-                                           &grads[4], *s);
+                                           &grads[4], *s, c.outputs[1], saved_z);
     }
     return CrossLayerBackwardCuda(x0, xl, *c.inputs[2], *c.inputs[3], *c.output_grads[0], &dx0,
-                                  &dxl, &grads[2], &grads[3], *s);
+                                  &dxl, &grads[2], &grads[3], *s, saved_z);
   };
   return k;
 }

@@ -67,6 +67,12 @@ Result<std::vector<int>> Graph::AddNode(const std::string& name, const std::stri
       return Status::InvalidArgument("node \"", name, "\" reads value ", id,
                                      ", which is not in the graph");
     }
+    if (values_[id].saved_for_backward) {
+      return Status::InvalidArgument(
+          "node \"", name, "\" reads \"", values_[id].name, "\", which node \"",
+          nodes_[values_[id].producer].name,
+          "\" saves for its own backward; only its first outputs can feed other nodes");
+    }
   }
   if ((*def)->num_inputs >= 0 && static_cast<int>(inputs.size()) != (*def)->num_inputs) {
     return Status::InvalidArgument("node \"", name, "\": ", op, " takes ", (*def)->num_inputs,
@@ -75,6 +81,13 @@ Result<std::vector<int>> Graph::AddNode(const std::string& name, const std::stri
   if (inputs.empty()) return Status::InvalidArgument("node \"", name, "\" has no inputs");
   Result<std::vector<std::vector<int64_t>>> shapes = (*def)->infer(InputShapes(inputs), attrs);
   if (!shapes.ok()) return shapes.status().WithContext("node \"" + name + "\" (" + op + ")");
+  const size_t saved = static_cast<size_t>((*def)->saved_outputs);
+  if (saved >= shapes->size()) {
+    return Status::InvalidArgument("node \"", name, "\": ", op, " saves ", saved, " of its ",
+                                   shapes->size(), " outputs for its backward; at least one ",
+                                   "output must not be saved");
+  }
+  const size_t regular = shapes->size() - saved;
   GraphNode node;
   node.name = name;
   node.op = op;
@@ -83,7 +96,12 @@ Result<std::vector<int>> Graph::AddNode(const std::string& name, const std::stri
   const int node_id = static_cast<int>(nodes_.size());
   for (size_t i = 0; i < shapes->size(); ++i) {
     GraphValue value;
-    value.name = shapes->size() == 1 ? name : name + ":" + std::to_string(i);
+    if (i < regular) {
+      value.name = regular == 1 ? name : name + ":" + std::to_string(i);
+    } else {
+      value.name = name + ":saved" + std::to_string(i - regular);
+      value.saved_for_backward = true;
+    }
     value.kind = ValueKind::kActivation;
     value.shape = (*shapes)[i];
     value.producer = node_id;
@@ -98,6 +116,10 @@ Status Graph::MarkOutput(int value) {
   if (value < 0 || value >= static_cast<int>(values_.size()) ||
       values_[value].kind != ValueKind::kActivation) {
     return Status::InvalidArgument("graph output ", value, " is not an activation");
+  }
+  if (values_[value].saved_for_backward) {
+    return Status::InvalidArgument("graph output \"", values_[value].name,
+                                   "\" is saved by its node for its backward and has no gradient");
   }
   outputs_.push_back(value);
   return Status::OK();

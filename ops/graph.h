@@ -33,6 +33,9 @@ struct GraphValue {
   Initializer initializer = Initializer::kZeros;
   int64_t fan_in = 1;
   int producer = -1;  // The node that makes an activation.
+  // An output its producer saves for its own backward (OpDef::saved_outputs):
+  // it has no gradient, and no other node and no graph output reads it.
+  bool saved_for_backward = false;
   bool batched() const { return kind != ValueKind::kParameter; }
   // Elements per example (batched) or in all (parameters).
   int64_t elements() const;
@@ -56,12 +59,15 @@ class Graph {
   Result<int> AddParameter(const std::string& name, std::vector<int64_t> shape,
                            Initializer initializer, int64_t fan_in = 1);
   // Adds a node of `op` reading `inputs` and returns its outputs, named
-  // "<name>" (one output) or "<name>:<i>". InvalidArgument naming the node
-  // when the op is unknown, an input id is not a value, or the op's shape
-  // inference rejects the inputs.
+  // "<name>" (one output) or "<name>:<i>", then the outputs the op saves for
+  // its backward, named "<name>:saved<i>". InvalidArgument naming the node
+  // when the op is unknown, an input id is not a value or is saved for
+  // another node's backward, or the op's shape inference rejects the inputs.
   Result<std::vector<int>> AddNode(const std::string& name, const std::string& op,
                                    const std::vector<int>& inputs, OpAttrs attrs = {});
   // Marks `value` as an output of the graph (the loss is taken on outputs).
+  // InvalidArgument for a value that is not an activation or is saved for
+  // its node's backward.
   Status MarkOutput(int value);
 
   const std::vector<GraphValue>& values() const { return values_; }

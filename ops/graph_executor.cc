@@ -72,7 +72,8 @@ Status GraphExecutor::EnsureBatch(int64_t batch) {
     values_[id] = Tensor::Empty(Batched(batch, values[id].shape));
   }
   for (size_t id = 0; id < values.size(); ++id) {
-    if (values[id].kind == ValueKind::kParameter) continue;
+    // Saved-for-backward outputs carry no gradient.
+    if (values[id].kind == ValueKind::kParameter || values[id].saved_for_backward) continue;
     grads_[id] = Tensor::Empty(Batched(batch, values[id].shape));
     scratch_[id] = Tensor();
   }
@@ -160,6 +161,10 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     for (int in : node.inputs) context.inputs.push_back(&ValueTensor(in));
     for (int out : node.outputs) {
       context.outputs.push_back(&values_[out]);
+      if (graph_->values()[out].saved_for_backward) {
+        context.output_grads.push_back(nullptr);
+        continue;
+      }
       if (!has_grad[out]) {
         std::memset(grads_[out].raw_data(), 0, grads_[out].nbytes());
         has_grad[out] = 1;

@@ -2,7 +2,8 @@
 
 // GraphExecutor: runs a Graph's forward and backward on the CPU with the
 // kernels of its registry, holding the parameters, their gradients and the
-// activations of the last forward.
+// activations of the last forward (saved-for-backward outputs included; those
+// get no gradient buffer).
 
 #include <cstdint>
 #include <memory>

@@ -19,6 +19,9 @@ int64_t OpAttrs::GetInt(const std::string& name, int64_t fallback) const {
 
 Status OpRegistry::RegisterOp(OpDef op) {
   if (ops_.count(op.name)) return Status::AlreadyExists("op ", op.name, " is already registered");
+  if (op.saved_outputs < 0) {
+    return Status::InvalidArgument("op ", op.name, ": saved_outputs is ", op.saved_outputs);
+  }
   const std::string name = op.name;
   ops_.emplace(name, std::move(op));
   return Status::OK();

@@ -42,8 +42,9 @@ class OpAttrs {
 };
 
 // What a kernel reads and writes. Forward: `inputs` -> `outputs`
-// (allocated by the caller with the inferred shapes). Backward: also reads
-// the forward's `outputs` and `output_grads`, and overwrites each non-null
+// (allocated by the caller with the inferred shapes, saved outputs included).
+// Backward: also reads the forward's `outputs` and `output_grads` (null for
+// the saved outputs, see OpDef::saved_outputs), and overwrites each non-null
 // `input_grads[i]` (same shape as inputs[i]) with the gradient of the
 // objective with respect to inputs[i]. Batched tensors have the batch first.
 struct KernelContext {
@@ -77,6 +78,14 @@ struct OpDef {
   std::function<Result<std::vector<std::vector<int64_t>>>(const std::vector<InputShape>&,
                                                           const OpAttrs&)>
       infer;
+  // How many of the last outputs of `infer` are saved for the backward:
+  // intermediates the forward writes so that the backward reads them instead
+  // of recomputing them (the z = W x + b of a cross layer). They are real
+  // memory held from the forward to the backward, but no gradient flows
+  // through them: the backward gets a null output gradient for them, and no
+  // other node may read them (Graph::AddNode refuses it). At least one output
+  // must not be saved. Default: none.
+  int saved_outputs = 0;
   // Work of the forward (backward = false) or the backward at `batch`.
   std::function<OpCost(const std::vector<InputShape>&, const OpAttrs&, int64_t batch,
                        bool backward)>
@@ -91,7 +100,8 @@ struct KernelPair {
 // Thread safety: registration before use; lookups may then run concurrently.
 class OpRegistry {
  public:
-  // AlreadyExists for a second op of the same name.
+  // AlreadyExists for a second op of the same name; InvalidArgument for
+  // negative saved_outputs.
   Status RegisterOp(OpDef op);
   // NotFound for an op not registered; AlreadyExists for a second kernel
   // of the op on that device type.
@@ -112,10 +122,10 @@ class OpRegistry {
 // Registers every operator and its CPU kernels: fully_connected (x, weight,
 // bias; attr activation: 0 none, 1 relu), concat (any number of inputs),
 // dot_interaction and fm_interaction (attr features: the input is that many
-// vectors side by side), add, cross_layer (x0, xl, weight, bias),
-// cross_layer_low_rank (x0, xl, u, v, bias), dropout (attrs rate, seed;
-// identity outside training), softmax and mixture (gate [E], experts
-// [E * H] -> [H]).
+// vectors side by side), add, cross_layer (x0, xl, weight, bias; output 1
+// saves z), cross_layer_low_rank (x0, xl, u, v, bias; outputs 1 and 2 save t
+// and z), dropout (attrs rate, seed; identity outside training), softmax and
+// mixture (gate [E], experts [E * H] -> [H]).
 Status RegisterCpuOps(OpRegistry* registry);
 
 // Registers a CUDA kernel (queued on KernelContext::stream) for every

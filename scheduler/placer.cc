@@ -33,12 +33,15 @@ double DenseSeconds(const Program& program, const CostModel& cost, int64_t batch
 }  // namespace
 
 double DenseMemoryBytes(const Program& program, int64_t batch) {
+  // Every activation is kept for the backward pass and, unless its op saves
+  // it for its own backward only, has a gradient of the same size.
   double activations = 0.0;
   for (const ProgramTensor& t : program.tensors) {
-    if (t.producer >= 0 && !program.ops[t.producer].sparse) activations += t.bytes_per_example;
+    if (t.producer >= 0 && !program.ops[t.producer].sparse) {
+      activations += (t.has_gradient ? 2.0 : 1.0) * t.bytes_per_example;
+    }
   }
-  // Every activation is kept for the backward pass and has a gradient.
-  return program.DenseStateBytes() + 2.0 * activations * batch;
+  return program.DenseStateBytes() + activations * batch;
 }
 
 Result<Placement> Place(const Program& program, const CostModel& cost, int64_t batch,

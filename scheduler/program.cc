@@ -252,6 +252,7 @@ Result<Program> BuildProgram(const std::string& model, const ops::Graph& dense,
     last = add(op);
     for (int v : node.outputs) {
       value_tensor[v] = tensor(dense.values()[v].name, last, 4.0 * dense.values()[v].elements());
+      p.tensors[value_tensor[v]].has_gradient = !dense.values()[v].saved_for_backward;
       p.ops[last].outputs.push_back(value_tensor[v]);
     }
   }

@@ -42,6 +42,10 @@ struct ProgramTensor {
   std::string name;
   int producer = -1;  // Index into Program::ops; -1 for the batch's inputs.
   double bytes_per_example = 0.0;
+  // False for an intermediate its op saves for its own backward
+  // (ops::OpDef::saved_outputs): held until the backward, but no gradient
+  // of it is ever made, and no other op reads it.
+  bool has_gradient = true;
 };
 
 // What the data and the sparse side look like.

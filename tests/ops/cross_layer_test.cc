@@ -487,27 +487,29 @@ TEST(CrossLayerTest, MismatchedShapesAndDtypesAreInvalidArguments) {
 TEST(CrossLayerTest, CostsOfASmallShapeMatchAHandCount) {
   // B=2, d=3. Forward per sample: W x_l is 9 multiply-adds (18), then + b,
   // ⊙ x0 and + x_l (9): 54 for two samples. Reads x0, x_l (12 floats), W (9)
-  // and b (3), writes out (6): 30 floats.
+  // and b (3), writes out and z (12): 36 floats.
   OpCost cost = CrossLayerForwardCost(2, 3);
   EXPECT_DOUBLE_EQ(54.0, cost.flops);
-  EXPECT_DOUBLE_EQ(120.0, cost.bytes);
-  // Backward per sample: z (18 + 3), dx0 (3), g (3), W^T g + dout (18 + 3),
-  // dW (18), db (3): 69, so 138. Reads x0, x_l, dout (18), W (9), b (3);
-  // writes dx0, dxl (12), dW (9), db (3): 54 floats.
+  EXPECT_DOUBLE_EQ(144.0, cost.bytes);
+  // Backward from the saved z, per sample: dx0 (3), g (3), W^T g + dout
+  // (18 + 3), dW (18), db (3): 48, so 96. Reads x0, x_l, z, dout (24), W (9);
+  // writes dx0, dxl (12), dW (9), db (3): 57 floats.
   cost = CrossLayerBackwardCost(2, 3);
-  EXPECT_DOUBLE_EQ(138.0, cost.flops);
-  EXPECT_DOUBLE_EQ(216.0, cost.bytes);
+  EXPECT_DOUBLE_EQ(96.0, cost.flops);
+  EXPECT_DOUBLE_EQ(228.0, cost.bytes);
   // Low rank, r=2. Forward per sample: V^T x_l (12), U t (12), 9 more: 33, so
-  // 66. Reads x0, x_l (12), U, V (12), b (3); writes out (6): 33 floats.
+  // 66. Reads x0, x_l (12), U, V (12), b (3); writes out, z (12) and t (4):
+  // 43 floats.
   cost = LowRankCrossLayerForwardCost(2, 3, 2);
   EXPECT_DOUBLE_EQ(66.0, cost.flops);
-  EXPECT_DOUBLE_EQ(132.0, cost.bytes);
-  // Backward per sample: t (12), U t + b (15), dx0, g (6), U^T g (12),
-  // V dt + dout (15), dU, dV (24), db (3): 87, so 174. Reads 18 + 12 + 3,
-  // writes 12 + 12 + 3: 60 floats.
+  EXPECT_DOUBLE_EQ(172.0, cost.bytes);
+  // Backward from the saved t and z, per sample: dx0, g (6), U^T g (12),
+  // V dt + dout (15), dU, dV (24), db (3): 60, so 120. Reads x0, x_l, z,
+  // dout (24), t (4), U, V (12), writes dx0, dxl (12), dU, dV (12), db (3):
+  // 67 floats.
   cost = LowRankCrossLayerBackwardCost(2, 3, 2);
-  EXPECT_DOUBLE_EQ(174.0, cost.flops);
-  EXPECT_DOUBLE_EQ(240.0, cost.bytes);
+  EXPECT_DOUBLE_EQ(120.0, cost.flops);
+  EXPECT_DOUBLE_EQ(268.0, cost.bytes);
 }
 
 }  // namespace

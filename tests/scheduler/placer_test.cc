@@ -74,6 +74,24 @@ TEST(PlaceTest, DenseStaysOnTheCpuWhenTheGpuCannotHoldIt) {
   EXPECT_THAT(p->rationale, HasSubstr("more than a GPU holds"));
 }
 
+TEST(DenseMemoryBytesTest, ASavedIntermediateIsCountedOnceAndAnActivationTwice) {
+  const SparseFeatures f = test::Features(1000, 100000);
+  auto graph = test::CrossGraph(f.num_dense, f.num_slots, f.embedding_dim);
+  Result<Program> program = BuildProgram("dcn", *graph, f);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const int64_t batch = 512;
+  double once = 0.0, twice = 0.0;
+  for (const ProgramTensor& t : program->tensors) {
+    if (t.producer < 0 || program->ops[t.producer].sparse) continue;
+    (t.has_gradient ? twice : once) += t.bytes_per_example;
+  }
+  // The cross layer's z: 4 bytes per float of the 13 + 26 * 16 wide input.
+  EXPECT_EQ(4.0 * (13 + 26 * 16), once);
+  EXPECT_GT(twice, 0.0);
+  EXPECT_DOUBLE_EQ(program->DenseStateBytes() + batch * (once + 2.0 * twice),
+                   DenseMemoryBytes(*program, batch));
+}
+
 TEST(GreedyRingOrderTest, NeighboursShareTheFastestLinks) {
   Result<ResourceGraph> graph = ParseClusterFile(R"({
     "hosts": [{"name": "n", "count": 3, "sockets": [{"cores": 8}],

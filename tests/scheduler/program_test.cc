@@ -58,6 +58,40 @@ TEST(ProgramTest, DenseOpsCarryTheGraphsCostsPerExample) {
   }
 }
 
+TEST(ProgramTest, ASavedIntermediateIsATensorWithoutGradientThatNoOtherOpReads) {
+  const SparseFeatures f = test::Features(1000, 100000);
+  auto graph = test::CrossGraph(f.num_dense, f.num_slots, f.embedding_dim);
+  Result<Program> program = BuildProgram("dcn", *graph, f);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const double d = f.num_dense + f.num_slots * f.embedding_dim;
+  int saved = -1;
+  for (size_t t = 0; t < program->tensors.size(); ++t) {
+    if (program->tensors[t].name == "cross:saved0") {
+      saved = static_cast<int>(t);
+    } else {
+      EXPECT_TRUE(program->tensors[t].has_gradient) << program->tensors[t].name;
+    }
+  }
+  ASSERT_GE(saved, 0);
+  const ProgramTensor& z = program->tensors[saved];
+  EXPECT_FALSE(z.has_gradient);
+  EXPECT_EQ(4.0 * d, z.bytes_per_example);
+  ASSERT_GE(z.producer, 0);
+  const ProgramOp& cross = program->ops[z.producer];
+  EXPECT_EQ("cross", cross.name);
+  ASSERT_EQ(2u, cross.outputs.size());
+  EXPECT_EQ(saved, cross.outputs[1]);
+  for (const ProgramOp& op : program->ops) {
+    EXPECT_THAT(op.inputs, ::testing::Not(::testing::Contains(saved))) << op.name;
+  }
+  // The layer's output (not the saved z) feeds the next op.
+  bool feeds_fc = false;
+  for (const ProgramOp& op : program->ops) {
+    if (op.name == "fc") feeds_fc = op.inputs == std::vector<int>{cross.outputs[0]};
+  }
+  EXPECT_TRUE(feeds_fc);
+}
+
 TEST(ProgramTest, UniqueIdsTableRowsAndHitRateFollowTheZipfSlots) {
   const Program p = test::MlpProgram(16, /*vocabulary=*/1000, /*examples=*/100000);
   EXPECT_NEAR(26 * ExpectedDistinct(1000, 1.05, 256), p.UniqueIdsPerBatch(256), 1e-6);

@@ -29,6 +29,24 @@ inline std::unique_ptr<ops::Graph> MlpGraph(int num_dense, int num_slots, int di
   return g;
 }
 
+// A DCN-v2-shaped dense side: [dense, pooled] -> one cross layer (which
+// saves z, "cross:saved0", for its backward) -> 1.
+inline std::unique_ptr<ops::Graph> CrossGraph(int num_dense, int num_slots, int dim) {
+  auto g = std::make_unique<ops::Graph>(&ops::DefaultOpRegistry());
+  const int dense = *g->AddInput("dense", {num_dense});
+  const int pooled = *g->AddInput("pooled", {int64_t{num_slots} * dim});
+  const int x = (*g->AddNode("x0", "concat", {dense, pooled}))[0];
+  const int64_t d = num_dense + int64_t{num_slots} * dim;
+  const int w = *g->AddParameter("cross.weight", {d, d}, ops::Initializer::kHeUniform, 2 * d);
+  const int b = *g->AddParameter("cross.bias", {d}, ops::Initializer::kZeros);
+  const int c = (*g->AddNode("cross", "cross_layer", {x, x, w, b}))[0];
+  const int w2 = *g->AddParameter("fc.weight", {1, d}, ops::Initializer::kHeUniform, d);
+  const int b2 = *g->AddParameter("fc.bias", {1}, ops::Initializer::kZeros);
+  const int y = (*g->AddNode("fc", "fully_connected", {c, w2, b2}))[0];
+  (void)g->MarkOutput(y);
+  return g;
+}
+
 inline SparseFeatures Features(int64_t vocabulary, int64_t examples) {
   SparseFeatures f;
   f.slot_vocabulary.assign(f.num_slots, vocabulary);
