@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/random.h"
+#include "core/simd.h"
 
 namespace ember::ops {
 namespace {
@@ -20,10 +21,15 @@ uint64_t NameHash(const std::string& name) {
   return h;
 }
 
+EMBER_MULTIVERSIONED
+void AddTo(const float* __restrict from, int64_t n, float* __restrict to) {
+  for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+}
+
+// to += from, for a value with several consumers (a gradient arriving in
+// parts). numel() walks the shape: taken once, not per element.
 void Accumulate(const Tensor& from, Tensor* to) {
-  const float* f = from.data<float>();
-  float* t = to->data<float>();
-  for (int64_t i = 0; i < to->numel(); ++i) t[i] += f[i];
+  AddTo(from.data<float>(), to->numel(), to->data<float>());
 }
 
 }  // namespace
