@@ -179,51 +179,54 @@ namespace {
 
 // The shapes of DLRM's layer: direct[B, D], pooled[B, S*D], out[B, D + F(F-1)/2]
 // with F = S + 1.
-Status CheckDlrm(const char* op, const Tensor& direct, const Tensor& pooled, int64_t* slots) {
+struct DlrmShape {
+  int64_t batch = 0, dim = 0, num_features = 0, width = 0;
+};
+
+Result<DlrmShape> CheckDlrm(const char* op, const Tensor& direct, const Tensor& pooled) {
   EMBER_RETURN_IF_ERROR(CheckRank(op, "direct", direct, DType::kF32, 2));
   EMBER_RETURN_IF_ERROR(CheckRank(op, "pooled", pooled, DType::kF32, 2));
-  const int64_t dim = direct.dim(1);
-  if (dim < 1 || pooled.dim(0) != direct.dim(0) || pooled.dim(1) % dim != 0) {
+  DlrmShape shape;
+  shape.batch = direct.dim(0);
+  shape.dim = direct.dim(1);
+  if (shape.dim < 1 || pooled.dim(0) != shape.batch || pooled.dim(1) % shape.dim != 0) {
     return Status::InvalidArgument(op, ": pooled ", pooled.DebugString(),
                                    " must be [B, S * D] for direct ", direct.DebugString());
   }
-  *slots = pooled.dim(1) / dim;
-  return Status::OK();
+  shape.num_features = pooled.dim(1) / shape.dim + 1;
+  shape.width = shape.dim + shape.num_features * (shape.num_features - 1) / 2;
+  return shape;
 }
 
 }  // namespace
 
 Status DlrmInteractionForward(const Tensor& direct, const Tensor& pooled, Tensor* out) {
   constexpr const char* kOp = "DlrmInteractionForward";
-  int64_t slots = 0;
-  EMBER_RETURN_IF_ERROR(CheckDlrm(kOp, direct, pooled, &slots));
-  const int64_t batch = direct.dim(0), dim = direct.dim(1), num_features = slots + 1;
-  const int64_t width = dim + num_features * (num_features - 1) / 2;
-  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {batch, width}));
+  EMBER_ASSIGN_OR_RETURN(const DlrmShape n, CheckDlrm(kOp, direct, pooled));
+  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "out", out, DType::kF32, {n.batch, n.width}));
   const float* d = direct.data<float>();
   float* o = out->data<float>();
-  for (int64_t b = 0; b < batch; ++b) {
-    std::memcpy(o + b * width, d + b * dim, static_cast<size_t>(dim) * sizeof(float));
+  for (int64_t b = 0; b < n.batch; ++b) {
+    std::memcpy(o + b * n.width, d + b * n.dim, static_cast<size_t>(n.dim) * sizeof(float));
   }
-  const Features<const float> x{d, pooled.data<float>(), 1, num_features, dim};
-  DotForward(x, batch, {o, width, dim});
+  const Features<const float> x{d, pooled.data<float>(), 1, n.num_features, n.dim};
+  DotForward(x, n.batch, {o, n.width, n.dim});
   return Status::OK();
 }
 
 Status DlrmInteractionBackward(const Tensor& direct, const Tensor& pooled, const Tensor& dout,
                                Tensor* ddirect, Tensor* dpooled) {
   constexpr const char* kOp = "DlrmInteractionBackward";
-  int64_t slots = 0;
-  EMBER_RETURN_IF_ERROR(CheckDlrm(kOp, direct, pooled, &slots));
-  const int64_t batch = direct.dim(0), dim = direct.dim(1), num_features = slots + 1;
-  const int64_t width = dim + num_features * (num_features - 1) / 2;
-  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {batch, width}));
+  EMBER_ASSIGN_OR_RETURN(const DlrmShape n, CheckDlrm(kOp, direct, pooled));
+  EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dout", dout, DType::kF32, {n.batch, n.width}));
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "ddirect", ddirect, DType::kF32, direct.shape()));
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dpooled", dpooled, DType::kF32, pooled.shape()));
-  const Features<const float> x{direct.data<float>(), pooled.data<float>(), 1, num_features, dim};
-  const Features<float> dx{ddirect->data<float>(), dpooled->data<float>(), 1, num_features, dim};
+  const Features<const float> x{direct.data<float>(), pooled.data<float>(), 1, n.num_features,
+                                n.dim};
+  const Features<float> dx{ddirect->data<float>(), dpooled->data<float>(), 1, n.num_features,
+                           n.dim};
   const float* g = dout.data<float>();
-  DotBackward(x, batch, {g, width, dim}, {g, width, 0}, dx);
+  DotBackward(x, n.batch, {g, n.width, n.dim}, {g, n.width, 0}, dx);
   return Status::OK();
 }
 
