@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace ember::scheduler {
 namespace {
@@ -13,6 +15,17 @@ double Or(double value, double fallback) { return value > 0 ? value : fallback; 
 // one-thread copy rate, times threads^0.8 (they share the memory system).
 double CpuStreamGbps(const DeviceRates& r, int threads, int cores) {
   return r.memory_gbps * std::pow(std::clamp(threads, 1, std::max(1, cores)), 0.8);
+}
+
+// y at x of the points (x, y), sorted by x with distinct x: linear between
+// two, the nearest one's y beyond them. REQUIRES: points not empty.
+double Interpolate(const std::vector<std::pair<double, double>>& points, double x) {
+  if (x <= points.front().first) return points.front().second;
+  if (x >= points.back().first) return points.back().second;
+  const auto hi = std::lower_bound(points.begin(), points.end(), x,
+                                   [](const auto& p, double v) { return p.first < v; });
+  const auto lo = hi - 1;
+  return lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
 }
 
 }  // namespace
@@ -107,6 +120,58 @@ double CostModel::DenseOpSeconds(const ProgramOp& op, int64_t batch, int device,
     seconds += (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6;
   }
   return seconds;
+}
+
+double CostModel::DenseRooflineSeconds(const Program& program, int64_t batch, int device,
+                                       int threads) const {
+  const bool gpu = graph_->devices[device].kind == DeviceKind::kGpu;
+  double seconds = 0.0;
+  for (const ProgramOp& op : program.ops) {
+    if (op.stage == Stage::kDense) seconds += DenseOpSeconds(op, batch, device, threads);
+  }
+  const DeviceRates rates = RatesOf(device);
+  const int cores = std::max(1, graph_->devices[device].cores);
+  const double gbps = gpu ? rates.memory_gbps : CpuStreamGbps(rates, threads, cores);
+  // Adam-like update: value, gradient and state read, value and state written.
+  return seconds + program.DenseStateBytes() * 1.75 / (gbps * 1e9) +
+         (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6 *
+             program.OpsIn(Stage::kDense);
+}
+
+void CostModel::set_dense_measurement(DenseMeasurement measurement) {
+  std::erase_if(measurement.points, [](const DenseStepTiming& p) { return !(p.seconds > 0); });
+  std::sort(measurement.points.begin(), measurement.points.end(),
+            [](const DenseStepTiming& a, const DenseStepTiming& b) {
+              return std::tie(a.threads, a.batch) < std::tie(b.threads, b.batch);
+            });
+  dense_ = std::move(measurement);
+}
+
+double CostModel::DenseStageSeconds(const Program& program, int64_t batch, int device,
+                                    int threads) const {
+  const double roofline = DenseRooflineSeconds(program, batch, device, threads);
+  if (device != dense_.device || dense_.points.empty() ||
+      graph_->devices[device].kind != DeviceKind::kCpu) {
+    return roofline;
+  }
+  // measured / roofline of the points at `at_threads` (sorted by batch),
+  // linear in the batch between them, the nearest one's beyond.
+  auto factor_at = [&](int at_threads) {
+    std::vector<std::pair<double, double>> factors;  // (batch, factor)
+    for (const DenseStepTiming& p : dense_.points) {
+      if (p.threads != at_threads) continue;
+      factors.emplace_back(static_cast<double>(p.batch),
+                           p.seconds / DenseRooflineSeconds(program, p.batch, device, p.threads));
+    }
+    return Interpolate(factors, static_cast<double>(batch));
+  };
+  std::vector<std::pair<double, double>> by_threads;  // (threads, factor)
+  for (const DenseStepTiming& p : dense_.points) {
+    if (by_threads.empty() || by_threads.back().first != p.threads) {
+      by_threads.emplace_back(p.threads, factor_at(p.threads));
+    }
+  }
+  return roofline * Interpolate(by_threads, static_cast<double>(threads));
 }
 
 double CostModel::RowBytes(const Program& program, int cpu) const {
@@ -208,18 +273,7 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   // dense: every dense op, pooling included, and the optimizer.
   const bool gpu = graph_->devices[setup.dense_device].kind == DeviceKind::kGpu;
   const int dense_threads = gpu ? 1 : setup.threads[3];
-  for (const ProgramOp& op : program.ops) {
-    if (op.stage == Stage::kDense) {
-      seconds[3] += DenseOpSeconds(op, setup.batch, setup.dense_device, dense_threads);
-    }
-  }
-  const DeviceRates dense_rates = RatesOf(setup.dense_device);
-  const double dense_gbps =
-      gpu ? dense_rates.memory_gbps : CpuStreamGbps(dense_rates, dense_threads, cores);
-  // Adam-like update: value, gradient and state read, value and state written.
-  seconds[3] += program.DenseStateBytes() * 1.75 / (dense_gbps * 1e9) +
-                (gpu ? options_.gpu_call_overhead_us : options_.cpu_call_overhead_us) * 1e-6 *
-                    program.OpsIn(Stage::kDense);
+  seconds[3] = DenseStageSeconds(program, setup.batch, setup.dense_device, dense_threads);
 
   std::array<SimStage, kNumStages> trainer;
   for (int s = 0; s < kNumStages; ++s) {

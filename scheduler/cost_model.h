@@ -3,8 +3,10 @@
 // CostModel: the time of each stage of a training step on the devices of a
 // ResourceGraph, from the Program's FLOPs, bytes and key counts and the
 // devices' calibrated rates plus a per-call overhead; transfers on links;
-// all-reduce and all-to-all by their standard formulas. Measured stage times
-// of a real run refine it (a factor per stage).
+// all-reduce and all-to-all by their standard formulas. A dense step timed
+// on this host's CPU (scheduler/dense_calibration.h) sets the dense stage's
+// time there; measured stage times of a real run refine it (a factor per
+// stage).
 
 #include <array>
 #include <cstdint>
@@ -88,6 +90,21 @@ struct StepCost {
   double network_bytes = 0.0;
 };
 
+// The model's dense step timed on one CPU device (DenseStepTimer): seconds
+// per step at each measured thread count and batch size.
+struct DenseStepTiming {
+  int threads = 1;
+  int64_t batch = 256;
+  double seconds = 0.0;
+};
+
+struct DenseMeasurement {
+  // The CPU device (index into ResourceGraph::devices) the points were
+  // measured on; -1: no measurement.
+  int device = -1;
+  std::vector<DenseStepTiming> points;
+};
+
 // Factors on the predicted time of the trainer's stages, learnt from
 // measured runs (CostModel::Refine), for pipelined and sequential runs.
 struct StageScales {
@@ -123,6 +140,18 @@ class CostModel {
   // (CPU): the roofline max(flops / GEMM rate, bytes / memory bandwidth)
   // plus the per-call overhead of each task.
   double DenseOpSeconds(const ProgramOp& op, int64_t batch, int device, int threads) const;
+  // The dense stage of one step (every dense op, pooling included, and the
+  // dense optimizer's update) by rooflines: the DenseOpSeconds of its ops,
+  // the optimizer's bytes at the memory bandwidth and a call overhead per op.
+  double DenseRooflineSeconds(const Program& program, int64_t batch, int device, int threads) const;
+  // The dense stage of one step. On the device of the dense measurement:
+  // the roofline times measured / roofline at the measured points (so the
+  // measured time itself at a measured point), that factor interpolated
+  // linearly in the batch between measured batches and in the threads
+  // between measured thread counts, and taken from the nearest point beyond
+  // them. Elsewhere (GPUs, other hosts, no measurement): the roofline.
+  // REQUIRES: the measurement was taken of `program`'s model.
+  double DenseStageSeconds(const Program& program, int64_t batch, int device, int threads) const;
   // GEMM rate (GFLOP/s) of `threads` threads of CPU `device`, or of GPU `device`.
   double GemmGflops(int device, int threads) const;
   // The rates of `device` with the defaults where unknown.
@@ -140,6 +169,9 @@ class CostModel {
   void Refine(const std::vector<double>& predicted, const std::vector<double>& measured,
               bool pipelined);
   const StageScales& stage_scales() const { return scales_; }
+  // Points with seconds <= 0 are ignored.
+  void set_dense_measurement(DenseMeasurement measurement);
+  const DenseMeasurement& dense_measurement() const { return dense_; }
   void set_stage_scales(const StageScales& scales) { scales_ = scales; }
   const CostModelOptions& options() const { return options_; }
   const ResourceGraph& graph() const { return *graph_; }
@@ -150,6 +182,7 @@ class CostModel {
   const ResourceGraph* graph_;
   CostModelOptions options_;
   StageScales scales_;
+  DenseMeasurement dense_;
   mutable std::map<std::vector<int>, Ring> rings_;
 };
 

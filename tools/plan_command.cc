@@ -40,8 +40,7 @@ Status Plan() {
   for (scheduler::Link& link : in.graph.links) {
     if (link.kind == scheduler::LinkKind::kNetwork) link.gbps *= FLAGS_network_scale;
   }
-  scheduler::CostModel cost(&in.graph);
-  cost.set_stage_scales(in.stage_scales);
+  const scheduler::CostModel cost = PlanCostModel(in);
   int evaluations = 0;
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan,
                          scheduler::MakePlan(in.program, cost, in.planner, in.start, &evaluations));

@@ -6,15 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "core/file.h"
 #include "core/json.h"
 #include "core/threads.h"
+#include "engine/dense_step_timing.h"
 #include "engine/model_zoo.h"
 #include "ops/op_registry.h"
 #include "scheduler/calibration.h"
 #include "scheduler/cluster_file.h"
+#include "scheduler/dense_calibration.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
@@ -76,11 +81,9 @@ int SparseStatePerFloat(const std::string& optimizer) {
   return 2;  // adam: two moments; ftrl: z and n.
 }
 
-Result<scheduler::Program> ProgramFromFlags() {
+Result<engine::ModelOptions> ModelOptionsFromFlags() {
   engine::ModelOptions model;
   EMBER_ASSIGN_OR_RETURN(model.name, FlagValue("model"));
-  EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions data, SyntheticOptionsFromFlags());
-  EMBER_ASSIGN_OR_RETURN(const std::string train_data, FlagValue("train_data"));
   model.num_dense = FLAGS_num_dense;
   model.num_slots = FLAGS_num_slots;
   model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : (model.name == "mmoe" ? 2 : 1);
@@ -94,6 +97,21 @@ Result<scheduler::Program> ProgramFromFlags() {
     EMBER_ASSIGN_OR_RETURN(const std::string text, FlagValue(flag));
     EMBER_ASSIGN_OR_RETURN(*widths, ParseWidths(flag, text));
   }
+  return model;
+}
+
+Result<ops::DenseOptimizerOptions> DenseOptimizerFromFlags() {
+  ops::DenseOptimizerOptions optimizer;
+  EMBER_ASSIGN_OR_RETURN(const std::string name, FlagValue("dense_optimizer"));
+  EMBER_ASSIGN_OR_RETURN(optimizer.type, ops::ParseDenseOptimizer(name));
+  EMBER_ASSIGN_OR_RETURN(const std::string lr, FlagValue("dense_lr"));
+  optimizer.learning_rate = static_cast<float>(std::atof(lr.c_str()));
+  return optimizer;
+}
+
+Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
+  EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions data, SyntheticOptionsFromFlags());
+  EMBER_ASSIGN_OR_RETURN(const std::string train_data, FlagValue("train_data"));
   EMBER_ASSIGN_OR_RETURN(auto graph, engine::BuildModelGraph(model, ops::DefaultOpRegistry()));
 
   scheduler::SparseFeatures sparse;
@@ -137,13 +155,25 @@ std::string RefinementPath(const scheduler::ResourceGraph& graph) {
   return path.substr(0, path.size() - 5) + ".refine.json";
 }
 
+// The version of saved refinements: their factors are relative to the cost
+// model of that version, so one of another version is not applied (2: the
+// dense stage comes from the model's timed dense step, which the factors
+// of version 1 would correct a second time).
+constexpr int kRefinementVersion = 2;
+
 // Stage scales saved by an earlier --plan_refine_from; all 1 when none.
 scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
   scheduler::StageScales scales;
-  Result<std::string> text = ReadFile(RefinementPath(graph));
+  const std::string path = RefinementPath(graph);
+  Result<std::string> text = ReadFile(path);
   if (!text.ok()) return scales;
   Result<JsonValue> json = ParseJson(*text);
   if (!json.ok()) return scales;
+  const JsonValue* version = json->Find("version");
+  if (!version || std::atoi(version->text.c_str()) != kRefinementVersion) {
+    LOG(INFO) << path << ": a refinement of an older cost model, not applied";
+    return scales;
+  }
   for (auto [mode, scale] :
        {std::pair{"pipelined", &scales.pipelined}, std::pair{"sequential", &scales.sequential}}) {
     const JsonValue* part = json->Find(mode);
@@ -190,19 +220,63 @@ Result<std::vector<int64_t>> ParseList(const char* flag, const std::string& text
   return out;
 }
 
+// Times the dense step of `model` at the thread counts and batch sizes
+// `in.planner` considers on this host (cached per host and model).
+Result<scheduler::DenseMeasurement> CalibrateDense(const PlanInputs& in,
+                                                   const engine::ModelOptions& model,
+                                                   const scheduler::CalibrationOptions& options) {
+  EMBER_ASSIGN_OR_RETURN(const ops::DenseOptimizerOptions optimizer, DenseOptimizerFromFlags());
+  // The planner's thread counts; none given: 1 .. the host's (MakePlan's rule).
+  std::vector<int> threads = in.planner.threads;
+  if (threads.empty()) {
+    for (int t = 1; t <= std::max(1, in.graph.cpu_threads()); ++t) threads.push_back(t);
+  }
+  const std::string descriptor = engine::DenseStepDescriptor(model, optimizer);
+  const scheduler::DenseStepTimer timer = [&](int t, int64_t batch) {
+    engine::DenseStepTimingOptions timing;
+    timing.model = model;
+    timing.optimizer = optimizer;
+    timing.threads = t;
+    timing.batch = batch;
+    return engine::TimeDenseStep(timing);
+  };
+  bool from_cache = false;
+  EMBER_ASSIGN_OR_RETURN(scheduler::DenseMeasurement measured,
+                         scheduler::CalibrateDenseStep(in.graph, options, descriptor, threads,
+                                                       in.planner.batch_sizes, timer, &from_cache));
+  std::string points;
+  for (const scheduler::DenseStepTiming& p : measured.points) {
+    char point[96];
+    std::snprintf(point, sizeof(point), "%s%d threads, batch %lld: %.2f ms",
+                  points.empty() ? "" : "; ", p.threads, static_cast<long long>(p.batch),
+                  p.seconds * 1e3);
+    points += point;
+  }
+  LOG(INFO) << "dense step " << (from_cache ? "read from the cache" : "measured") << ": " << points;
+  return measured;
+}
+
 }  // namespace
+
+scheduler::CostModel PlanCostModel(const PlanInputs& in) {
+  scheduler::CostModel cost(&in.graph);
+  cost.set_stage_scales(in.stage_scales);
+  cost.set_dense_measurement(in.dense);
+  return cost;
+}
 
 Result<PlanInputs> PlanInputsFromFlags() {
   PlanInputs in;
-  EMBER_ASSIGN_OR_RETURN(in.program, ProgramFromFlags());
+  EMBER_ASSIGN_OR_RETURN(const engine::ModelOptions model, ModelOptionsFromFlags());
+  EMBER_ASSIGN_OR_RETURN(in.program, ProgramFromFlags(model));
+  scheduler::CalibrationOptions calibration;
+  calibration.cache_dir = FLAGS_calibration_dir;
+  calibration.force = FLAGS_recalibrate;
+  calibration.progress = [](const std::string& line) { LOG(INFO) << line; };
   if (!FLAGS_cluster.empty()) {
     EMBER_ASSIGN_OR_RETURN(in.graph, scheduler::ReadClusterFile(FLAGS_cluster));
   } else {
     in.graph = scheduler::DiscoverLocalHost();
-    scheduler::CalibrationOptions calibration;
-    calibration.cache_dir = FLAGS_calibration_dir;
-    calibration.force = FLAGS_recalibrate;
-    calibration.progress = [](const std::string& line) { LOG(INFO) << line; };
     bool from_cache = false;
     EMBER_RETURN_IF_ERROR(scheduler::Calibrate(&in.graph, calibration, &from_cache));
     LOG(INFO) << "calibration " << (from_cache ? "read from " : "written to ")
@@ -253,11 +327,13 @@ Result<PlanInputs> PlanInputsFromFlags() {
   // The trainer's dense stage has no CUDA path yet on this host's build
   // when CUDA is not compiled in; a cluster plan may use GPUs.
   planner.placer.allow_gpu = !FLAGS_cluster.empty() || CudaCompiledIn();
+  if (FLAGS_cluster.empty()) {
+    EMBER_ASSIGN_OR_RETURN(in.dense, CalibrateDense(in, model, calibration));
+  }
   if (!FLAGS_plan_refine_from.empty()) {
     EMBER_ASSIGN_OR_RETURN(const std::vector<double> measured,
                            MeasuredStageSeconds(FLAGS_plan_refine_from));
-    scheduler::CostModel cost(&in.graph);
-    cost.set_stage_scales(in.stage_scales);
+    scheduler::CostModel cost = PlanCostModel(in);
     EMBER_ASSIGN_OR_RETURN(const scheduler::Plan predicted,
                            scheduler::PredictPlan(in.program, cost, in.start, planner.placer));
     std::vector<double> predicted_seconds(scheduler::kNumStages, 0.0);
@@ -273,6 +349,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
     cost.Refine(predicted_seconds, measured, in.start.pipeline);
     in.stage_scales = cost.stage_scales();
     JsonObject saved;
+    saved.Add("version", kRefinementVersion);
     for (auto [mode, scale] : {std::pair{"pipelined", &in.stage_scales.pipelined},
                                std::pair{"sequential", &in.stage_scales.sequential}}) {
       JsonObject part;
@@ -318,8 +395,7 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
                                      in.graph.cpu_threads(), " hardware threads of ",
                                      in.graph.host_name());
     }
-    scheduler::CostModel cost(&in.graph);
-    cost.set_stage_scales(in.stage_scales);
+    const scheduler::CostModel cost = PlanCostModel(in);
     EMBER_ASSIGN_OR_RETURN(plan, scheduler::MakePlan(in.program, cost, in.planner, in.start));
     LOG(INFO) << in.graph.Summary();
     // Keep a budget the user gave even if the planner found the table fits.

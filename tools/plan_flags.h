@@ -29,6 +29,8 @@ struct PlanInputs {
   scheduler::PlanKnobs start;
   // Stage scales from --plan_refine_from or the host's saved refinement.
   scheduler::StageScales stage_scales;
+  // The model's dense step timed on this host (none for a cluster file).
+  scheduler::DenseMeasurement dense;
   // Knobs fixed by flags set on the command line (the planner leaves them).
   bool fixed_threads = false;
   bool fixed_pipeline = false;
@@ -37,9 +39,15 @@ struct PlanInputs {
 
 // Reads the model, data and training flags (by name, so that `ember plan`
 // takes the flags of `ember train`), builds the Program, discovers and
-// calibrates this host (or reads --cluster), and sets the planner's
-// choices from the --plan_* flags. Errors name the flag or file.
+// calibrates this host (or reads --cluster), times the model's dense step
+// on this host at the thread counts and batch sizes the planner considers
+// (scheduler/dense_calibration.h; cached), and sets the planner's choices
+// from the --plan_* flags. Errors name the flag or file.
 Result<PlanInputs> PlanInputsFromFlags();
+
+// The cost model of `in`: its graph (borrowed: `in` must outlive the
+// model), stage scales and dense measurement.
+scheduler::CostModel PlanCostModel(const PlanInputs& in);
 
 // `ember train`: --plan=auto plans with the knobs the command line leaves
 // free; --plan=off keeps the flags as they are (threads checked against the

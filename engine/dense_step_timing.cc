@@ -1,0 +1,126 @@
+#include "engine/dense_step_timing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "core/trace.h"
+#include "engine/trainer.h"
+#include "io/batch.h"
+#include "io/dataset.h"
+
+namespace ember::engine {
+namespace {
+
+// `batches` batches of random examples of the model's shape: labels 0/1,
+// dense features in [0, 1), one key per slot from 1000 per slot (the dense
+// step does not depend on the values; the pooling's backward only on how
+// many distinct keys a batch has, which stays small either way).
+io::Dataset RandomData(const ModelOptions& model, int64_t batch, int batches, uint64_t seed) {
+  const int64_t n = batch * batches;
+  io::Batch all;
+  all.Clear(model.num_dense, model.num_slots, model.num_tasks);
+  all.size = n;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  all.labels.resize(n * model.num_tasks);
+  for (float& label : all.labels) label = unit(rng) < 0.25f ? 1.0f : 0.0f;
+  all.dense.resize(n * model.num_dense);
+  for (float& value : all.dense) value = unit(rng);
+  all.offsets.resize(n * model.num_slots + 1);
+  all.keys.resize(n * model.num_slots);
+  for (int64_t i = 0; i < n * model.num_slots; ++i) {
+    all.offsets[i] = i;
+    const uint64_t slot = static_cast<uint64_t>(i % model.num_slots);
+    all.keys[i] = (slot << 54) | (rng() % 1000);
+  }
+  all.offsets[n * model.num_slots] = n * model.num_slots;
+  return io::Dataset(std::move(all));
+}
+
+// Durations of the "dense" spans of `tracer` from event `first` on, seconds.
+std::vector<double> DenseSpans(const Tracer& tracer, size_t first) {
+  std::vector<double> seconds;
+  const std::vector<Tracer::Event> events = tracer.Events();
+  for (size_t i = first; i < events.size(); ++i) {
+    if (events[i].name == "dense") seconds.push_back(events[i].duration_us * 1e-6);
+  }
+  return seconds;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::string Widths(const std::vector<int>& widths) {
+  std::string out;
+  for (int w : widths) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(w);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<double> TimeDenseStep(const DenseStepTimingOptions& options) {
+  const ModelOptions& model = options.model;
+  TrainOptions train;
+  train.model = model.name;
+  train.embedding_dim = model.embedding_dim;
+  train.bottom_mlp = model.bottom_mlp;
+  train.top_mlp = model.top_mlp;
+  train.cross_layers = model.cross_layers;
+  train.cross_rank = model.cross_rank;
+  train.num_experts = model.num_experts;
+  train.expert_mlp = model.expert_mlp;
+  train.batch_size = static_cast<int>(options.batch);
+  train.threads = options.threads;
+  train.seed = model.seed;
+  train.shuffle = false;
+  train.dense_optimizer = options.optimizer;
+  train.pipeline = false;
+  train.show_progress = false;
+  train.watchdog_seconds = 0.0;
+  Tracer tracer;
+  train.tracer = &tracer;
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                         Trainer::Create(train, model.num_dense, model.num_slots, model.num_tasks));
+
+  const int warmup = std::max(1, options.warmup_steps);
+  EMBER_RETURN_IF_ERROR(trainer->Fit(RandomData(model, options.batch, warmup, 1)).status());
+  // The last warm-up step says how many timed steps fit the target.
+  const double warm = DenseSpans(tracer, 0).back();
+  const int steps =
+      std::clamp(static_cast<int>(options.target_seconds / std::max(warm, 1e-6)),
+                 std::max(1, options.min_steps), std::max(options.min_steps, options.max_steps));
+  const size_t first = tracer.Events().size();
+  EMBER_RETURN_IF_ERROR(trainer->Fit(RandomData(model, options.batch, steps, 2)).status());
+  return Median(DenseSpans(tracer, first));
+}
+
+std::string DenseStepDescriptor(const ModelOptions& model,
+                                const ops::DenseOptimizerOptions& optimizer) {
+  std::string text = model.name + " dense=" + std::to_string(model.num_dense) +
+                     " slots=" + std::to_string(model.num_slots) +
+                     " dim=" + std::to_string(model.embedding_dim) +
+                     " tasks=" + std::to_string(model.num_tasks);
+  const bool known = model.name == "dlrm" || model.name == "deepfm" || model.name == "wide_deep" ||
+                     model.name == "dcn_v2" || model.name == "mmoe";
+  if (model.name == "dlrm" || !known) text += " bottom=" + Widths(model.bottom_mlp);
+  if (model.name == "dcn_v2" || !known) {
+    text += " cross=" + std::to_string(model.cross_layers) +
+            " rank=" + std::to_string(model.cross_rank);
+  }
+  if (model.name == "mmoe" || !known) {
+    text += " experts=" + std::to_string(model.num_experts) + " expert=" + Widths(model.expert_mlp);
+  }
+  text += " top=" + Widths(model.top_mlp) + " optimizer=" + ops::DenseOptimizerName(optimizer.type);
+  return text;
+}
+
+}  // namespace ember::engine

@@ -1,0 +1,211 @@
+#include "scheduler/dense_calibration.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "scheduler/cluster_file.h"
+
+namespace ember::scheduler {
+namespace {
+
+// The version of the dense cache file; a file of another version is
+// measured again.
+constexpr int kDenseCalibrationVersion = 1;
+
+// Every point is timed this many times, the rounds apart, and the fastest
+// kept: on a shared machine another process's burst can take a whole
+// timing (a tenth of a second) and double it, while nothing makes a step
+// faster than it is.
+constexpr int kDenseCalibrationRounds = 2;
+
+template <typename T>
+std::vector<T> SortedUnique(std::vector<T> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+template <typename T>
+std::string JoinNumbers(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+double Number(const JsonValue* value) {
+  return value && value->type == JsonValue::Type::kNumber ? std::atof(value->text.c_str()) : -1.0;
+}
+
+}  // namespace
+
+std::vector<int> DenseCalibrationThreads(std::vector<int> candidates) {
+  candidates = SortedUnique(std::move(candidates));
+  std::erase_if(candidates, [](int t) { return t < 1; });
+  if (candidates.size() <= 4) return candidates;
+  // Interpolating between powers of two keeps a 64-thread host to 7 points.
+  std::vector<int> chosen;
+  for (int t : candidates) {
+    if (t == candidates.front() || t == candidates.back() || (t & (t - 1)) == 0) {
+      chosen.push_back(t);
+    }
+  }
+  return chosen;
+}
+
+std::vector<int64_t> DenseCalibrationBatches(std::vector<int64_t> batch_sizes) {
+  batch_sizes = SortedUnique(std::move(batch_sizes));
+  std::erase_if(batch_sizes, [](int64_t b) { return b < 1; });
+  if (batch_sizes.size() <= 2) return batch_sizes;
+  return {batch_sizes.front(), batch_sizes.back()};
+}
+
+std::string DenseCalibrationDescriptor(const std::string& model_descriptor,
+                                       const std::vector<int>& threads,
+                                       const std::vector<int64_t>& batches) {
+  return model_descriptor + " threads=" + JoinNumbers(threads) + " batch=" + JoinNumbers(batches);
+}
+
+std::string DenseCalibrationCachePath(const ResourceGraph& graph, const CalibrationOptions& options,
+                                      const std::string& descriptor) {
+  const std::string host = CalibrationCachePath(graph, options);
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), "%016zx", std::hash<std::string>()(descriptor));
+  return host.substr(0, host.size() - 5) + ".dense-" + suffix + ".json";
+}
+
+std::string DenseCalibrationToJson(const ResourceGraph& graph, const std::string& descriptor,
+                                   const DenseMeasurement& measurement) {
+  std::string points = "[";
+  for (const DenseStepTiming& p : measurement.points) {
+    JsonObject point;
+    point.Add("threads", p.threads).Add("batch", p.batch).Add("seconds", p.seconds);
+    points += (points.size() > 1 ? ", " : "") + point.ToString(-1);
+  }
+  points += "]";
+  JsonObject root;
+  root.Add("host", graph.host_name())
+      .Add("version", kDenseCalibrationVersion)
+      .Add("descriptor", descriptor)
+      .AddRaw("points", points);
+  return root.ToString();
+}
+
+Result<DenseMeasurement> DenseCalibrationFromJson(const std::string& text, const std::string& path,
+                                                  const ResourceGraph& graph,
+                                                  const std::string& descriptor) {
+  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
+  if (root.type != JsonValue::Type::kObject) {
+    return Status::InvalidArgument(path, ": expected an object");
+  }
+  if (static_cast<int>(Number(root.Find("version"))) != kDenseCalibrationVersion) {
+    return Status::FailedPrecondition(path, ": dense calibration of another version (expected ",
+                                      kDenseCalibrationVersion, ")");
+  }
+  const JsonValue* written_for = root.Find("descriptor");
+  if (!written_for || written_for->type != JsonValue::Type::kString ||
+      written_for->text != descriptor) {
+    return Status::FailedPrecondition(path, ": dense calibration of another model or points (",
+                                      written_for ? written_for->text : "none", ", not ",
+                                      descriptor, ")");
+  }
+  const JsonValue* points = root.Find("points");
+  if (!points || points->type != JsonValue::Type::kArray) {
+    return Status::InvalidArgument(path, ": expected an array \"points\"");
+  }
+  DenseMeasurement measurement;
+  const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
+  measurement.device = cpus.empty() ? -1 : cpus[0];
+  for (size_t i = 0; i < points->items.size(); ++i) {
+    const JsonValue& p = points->items[i];
+    DenseStepTiming timing;
+    timing.threads = static_cast<int>(Number(p.Find("threads")));
+    timing.batch = static_cast<int64_t>(Number(p.Find("batch")));
+    timing.seconds = Number(p.Find("seconds"));
+    if (timing.threads < 1 || timing.batch < 1 || !(timing.seconds > 0)) {
+      return Status::InvalidArgument(path, ": points[", i,
+                                     "]: expected threads >= 1, batch >= 1 and seconds > 0");
+    }
+    measurement.points.push_back(timing);
+  }
+  return measurement;
+}
+
+Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
+                                            const CalibrationOptions& options,
+                                            const std::string& model_descriptor,
+                                            const std::vector<int>& threads,
+                                            const std::vector<int64_t>& batches,
+                                            const DenseStepTimer& timer, bool* from_cache) {
+  *from_cache = false;
+  const std::vector<int> at_threads = DenseCalibrationThreads(threads);
+  const std::vector<int64_t> at_batches = DenseCalibrationBatches(batches);
+  const std::string descriptor =
+      DenseCalibrationDescriptor(model_descriptor, at_threads, at_batches);
+  const std::string path = DenseCalibrationCachePath(graph, options, descriptor);
+  if (!options.force && FileExists(path)) {
+    EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+    Result<DenseMeasurement> read = DenseCalibrationFromJson(text, path, graph, descriptor);
+    if (read.ok()) {
+      *from_cache = true;
+      return read;
+    }
+    if (read.status().code() != StatusCode::kFailedPrecondition) {
+      return Status::IOError(read.status().message(),
+                             " (dense calibration cache; recalibrate to replace it)");
+    }
+    LOG(INFO) << read.status().message() << "; measuring again";
+  }
+  DenseMeasurement measurement;
+  const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
+  measurement.device = cpus.empty() ? -1 : cpus[0];
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kDenseCalibrationRounds; ++round) {
+    size_t point = 0;
+    for (int t : at_threads) {
+      for (int64_t b : at_batches) {
+        if (options.progress) {
+          options.progress("calibrating the dense step (" + model_descriptor + ") on " +
+                           std::to_string(t) + " threads, batch " + std::to_string(b) + ", round " +
+                           std::to_string(round + 1) + " of " +
+                           std::to_string(kDenseCalibrationRounds));
+        }
+        EMBER_ASSIGN_OR_RETURN(const double seconds, timer(t, b));
+        if (round == 0) {
+          measurement.points.push_back({t, b, seconds});
+        } else {
+          double& kept = measurement.points[point].seconds;
+          kept = std::min(kept, seconds);
+        }
+        ++point;
+      }
+    }
+  }
+  if (options.progress) {
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[96];
+    std::snprintf(line, sizeof(line), "dense step calibration took %.2f s", took);
+    options.progress(line);
+  }
+  if (options.write_cache) {
+    Status made = MakeDirectories(std::filesystem::path(path).parent_path().string());
+    if (made.ok()) {
+      made = WriteFileAtomic(path, DenseCalibrationToJson(graph, descriptor, measurement));
+    }
+    if (!made.ok()) LOG(WARNING) << "dense calibration not cached: " << made.ToString();
+  }
+  return measurement;
+}
+
+}  // namespace ember::scheduler
