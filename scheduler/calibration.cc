@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,11 +33,18 @@ using Clock = std::chrono::steady_clock;
 
 // The version of the cache file; a cache of another version is measured
 // again (2: unique_ns_per_key no longer includes the sort, measured apart;
-// 3: tier_create_us_per_row).
-constexpr int kCalibrationVersion = 3;
+// 3: tier_create_us_per_row; 4: the disk tier in CPU time, at two sizes).
+constexpr int kCalibrationVersion = 4;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// CPU seconds of this process so far, every thread's.
+double ProcessCpuSeconds() {
+  timespec t;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
 }
 
 // The median of `reps` timings of `fn` (the machine is shared: the median
@@ -279,34 +287,49 @@ Result<DeviceRates> MeasureDiskRates(const std::string& dir) {
   return r;
 }
 
-Result<DeviceRates> MeasureTierRates(const std::string& dir) {
-  // A table of 40k rows whose memory tier holds about a tenth of them: after
-  // the rows are made, random batches mostly miss.
-  constexpr int64_t kRows = 40000, kBatch = 1024;
+namespace {
+
+struct TierCosts {
+  double pull_us_per_miss = 0.0, push_us_per_miss = 0.0, create_us_per_row = 0.0;
+};
+
+// The disk tier of a table of `rows` rows of dim 16 whose memory tier holds
+// an eighth of them, in directory `dir`: CPU microseconds of the process
+// (the caller's thread and RocksDB's flushes and compactions) per row
+// created while memory is full (the second half of the rows) and per row a
+// random batch misses in memory, of its pull and its push.
+Result<TierCosts> MeasureTier(const std::string& dir, int64_t rows) {
+  constexpr int64_t kBatch = 1024;
   const std::string path = dir + "/ember-calibration-tier-" + std::to_string(::getpid());
   embedding::EmbeddingTableOptions options;
   options.dim = 16;
-  options.memory_budget_bytes = int64_t{1} << 20;
+  // Adagrad rows of dim 16 take about 200 bytes in memory.
+  options.memory_budget_bytes = std::max<int64_t>(int64_t{1} << 20, rows / 8 * 200);
   options.disk_path = path;
-  DeviceRates r;
+  TierCosts costs;
+  Status status;
   {
     EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(options));
-    std::vector<embedding::Key> all(kRows);
-    for (int64_t i = 0; i < kRows; ++i)
+    std::vector<embedding::Key> all(rows);
+    for (int64_t i = 0; i < rows; ++i)
       all[i] = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 4;
     std::vector<float> values(kBatch * options.dim, 0.01f);
-    Status status;
     ThreadArena arena(1);
     arena.Execute([&] {
-      // Making the rows: past the first tenth, each spills another to disk.
-      const auto made = Clock::now();
-      for (int64_t i = 0; i < kRows && status.ok(); i += kBatch) {
-        std::vector<embedding::Key> keys(all.begin() + i,
-                                         all.begin() + std::min(kRows, i + kBatch));
+      double create_cpu = 0.0;
+      int64_t spilled = 0;
+      for (int64_t i = 0; i < rows && status.ok(); i += kBatch) {
+        std::vector<embedding::Key> keys(all.begin() + i, all.begin() + std::min(rows, i + kBatch));
+        const bool timed = i >= rows / 2;
+        const int64_t spilled_before = table->stats().spilled_rows;
+        const double cpu = ProcessCpuSeconds();
         status = table->Pull(keys, values.data());
+        if (timed) {
+          create_cpu += ProcessCpuSeconds() - cpu;
+          spilled += table->stats().spilled_rows - spilled_before;
+        }
       }
-      r.tier_create_us_per_row =
-          Seconds(made) / std::max<int64_t>(1, table->stats().spilled_rows) * 1e6;
+      costs.create_us_per_row = create_cpu / std::max<int64_t>(1, spilled) * 1e6;
       std::mt19937_64 rng(13);
       double pull = 0.0, push = 0.0;
       int64_t misses = 0;
@@ -314,26 +337,39 @@ Result<DeviceRates> MeasureTierRates(const std::string& dir) {
         std::vector<embedding::Key> batch;
         std::sample(all.begin(), all.end(), std::back_inserter(batch), kBatch, rng);
         const int64_t before = table->stats().disk_reads;
-        auto start = Clock::now();
+        double cpu = ProcessCpuSeconds();
         status = table->Pull(batch, values.data());
-        pull += Seconds(start);
+        pull += ProcessCpuSeconds() - cpu;
         misses += table->stats().disk_reads - before;
-        start = Clock::now();
+        cpu = ProcessCpuSeconds();
         if (status.ok()) status = table->Push(batch, values.data());
-        push += Seconds(start);
+        push += ProcessCpuSeconds() - cpu;
       }
       misses = std::max<int64_t>(1, misses);
-      r.tier_pull_us_per_miss = pull / misses * 1e6;
-      r.tier_push_us_per_miss = push / misses * 1e6;
+      costs.pull_us_per_miss = pull / misses * 1e6;
+      costs.push_us_per_miss = push / misses * 1e6;
     });
-    if (!status.ok()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-      return status.WithContext("calibrating the disk tier in " + dir);
-    }
   }
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+  if (!status.ok()) return status.WithContext("calibrating the disk tier in " + dir);
+  return costs;
+}
+
+}  // namespace
+
+Result<DeviceRates> MeasureTierRates(const std::string& dir) {
+  EMBER_ASSIGN_OR_RETURN(const TierCosts small,
+                         MeasureTier(dir, static_cast<int64_t>(kSmallTierRows)));
+  EMBER_ASSIGN_OR_RETURN(const TierCosts large,
+                         MeasureTier(dir, static_cast<int64_t>(kLargeTierRows)));
+  DeviceRates r;
+  r.tier_pull_us_per_miss = small.pull_us_per_miss;
+  r.tier_push_us_per_miss = small.push_us_per_miss;
+  r.tier_create_us_per_row = small.create_us_per_row;
+  r.tier_pull_us_per_miss_large = large.pull_us_per_miss;
+  r.tier_push_us_per_miss_large = large.push_us_per_miss;
+  r.tier_create_us_per_row_large = large.create_us_per_row;
   return r;
 }
 
@@ -425,9 +461,13 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
       say("calibrating " + graph->devices[disk].id + ": the embedding disk tier");
       Result<DeviceRates> tier = MeasureTierRates(dir.empty() ? "." : dir);
       if (tier.ok()) {
-        graph->devices[disk].rates.tier_pull_us_per_miss = tier->tier_pull_us_per_miss;
-        graph->devices[disk].rates.tier_push_us_per_miss = tier->tier_push_us_per_miss;
-        graph->devices[disk].rates.tier_create_us_per_row = tier->tier_create_us_per_row;
+        DeviceRates& r = graph->devices[disk].rates;
+        r.tier_pull_us_per_miss = tier->tier_pull_us_per_miss;
+        r.tier_push_us_per_miss = tier->tier_push_us_per_miss;
+        r.tier_create_us_per_row = tier->tier_create_us_per_row;
+        r.tier_pull_us_per_miss_large = tier->tier_pull_us_per_miss_large;
+        r.tier_push_us_per_miss_large = tier->tier_push_us_per_miss_large;
+        r.tier_create_us_per_row_large = tier->tier_create_us_per_row_large;
       } else {
         LOG(WARNING) << "disk tier calibration skipped: " << tier.status().ToString();
       }

@@ -46,9 +46,10 @@ DeviceRates MeasureCpuRates(int threads);
 // Random 4 KiB reads per second and sequential GB/s in directory `dir`;
 // InvalidArgument/IOError if the file cannot be written there.
 Result<DeviceRates> MeasureDiskRates(const std::string& dir);
-// The embedding table's disk tier in directory `dir`: microseconds per row
-// missing from memory of its pull and push (tier_*_us_per_miss), and per
-// row created while the memory tier is full (tier_create_us_per_row);
+// The embedding table's disk tier in directory `dir`, on tables of
+// kSmallTierRows and kLargeTierRows rows: CPU microseconds per row missing
+// from memory of its pull and push (tier_*_us_per_miss[_large]), and per row
+// created while the memory tier is full (tier_create_us_per_row[_large]);
 // errors of the table (e.g. IOError when the directory cannot hold it).
 Result<DeviceRates> MeasureTierRates(const std::string& dir);
 // GB/s of a pinned host-to-device copy on CUDA device `device`;

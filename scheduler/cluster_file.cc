@@ -30,6 +30,9 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"tier_pull_us_per_miss", &DeviceRates::tier_pull_us_per_miss},
       {"tier_push_us_per_miss", &DeviceRates::tier_push_us_per_miss},
       {"tier_create_us_per_row", &DeviceRates::tier_create_us_per_row},
+      {"tier_pull_us_per_miss_large", &DeviceRates::tier_pull_us_per_miss_large},
+      {"tier_push_us_per_miss_large", &DeviceRates::tier_push_us_per_miss_large},
+      {"tier_create_us_per_row_large", &DeviceRates::tier_create_us_per_row_large},
   };
   return kFields;
 }

@@ -247,6 +247,21 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       tier.tier_push_us_per_miss = Or(r.tier_push_us_per_miss, tier.tier_push_us_per_miss);
       tier.random_reads_per_sec = Or(r.random_reads_per_sec, tier.random_reads_per_sec);
       tier.tier_create_us_per_row = Or(r.tier_create_us_per_row, tier.tier_create_us_per_row);
+      // At the table's size: between the two calibrated tables by log of
+      // the rows, and on along that line up to 4x the larger one (then its
+      // blocks are long out of every cache and the cost stops growing).
+      const double tier_size =
+          std::log(std::clamp(rows, kSmallTierRows, 4 * kLargeTierRows) / kSmallTierRows) /
+          std::log(kLargeTierRows / kSmallTierRows);
+      auto at_size = [tier_size](double small, double large) {
+        return small > 0 && large > 0 ? std::max(0.0, small + tier_size * (large - small)) : small;
+      };
+      tier.tier_pull_us_per_miss =
+          at_size(tier.tier_pull_us_per_miss, r.tier_pull_us_per_miss_large);
+      tier.tier_push_us_per_miss =
+          at_size(tier.tier_push_us_per_miss, r.tier_push_us_per_miss_large);
+      tier.tier_create_us_per_row =
+          at_size(tier.tier_create_us_per_row, r.tier_create_us_per_row_large);
     }
     // The rows the run creates end up on disk but for those memory holds:
     // making each (in the pull) evicts and writes back another.

@@ -22,6 +22,10 @@ enum class DeviceKind { kCpu, kGpu, kDisk };
 // The table sizes (rows of dim 16) at which pull and push are calibrated.
 inline constexpr double kSmallTableRows = 65536;
 inline constexpr double kLargeTableRows = 524288;
+// The table sizes (rows of dim 16, an eighth of them in the memory tier) at
+// which the disk tier is calibrated.
+inline constexpr double kSmallTierRows = 40000;
+inline constexpr double kLargeTierRows = 160000;
 const char* DeviceKindName(DeviceKind kind);
 
 // Measured or declared speeds of one device. Zero means unknown; the cost
@@ -60,13 +64,21 @@ struct DeviceRates {
   double random_reads_per_sec = 0.0;
   double read_gbps = 0.0;
   // Disks: the embedding table's disk tier, per row missing from the memory
-  // tier, on one thread: its pull (read, decode, insert, evict and write
-  // back another) and its push (update, spill), microseconds.
+  // tier, called from one thread: its pull (read, decode, insert, evict and
+  // write back another) and its push (update, spill), microseconds of CPU
+  // (the tier's background flushes and compactions included), on a table of
+  // kSmallTierRows rows.
   double tier_pull_us_per_miss = 0.0;
   double tier_push_us_per_miss = 0.0;
-  // Disks: a row created while the memory tier is full (made in memory,
-  // and another evicted and written to the disk tier), microseconds.
+  // Disks: a row created while the memory tier is full (looked up on disk,
+  // made in memory, and another evicted and written to the disk tier),
+  // microseconds of CPU as above.
   double tier_create_us_per_row = 0.0;
+  // The same three on a table of kLargeTierRows rows (a miss costs more in
+  // a larger tier: fewer of its index, filter and data blocks are cached).
+  double tier_pull_us_per_miss_large = 0.0;
+  double tier_push_us_per_miss_large = 0.0;
+  double tier_create_us_per_row_large = 0.0;
 };
 
 struct DeviceNode {

@@ -185,5 +185,41 @@ TEST(CostModelTest, RowsCreatedBeyondTheMemoryTierCostASpillEach) {
   EXPECT_NEAR(new_rows * (1.0 - held / rows) * 30e-6, pull(40.0) - pull(10.0), 1e-12);
 }
 
+// A miss costs more in a larger disk tier: the calibrated costs of the two
+// tier sizes are interpolated by log of the table's rows, continued up to
+// 4x the larger size and flat beyond.
+TEST(CostModelTest, TheDiskTiersCostPerMissFollowsTheTableSize) {
+  ResourceGraph graph = test::Host(4, int64_t{64} << 30);
+  const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
+  DeviceRates& r = graph.devices[disk].rates;
+  r.random_reads_per_sec = 1e9;  // The read itself costs next to nothing.
+  r.tier_pull_us_per_miss = 4.0;
+  r.tier_pull_us_per_miss_large = 8.0;
+  StepSetup setup;
+  setup.memory_budget_bytes = 1 << 20;
+  auto miss_us = [&](const Program& program) {
+    const StepCost step = CostModel(&graph).Estimate(program, setup);
+    for (const SimStage& s : step.stages) {
+      if (s.name == "disk") return s.seconds / step.disk_rows * std::pow(2, 0.8) * 1e6;
+    }
+    return 0.0;
+  };
+  const Program small = test::MlpProgram(64, 1000, 100000);
+  ASSERT_LT(small.TableRows(), kSmallTierRows);
+  EXPECT_NEAR(4.0, miss_us(small), 1e-9);
+  const Program middle = test::MlpProgram(64, 4000, 1000000);
+  ASSERT_GT(middle.TableRows(), kSmallTierRows);
+  ASSERT_LT(middle.TableRows(), kLargeTierRows);
+  EXPECT_NEAR(4.0 + 4.0 * std::log(middle.TableRows() / kSmallTierRows) /
+                        std::log(kLargeTierRows / kSmallTierRows),
+              miss_us(middle), 1e-9);
+  const Program huge = test::MlpProgram(64, 1000000, 10000000);
+  ASSERT_GT(huge.TableRows(), 4 * kLargeTierRows);
+  EXPECT_NEAR(4.0 + 4.0 * 2.0, miss_us(huge), 1e-9);  // 4x the larger: two more steps of 2x.
+  // Without the larger table's rate, the smaller one's holds at every size.
+  r.tier_pull_us_per_miss_large = 0.0;
+  EXPECT_NEAR(4.0, miss_us(huge), 1e-9);
+}
+
 }  // namespace
 }  // namespace ember::scheduler
