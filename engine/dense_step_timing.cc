@@ -4,10 +4,12 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/trace.h"
+#include "engine/model_zoo.h"
 #include "engine/trainer.h"
 #include "io/batch.h"
 #include "io/dataset.h"
@@ -95,9 +97,9 @@ Result<double> TimeDenseStep(const DenseStepTimingOptions& options) {
   EMBER_RETURN_IF_ERROR(trainer->Fit(RandomData(model, options.batch, warmup, 1)).status());
   // The last warm-up step says how many timed steps fit the target.
   const double warm = DenseSpans(tracer, 0).back();
-  const int steps =
-      std::clamp(static_cast<int>(options.target_seconds / std::max(warm, 1e-6)),
-                 std::max(1, options.min_steps), std::max(options.min_steps, options.max_steps));
+  const int min_steps = std::max(1, options.min_steps);
+  const int steps = std::clamp(static_cast<int>(options.target_seconds / std::max(warm, 1e-6)),
+                               min_steps, std::max(min_steps, options.max_steps));
   const size_t first = tracer.Events().size();
   EMBER_RETURN_IF_ERROR(trainer->Fit(RandomData(model, options.batch, steps, 2)).status());
   return Median(DenseSpans(tracer, first));
@@ -109,8 +111,8 @@ std::string DenseStepDescriptor(const ModelOptions& model,
                      " slots=" + std::to_string(model.num_slots) +
                      " dim=" + std::to_string(model.embedding_dim) +
                      " tasks=" + std::to_string(model.num_tasks);
-  const bool known = model.name == "dlrm" || model.name == "deepfm" || model.name == "wide_deep" ||
-                     model.name == "dcn_v2" || model.name == "mmoe";
+  const std::vector<std::string> models = ModelNames();
+  const bool known = std::find(models.begin(), models.end(), model.name) != models.end();
   if (model.name == "dlrm" || !known) text += " bottom=" + Widths(model.bottom_mlp);
   if (model.name == "dcn_v2" || !known) {
     text += " cross=" + std::to_string(model.cross_layers) +
