@@ -22,6 +22,7 @@
 #include "scheduler/dense_calibration.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/train_flags.h"
 
 DEFINE_string(plan, "auto",
               "train: how the job is planned: auto (the planner picks the threads, pipelining, "
@@ -55,24 +56,11 @@ DEFINE_string(plan_refine_from, "",
 namespace ember::tools {
 namespace {
 
-// The value of the flag `name`, defined by any command of this binary (the
-// training flags live in train_command.cc); Internal if there is none.
-Result<std::string> FlagValue(const char* name) {
-  std::string value;
-  if (!gflags::GetCommandLineOption(name, &value)) {
-    return Status::Internal("flag --", name, " is not defined in this binary");
-  }
-  return value;
-}
-
+// Whether the flag `name` was given (on the command line or in a flagfile)
+// rather than left at its default: the planner chooses only what was not.
 bool SetOnCommandLine(const char* name) {
   gflags::CommandLineFlagInfo info;
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
-}
-
-Result<int64_t> IntFlag(const char* name) {
-  EMBER_ASSIGN_OR_RETURN(const std::string text, FlagValue(name));
-  return std::atoll(text.c_str());
 }
 
 int SparseStatePerFloat(const std::string& optimizer) {
@@ -83,35 +71,29 @@ int SparseStatePerFloat(const std::string& optimizer) {
 
 Result<engine::ModelOptions> ModelOptionsFromFlags() {
   engine::ModelOptions model;
-  EMBER_ASSIGN_OR_RETURN(model.name, FlagValue("model"));
+  model.name = FLAGS_model;
   model.num_dense = FLAGS_num_dense;
   model.num_slots = FLAGS_num_slots;
   model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : (model.name == "mmoe" ? 2 : 1);
-  EMBER_ASSIGN_OR_RETURN(model.embedding_dim, IntFlag("embedding_dim"));
-  EMBER_ASSIGN_OR_RETURN(model.cross_layers, IntFlag("cross_layers"));
-  EMBER_ASSIGN_OR_RETURN(model.cross_rank, IntFlag("cross_rank"));
-  EMBER_ASSIGN_OR_RETURN(model.num_experts, IntFlag("num_experts"));
-  for (auto [flag, widths] :
-       {std::pair{"bottom_mlp", &model.bottom_mlp}, std::pair{"top_mlp", &model.top_mlp},
-        std::pair{"expert_mlp", &model.expert_mlp}}) {
-    EMBER_ASSIGN_OR_RETURN(const std::string text, FlagValue(flag));
-    EMBER_ASSIGN_OR_RETURN(*widths, ParseWidths(flag, text));
-  }
+  model.embedding_dim = FLAGS_embedding_dim;
+  model.cross_layers = FLAGS_cross_layers;
+  model.cross_rank = FLAGS_cross_rank;
+  model.num_experts = FLAGS_num_experts;
+  EMBER_ASSIGN_OR_RETURN(model.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
+  EMBER_ASSIGN_OR_RETURN(model.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
+  EMBER_ASSIGN_OR_RETURN(model.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
   return model;
 }
 
 Result<ops::DenseOptimizerOptions> DenseOptimizerFromFlags() {
   ops::DenseOptimizerOptions optimizer;
-  EMBER_ASSIGN_OR_RETURN(const std::string name, FlagValue("dense_optimizer"));
-  EMBER_ASSIGN_OR_RETURN(optimizer.type, ops::ParseDenseOptimizer(name));
-  EMBER_ASSIGN_OR_RETURN(const std::string lr, FlagValue("dense_lr"));
-  optimizer.learning_rate = static_cast<float>(std::atof(lr.c_str()));
+  EMBER_ASSIGN_OR_RETURN(optimizer.type, ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
+  optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
   return optimizer;
 }
 
 Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
   EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions data, SyntheticOptionsFromFlags());
-  EMBER_ASSIGN_OR_RETURN(const std::string train_data, FlagValue("train_data"));
   EMBER_ASSIGN_OR_RETURN(auto graph, engine::BuildModelGraph(model, ops::DefaultOpRegistry()));
 
   scheduler::SparseFeatures sparse;
@@ -121,7 +103,7 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
   sparse.embedding_dim = model.embedding_dim;
   sparse.ids_per_example =
       (model.num_slots - data.multi_hot_slots) + data.multi_hot_slots * data.max_bag_size / 2.0;
-  if (train_data.empty()) {
+  if (FLAGS_train_data.empty()) {
     // The generated data: its vocabularies and Zipf exponent are known.
     sparse.slot_vocabulary = data.slot_vocabularies;
     if (sparse.slot_vocabulary.empty())
@@ -131,20 +113,13 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
     LOG(WARNING) << "plan: the vocabulary of --train_data is unknown; every id of a batch is "
                  << "costed as distinct (a pessimistic plan)";
   }
-  EMBER_ASSIGN_OR_RETURN(const std::string test_fraction, FlagValue("test_fraction"));
-  EMBER_ASSIGN_OR_RETURN(const int64_t epochs, IntFlag("epochs"));
-  EMBER_ASSIGN_OR_RETURN(const int64_t max_steps, IntFlag("max_steps"));
-  EMBER_ASSIGN_OR_RETURN(const int64_t batch, IntFlag("batch_size"));
-  int64_t examples =
-      static_cast<int64_t>(FLAGS_rows * (1.0 - std::atof(test_fraction.c_str()))) * epochs;
-  if (max_steps > 0) examples = std::min(examples, max_steps * batch);
+  int64_t examples = static_cast<int64_t>(FLAGS_rows * (1.0 - FLAGS_test_fraction)) * FLAGS_epochs;
+  if (FLAGS_max_steps > 0) examples = std::min(examples, FLAGS_max_steps * FLAGS_batch_size);
   sparse.training_examples = std::max<int64_t>(1, examples);
-  EMBER_ASSIGN_OR_RETURN(const std::string sparse_optimizer, FlagValue("sparse_optimizer"));
-  EMBER_ASSIGN_OR_RETURN(const std::string dense_optimizer, FlagValue("dense_optimizer"));
-  sparse.sparse_state_per_float = SparseStatePerFloat(sparse_optimizer);
-  sparse.dense_state_per_param = dense_optimizer == "sgd"       ? 0
-                                 : dense_optimizer == "adagrad" ? 1
-                                                                : 2;
+  sparse.sparse_state_per_float = SparseStatePerFloat(FLAGS_sparse_optimizer);
+  sparse.dense_state_per_param = FLAGS_dense_optimizer == "sgd"       ? 0
+                                 : FLAGS_dense_optimizer == "adagrad" ? 1
+                                                                      : 2;
   return scheduler::BuildProgram(model.name, *graph, sparse);
 }
 
@@ -284,15 +259,11 @@ Result<PlanInputs> PlanInputsFromFlags() {
     if (!FLAGS_recalibrate) in.stage_scales = LoadRefinement(in.graph);
   }
   // The knobs the training flags give.
-  EMBER_ASSIGN_OR_RETURN(in.start.batch, IntFlag("batch_size"));
-  EMBER_ASSIGN_OR_RETURN(const int64_t depth, IntFlag("pipeline_depth"));
-  EMBER_ASSIGN_OR_RETURN(const int64_t staleness, IntFlag("max_staleness"));
-  EMBER_ASSIGN_OR_RETURN(const std::string pipeline, FlagValue("pipeline"));
-  EMBER_ASSIGN_OR_RETURN(const std::string prefetch, FlagValue("prefetch"));
-  in.start.depth = static_cast<int>(depth);
-  in.start.staleness = static_cast<int>(staleness);
-  in.start.pipeline = pipeline == "on";
-  in.start.prefetch = prefetch == "true";
+  in.start.batch = FLAGS_batch_size;
+  in.start.depth = FLAGS_pipeline_depth;
+  in.start.staleness = FLAGS_max_staleness;
+  in.start.pipeline = FLAGS_pipeline == "on";
+  in.start.prefetch = FLAGS_prefetch;
   const int host_threads = in.graph.cpu_threads();
   in.start.threads = FLAGS_threads > 0 ? std::min(FLAGS_threads, host_threads) : host_threads;
   in.fixed_threads = SetOnCommandLine("threads");
@@ -318,7 +289,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
   planner.max_staleness = in.start.staleness;
   std::string limit = FLAGS_plan_memory_limit;
   if (limit.empty()) {
-    EMBER_ASSIGN_OR_RETURN(limit, FlagValue("embedding_memory_budget"));
+    limit = FLAGS_embedding_memory_budget;
   }
   if (!limit.empty()) {
     EMBER_ASSIGN_OR_RETURN(planner.placer.memory_limit_bytes,

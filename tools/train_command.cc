@@ -5,16 +5,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "core/file.h"
-#include "core/progress.h"
 #include "core/json.h"
+#include "core/progress.h"
 #include "core/trace.h"
 #include "engine/trainer.h"
 #include "io/columnar.h"
@@ -26,6 +26,7 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 #include "tools/plan_flags.h"
+#include "tools/train_flags.h"
 
 namespace {
 bool IsPositive32(const char*, int32_t value) { return value > 0; }

@@ -1,0 +1,29 @@
+#pragma once
+
+// The flags of `ember train` (defined in train_command.cc) that planning
+// (plan_flags.cc) reads too: `ember plan` and `--plan=auto` cost the job
+// these flags describe.
+
+#include <gflags/gflags_declare.h>
+
+DECLARE_string(train_data);
+DECLARE_double(test_fraction);
+DECLARE_string(model);
+DECLARE_int32(num_experts);
+DECLARE_string(expert_mlp);
+DECLARE_int32(cross_layers);
+DECLARE_int32(cross_rank);
+DECLARE_int32(embedding_dim);
+DECLARE_string(bottom_mlp);
+DECLARE_string(top_mlp);
+DECLARE_int32(batch_size);
+DECLARE_int32(epochs);
+DECLARE_int64(max_steps);
+DECLARE_string(sparse_optimizer);
+DECLARE_string(embedding_memory_budget);
+DECLARE_bool(prefetch);
+DECLARE_string(dense_optimizer);
+DECLARE_double(dense_lr);
+DECLARE_string(pipeline);
+DECLARE_int32(pipeline_depth);
+DECLARE_int32(max_staleness);
