@@ -7,8 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
-
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -54,6 +55,17 @@ int ThisThreadsNiceValue() {
   errno = 0;
   const int nice = ::getpriority(PRIO_PROCESS, tid);
   return nice == -1 && errno != 0 ? 0 : nice;
+}
+
+double ProcessRunQueueWaitSeconds() {
+  std::error_code error;
+  double seconds = 0.0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream in(task.path() / "schedstat");
+    unsigned long long running_ns = 0, waiting_ns = 0;
+    if (in >> running_ns >> waiting_ns) seconds += static_cast<double>(waiting_ns) * 1e-9;
+  }
+  return seconds;
 }
 
 void LowerThisThreadsPriority(int increment) {

@@ -60,4 +60,12 @@ void LowerThisThreadsPriority(int increment);
 // The calling thread's nice value (0 for a default thread).
 int ThisThreadsNiceValue();
 
+// Seconds this process's live threads have spent runnable but waiting for a
+// CPU (Linux: the second field of /proc/self/task/*/schedstat), summed; 0
+// where the system does not say. Its growth over a measurement, divided by
+// the measurement's wall time, is how many of the process's threads were on
+// average kept off a core by other work: a measurement of speed taken while
+// it is large says more about the other work than about this process.
+double ProcessRunQueueWaitSeconds();
+
 }  // namespace ember

@@ -442,6 +442,8 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
     if (options.progress) options.progress(line);
   };
   const auto start = Clock::now();
+  const double waited_before =
+      options.run_queue_wait_seconds ? options.run_queue_wait_seconds() : 0;
   for (int cpu : graph->DevicesOf(DeviceKind::kCpu, 0)) {
     say("calibrating " + graph->devices[cpu].id + ": GEMM, memory bandwidth, embedding pull/push");
     graph->devices[cpu].rates = MeasureCpuRates(graph->devices[cpu].cores);
@@ -486,7 +488,16 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
       LOG(INFO) << "GPU copy calibration skipped: " << gbps.status().ToString();
     }
   }
-  say("calibration took " + std::to_string(Seconds(start)) + " s");
+  const double took = Seconds(start);
+  say("calibration took " + std::to_string(took) + " s");
+  const double waited =
+      options.run_queue_wait_seconds ? options.run_queue_wait_seconds() - waited_before : 0;
+  if (waited > options.max_busy_threads * std::max(took, 1e-6)) {
+    LOG(WARNING) << "calibration: other work kept this process's threads off the cores "
+                 << static_cast<int>(100 * waited / std::max(took, 1e-6))
+                 << "% of the time; the rates are used for this plan but not cached";
+    return Status::OK();
+  }
   if (options.write_cache) {
     Status made = MakeDirectories(CacheDir(options));
     if (made.ok()) made = WriteFileAtomic(path, CalibrationToJson(*graph));

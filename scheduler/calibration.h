@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/threads.h"
 #include "scheduler/resource_graph.h"
 
 namespace ember::scheduler {
@@ -29,6 +30,13 @@ struct CalibrationOptions {
   std::string disk_dir;
   // Called with a line per benchmark as it starts (progress).
   std::function<void(const std::string&)> progress;
+  // Seconds this process's threads have waited for a CPU so far (a test
+  // seam; ProcessRunQueueWaitSeconds by default). A measurement during which
+  // more than max_busy_threads of them waited on average (other work had
+  // the cores) is used but not cached, so that one busy moment does not
+  // decide every later plan; the dense step is timed again first.
+  std::function<double()> run_queue_wait_seconds = ProcessRunQueueWaitSeconds;
+  double max_busy_threads = 0.25;
 };
 
 // The cache file of the host described by `graph` under options.cache_dir.

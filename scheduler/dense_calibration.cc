@@ -18,13 +18,19 @@ namespace {
 
 // The version of the dense cache file; a file of another version is
 // measured again.
-constexpr int kDenseCalibrationVersion = 1;
+// Version 2: timings taken while the machine was busy are no longer cached
+// (version 1 files may hold such timings, three times too slow).
+constexpr int kDenseCalibrationVersion = 2;
 
 // Every point is timed this many times, the rounds apart, and the fastest
 // kept: on a shared machine another process's burst can take a whole
 // timing (a tenth of a second) and double it, while nothing makes a step
 // faster than it is.
 constexpr int kDenseCalibrationRounds = 2;
+// Extra rounds for the points whose every timing was taken while other work
+// kept the process's threads off the cores; a measurement still without a
+// clean timing for every point is used but not cached.
+constexpr int kDenseCalibrationExtraRounds = 3;
 
 template <typename T>
 std::vector<T> SortedUnique(std::vector<T> values) {
@@ -170,27 +176,52 @@ Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
   const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
   measurement.device = cpus.empty() ? -1 : cpus[0];
   const auto start = std::chrono::steady_clock::now();
-  for (int round = 0; round < kDenseCalibrationRounds; ++round) {
+  // Whether a point's kept timing was taken with the cores to itself.
+  std::vector<char> clean;
+  const auto waited = [&] {
+    return options.run_queue_wait_seconds ? options.run_queue_wait_seconds() : 0.0;
+  };
+  const int max_rounds = kDenseCalibrationRounds + kDenseCalibrationExtraRounds;
+  for (int round = 0; round < max_rounds; ++round) {
+    const bool extra = round >= kDenseCalibrationRounds;
+    if (extra && std::all_of(clean.begin(), clean.end(), [](char c) { return c != 0; })) break;
     size_t point = 0;
     for (int t : at_threads) {
       for (int64_t b : at_batches) {
+        if (extra && clean[point]) {
+          ++point;
+          continue;
+        }
         if (options.progress) {
           options.progress("calibrating the dense step (" + model_descriptor + ") on " +
                            std::to_string(t) + " threads, batch " + std::to_string(b) + ", round " +
-                           std::to_string(round + 1) + " of " +
-                           std::to_string(kDenseCalibrationRounds));
+                           std::to_string(round + 1) +
+                           (extra ? " (the machine was busy)"
+                                  : " of " + std::to_string(kDenseCalibrationRounds)));
         }
+        const double waited_before = waited();
+        const auto timed_at = std::chrono::steady_clock::now();
         EMBER_ASSIGN_OR_RETURN(const double seconds, timer(t, b));
+        const double wall = std::max(
+            1e-6,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_at).count());
+        const bool quiet = waited() - waited_before <= options.max_busy_threads * wall;
         if (round == 0) {
           measurement.points.push_back({t, b, seconds});
+          clean.push_back(quiet);
         } else {
           double& kept = measurement.points[point].seconds;
-          kept = std::min(kept, seconds);
+          // A clean timing replaces a busy one; otherwise the faster stays.
+          if ((quiet && !clean[point]) || (quiet == (clean[point] != 0) && seconds < kept)) {
+            kept = seconds;
+            clean[point] = quiet;
+          }
         }
         ++point;
       }
     }
   }
+  const bool all_clean = std::all_of(clean.begin(), clean.end(), [](char c) { return c != 0; });
   if (options.progress) {
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -198,7 +229,11 @@ Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
     std::snprintf(line, sizeof(line), "dense step calibration took %.2f s", took);
     options.progress(line);
   }
-  if (options.write_cache) {
+  if (!all_clean) {
+    LOG(WARNING) << "dense step calibration: other work kept this process's threads off the "
+                 << "cores in every timing of some points; the times are used for this plan but "
+                 << "not cached";
+  } else if (options.write_cache) {
     Status made = MakeDirectories(std::filesystem::path(path).parent_path().string());
     if (made.ok()) {
       made = WriteFileAtomic(path, DenseCalibrationToJson(graph, descriptor, measurement));

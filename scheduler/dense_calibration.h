@@ -63,10 +63,13 @@ Result<DenseMeasurement> DenseCalibrationFromJson(const std::string& text, const
 // DenseCalibrationBatches(batches): read from the cache, or measured with
 // `timer` and cached when options.write_cache. Measuring times every point
 // twice, in two rounds over the points, and keeps the faster (a progress
-// line per timing through options.progress). options.force measures again. `*from_cache`
-// tells which. Errors: IOError for a cache that exists but cannot be read
-// or parsed (with its path; force replaces it), and the timer's errors; a
-// cache that cannot be written is only logged.
+// line per timing through options.progress). A timing during which other
+// work kept the process's threads off the cores (options.max_busy_threads)
+// is taken again, up to three more rounds; a measurement still without a
+// clean timing for every point is returned but not cached. options.force
+// measures again. `*from_cache` tells which. Errors: IOError for a cache that exists but cannot be
+// read or parsed (with its path; force replaces it), and the timer's errors; a cache that cannot be
+// written is only logged.
 Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
                                             const CalibrationOptions& options,
                                             const std::string& model_descriptor,

@@ -52,6 +52,23 @@ TEST_F(CalibrationTest, AMalformedCacheIsAnIOErrorNamingIt) {
   EXPECT_THAT(status.message(), ::testing::HasSubstr(path + ":1:"));
 }
 
+// Rates measured while other work kept the process off the cores (the
+// probe's wait grows by more than the whole calibration took) are used for
+// this plan but not cached: the next plan measures again.
+TEST_F(CalibrationTest, RatesMeasuredOnABusyMachineAreUsedButNotCached) {
+  ResourceGraph graph = test::Host(1, 1 << 30);
+  graph.devices[0].rates = DeviceRates{};
+  CalibrationOptions options = InDir(dir_.string());
+  int probes = 0;
+  options.run_queue_wait_seconds = [&probes] { return 1e6 * probes++; };
+  bool from_cache = true;
+  ASSERT_TRUE(Calibrate(&graph, options, &from_cache).ok());
+  EXPECT_FALSE(from_cache);
+  EXPECT_EQ(2, probes);
+  EXPECT_GT(graph.devices[0].rates.gemm_gflops, 0.0);
+  EXPECT_FALSE(FileExists(CalibrationCachePath(graph, options)));
+}
+
 // Version 1 counted the sort of the unique keys in unique_ns_per_key (its
 // rates would double-count it) and older versions lack rates: Calibrate
 // measures again.

@@ -1,9 +1,13 @@
 #include "scheduler/dense_calibration.h"
 
+#include <functional>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "core/threads.h"
 #include "scheduler/cost_model.h"
 #include "tests/scheduler/scheduler_test_util.h"
 #include "tests/testing/temp_dir.h"
@@ -16,9 +20,12 @@ using ::testing::HasSubstr;
 
 using DenseCalibrationTest = ::ember::test::TempDirTest;
 
+// Calibration options caching in `dir`, on a machine where nothing else runs
+// (the process's threads never wait for a core).
 CalibrationOptions InDir(const std::string& dir) {
   CalibrationOptions options;
   options.cache_dir = dir;
+  options.run_queue_wait_seconds = [] { return 0.0; };
   return options;
 }
 
@@ -98,6 +105,87 @@ TEST_F(DenseCalibrationTest, EachPointKeepsTheFasterOfItsTwoRounds) {
   EXPECT_DOUBLE_EQ(2e-3 + 256e-6, measured->points[1].seconds);
 }
 
+// A machine where other work keeps the process off the cores during the
+// timings `busy` says (by call number, from 1): the probe's wait grows by a
+// second over each of them.
+struct BusyMachine {
+  std::function<bool(int)> busy;
+  FakeTimer* timer = nullptr;
+  double waited = 0.0;
+  std::function<double()> probe() {
+    return [this] {
+      // Called before and after each timing: after a busy one, it has grown.
+      return waited;
+    };
+  }
+  DenseStepTimer wrap(DenseStepTimer inner) {
+    return [this, inner](int threads, int64_t batch) -> Result<double> {
+      Result<double> seconds = inner(threads, batch);
+      if (busy(timer->calls)) waited += 1.0;
+      return seconds;
+    };
+  }
+};
+
+TEST_F(DenseCalibrationTest, TimingsOnABusyMachineAreTakenAgainAndACleanOneIsKept) {
+  const ResourceGraph graph = test::Host(4, 1 << 30);
+  FakeTimer fake;
+  fake.slow_calls = 2;  // The busy timings are also the slow ones.
+  BusyMachine machine{[](int call) { return call <= 2 || call == 4; }, &fake};
+  CalibrationOptions options = InDir(dir_.string());
+  options.run_queue_wait_seconds = machine.probe();
+  bool from_cache = true;
+  // Points (1, 256) and (2, 256): calls 1, 2 (round 1, busy), 3, 4 (round
+  // 2; the second busy), 5 (an extra round for the second point only).
+  Result<DenseMeasurement> measured = CalibrateDenseStep(graph, options, "mlp", {1, 2}, {256},
+                                                         machine.wrap(fake.timer()), &from_cache);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  EXPECT_EQ(5, fake.calls);
+  ASSERT_EQ(2u, measured->points.size());
+  EXPECT_DOUBLE_EQ(1e-3 + 256e-6, measured->points[0].seconds);
+  EXPECT_DOUBLE_EQ(2e-3 + 256e-6, measured->points[1].seconds);
+  // Every point has a clean timing: cached.
+  EXPECT_TRUE(
+      CalibrateDenseStep(graph, options, "mlp", {1, 2}, {256}, fake.timer(), &from_cache).ok());
+  EXPECT_TRUE(from_cache);
+}
+
+TEST_F(DenseCalibrationTest, AMachineBusyInEveryTimingGivesTimesThatAreUsedButNotCached) {
+  const ResourceGraph graph = test::Host(4, 1 << 30);
+  FakeTimer fake;
+  BusyMachine machine{[](int) { return true; }, &fake};
+  CalibrationOptions options = InDir(dir_.string());
+  options.run_queue_wait_seconds = machine.probe();
+  bool from_cache = true;
+  Result<DenseMeasurement> measured = CalibrateDenseStep(graph, options, "mlp", {2}, {256},
+                                                         machine.wrap(fake.timer()), &from_cache);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  EXPECT_FALSE(from_cache);
+  EXPECT_EQ(5, fake.calls);  // Two rounds and three extra ones.
+  ASSERT_EQ(1u, measured->points.size());
+  EXPECT_DOUBLE_EQ(2e-3 + 256e-6, measured->points[0].seconds);
+  const std::string path =
+      DenseCalibrationCachePath(graph, options, DenseCalibrationDescriptor("mlp", {2}, {256}));
+  EXPECT_FALSE(FileExists(path)) << path;
+  // The next plan measures again.
+  options.run_queue_wait_seconds = [] { return 0.0; };
+  ASSERT_TRUE(
+      CalibrateDenseStep(graph, options, "mlp", {2}, {256}, fake.timer(), &from_cache).ok());
+  EXPECT_FALSE(from_cache);
+  EXPECT_EQ(7, fake.calls);
+  EXPECT_TRUE(FileExists(path));
+}
+
+TEST(ProcessRunQueueWaitTest, ItIsAFiniteNonNegativeCountThatNeverShrinks) {
+  const double before = ProcessRunQueueWaitSeconds();
+  volatile double sink = 0;
+  for (int i = 0; i < 1000000; ++i) sink = sink + i;
+  const double after = ProcessRunQueueWaitSeconds();
+  EXPECT_GE(before, 0.0);
+  EXPECT_GE(after, before);
+  EXPECT_LT(after, 1e9);
+}
+
 TEST_F(DenseCalibrationTest, AnotherModelOrOtherPointsAreMeasuredApart) {
   const ResourceGraph graph = test::Host(4, 1 << 30);
   const CalibrationOptions options = InDir(dir_.string());
@@ -130,11 +218,12 @@ TEST_F(DenseCalibrationTest, ACacheOfAnotherVersionOrDescriptorIsRefusedAndMeasu
   EXPECT_EQ(StatusCode::kFailedPrecondition, other_model.code());
   EXPECT_THAT(other_model.message(), HasSubstr("d.json"));
 
+  // Version 1 (which cached timings taken on a busy machine) is measured again.
   std::string old = text;
-  const std::string v1 = "\"version\": 1";
-  const size_t at = old.find(v1);
+  const std::string current = "\"version\": 2";
+  const size_t at = old.find(current);
   ASSERT_NE(std::string::npos, at) << old;
-  old.replace(at, v1.size(), "\"version\": 0");
+  old.replace(at, current.size(), "\"version\": 1");
   EXPECT_EQ(
       StatusCode::kFailedPrecondition,
       DenseCalibrationFromJson(old, "d.json", graph, "mlp threads=2 batch=256").status().code());
