@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,12 @@ int ThisThreadsNiceValue() {
   errno = 0;
   const int nice = ::getpriority(PRIO_PROCESS, tid);
   return nice == -1 && errno != 0 ? 0 : nice;
+}
+
+double ProcessCpuSeconds() {
+  timespec t;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
 }
 
 double ProcessRunQueueWaitSeconds() {

@@ -60,6 +60,10 @@ void LowerThisThreadsPriority(int increment);
 // The calling thread's nice value (0 for a default thread).
 int ThisThreadsNiceValue();
 
+// CPU seconds this process has used so far, every thread's (exited ones
+// included), user and system.
+double ProcessCpuSeconds();
+
 // Seconds this process's live threads have spent runnable but waiting for a
 // CPU (Linux: the second field of /proc/self/task/*/schedstat), summed; 0
 // where the system does not say. Its growth over a measurement, divided by

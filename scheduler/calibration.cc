@@ -40,13 +40,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// CPU seconds of this process so far, every thread's.
-double ProcessCpuSeconds() {
-  timespec t;
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
-}
-
 // The median of `reps` timings of `fn` (the machine is shared: the median
 // is what a run of a few minutes sees).
 double MedianSeconds(int reps, const std::function<void()>& fn) {
@@ -420,6 +413,16 @@ Status CalibrationFromJson(const std::string& text, const std::string& path, Res
   return Status::OK();
 }
 
+bool MeasuredWhileBusy(const CalibrationOptions& options, double wall, double threads,
+                       double waited, double cpu) {
+  wall = std::max(wall, 1e-6);
+  const bool waiting = waited > options.max_busy_threads * wall;
+  const bool starved = cpu < options.busy_cpu_share * std::max(1.0, threads) * wall;
+  VLOG(1) << "measurement of " << wall << " s on " << threads << " threads: waited "
+          << waited / wall << " threads, used " << cpu / wall << " cores";
+  return waiting && starved;
+}
+
 Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* from_cache) {
   *from_cache = false;
   const std::string path = CalibrationCachePath(*graph, options);
@@ -444,6 +447,7 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
   const auto start = Clock::now();
   const double waited_before =
       options.run_queue_wait_seconds ? options.run_queue_wait_seconds() : 0;
+  const double cpu_before = options.process_cpu_seconds ? options.process_cpu_seconds() : 0;
   for (int cpu : graph->DevicesOf(DeviceKind::kCpu, 0)) {
     say("calibrating " + graph->devices[cpu].id + ": GEMM, memory bandwidth, embedding pull/push");
     graph->devices[cpu].rates = MeasureCpuRates(graph->devices[cpu].cores);
@@ -492,10 +496,13 @@ Status Calibrate(ResourceGraph* graph, const CalibrationOptions& options, bool* 
   say("calibration took " + std::to_string(took) + " s");
   const double waited =
       options.run_queue_wait_seconds ? options.run_queue_wait_seconds() - waited_before : 0;
-  if (waited > options.max_busy_threads * std::max(took, 1e-6)) {
-    LOG(WARNING) << "calibration: other work kept this process's threads off the cores "
-                 << static_cast<int>(100 * waited / std::max(took, 1e-6))
-                 << "% of the time; the rates are used for this plan but not cached";
+  const double cpu = options.process_cpu_seconds ? options.process_cpu_seconds() - cpu_before : 0;
+  const std::vector<int> cpus = graph->DevicesOf(DeviceKind::kCpu, 0);
+  const double cores = cpus.empty() ? 1.0 : std::max(1, graph->devices[cpus[0]].cores);
+  if (MeasuredWhileBusy(options, took, cores, waited, cpu)) {
+    LOG(WARNING) << "calibration: other work had the cores (this process got "
+                 << static_cast<int>(100 * cpu / std::max(took * cores, 1e-6))
+                 << "% of them); the rates are used for this plan but not cached";
     return Status::OK();
   }
   if (options.write_cache) {

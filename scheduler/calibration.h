@@ -30,14 +30,27 @@ struct CalibrationOptions {
   std::string disk_dir;
   // Called with a line per benchmark as it starts (progress).
   std::function<void(const std::string&)> progress;
-  // Seconds this process's threads have waited for a CPU so far (a test
-  // seam; ProcessRunQueueWaitSeconds by default). A measurement during which
-  // more than max_busy_threads of them waited on average (other work had
-  // the cores) is used but not cached, so that one busy moment does not
-  // decide every later plan; the dense step is timed again first.
+  // Whether other work had the cores during a measurement: this process's
+  // threads waited for a CPU (more than max_busy_threads of them on
+  // average) while the process got less than busy_cpu_share of the cores
+  // it asked for. Waiting alone is not enough: the trainer's own threads
+  // (oneDNN's OpenMP team and oneTBB's workers) wait for each other on a
+  // quiet machine too, but then the process has its cores. A busy
+  // measurement is used but not cached, so that one busy moment does not
+  // decide every later plan; the dense step is timed again first. The two
+  // probes are test seams (ProcessRunQueueWaitSeconds and
+  // ProcessCpuSeconds by default).
   std::function<double()> run_queue_wait_seconds = ProcessRunQueueWaitSeconds;
+  std::function<double()> process_cpu_seconds = ProcessCpuSeconds;
   double max_busy_threads = 0.25;
+  double busy_cpu_share = 0.75;
 };
+
+// Whether a measurement of `wall` seconds that asked for `threads` cores,
+// over which the probes of `options` grew by `waited` and `cpu` seconds, was
+// taken while other work had the cores (see CalibrationOptions).
+bool MeasuredWhileBusy(const CalibrationOptions& options, double wall, double threads,
+                       double waited, double cpu);
 
 // The cache file of the host described by `graph` under options.cache_dir.
 std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOptions& options);

@@ -181,6 +181,9 @@ Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
   const auto waited = [&] {
     return options.run_queue_wait_seconds ? options.run_queue_wait_seconds() : 0.0;
   };
+  const auto used = [&] {
+    return options.process_cpu_seconds ? options.process_cpu_seconds() : 0.0;
+  };
   const int max_rounds = kDenseCalibrationRounds + kDenseCalibrationExtraRounds;
   for (int round = 0; round < max_rounds; ++round) {
     const bool extra = round >= kDenseCalibrationRounds;
@@ -199,13 +202,14 @@ Result<DenseMeasurement> CalibrateDenseStep(const ResourceGraph& graph,
                            (extra ? " (the machine was busy)"
                                   : " of " + std::to_string(kDenseCalibrationRounds)));
         }
-        const double waited_before = waited();
+        const double waited_before = waited(), used_before = used();
         const auto timed_at = std::chrono::steady_clock::now();
         EMBER_ASSIGN_OR_RETURN(const double seconds, timer(t, b));
         const double wall = std::max(
             1e-6,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_at).count());
-        const bool quiet = waited() - waited_before <= options.max_busy_threads * wall;
+        const bool quiet =
+            !MeasuredWhileBusy(options, wall, t, waited() - waited_before, used() - used_before);
         if (round == 0) {
           measurement.points.push_back({t, b, seconds});
           clean.push_back(quiet);

@@ -53,14 +53,16 @@ TEST_F(CalibrationTest, AMalformedCacheIsAnIOErrorNamingIt) {
 }
 
 // Rates measured while other work kept the process off the cores (the
-// probe's wait grows by more than the whole calibration took) are used for
-// this plan but not cached: the next plan measures again.
+// probe's wait grows by more than the whole calibration took, and the
+// process got no CPU time) are used for this plan but not cached: the next
+// plan measures again.
 TEST_F(CalibrationTest, RatesMeasuredOnABusyMachineAreUsedButNotCached) {
   ResourceGraph graph = test::Host(1, 1 << 30);
   graph.devices[0].rates = DeviceRates{};
   CalibrationOptions options = InDir(dir_.string());
   int probes = 0;
   options.run_queue_wait_seconds = [&probes] { return 1e6 * probes++; };
+  options.process_cpu_seconds = [] { return 0.0; };  // and it got no CPU
   bool from_cache = true;
   ASSERT_TRUE(Calibrate(&graph, options, &from_cache).ok());
   EXPECT_FALSE(from_cache);

@@ -26,6 +26,8 @@ CalibrationOptions InDir(const std::string& dir) {
   CalibrationOptions options;
   options.cache_dir = dir;
   options.run_queue_wait_seconds = [] { return 0.0; };
+  // The process gets no CPU time: waiting, below, is then other work's doing.
+  options.process_cpu_seconds = [] { return 0.0; };
   return options;
 }
 
@@ -174,6 +176,16 @@ TEST_F(DenseCalibrationTest, AMachineBusyInEveryTimingGivesTimesThatAreUsedButNo
   EXPECT_FALSE(from_cache);
   EXPECT_EQ(7, fake.calls);
   EXPECT_TRUE(FileExists(path));
+}
+
+TEST(MeasuredWhileBusyTest, WaitingCountsOnlyWhenTheProcessLackedItsCores) {
+  const CalibrationOptions options;
+  // 1 s on 2 threads.
+  EXPECT_FALSE(MeasuredWhileBusy(options, 1.0, 2, 0.1, 1.0));  // hardly waited
+  EXPECT_TRUE(MeasuredWhileBusy(options, 1.0, 2, 1.0, 1.0));   // waited, got half the cores
+  // Waited for its own threads (OpenMP and oneTBB) but had both cores.
+  EXPECT_FALSE(MeasuredWhileBusy(options, 1.0, 2, 1.0, 1.9));
+  EXPECT_TRUE(MeasuredWhileBusy(options, 0.0, 1, 1.0, 0.0));  // no division by zero
 }
 
 TEST(ProcessRunQueueWaitTest, ItIsAFiniteNonNegativeCountThatNeverShrinks) {

@@ -40,17 +40,17 @@
 
 #include "core/file.h"
 #include "core/status.h"
+#include "core/threads.h"
 #include "io/columnar.h"
 #include "io/criteo.h"
 #include "io/stream_reader.h"
 #include "engine/trainer.h"
-#include "tools/bench/process_cpu.h"
 #include "tools/bench/ratio_reporter.h"
 
 namespace {
 
 using ember::Result;
-using ember::bench::ProcessCpuSeconds;
+using ember::ProcessCpuSeconds;
 using ember::Status;
 using ember::io::Batch;
 using ember::io::ColumnarFile;

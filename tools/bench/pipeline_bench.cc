@@ -39,12 +39,11 @@
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
-#include "tools/bench/process_cpu.h"
 
 namespace {
 
 using ember::Status;
-using ember::bench::ProcessCpuSeconds;
+using ember::ProcessCpuSeconds;
 using ember::engine::TrainOptions;
 using ember::engine::TrainReport;
 using ember::engine::Trainer;
