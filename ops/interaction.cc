@@ -59,7 +59,7 @@ struct Columns {
 };
 
 // Forward for samples [begin, end). Each sample is transposed into
-// `transposed` (dim rows of RoundUpToLanes(F) floats, the padding zero), so
+// `transposed` (dim rows of RoundUpToLanes(F) floats, padding zeroed), so
 // that the dots of feature i with features j0..j0+15 are the lanes of one
 // vector: lane j adds x_i[d] * x_j[d] for d = 0, 1, ... in order, the same
 // sum as a scalar dot product.
@@ -68,6 +68,11 @@ void DotForwardSamples(const Features<const float>& x, int64_t begin, int64_t en
                        float* transposed, const Columns<float>& out) {
   const int64_t num_features = x.num_features, dim = x.dim;
   const int64_t stride = RoundUpToLanes(num_features);
+  // The padding lanes are zero (the buffer may hold another shape's rows);
+  // the samples below write only the first num_features of each row.
+  for (int64_t d = 0; d < dim; ++d) {
+    std::fill(transposed + d * stride + num_features, transposed + (d + 1) * stride, 0.0f);
+  }
   for (int64_t b = begin; b < end; ++b) {
     for (int64_t j = 0; j < num_features; ++j) {
       const float* xj = x.Row(b, j);
@@ -133,10 +138,11 @@ void DotBackwardSamples(const Features<const float>& x, const Columns<const floa
 
 void DotForward(const Features<const float>& x, int64_t batch, const Columns<float>& out) {
   ParallelFor(0, batch, SampleGrain(x.num_features, x.dim), [&](int64_t begin, int64_t end) {
-    // The padding lanes stay zero: only the first num_features of a
-    // row are written.
-    std::vector<float> transposed(static_cast<size_t>(x.dim * RoundUpToLanes(x.num_features)),
-                                  0.0f);
+    // A chunk is a few samples: the buffer is the thread's, kept between
+    // chunks and calls rather than allocated for each.
+    thread_local std::vector<float> transposed;
+    const size_t floats = static_cast<size_t>(x.dim * RoundUpToLanes(x.num_features));
+    if (transposed.size() < floats) transposed.resize(floats);
     DotForwardSamples(x, begin, end, transposed.data(), out);
   });
 }
