@@ -477,7 +477,9 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   int64_t lookahead_epoch = -1;
   std::vector<embedding::Key> lookahead_keys;
   std::vector<int64_t> lookahead_rows;
-  std::string before_lookahead;  // The data position before `lookahead` was read.
+  // The data position before `lookahead` was read, when a checkpoint needs
+  // it; empty otherwise (unknown).
+  std::string before_lookahead;
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     auto next = [&](int64_t, Step& s) {
@@ -505,12 +507,20 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
         s.epoch = train.epoch();
       }
       if (prefetch && below_max_steps(report->steps + 1)) {
-        Result<std::string> position = DataPosition(train);
-        if (!position.ok()) {
-          status = position.status();
-          return false;
+        // The position before the batch read ahead is what a checkpoint
+        // taken before the next step needs. It is taken only when one is due
+        // there (a reader's position can cost a scan of its shuffle buffer);
+        // the checkpoint a stop request writes with a batch read ahead has
+        // none, and resuming from it reads the trained batches again.
+        before_lookahead.clear();
+        if (CheckpointDue(job_steps_ + report->steps + 1)) {
+          Result<std::string> position = DataPosition(train);
+          if (!position.ok()) {
+            status = position.status();
+            return false;
+          }
+          before_lookahead = std::move(*position);
         }
-        before_lookahead = std::move(*position);
         Result<bool> more = train.Next(&lookahead);
         if (!more.ok()) {
           status = more.status().WithContext("reading the training data");

@@ -365,6 +365,58 @@ TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesA
   }
 }
 
+// Sequential training with a disk tier reads a batch ahead (to prefetch its
+// rows): a checkpoint taken between steps keeps the position from before
+// that batch. A job that fails after its checkpoint of step 20 resumes from
+// it reading only the batches after step 20, to the uninterrupted model.
+TEST_F(TrainingCheckpointTest,
+       APeriodicCheckpointOfTrainingThatReadsAheadResumesWhereItsDataEnded) {
+  TrainOptions options = SmallOptions();
+  options.pipeline = false;
+  options.embedding_memory_budget_bytes = 64 << 10;
+  options.embedding_dir = Path("tier-reference");
+  io::DatasetBatchSourceOptions memory;
+  memory.batch_size = options.batch_size;
+  memory.num_epochs = options.epochs;
+  memory.shuffle = options.shuffle;
+  memory.seed = options.seed;
+  TrainReport report;
+  const std::vector<float> reference = Train(options, false, &report);
+  ASSERT_EQ(48, report.steps);
+
+  // Reads 0..20 are steps 0..20 (read 20 ahead, during step 19); read 23
+  // fails, after the checkpoint of step 20 and before any other.
+  class FailingSource : public test::ForwardingBatchSource {
+   public:
+    using test::ForwardingBatchSource::ForwardingBatchSource;
+    Result<bool> Next(io::Batch* out) override {
+      if (reads_++ == 23) return Status::DataLoss("injected read failure");
+      return test::ForwardingBatchSource::Next(out);
+    }
+
+   private:
+    int reads_ = 0;
+  };
+  options.checkpoint_dir = Path("ahead");
+  options.checkpoint_every_steps = 10;
+  options.embedding_dir = Path("tier-first");
+  io::DatasetBatchSource first_data(data_, memory);
+  FailingSource failing(first_data);
+  auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_EQ(StatusCode::kDataLoss, (*trainer)->Fit(failing).status().code());
+  trainer->reset();
+
+  options.embedding_dir = Path("tier-second");
+  io::DatasetBatchSource second_data(data_, memory);
+  CountingSource counting(second_data);
+  int64_t restored = -1;
+  EXPECT_EQ(reference, Train(options, true, &report, &restored, &counting));
+  EXPECT_EQ(20, restored);
+  EXPECT_EQ(28, report.steps);
+  EXPECT_EQ(28, counting.batches());
+}
+
 // A checkpoint's data position belongs to its data: resuming on other data
 // (here, batches of another size) is refused, naming what differs.
 TEST_F(TrainingCheckpointTest, ResumeOnDataThePositionDoesNotFitIsRefused) {
