@@ -51,18 +51,25 @@ std::vector<CrossShape> TestShapes() {
   return shapes;
 }
 
-// out[b, i] = x0[b, i] * (bias[i] + sum_j w[i, j] xl[b, j]) + xl[b, i].
-// Args: x0, xl, w, bias.
-std::vector<double> ReferenceCross(const Args& a, const CrossShape& s) {
-  const std::vector<double>&x0 = a[0], &xl = a[1], &w = a[2], &bias = a[3];
-  std::vector<double> out(static_cast<size_t>(s.batch * s.dim));
+// z[b, i] = bias[i] + sum_j w[i, j] xl[b, j], the intermediate the full-rank
+// forward saves. Args: x0, xl, w, bias.
+std::vector<double> ReferenceZ(const Args& a, const CrossShape& s) {
+  const std::vector<double>&xl = a[1], &w = a[2], &bias = a[3];
+  std::vector<double> z(static_cast<size_t>(s.batch * s.dim));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t i = 0; i < s.dim; ++i) {
-      double z = bias[i];
-      for (int64_t j = 0; j < s.dim; ++j) z += w[i * s.dim + j] * xl[b * s.dim + j];
-      out[b * s.dim + i] = x0[b * s.dim + i] * z + xl[b * s.dim + i];
+      z[b * s.dim + i] = bias[i];
+      for (int64_t j = 0; j < s.dim; ++j) z[b * s.dim + i] += w[i * s.dim + j] * xl[b * s.dim + j];
     }
   }
+  return z;
+}
+
+// out[b, i] = x0[b, i] * z[b, i] + xl[b, i], z as above. Args: x0, xl, w, bias.
+std::vector<double> ReferenceCross(const Args& a, const CrossShape& s) {
+  const std::vector<double>&x0 = a[0], &xl = a[1];
+  std::vector<double> out = ReferenceZ(a, s);
+  for (size_t k = 0; k < out.size(); ++k) out[k] = x0[k] * out[k] + xl[k];
   return out;
 }
 
@@ -185,20 +192,6 @@ TEST(CrossLayerTest, LowRankMatchesDoubleReferenceAndFiniteDifferences) {
     ExpectAllClose(GradientOf(f, args, 3, g), dv, 1e-4, "dv");
     ExpectAllClose(GradientOf(f, args, 4, g), dbias, 1e-4, "dbias");
   }
-}
-
-// z[b, i] = bias[i] + sum_j w[i, j] xl[b, j], the intermediate the full-rank
-// forward saves. Args: x0, xl, w, bias.
-std::vector<double> ReferenceZ(const Args& a, const CrossShape& s) {
-  const std::vector<double>&xl = a[1], &w = a[2], &bias = a[3];
-  std::vector<double> z(static_cast<size_t>(s.batch * s.dim));
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t i = 0; i < s.dim; ++i) {
-      z[b * s.dim + i] = bias[i];
-      for (int64_t j = 0; j < s.dim; ++j) z[b * s.dim + i] += w[i * s.dim + j] * xl[b * s.dim + j];
-    }
-  }
-  return z;
 }
 
 // t[b, k] = sum_j xl[b, j] v[j, k], the low-rank forward's first
