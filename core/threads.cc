@@ -51,6 +51,10 @@ int HardwareThreads() {
 
 void SetOpenMpThreads(int threads) { omp_set_num_threads(threads > 0 ? threads : 1); }
 
+int OpenMpThreads() { return omp_get_max_threads(); }
+
+int CurrentArenaThreads() { return oneapi::tbb::this_task_arena::max_concurrency(); }
+
 int ThisThreadsNiceValue() {
   const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
   errno = 0;

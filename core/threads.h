@@ -39,6 +39,10 @@ int HardwareThreads();
 // Sets the OpenMP thread count used by oneDNN primitives that are run from
 // the calling thread (OpenMP's nthreads-var is per thread).
 void SetOpenMpThreads(int threads);
+// The OpenMP thread count of the calling thread, and the thread budget of
+// the arena it runs in (the whole machine's outside any ThreadArena).
+int OpenMpThreads();
+int CurrentArenaThreads();
 
 // oneDNN runs on OpenMP threads, Ember's other parallel loops on oneTBB. With
 // libgomp's default wait policy, idle OpenMP threads spin for a long time and

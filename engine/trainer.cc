@@ -65,6 +65,22 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.pipeline_depth < 1) {
     return Status::InvalidArgument("--pipeline_depth must be >= 1, got ", o.pipeline_depth);
   }
+  if (!o.stage_threads.empty()) {
+    static constexpr const char* kStages[] = {"unique", "pull", "dense", "push"};
+    if (o.stage_threads.size() != 4) {
+      return Status::InvalidArgument(
+          "--stage_threads needs 4 counts (unique, pull, dense, push), got ",
+          o.stage_threads.size());
+    }
+    const int budget = o.threads > 0 ? o.threads : HardwareThreads();
+    for (size_t s = 0; s < 4; ++s) {
+      if (o.stage_threads[s] < 1 || o.stage_threads[s] > budget) {
+        return Status::InvalidArgument("--stage_threads: the ", kStages[s], " stage's ",
+                                       o.stage_threads[s], " threads are outside [1, ", budget,
+                                       "] (the job's threads)");
+      }
+    }
+  }
   if (o.max_staleness < 0) {
     return Status::InvalidArgument("--max_staleness must be >= 0, got ", o.max_staleness);
   }
@@ -283,10 +299,6 @@ std::vector<pipeline::Stage<Trainer::Step>> Trainer::TrainingStages() {
   };
 }
 
-namespace {
-
-}  // namespace
-
 Status Trainer::CheckShape(const io::BatchSource& data) const {
   const ModelOptions& model = model_->options();
   if (data.num_labels() != model.num_tasks) {
@@ -457,6 +469,7 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
                               const std::function<bool(int64_t)>& below_max_steps,
                               const std::function<void(Step&)>& done) {
   std::vector<pipeline::Stage<Step>> stages = TrainingStages();
+  report->stage_threads.assign(stages.size(), arena_.threads());
   stages[3].run = [this](Step& s) {
     EMBER_RETURN_IF_ERROR(Push(s));
     // Eviction after the push of step i, before the pull of step i + 1.
@@ -609,12 +622,16 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
     return Status::OK();
   };
   pipeline::PipelineOptions pipeline_options;
-  // Threads: the dense stage keeps the whole budget, so that its oneDNN
-  // reductions split as in sequential training (the same bits); pull and
-  // push get a quarter each, sharing cores with it while they overlap.
+  // Threads: options_.stage_threads (chosen by the planner), or by default
+  // the dense stage keeps the whole budget, so that its oneDNN reductions
+  // split as in sequential training (the same bits); pull and push get a
+  // quarter each, sharing cores with it while they overlap.
   const int threads = arena_.threads();
   const int sparse = std::max(1, threads / 4);
-  pipeline_options.stage_threads = {1, sparse, threads, sparse};
+  pipeline_options.stage_threads = options_.stage_threads.empty()
+                                       ? std::vector<int>{1, sparse, threads, sparse}
+                                       : options_.stage_threads;
+  report->stage_threads = pipeline_options.stage_threads;
   // The dense stage is the critical path: the others yield it the cores
   // when there are too few for all (measured on 2 cores: without this,
   // preempted oneDNN threads made the dense stage a third slower).

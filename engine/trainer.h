@@ -69,6 +69,14 @@ struct TrainOptions {
   // the reference the pipeline is checked against.
   bool pipeline = true;
   int pipeline_depth = 4;
+  // Pipelined runs: the threads of the unique, pull, dense and push stages,
+  // in that order, each in [1, the job's threads] (stages sharing cores is
+  // allowed). Empty: 1 for unique, a quarter of the threads (at least 1) for
+  // pull and push, every thread for dense. Sequential runs give every stage
+  // every thread. With max_staleness 0 the result is that of sequential
+  // training with the dense stage's thread count (oneDNN may split a
+  // reduction differently for another count).
+  std::vector<int> stage_threads;
   // The most pushes of earlier batches a pulled row may miss; 0 gives the
   // sequential result bit for bit.
   int max_staleness = 0;
@@ -103,6 +111,9 @@ struct TrainReport {
   // Mean training loss over the last epoch.
   double last_epoch_loss = 0.0;
   pipeline::StageTimes stage_times;
+  // Threads of the unique, pull, dense and push stages (sequential runs:
+  // the job's threads for each).
+  std::vector<int> stage_threads;
   // Pipelined runs: the staleness of every pulled row, and the watchdog's
   // reports.
   pipeline::StalenessHistogram staleness;

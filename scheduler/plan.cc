@@ -1,11 +1,13 @@
 #include "scheduler/plan.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 
 #include "core/json.h"
 #include "scheduler/cluster_file.h"
+#include "scheduler/planner.h"
 
 namespace ember::scheduler {
 namespace {
@@ -214,12 +216,23 @@ Result<Plan> ParsePlanJson(const std::string& text, const std::string& path) {
       model && model->type == JsonValue::Type::kString) {
     plan.model = model->text;
   }
+  // A plan without a split (written before there was one) has the
+  // trainer's default.
+  plan.stage_threads = TrainerStageThreads(plan.threads, plan.pipeline);
   if (const JsonValue* split = root.Find("stage_threads")) {
     if (split->type != JsonValue::Type::kArray || split->items.size() != kNumStages) {
       return Status::InvalidArgument(path, ": stage_threads: expected ", kNumStages, " numbers");
     }
-    for (int s = 0; s < kNumStages; ++s)
-      plan.stage_threads[s] = static_cast<int>(Number(&split->items[s]));
+    for (int s = 0; s < kNumStages; ++s) {
+      const double t = Number(&split->items[s]);
+      if (split->items[s].type != JsonValue::Type::kNumber || !(t >= 1 && t <= plan.threads) ||
+          t != std::floor(t)) {
+        return Status::InvalidArgument(
+            path, ": stage_threads[", s, "] (", StageName(static_cast<Stage>(s)), ") is ", t,
+            "; expected a whole number of threads in [1, ", plan.threads, "] (the plan's threads)");
+      }
+      plan.stage_threads[s] = static_cast<int>(t);
+    }
   }
   if (const JsonValue* device = root.Find("dense_device");
       device && device->type == JsonValue::Type::kString && device->text.rfind("cuda:", 0) == 0) {

@@ -86,8 +86,10 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
                          const PlacerOptions& placer) {
   const ResourceGraph& graph = cost.graph();
   EMBER_ASSIGN_OR_RETURN(const Placement placement, Place(program, cost, knobs.batch, placer));
-  const bool split_given =
-      std::any_of(knobs.split.begin(), knobs.split.end(), [](int t) { return t > 0; });
+  // A split applies to the pipeline's stages; sequential steps give every
+  // stage every thread.
+  const bool split_given = knobs.pipeline && std::any_of(knobs.split.begin(), knobs.split.end(),
+                                                         [](int t) { return t > 0; });
   StepSetup setup;
   setup.batch = knobs.batch;
   setup.threads = split_given ? knobs.split : TrainerStageThreads(knobs.threads, knobs.pipeline);
@@ -181,6 +183,11 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
     for (int t = 1; t <= cores; ++t) threads.push_back(t);
   }
   int count = 0;
+  // A split the caller gave (start.split) is kept when the planner may not
+  // choose one.
+  const bool split_fixed =
+      !options.free_split &&
+      std::any_of(start.split.begin(), start.split.end(), [](int t) { return t > 0; });
   // Two descents: from `start`, and from the most permissive corner (every
   // thread, the deepest pipeline, the largest staleness allowed), since
   // threads and staleness interact (a one-knob move from one may not pay).
@@ -234,6 +241,12 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
       for (int t : threads) {
         PlanKnobs k = best;
         k.threads = t;
+        if (split_fixed) {
+          // The given split needs at least its largest stage's threads.
+          if (t < *std::max_element(k.split.begin(), k.split.end())) continue;
+        } else if (t != best.threads) {
+          k.split = {};  // Another budget starts from its own default split.
+        }
         c.push_back(k);
       }
       EMBER_RETURN_IF_ERROR(descend(c));
@@ -287,6 +300,7 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
         for (int s : {1, 2, 4, 3}) {
           c.clear();
           for (int t : threads) {
+            if (t > best.threads) break;
             PlanKnobs k = best;
             k.split[s] = t;
             c.push_back(k);

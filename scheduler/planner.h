@@ -29,7 +29,8 @@ struct PlanKnobs {
   int depth = 4;
   int staleness = 0;
   bool prefetch = true;
-  // Threads per stage; all zero: the trainer's rule (TrainerStageThreads).
+  // Threads per stage when pipelined (read, unique, pull, dense, push; each
+  // at most `threads`); all zero: the trainer's default (TrainerStageThreads).
   std::array<int, kNumStages> split{};
 };
 
@@ -48,8 +49,10 @@ struct PlannerOptions {
   bool allow_pipeline = true;
   // Consider prefetch on and off (with a disk tier).
   bool choose_prefetch = true;
-  // Search the split of threads between stages too, instead of the
-  // trainer's fixed rule (for runtimes that take a split).
+  // Search the split of threads between the pipeline's stages too
+  // (TrainOptions::stage_threads), from the trainer's default. When false, a
+  // split in the start knobs is kept as it is (the thread budget stays at
+  // least its largest stage), and without one the default is used.
   bool free_split = false;
   PlacerOptions placer;
   // Rounds of coordinate descent at most.
@@ -57,7 +60,7 @@ struct PlannerOptions {
 };
 
 // The threads of read, unique, pull, dense and push that the trainer uses
-// for a budget of `threads` (engine/trainer.cc): pipelined, 1 for reading
+// by default for a budget of `threads` (engine/trainer.cc): pipelined, 1 for reading
 // and unique, a quarter (at least 1) for pull and push, all for dense;
 // sequential, all for every stage.
 std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline);

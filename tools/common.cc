@@ -118,7 +118,7 @@ Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string&
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
       return Status::InvalidArgument("--", flag, "=", text, ": '", item,
-                                     "' is not a positive integer width");
+                                     "' is not a positive integer");
     }
     widths.push_back(value);
   }

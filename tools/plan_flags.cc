@@ -269,6 +269,14 @@ Result<PlanInputs> PlanInputsFromFlags() {
   in.fixed_threads = SetOnCommandLine("threads");
   in.fixed_pipeline = SetOnCommandLine("pipeline");
   in.fixed_depth = SetOnCommandLine("pipeline_depth");
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> split,
+                         ParseWidths("stage_threads", FLAGS_stage_threads));
+  if (!split.empty() && split.size() != 4) {
+    return Status::InvalidArgument("--stage_threads=", FLAGS_stage_threads,
+                                   ": expected 4 counts (unique, pull, dense, push)");
+  }
+  // Read runs on the trainer's own thread; the others as given.
+  if (!split.empty()) in.start.split = {1, split[0], split[1], split[2], split[3]};
 
   scheduler::PlannerOptions& planner = in.planner;
   EMBER_ASSIGN_OR_RETURN(const std::vector<int64_t> threads,
@@ -284,6 +292,8 @@ Result<PlanInputs> PlanInputsFromFlags() {
   }
   if (in.fixed_depth) planner.depths = {in.start.depth};
   if (SetOnCommandLine("prefetch")) planner.choose_prefetch = false;
+  // The trainer takes any split of its threads: search it unless given.
+  planner.free_split = split.empty();
   // Staleness changes what is learned: the planner goes no higher than the
   // user allows with --max_staleness.
   planner.max_staleness = in.start.staleness;
@@ -345,6 +355,11 @@ void ApplyPlanToOptions(const scheduler::Plan& plan, engine::TrainOptions* optio
   options->max_staleness = plan.max_staleness;
   options->embedding_memory_budget_bytes = plan.embedding_memory_budget_bytes;
   options->prefetch = plan.prefetch;
+  // The trainer's stages: unique, pull, dense, push (read is its own thread).
+  options->stage_threads.clear();
+  if (plan.pipeline) {
+    options->stage_threads.assign(plan.stage_threads.begin() + 1, plan.stage_threads.end());
+  }
 }
 
 Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {

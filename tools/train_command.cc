@@ -145,6 +145,11 @@ DEFINE_string(pipeline, "on",
               "every stage (the reference; same result with --max_staleness=0).");
 DEFINE_int32(pipeline_depth, 4, "--pipeline=on: batches in flight (buffers between stages).");
 DEFINE_validator(pipeline_depth, &IsPositive32);
+DEFINE_string(stage_threads, "",
+              "--pipeline=on: threads of the unique, pull, dense and push stages, comma-separated "
+              "(e.g. 1,1,2,1; each at most --threads). Empty: the planner's split with "
+              "--plan=auto, else 1 for unique, a quarter of --threads for pull and push and all "
+              "of them for dense.");
 DEFINE_int32(max_staleness, 0,
              "--pipeline=on: the most pushes of earlier batches a pulled embedding row may miss; "
              "0 trains exactly as --pipeline=off does.");
@@ -226,6 +231,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   }
   options.pipeline = FLAGS_pipeline == "on";
   options.pipeline_depth = FLAGS_pipeline_depth;
+  EMBER_ASSIGN_OR_RETURN(options.stage_threads, ParseWidths("stage_threads", FLAGS_stage_threads));
   options.max_staleness = FLAGS_max_staleness;
   options.early_pulls = FLAGS_early_pulls;
   options.watchdog_seconds = FLAGS_watchdog_seconds;
@@ -617,6 +623,15 @@ Status Train() {
   EMBER_RETURN_IF_ERROR(fit.status());
   const engine::TrainReport& report = *fit;
   LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
+  std::string threads;
+  for (size_t i = 0; i < report.stage_threads.size(); ++i) {
+    // stage_times' names start with "read" (the trainer's own thread).
+    if (i + 1 < report.stage_times.names.size()) {
+      threads += (i ? ", " : "") + report.stage_times.names[i + 1] + " " +
+                 std::to_string(report.stage_threads[i]);
+    }
+  }
+  LOG(INFO) << "stage threads: " << threads;
   if (report.pipelined) {
     LOG(INFO) << "pipeline: staleness of pulled rows " << report.staleness.ToString() << " (mean "
               << report.staleness.mean() << "); " << report.staleness.waits

@@ -26,4 +26,5 @@ DECLARE_string(dense_optimizer);
 DECLARE_double(dense_lr);
 DECLARE_string(pipeline);
 DECLARE_int32(pipeline_depth);
+DECLARE_string(stage_threads);
 DECLARE_int32(max_staleness);

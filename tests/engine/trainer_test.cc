@@ -232,12 +232,13 @@ TEST_F(TrainerTest, MaxStepsStopsTraining) {
 // Predictions of a trainer fitted on `source` (or on `data` when `source` is
 // null), for every example of `data`.
 std::vector<float> FitAndPredict(const TrainOptions& options, const io::Dataset& data,
-                                 io::BatchSource* source) {
+                                 io::BatchSource* source, TrainReport* out = nullptr) {
   auto trainer = Trainer::Create(options, data.num_dense(), data.num_slots());
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return {};
   auto report = source ? (*trainer)->Fit(*source) : (*trainer)->Fit(data);
   EXPECT_TRUE(report.ok()) << report.status();
+  if (out && report.ok()) *out = *report;
   auto predictions = (*trainer)->Predict(data);
   EXPECT_TRUE(predictions.ok()) << predictions.status();
   return predictions.ok() ? *predictions : std::vector<float>{};
@@ -301,12 +302,19 @@ TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) 
     bool disk_tier;
     bool early_pulls;
     int depth;
+    // Threads of unique, pull, dense and push; empty: the default.
+    std::vector<int> split;
   };
-  for (const Case& c : {Case{"in memory", 0, false, true, 4}, Case{"no early pulls", 0, false, false, 3},
-                        Case{"ttl", 6, false, true, 4}, Case{"disk tier", 0, true, true, 5},
-                        Case{"depth 1", 0, false, true, 1}}) {
+  // A split gives the result of sequential training with the dense stage's
+  // thread count.
+  for (const Case& c :
+       {Case{"in memory", 0, false, true, 4, {}}, Case{"no early pulls", 0, false, false, 3, {}},
+        Case{"ttl", 6, false, true, 4, {}}, Case{"disk tier", 0, true, true, 5, {}},
+        Case{"depth 1", 0, false, true, 1, {}}, Case{"split", 0, false, true, 4, {1, 2, 1, 2}},
+        Case{"split, disk tier", 0, true, true, 4, {2, 1, 2, 1}}}) {
     SCOPED_TRACE(c.name);
     TrainOptions options = SmallOptions();
+    if (!c.split.empty()) options.threads = c.split[2];
     options.batch_size = 128;
     options.epochs = 2;
     options.embedding_ttl_steps = c.ttl;
@@ -320,7 +328,15 @@ TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) 
     options.pipeline = true;
     options.early_pulls = c.early_pulls;
     options.pipeline_depth = c.depth;
-    const std::vector<float> pipelined = FitAndPredict(options, *data, nullptr);
+    if (!c.split.empty()) {
+      options.threads = 2;
+      options.stage_threads = c.split;
+    }
+    TrainReport report;
+    const std::vector<float> pipelined = FitAndPredict(options, *data, nullptr, &report);
+    const std::vector<int> expected_threads =
+        c.split.empty() ? std::vector<int>{1, 1, 2, 1} : c.split;
+    EXPECT_EQ(expected_threads, report.stage_threads);
     if (c.disk_tier) std::filesystem::remove_all(options.embedding_dir);
     ASSERT_EQ(4000u, sequential.size());
     ASSERT_EQ(sequential.size(), pipelined.size());
@@ -470,6 +486,20 @@ TEST(TrainOptionsTest, UnknownModelAndBadValuesAreInvalidArgument) {
   options = TrainOptions();
   options.dense_optimizer.learning_rate = -1;
   EXPECT_EQ(StatusCode::kInvalidArgument, ValidateTrainOptions(options).code());
+  // The split of threads between stages: four counts within the job's.
+  options = TrainOptions();
+  options.threads = 2;
+  options.stage_threads = {1, 1, 2, 1};
+  EXPECT_TRUE(ValidateTrainOptions(options).ok());
+  for (const std::vector<int>& split :
+       std::vector<std::vector<int>>{{1, 1, 2}, {1, 0, 2, 1}, {1, 1, 3, 1}}) {
+    options.stage_threads = split;
+    const Status status = ValidateTrainOptions(options);
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("--stage_threads"));
+  }
+  options.stage_threads = {1, 1, 3, 1};
+  EXPECT_THAT(ValidateTrainOptions(options).message(), ::testing::HasSubstr("dense stage's 3"));
 }
 
 TEST(TrainerCreateTest, EmptyTrainingDataIsInvalidArgument) {

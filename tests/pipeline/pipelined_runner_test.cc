@@ -161,6 +161,47 @@ TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
   EXPECT_EQ(base, ThisThreadsNiceValue());
 }
 
+// A stage given threads runs in an arena of that many, with an OpenMP team
+// of that many for oneDNN; one given none runs on its worker thread.
+TEST(RunPipelinedTest, StageThreadsGiveEachStageItsArenaAndOpenMpTeam) {
+  std::atomic<int> arena_a{0}, omp_a{0}, arena_b{0}, omp_b{0}, arena_c{0};
+  std::vector<Stage<Item>> stages = {
+      {"a",
+       [&](Item&) {
+         arena_a = CurrentArenaThreads();
+         omp_a = OpenMpThreads();
+         return Status::OK();
+       }},
+      {"b",
+       [&](Item&) {
+         arena_b = CurrentArenaThreads();
+         omp_b = OpenMpThreads();
+         return Status::OK();
+       }},
+      {"c",
+       [&](Item&) {
+         arena_c = CurrentArenaThreads();
+         return Status::OK();
+       }},
+  };
+  std::vector<Item> buffer(2);
+  PipelineOptions options;
+  options.stage_threads = {3, 1, 0};
+  const Status status = RunPipelined<Item>(
+      stages, buffer,
+      [](int64_t i, Item& it) -> Result<bool> {
+        it.index = i;
+        return i < 3;
+      },
+      {}, options, nullptr);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(3, arena_a.load());
+  EXPECT_EQ(3, omp_a.load());
+  EXPECT_EQ(1, arena_b.load());
+  EXPECT_EQ(1, omp_b.load());
+  EXPECT_EQ(CurrentArenaThreads(), arena_c.load());
+}
+
 // A failure in any stage (or in reading) stops the pipeline with that
 // error, never a hang, and no later item reaches the last stage.
 TEST(RunPipelinedTest, AFailureInAnyStageStopsThePipelineWithItsError) {

@@ -30,7 +30,9 @@ TEST(PredictPlanTest, SamplesPerSecondIsTheBatchOverTheSimulatedStepTime) {
   double worst = 0;
   for (const StagePrediction& s : plan->stages) worst = std::max(worst, s.seconds);
   for (const StagePrediction& s : plan->stages) {
-    if (s.name == plan->bottleneck) EXPECT_EQ(worst, s.seconds);
+    if (s.name == plan->bottleneck) {
+      EXPECT_EQ(worst, s.seconds);
+    }
   }
   ASSERT_FALSE(plan->needs.empty());
   EXPECT_EQ("h/cpu0", plan->needs[0].device);
@@ -114,6 +116,74 @@ TEST(MakePlanTest, ADenseStageOnAGpuIsPipelined) {
   ASSERT_TRUE(plan->dense_device.is_cuda());
   EXPECT_TRUE(plan->pipeline);
   EXPECT_EQ(0, plan->max_staleness);  // The user allowed none.
+}
+
+// With the dense stage on a GPU the sparse stages on the CPU are the
+// bottleneck: a free split gives them more than the trainer's default
+// quarter of the threads each, and predicts more samples/s for it. Every
+// stage stays within the budget.
+TEST(MakePlanTest, AFreeSplitGivesTheSparseStagesTheCoresADenseGpuStageLeaves) {
+  const Program program = test::MlpProgram(1024, 1000000, 10000000);
+  const ResourceGraph graph = test::Host(8, 64 * kGiB, /*gpus=*/1, 16 * kGiB);
+  const CostModel cost(&graph);
+  PlannerOptions options;
+  options.threads = {8};
+  options.allow_sequential = false;
+  PlanKnobs start;
+  start.threads = 8;
+  Result<Plan> fixed = MakePlan(program, cost, options, start);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(TrainerStageThreads(8, true), fixed->stage_threads);
+  options.free_split = true;
+  Result<Plan> free = MakePlan(program, cost, options, start);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  ASSERT_TRUE(free->dense_device.is_cuda());
+  EXPECT_GT(free->predicted_samples_per_sec, 1.05 * fixed->predicted_samples_per_sec)
+      << free->ToText() << fixed->ToText();
+  const int pull = free->stage_threads[static_cast<int>(Stage::kPull)];
+  const int push = free->stage_threads[static_cast<int>(Stage::kPush)];
+  EXPECT_GT(std::max(pull, push), 2) << free->ToText();
+  for (int t : free->stage_threads) {
+    EXPECT_GE(t, 1);
+    EXPECT_LE(t, free->threads);
+  }
+}
+
+// A split given in the start knobs without free_split is kept, and the
+// thread budget is not searched below its largest stage.
+TEST(MakePlanTest, AGivenSplitIsKept) {
+  const Program program = test::MlpProgram(1024);
+  const ResourceGraph graph = test::Host(8, 64 * kGiB);
+  const CostModel cost(&graph);
+  PlannerOptions options;
+  options.threads = {1, 2, 4, 8};
+  options.allow_sequential = false;
+  PlanKnobs start;
+  start.threads = 8;
+  start.split = {1, 1, 3, 4, 2};
+  Result<Plan> plan = MakePlan(program, cost, options, start);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(start.split, plan->stage_threads);
+  EXPECT_GE(plan->threads, 4);
+}
+
+// A split is the pipeline's: a sequential step runs every stage on every
+// thread whatever the knobs say.
+TEST(PredictPlanTest, ASequentialPlanIgnoresTheSplit) {
+  const Program program = test::MlpProgram(64);
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  PlanKnobs knobs;
+  knobs.threads = 4;
+  knobs.pipeline = false;
+  knobs.split = {1, 1, 1, 2, 1};
+  Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(TrainerStageThreads(4, false), plan->stage_threads);
+  knobs.pipeline = true;
+  plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(knobs.split, plan->stage_threads);
 }
 
 // A slow disk tier (5000 random reads/s: 200 us a miss, waiting on the
@@ -211,6 +281,25 @@ TEST(PlanJsonTest, APlanRoundTripsThroughItsJson) {
   Result<Plan> bad = ParsePlanJson(R"({"threads": 0})", "p.json");
   EXPECT_EQ(StatusCode::kInvalidArgument, bad.status().code());
   EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("p.json: threads"));
+  // The split: each stage a whole number of threads within the plan's.
+  std::string json = plan->ToJson();
+  const size_t at = json.find("\"stage_threads\"");
+  ASSERT_NE(std::string::npos, at);
+  const size_t end = json.find(']', at);
+  for (const char* split : {"[1, 1, 0, 3, 1]", "[1, 1, 4, 3, 1]", "[1, 1, 1.5, 3, 1]",
+                            "[1, 1, \"1\", 3, 1]", "[1, 1, 3]"}) {
+    std::string edited = json;
+    edited.replace(at, end + 1 - at, std::string("\"stage_threads\": ") + split);
+    Result<Plan> wrong = ParsePlanJson(edited, "p.json");
+    EXPECT_EQ(StatusCode::kInvalidArgument, wrong.status().code()) << split;
+    EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("p.json: stage_threads")) << split;
+  }
+  // A plan written before there was a split has the trainer's default.
+  std::string old = json;
+  old.replace(at, end + 1 - at, "\"unused\": 0");
+  Result<Plan> without = ParsePlanJson(old, "p.json");
+  ASSERT_TRUE(without.ok()) << without.status().ToString() << old;
+  EXPECT_EQ(TrainerStageThreads(3, true), without->stage_threads);
   EXPECT_THAT(plan->ToDot(program), ::testing::HasSubstr("cluster_0"));
 }
 

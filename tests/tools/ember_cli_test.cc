@@ -1,5 +1,6 @@
 // Runs the `ember` binary as a user would and checks exit codes, messages
 // and outputs.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +11,9 @@
 #include <regex>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "core/file.h"
 #include "core/random.h"
+#include "core/threads.h"
 #include "io/columnar.h"
 #include "io/format_spec.h"
 #include "io/text_reader.h"
@@ -136,11 +136,10 @@ TEST_F(EmberCliTest, MalformedLineWithBadLinesFailExitsTwoNamingFileAndLine) {
 }
 
 TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
-  for (const std::string& flag :
+  for (const std::string flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
-        "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0",
-        "--admission=sometimes",
-        "--embedding_memory_budget=lots"}) {
+        "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0", "--admission=sometimes",
+        "--stage_threads=1,x", "--embedding_memory_budget=lots"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);
@@ -547,6 +546,36 @@ TEST_F(EmberCliTest, PlanWritesJsonAndDotThatTrainRuns) {
   EXPECT_NE(std::string::npos, train.output.find("test:  AUC"));
   EXPECT_EQ(pipelined, train.output.find("pipeline: staleness") != std::string::npos)
       << train.output;
+}
+
+// --stage_threads fixes the split of a pipelined run's threads: `ember plan`
+// keeps it in the plan it writes, and `ember train --plan=FILE` runs its
+// stages with those threads. A split beyond --threads exits 2 naming it.
+TEST_F(EmberCliTest, AStageThreadSplitGoesThroughThePlanToTraining) {
+  if (ember::HardwareThreads() < 2) GTEST_SKIP() << "needs 2 hardware threads";
+  const std::string cache = "env XDG_CACHE_HOME=" + Path("cache");
+  const std::string knobs = " --threads=2 --pipeline=on --stage_threads=1,1,1,2 ";
+  CommandRun plan = Ember("plan --rows=4000 " + std::string(kSmallModel) + knobs +
+                              " --plan_out=" + Path("p.json") + " --dot_out=" + Path("g.dot"),
+                          cache);
+  ASSERT_EQ(0, plan.exit_code) << plan.output;
+  auto json = ember::ReadFile(Path("p.json"));
+  ASSERT_TRUE(json.ok());
+  EXPECT_TRUE(std::regex_search(*json, std::regex("\"stage_threads\":\\s*\\[1,\\s*1,\\s*1,"
+                                                  "\\s*1,\\s*2\\]")))
+      << *json;
+  CommandRun train =
+      Ember("train --rows=4000 " + std::string(kSmallModel) + " --plan=" + Path("p.json"), cache);
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  EXPECT_NE(std::string::npos,
+            train.output.find("stage threads: unique 1, pull 1, dense 1, push 2"))
+      << train.output;
+  CommandRun wrong = Ember(
+      "train --rows=4000 --plan=off --threads=2 --pipeline=on "
+      "--stage_threads=1,3,1,1");
+  EXPECT_EQ(2, wrong.exit_code) << wrong.output;
+  EXPECT_NE(std::string::npos, wrong.output.find("--stage_threads: the pull stage's 3 threads"))
+      << wrong.output;
 }
 
 TEST_F(EmberCliTest, MalformedClusterAndMissingPlanFilesExitTwoNamingThem) {
