@@ -459,30 +459,17 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
   Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ShardIo* io = disk_ != nullptr ? &batch->io[s] : nullptr;
-    if (io != nullptr) {
-      io->keys.clear();
-      io->positions.clear();
-    }
-    const int64_t end = batch->begin[s + 1];
-    for (int64_t k = batch->begin[s]; k < end; ++k) {
-      const Key key = batch->keys[k];
-      float* dst = out + batch->positions[k] * dim_;
-      const int64_t slot = shard.index.Find(key, batch->hashes[k]);
-      if (slot >= 0) {
-        std::memcpy(dst, shard.rows.row(slot), row_bytes);
-      } else if (io != nullptr) {
-        io->keys.push_back(key);
-        io->positions.push_back(batch->positions[k]);
-      } else {
-        absent(key, dst);
-      }
-    }
+    ShardIo* io = SplitByTier(
+        shard, s, *batch,
+        [&](int64_t k, int64_t slot) {
+          std::memcpy(out + batch->positions[k] * dim_, shard.rows.row(slot), row_bytes);
+        },
+        [&](int64_t k) { absent(batch->keys[k], out + batch->positions[k] * dim_); });
     if (io == nullptr || io->keys.empty()) return Status::OK();
     EMBER_RETURN_IF_ERROR(ReadDiskRows(*io));
     const size_t stored_bytes = sizeof(float) * row_floats_;
     for (size_t i = 0; i < io->keys.size(); ++i) {
-      float* dst = out + io->positions[i] * dim_;
+      float* dst = out + batch->positions[io->positions[i]] * dim_;
       if (io->slots[i] < 0) {
         absent(io->keys[i], dst);
       } else {

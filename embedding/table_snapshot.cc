@@ -107,23 +107,16 @@ Status MemoryTable::ReadRows(const std::vector<Key>& keys, float* rows,
   Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ShardIo* io = disk_ != nullptr ? &batch->io[s] : nullptr;
-    if (io != nullptr) {
-      io->keys.clear();
-      io->positions.clear();
-    }
-    const int64_t end = batch->begin[s + 1];
-    for (int64_t k = batch->begin[s]; k < end; ++k) {
-      float* dst = rows + batch->positions[k] * row_floats_;
-      const int64_t slot = shard.index.Find(batch->keys[k], batch->hashes[k]);
-      batch->rows[k] = slot >= 0 ? dst : nullptr;
-      if (slot >= 0) {
-        std::memcpy(dst, shard.rows.row(slot), row_bytes);
-      } else if (io != nullptr) {
-        io->keys.push_back(batch->keys[k]);
-        io->positions.push_back(k);
-      }
-    }
+    std::fill(batch->rows.begin() + batch->begin[s], batch->rows.begin() + batch->begin[s + 1],
+              nullptr);
+    ShardIo* io = SplitByTier(
+        shard, s, *batch,
+        [&](int64_t k, int64_t slot) {
+          float* dst = rows + batch->positions[k] * row_floats_;
+          std::memcpy(dst, shard.rows.row(slot), row_bytes);
+          batch->rows[k] = dst;
+        },
+        [](int64_t) {});
     if (io == nullptr || io->keys.empty()) return Status::OK();
     EMBER_RETURN_IF_ERROR(ReadDiskRows(*io));
     for (size_t i = 0; i < io->keys.size(); ++i) {
@@ -157,33 +150,25 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
   Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    ShardIo* io = disk_ != nullptr ? &batch->io[s] : nullptr;
-    if (io != nullptr) {
-      io->keys.clear();
-      io->positions.clear();
-    }
-    const int64_t end = batch->begin[s + 1];
-    for (int64_t k = batch->begin[s]; k < end; ++k) {
-      const Key key = batch->keys[k];
-      const float* src = rows + batch->positions[k] * row_floats_;
-      int64_t slot = shard.index.Find(key, batch->hashes[k]);
-      if (slot < 0 && io != nullptr) {
-        // Rows not in memory go straight to disk: the budget holds.
-        io->keys.push_back(key);
-        io->positions.push_back(batch->positions[k]);
-        continue;
-      }
-      if (slot < 0) {
-        slot = InsertRow(shard, key, batch->hashes[k], src);
-      } else {
-        std::memcpy(shard.rows.row(slot), src, row_bytes);
-      }
+    auto written = [&](int64_t k, int64_t slot) {
       float* row = shard.rows.row(slot);
       StoredMeta meta = ReadMeta(row + meta_offset_);
-      meta.key = key;  // the row's key is the caller's, whatever the row says
+      meta.key = batch->keys[k];  // the row's key is the caller's, whatever the row says
       WriteMeta(meta, row + meta_offset_);
       MarkChanged(shard, row);
-    }
+    };
+    // With a disk tier, rows not in memory go straight to disk: the budget
+    // holds.
+    ShardIo* io = SplitByTier(
+        shard, s, *batch,
+        [&](int64_t k, int64_t slot) {
+          std::memcpy(shard.rows.row(slot), rows + batch->positions[k] * row_floats_, row_bytes);
+          written(k, slot);
+        },
+        [&](int64_t k) {
+          written(k, InsertRow(shard, batch->keys[k], batch->hashes[k],
+                               rows + batch->positions[k] * row_floats_));
+        });
     if (io == nullptr) return Status::OK();
     if (!io->keys.empty()) {
       const int64_t n = static_cast<int64_t>(io->keys.size());
@@ -192,7 +177,7 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
       EMBER_RETURN_IF_ERROR(disk_->Get(io->keys, io->rows.data(), &io->absent));
       for (int64_t i = 0; i < n; ++i) {
         char* dst = io->rows.data() + i * row_bytes;
-        std::memcpy(dst, rows + io->positions[i] * row_floats_, row_bytes);
+        std::memcpy(dst, rows + batch->positions[io->positions[i]] * row_floats_, row_bytes);
         StoredMeta meta;
         float meta_floats[kMetaFloats];
         std::memcpy(meta_floats, dst + meta_offset_ * sizeof(float), sizeof(meta_floats));

@@ -251,6 +251,14 @@ class MemoryTable final : public EmbeddingTable {
   // before that stay valid.
   template <typename ShardFn>
   Status ForEachShard(BatchScratch& batch, const ShardFn& shard_fn) const;
+  // The keys of shard `s` in `batch` by where they live: calls
+  // in_memory(k, slot) for each key k (an index into batch) with a row in
+  // memory. With a disk tier the others are collected in batch.io[s] (keys,
+  // and k as their positions) for one read from disk, and that ShardIo is
+  // returned; without one not_held(k) is called for them and null returned.
+  template <typename InMemory, typename NotHeld>
+  ShardIo* SplitByTier(Shard& shard, int s, BatchScratch& batch, const InMemory& in_memory,
+                       const NotHeld& not_held) const REQUIRES(shard.mu);
   // Resolves the keys of shard `s` in `batch` to rows into batch.rows,
   // reading rows from disk and creating the rows of missing keys that are
   // admitted (null for the others).
@@ -388,6 +396,29 @@ inline Status MemoryTable::ForEachShard(BatchScratch& batch, const ShardFn& shar
     batch.status[s] = Status::OK();
   }
   return first;
+}
+
+template <typename InMemory, typename NotHeld>
+ShardIo* MemoryTable::SplitByTier(Shard& shard, int s, BatchScratch& batch,
+                                  const InMemory& in_memory, const NotHeld& not_held) const {
+  ShardIo* io = disk_ != nullptr ? &batch.io[s] : nullptr;
+  if (io != nullptr) {
+    io->keys.clear();
+    io->positions.clear();
+  }
+  const int64_t end = batch.begin[s + 1];
+  for (int64_t k = batch.begin[s]; k < end; ++k) {
+    const int64_t slot = shard.index.Find(batch.keys[k], batch.hashes[k]);
+    if (slot >= 0) {
+      in_memory(k, slot);
+    } else if (io != nullptr) {
+      io->keys.push_back(batch.keys[k]);
+      io->positions.push_back(k);
+    } else {
+      not_held(k);
+    }
+  }
+  return io;
 }
 
 }  // namespace ember::embedding::internal

@@ -177,6 +177,22 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
   ASSERT_EQ(KeysOf(expected_rows), KeysOf(rows));
   EXPECT_TRUE(expected_rows == rows) << "stored rows differ";
 
+  // Lookup (serving reads) gives the same values whether a row is in memory
+  // or on disk, for keys in any order and keys never seen, and changes no
+  // row.
+  std::vector<Key> lookup_keys = KeysOf(expected_rows);
+  for (Key k = 1; k <= 5; ++k) lookup_keys.push_back(k * 0x51ed27 + 3);
+  RandomStream shuffle(3, 0);
+  for (size_t i = lookup_keys.size(); i > 1; --i) {
+    std::swap(lookup_keys[i - 1], lookup_keys[shuffle.NextBelow(i)]);
+  }
+  std::vector<float> expected_lookup(lookup_keys.size() * kDim, -1.0f);
+  std::vector<float> lookup(lookup_keys.size() * kDim, -2.0f);
+  ASSERT_TRUE(memory.value()->Lookup(lookup_keys, expected_lookup.data()).ok());
+  ASSERT_TRUE(tiered.value()->Lookup(lookup_keys, lookup.data()).ok());
+  EXPECT_EQ(0, std::memcmp(expected_lookup.data(), lookup.data(), lookup.size() * sizeof(float)));
+  EXPECT_TRUE(expected_rows == SortedRows(*tiered.value())) << "Lookup changed rows";
+
   const TableStats stats = tiered.value()->stats();
   EXPECT_GT(stats.spilled_rows, 0);
   EXPECT_GT(stats.disk_hits + stats.prefetched_rows, 0);
