@@ -35,13 +35,13 @@ double Number(const JsonValue* v) { return v ? std::strtod(v->text.c_str(), null
 std::string Plan::ToText() const {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "plan for %s: batch %lld, %s (depth %d, max staleness %d), %d threads "
-                "(read %d, unique %d, pull %d, dense %d, push %d)\n",
-                model.c_str(), static_cast<long long>(batch_size),
-                pipeline ? "pipelined" : "sequential", pipeline_depth, max_staleness, threads,
-                stage_threads[0], stage_threads[1], stage_threads[2], stage_threads[3],
-                stage_threads[4]);
+  std::snprintf(
+      line, sizeof(line),
+      "plan for %s: batch %lld, %s (depth %d, max staleness %d, early pulls %s), %d threads "
+      "(read %d, unique %d, pull %d, dense %d, push %d)\n",
+      model.c_str(), static_cast<long long>(batch_size), pipeline ? "pipelined" : "sequential",
+      pipeline_depth, max_staleness, early_pulls ? "on" : "off", threads, stage_threads[0],
+      stage_threads[1], stage_threads[2], stage_threads[3], stage_threads[4]);
   out += line;
   out += "placement:\n";
   std::map<std::string, std::string> by_device;
@@ -94,7 +94,8 @@ std::string Plan::ToJson() const {
       .Add("pipeline_depth", pipeline_depth)
       .Add("max_staleness", max_staleness)
       .Add("embedding_memory_budget_bytes", embedding_memory_budget_bytes)
-      .Add("prefetch", prefetch);
+      .Add("prefetch", prefetch)
+      .Add("early_pulls", early_pulls);
   std::vector<double> split(stage_threads.begin(), stage_threads.end());
   root.AddRaw("stage_threads", JsonNumberArray(split));
   root.AddRaw("replicas", JsonStringArray(replicas)).Add("sparse_hosts", sparse_hosts);
@@ -206,6 +207,10 @@ Result<Plan> ParsePlanJson(const std::string& text, const std::string& path) {
   EMBER_RETURN_IF_ERROR(number("predicted_samples_per_sec", 0, 1e15, &samples));
   EMBER_RETURN_IF_ERROR(boolean("pipeline", &plan.pipeline));
   EMBER_RETURN_IF_ERROR(boolean("prefetch", &plan.prefetch));
+  // Plans written before there was the choice have early pulls.
+  if (root.Find("early_pulls") != nullptr) {
+    EMBER_RETURN_IF_ERROR(boolean("early_pulls", &plan.early_pulls));
+  }
   plan.threads = static_cast<int>(threads);
   plan.batch_size = static_cast<int64_t>(batch);
   plan.pipeline_depth = static_cast<int>(depth);

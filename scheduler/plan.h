@@ -58,6 +58,8 @@ struct Plan {
   int max_staleness = 0;
   int64_t embedding_memory_budget_bytes = 0;  // 0: the whole table in memory.
   bool prefetch = true;
+  // Pipelined: pulls read the rows no batch in flight updates at once.
+  bool early_pulls = true;
   // Threads of read, unique, pull, dense, push.
   std::array<int, kNumStages> stage_threads{1, 1, 1, 1, 1};
   // Data-parallel dense replicas (GPUs) in ring order, and the hosts the

@@ -98,7 +98,7 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   setup.memory_budget_bytes = placement.memory_tier_bytes;
   setup.prefetch = knobs.prefetch;
   setup.pipelined = knobs.pipeline;
-  setup.early_pulls = knobs.pipeline;
+  setup.early_pulls = knobs.pipeline && knobs.early_pulls;
   setup.staleness = knobs.staleness;
   setup.depth = knobs.depth;
   const bool gpu = graph.devices[placement.dense_device].kind == DeviceKind::kGpu;
@@ -136,6 +136,7 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   plan.pipeline_depth = knobs.depth;
   plan.max_staleness = knobs.staleness;
   plan.prefetch = knobs.prefetch;
+  plan.early_pulls = knobs.early_pulls;
   plan.stage_threads = setup.threads;
   plan.embedding_memory_budget_bytes = placement.memory_tier_bytes;
   plan.sparse_hosts = placement.sparse_hosts;
@@ -294,6 +295,15 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
         }
         EMBER_RETURN_IF_ERROR(descend(c));
       }
+      if (options.choose_early_pulls && best.pipeline) {
+        c.clear();
+        for (bool on : {true, false}) {
+          PlanKnobs k = best;
+          k.early_pulls = on;
+          c.push_back(k);
+        }
+        EMBER_RETURN_IF_ERROR(descend(c));
+      }
       if (options.free_split && best.pipeline) {
         // Each sparse stage's threads in turn, the rest as they are.
         if (best.split == std::array<int, kNumStages>{}) best.split = best_plan.stage_threads;
@@ -311,7 +321,7 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
       if (before.threads == best.threads && before.batch == best.batch &&
           before.pipeline == best.pipeline && before.depth == best.depth &&
           before.staleness == best.staleness && before.prefetch == best.prefetch &&
-          before.split == best.split) {
+          before.early_pulls == best.early_pulls && before.split == best.split) {
         break;
       }
     }

@@ -29,6 +29,9 @@ struct PlanKnobs {
   int depth = 4;
   int staleness = 0;
   bool prefetch = true;
+  // Pipelined: pull at once the rows no batch in flight updates, and wait
+  // for pushes only for the others (TrainOptions::early_pulls).
+  bool early_pulls = true;
   // Threads per stage when pipelined (read, unique, pull, dense, push; each
   // at most `threads`); all zero: the trainer's default (TrainerStageThreads).
   std::array<int, kNumStages> split{};
@@ -49,6 +52,8 @@ struct PlannerOptions {
   bool allow_pipeline = true;
   // Consider prefetch on and off (with a disk tier).
   bool choose_prefetch = true;
+  // Consider early pulls on and off (pipelined).
+  bool choose_early_pulls = true;
   // Search the split of threads between the pipeline's stages too
   // (TrainOptions::stage_threads), from the trainer's default. When false, a
   // split in the start knobs is kept as it is (the thread budget stays at

@@ -264,6 +264,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
   in.start.staleness = FLAGS_max_staleness;
   in.start.pipeline = FLAGS_pipeline == "on";
   in.start.prefetch = FLAGS_prefetch;
+  in.start.early_pulls = FLAGS_early_pulls;
   const int host_threads = in.graph.cpu_threads();
   in.start.threads = FLAGS_threads > 0 ? std::min(FLAGS_threads, host_threads) : host_threads;
   in.fixed_threads = SetOnCommandLine("threads");
@@ -292,6 +293,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
   }
   if (in.fixed_depth) planner.depths = {in.start.depth};
   if (SetOnCommandLine("prefetch")) planner.choose_prefetch = false;
+  if (SetOnCommandLine("early_pulls")) planner.choose_early_pulls = false;
   // The trainer takes any split of its threads: search it unless given.
   planner.free_split = split.empty();
   // Staleness changes what is learned: the planner goes no higher than the
@@ -355,6 +357,7 @@ void ApplyPlanToOptions(const scheduler::Plan& plan, engine::TrainOptions* optio
   options->max_staleness = plan.max_staleness;
   options->embedding_memory_budget_bytes = plan.embedding_memory_budget_bytes;
   options->prefetch = plan.prefetch;
+  options->early_pulls = plan.early_pulls;
   // The trainer's stages: unique, pull, dense, push (read is its own thread).
   options->stage_threads.clear();
   if (plan.pipeline) {
@@ -403,9 +406,10 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
   ApplyPlanToOptions(plan, options);
   LOG(INFO) << "plan (" << FLAGS_plan << "): batch " << plan.batch_size << ", "
             << (plan.pipeline ? "pipelined" : "sequential") << ", depth " << plan.pipeline_depth
-            << ", staleness " << plan.max_staleness << ", " << plan.threads
-            << " threads; predicted " << static_cast<int64_t>(plan.predicted_samples_per_sec)
-            << " samples/s (" << plan.rationale << ")";
+            << ", staleness " << plan.max_staleness << ", early pulls "
+            << (plan.early_pulls ? "on" : "off") << ", " << plan.threads << " threads; predicted "
+            << static_cast<int64_t>(plan.predicted_samples_per_sec) << " samples/s ("
+            << plan.rationale << ")";
   return plan;
 }
 

@@ -28,3 +28,4 @@ DECLARE_string(pipeline);
 DECLARE_int32(pipeline_depth);
 DECLARE_string(stage_threads);
 DECLARE_int32(max_staleness);
+DECLARE_bool(early_pulls);

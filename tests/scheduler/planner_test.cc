@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "scheduler/cluster_file.h"
 #include "tests/scheduler/scheduler_test_util.h"
 
@@ -149,6 +151,37 @@ TEST(MakePlanTest, AFreeSplitGivesTheSparseStagesTheCoresADenseGpuStageLeaves) {
   }
 }
 
+// Early pulls overlap a pull with the dense step of the batch before. With
+// the dense stage on a GPU that hides the pull; on a CPU whose cores the
+// dense stage's team fills, the overlap only slows the team, and the planner
+// turns them off (as measured on 2 cores: pipeline_bench).
+TEST(MakePlanTest, EarlyPullsAreChosenWhereTheOverlapPays) {
+  const Program program = test::MlpProgram(1024, 1000000, 10000000);
+  PlannerOptions options;
+  options.allow_sequential = false;
+  options.depths = {4};
+  const ResourceGraph gpu_host = test::Host(8, 64 * kGiB, /*gpus=*/1, 16 * kGiB);
+  const CostModel gpu_cost(&gpu_host);
+  options.threads = {8};
+  Result<Plan> gpu = MakePlan(program, gpu_cost, options, PlanKnobs{});
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  ASSERT_TRUE(gpu->dense_device.is_cuda());
+  EXPECT_TRUE(gpu->early_pulls) << gpu->ToText();
+  const ResourceGraph cpu_host = test::Host(2, 64 * kGiB);
+  const CostModel cpu_cost(&cpu_host);
+  options.threads = {2};
+  Result<Plan> cpu = MakePlan(program, cpu_cost, options, PlanKnobs{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_FALSE(cpu->early_pulls) << cpu->ToText();
+  // Not a choice the planner may make: kept as given.
+  options.choose_early_pulls = false;
+  PlanKnobs start;
+  start.threads = 2;
+  Result<Plan> kept = MakePlan(program, cpu_cost, options, start);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->early_pulls);
+}
+
 // A split given in the start knobs without free_split is kept, and the
 // thread budget is not searched below its largest stage.
 TEST(MakePlanTest, AGivenSplitIsKept) {
@@ -265,7 +298,7 @@ TEST(PlanJsonTest, APlanRoundTripsThroughItsJson) {
   const Program program = test::MlpProgram(64);
   const ResourceGraph graph = test::Host(4, 64 * kGiB);
   const CostModel cost(&graph);
-  PlanKnobs knobs{3, 512, true, 2, 1, false, {}};
+  PlanKnobs knobs{3, 512, true, 2, 1, false, false, {}};
   Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
   ASSERT_TRUE(plan.ok());
   Result<Plan> back = ParsePlanJson(plan->ToJson(), "p.json");
@@ -275,6 +308,7 @@ TEST(PlanJsonTest, APlanRoundTripsThroughItsJson) {
   EXPECT_EQ(2, back->pipeline_depth);
   EXPECT_EQ(1, back->max_staleness);
   EXPECT_FALSE(back->prefetch);
+  EXPECT_FALSE(back->early_pulls);
   EXPECT_NEAR(plan->predicted_samples_per_sec, back->predicted_samples_per_sec,
               1e-6 * plan->predicted_samples_per_sec);
   EXPECT_EQ(plan->stage_threads, back->stage_threads);
@@ -297,9 +331,13 @@ TEST(PlanJsonTest, APlanRoundTripsThroughItsJson) {
   // A plan written before there was a split has the trainer's default.
   std::string old = json;
   old.replace(at, end + 1 - at, "\"unused\": 0");
+  const size_t early = old.find("\"early_pulls\": false");
+  ASSERT_NE(std::string::npos, early) << old;
+  old.replace(early, std::strlen("\"early_pulls\": false"), "\"unused2\": 0");
   Result<Plan> without = ParsePlanJson(old, "p.json");
   ASSERT_TRUE(without.ok()) << without.status().ToString() << old;
   EXPECT_EQ(TrainerStageThreads(3, true), without->stage_threads);
+  EXPECT_TRUE(without->early_pulls);
   EXPECT_THAT(plan->ToDot(program), ::testing::HasSubstr("cluster_0"));
 }
 
