@@ -28,6 +28,10 @@ class CudaStream {
   // should be pinned (PinnedHostAllocator) for the copy to be asynchronous.
   Status CopyToDevice(const void* host_src, void* device_dst, size_t bytes);
   Status CopyToHost(const void* device_src, void* host_dst, size_t bytes);
+  // Queues a copy between two buffers of this device.
+  Status CopyOnDevice(const void* device_src, void* device_dst, size_t bytes);
+  // Queues setting `bytes` of device memory to zero.
+  Status SetZero(void* device_dst, size_t bytes);
 
  private:
   CudaStream(int device, void* stream) : device_(device), stream_(stream) {}

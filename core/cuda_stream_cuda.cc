@@ -48,4 +48,17 @@ Status CudaStream::CopyToHost(const void* device_src, void* host_dst, size_t byt
                     "device-to-host copy");
 }
 
+Status CudaStream::CopyOnDevice(const void* device_src, void* device_dst, size_t bytes) {
+  return CudaStatus(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(stream_)),
+                    "device-to-device copy");
+}
+
+Status CudaStream::SetZero(void* device_dst, size_t bytes) {
+  // A memset is queued on the current device, which must be the stream's.
+  EMBER_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  return CudaStatus(cudaMemsetAsync(device_dst, 0, bytes, static_cast<cudaStream_t>(stream_)),
+                    "cudaMemsetAsync");
+}
+
 }  // namespace ember

@@ -20,4 +20,12 @@ Status CudaStream::CopyToHost(const void*, void*, size_t) {
   return Status::FailedPrecondition("built without CUDA");
 }
 
+Status CudaStream::CopyOnDevice(const void*, void*, size_t) {
+  return Status::FailedPrecondition("built without CUDA");
+}
+
+Status CudaStream::SetZero(void*, size_t) {
+  return Status::FailedPrecondition("built without CUDA");
+}
+
 }  // namespace ember
