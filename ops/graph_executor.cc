@@ -1,10 +1,12 @@
 #include "ops/graph_executor.h"
 
 #include <cmath>
-#include <cstring>
 
+#include "core/allocator.h"
 #include "core/random.h"
 #include "core/simd.h"
+#include "core/tensor_copy.h"
+#include "ops/dense_ops_cuda.h"
 
 namespace ember::ops {
 namespace {
@@ -26,62 +28,121 @@ void AddTo(const float* __restrict from, int64_t n, float* __restrict to) {
   for (int64_t i = 0; i < n; ++i) to[i] += from[i];
 }
 
-// to += from, for a value with several consumers (a gradient arriving in
-// parts). numel() walks the shape: taken once, not per element.
-void Accumulate(const Tensor& from, Tensor* to) {
-  AddTo(from.data<float>(), to->numel(), to->data<float>());
+// The initial value of parameter `v` on the host.
+Tensor InitialValue(const GraphValue& v, uint64_t seed) {
+  Tensor value = Tensor::Zeros(v.shape);
+  if (v.initializer == Initializer::kHeUniform) {
+    RandomStream random(seed, NameHash(v.name));
+    const double bound = std::sqrt(6.0 / static_cast<double>(v.fan_in));
+    float* w = value.data<float>();
+    for (int64_t i = 0; i < value.numel(); ++i) {
+      w[i] = static_cast<float>(random.Uniform(-bound, bound));
+    }
+  }
+  return value;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const Graph* graph, uint64_t seed) {
+Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const Graph* graph, uint64_t seed,
+                                                             const Device& device,
+                                                             CudaStream* stream) {
   if (graph->outputs().empty()) return Status::InvalidArgument("the graph has no outputs");
+  std::unique_ptr<CudaStream> owned_stream;
+  if (device.is_cuda()) {
+    // FailedPrecondition without CUDA or without that device.
+    EMBER_RETURN_IF_ERROR(AllocatorFor(device).status());
+    if (stream == nullptr) {
+      EMBER_ASSIGN_OR_RETURN(owned_stream, CudaStream::Create(device.index));
+      stream = owned_stream.get();
+    } else if (stream->device() != device.index) {
+      return Status::InvalidArgument("a graph executor on ", device.ToString(),
+                                     " was given a stream of cuda:", stream->device());
+    }
+  } else {
+    stream = nullptr;
+  }
   std::vector<const KernelPair*> kernels;
   for (const GraphNode& node : graph->nodes()) {
-    Result<const KernelPair*> kernel = graph->registry().FindKernel(node.op, DeviceType::kCpu);
+    Result<const KernelPair*> kernel = graph->registry().FindKernel(node.op, device.type);
     if (!kernel.ok()) return kernel.status().WithContext("node \"" + node.name + "\"");
     kernels.push_back(*kernel);
   }
-  std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph, std::move(kernels)));
-  for (int id : graph->parameters()) {
-    const GraphValue& v = graph->values()[id];
-    Tensor value = Tensor::Zeros(v.shape);
-    if (v.initializer == Initializer::kHeUniform) {
-      RandomStream random(seed, NameHash(v.name));
-      const double bound = std::sqrt(6.0 / static_cast<double>(v.fan_in));
-      float* w = value.data<float>();
-      for (int64_t i = 0; i < value.numel(); ++i) {
-        w[i] = static_cast<float>(random.Uniform(-bound, bound));
-      }
-    }
-    executor->parameter_slot_[id] = static_cast<int>(executor->parameters_.size());
-    executor->parameters_.push_back(value);
-    executor->gradients_.push_back(Tensor::Zeros(v.shape));
-  }
+  std::unique_ptr<GraphExecutor> executor(
+      new GraphExecutor(graph, std::move(kernels), device, stream, std::move(owned_stream)));
+  EMBER_RETURN_IF_ERROR(executor->InitializeParameters(seed));
   return executor;
 }
 
-GraphExecutor::GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels)
+GraphExecutor::GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels,
+                             const Device& device, CudaStream* stream,
+                             std::unique_ptr<CudaStream> owned_stream)
     : graph_(graph),
       kernels_(std::move(kernels)),
+      device_(device),
+      owned_stream_(std::move(owned_stream)),
+      stream_(stream),
       parameter_slot_(graph->values().size(), -1),
       values_(graph->values().size()),
       grads_(graph->values().size()),
       scratch_(graph->values().size()),
       node_steps_(graph->nodes().size(), 0) {}
 
+Status GraphExecutor::InitializeParameters(uint64_t seed) {
+  std::vector<Tensor> initial;  // Host values, alive until the copies are done.
+  for (int id : graph_->parameters()) {
+    const GraphValue& v = graph_->values()[id];
+    parameter_slot_[id] = static_cast<int>(parameters_.size());
+    initial.push_back(InitialValue(v, seed));
+    if (device_.is_cpu()) {
+      parameters_.push_back(initial.back());
+      gradients_.push_back(Tensor::Zeros(v.shape));
+      continue;
+    }
+    EMBER_ASSIGN_OR_RETURN(Tensor value, NewTensor(v.shape));
+    EMBER_RETURN_IF_ERROR(CopyTensor(initial.back(), &value, stream_));
+    EMBER_ASSIGN_OR_RETURN(Tensor grad, NewTensor(v.shape));
+    EMBER_RETURN_IF_ERROR(ZeroTensor(&grad, stream_));
+    parameters_.push_back(value);
+    gradients_.push_back(grad);
+  }
+  if (stream_ == nullptr) return Status::OK();
+  return stream_->Synchronize().WithContext("initialising the parameters on " + device_.ToString());
+}
+
+Result<Tensor> GraphExecutor::NewTensor(std::vector<int64_t> shape) const {
+  if (device_.is_cpu()) return Tensor::Empty(std::move(shape));
+  return Tensor::Allocate(std::move(shape), DType::kF32, device_);
+}
+
+Status GraphExecutor::Accumulate(const Tensor& from, Tensor* to) {
+  if (device_.is_cuda()) return AddCuda(*to, from, to, *stream_);
+  // numel() walks the shape: taken once, not per element.
+  AddTo(from.data<float>(), to->numel(), to->data<float>());
+  return Status::OK();
+}
+
+Result<Tensor> GraphExecutor::ScratchFor(int in, int k, const std::vector<int64_t>& shape) {
+  std::vector<Tensor>& buffers = scratch_[in];
+  if (static_cast<int>(buffers.size()) <= k) buffers.resize(k + 1);
+  if (!buffers[k].defined() || buffers[k].shape() != shape) {
+    EMBER_ASSIGN_OR_RETURN(buffers[k], NewTensor(shape));
+  }
+  return buffers[k];  // Shares storage.
+}
+
 Status GraphExecutor::EnsureBatch(int64_t batch) {
   if (batch == batch_) return Status::OK();
   const std::vector<GraphValue>& values = graph_->values();
   for (size_t id = 0; id < values.size(); ++id) {
     if (values[id].kind != ValueKind::kActivation) continue;
-    values_[id] = Tensor::Empty(Batched(batch, values[id].shape));
+    EMBER_ASSIGN_OR_RETURN(values_[id], NewTensor(Batched(batch, values[id].shape)));
   }
   for (size_t id = 0; id < values.size(); ++id) {
     // Saved-for-backward outputs carry no gradient.
     if (values[id].kind == ValueKind::kParameter || values[id].saved_for_backward) continue;
-    grads_[id] = Tensor::Empty(Batched(batch, values[id].shape));
-    scratch_[id] = Tensor();
+    EMBER_ASSIGN_OR_RETURN(grads_[id], NewTensor(Batched(batch, values[id].shape)));
+    scratch_[id].clear();
   }
   batch_ = batch;
   return Status::OK();
@@ -104,10 +165,11 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
   for (size_t i = 0; i < ids.size(); ++i) {
     const GraphValue& v = graph_->values()[ids[i]];
     if (inputs[i].ndim() < 1 || inputs[i].dim(0) != batch || batch < 1 ||
-        inputs[i].numel() != batch * v.elements() || inputs[i].dtype() != DType::kF32) {
-      return Status::InvalidArgument("graph input \"", v.name, "\" is ",
-                                     inputs[i].DebugString(), ", expected ", v.elements(),
-                                     " f32 per example for ", batch, " examples");
+        inputs[i].numel() != batch * v.elements() || inputs[i].dtype() != DType::kF32 ||
+        inputs[i].device() != device_) {
+      return Status::InvalidArgument("graph input \"", v.name, "\" is ", inputs[i].DebugString(),
+                                     ", expected ", v.elements(), " f32 per example for ", batch,
+                                     " examples on ", device_.ToString());
     }
   }
   EMBER_RETURN_IF_ERROR(EnsureBatch(batch));
@@ -120,6 +182,7 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
     context.attrs = &nodes[n].attrs;
     context.step = node_steps_[n]++;
     context.training = training;
+    context.stream = stream_;
     for (int in : nodes[n].inputs) context.inputs.push_back(&ValueTensor(in));
     for (int out : nodes[n].outputs) context.outputs.push_back(&values_[out]);
     Status status = kernels_[n]->forward(context);
@@ -146,13 +209,14 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& want = values_[outputs[i]];
-    if (output_grads[i].numel() != want.numel()) {
+    if (output_grads[i].numel() != want.numel() || output_grads[i].dtype() != DType::kF32 ||
+        output_grads[i].device() != device_) {
       return Status::InvalidArgument("gradient of output \"",
                                      graph_->values()[outputs[i]].name, "\" is ",
                                      output_grads[i].DebugString(), ", expected ",
                                      want.DebugString());
     }
-    std::memcpy(grads_[outputs[i]].raw_data(), output_grads[i].raw_data(), want.nbytes());
+    EMBER_RETURN_IF_ERROR(CopyTensor(output_grads[i], &grads_[outputs[i]], stream_));
     has_grad[outputs[i]] = 1;
   }
   const std::vector<GraphNode>& nodes = graph_->nodes();
@@ -164,6 +228,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     KernelContext context;
     context.attrs = &node.attrs;
     context.step = node_steps_[n] - 1;  // The step of the forward call.
+    context.stream = stream_;
     for (int in : node.inputs) context.inputs.push_back(&ValueTensor(in));
     for (int out : node.outputs) {
       context.outputs.push_back(&values_[out]);
@@ -172,7 +237,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
         continue;
       }
       if (!has_grad[out]) {
-        std::memset(grads_[out].raw_data(), 0, grads_[out].nbytes());
+        EMBER_RETURN_IF_ERROR(ZeroTensor(&grads_[out], stream_));
         has_grad[out] = 1;
       }
       context.output_grads.push_back(&grads_[out]);
@@ -194,17 +259,9 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
         target = slot >= 0 ? &gradients_[slot] : &grads_[in];
         has_grad[in] = 1;
       } else {
-        bool scratch_taken = false;
-        for (const auto& [id, tensor] : accumulate) scratch_taken = scratch_taken || id == in;
-        Tensor buffer;
-        if (scratch_taken) {
-          buffer = Tensor::Empty(shape);
-        } else {
-          if (scratch_[in].numel() != v.elements() * (slot >= 0 ? 1 : batch_)) {
-            scratch_[in] = Tensor::Empty(shape);
-          }
-          buffer = scratch_[in];  // Shares storage.
-        }
+        int earlier = 0;
+        for (const auto& [id, tensor] : accumulate) earlier += id == in;
+        EMBER_ASSIGN_OR_RETURN(Tensor buffer, ScratchFor(in, earlier, shape));
         accumulate.emplace_back(in, buffer);
         target = &accumulate.back().second;
       }
@@ -214,30 +271,25 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     if (!status.ok()) return status.WithContext("backward of node \"" + node.name + "\"");
     for (const auto& [in, tensor] : accumulate) {
       const int slot = parameter_slot_[in];
-      Accumulate(tensor, slot >= 0 ? &gradients_[slot] : &grads_[in]);
+      EMBER_RETURN_IF_ERROR(Accumulate(tensor, slot >= 0 ? &gradients_[slot] : &grads_[in]));
     }
   }
   // Parameters no node reached keep a zero gradient.
   for (int id : graph_->parameters()) {
-    if (!has_grad[id]) {
-      Tensor& g = gradients_[parameter_slot_[id]];
-      std::memset(g.raw_data(), 0, g.nbytes());
-    }
+    if (!has_grad[id]) EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[parameter_slot_[id]], stream_));
   }
   const std::vector<int>& ids = graph_->inputs();
   for (size_t i = 0; i < input_grads.size() && i < ids.size(); ++i) {
     if (input_grads[i] == nullptr) continue;
     Tensor* out = input_grads[i];
-    if (out->numel() != grads_[ids[i]].numel()) {
+    if (out->numel() != grads_[ids[i]].numel() || out->dtype() != DType::kF32 ||
+        out->device() != device_) {
       return Status::InvalidArgument("gradient of input \"", graph_->values()[ids[i]].name,
                                      "\" is ", out->DebugString(), ", expected ",
                                      grads_[ids[i]].DebugString());
     }
-    if (has_grad[ids[i]]) {
-      std::memcpy(out->raw_data(), grads_[ids[i]].raw_data(), out->nbytes());
-    } else {
-      std::memset(out->raw_data(), 0, out->nbytes());
-    }
+    EMBER_RETURN_IF_ERROR(has_grad[ids[i]] ? CopyTensor(grads_[ids[i]], out, stream_)
+                                           : ZeroTensor(out, stream_));
   }
   return Status::OK();
 }

@@ -1,61 +1,94 @@
 #pragma once
 
-// GraphExecutor: runs a Graph's forward and backward on the CPU with the
-// kernels of its registry, holding the parameters, their gradients and the
-// activations of the last forward (saved-for-backward outputs included; those
-// get no gradient buffer).
+// GraphExecutor: runs a Graph's forward and backward on one device (the CPU
+// or a CUDA device) with the kernels of its registry for that device, holding
+// the parameters, their gradients and the activations of the last forward
+// (saved-for-backward outputs included; those get no gradient buffer), all on
+// that device.
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/cuda_stream.h"
+#include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/graph.h"
 
 namespace ember::ops {
 
+// On a CUDA device every tensor the executor takes or gives is on that
+// device, and all its work (kernels, gradient accumulation, fills, copies) is
+// queued on its stream() without waiting: call stream()->Synchronize() before
+// reading a result on the host.
 // Thread safety: none; one executor per dense stage.
 class GraphExecutor {
  public:
-  // Parameters are initialised from `seed` (see Initializer). NotFound when
-  // a node's op has no CPU kernel; InvalidArgument for a graph without
-  // outputs.
-  static Result<std::unique_ptr<GraphExecutor>> Create(const Graph* graph, uint64_t seed);
+  // Parameters are initialised from `seed` (see Initializer), on the host and
+  // then copied to `device`, so that a seed gives the same initial values on
+  // every device. `stream` (CUDA only; borrowed, must outlive the executor)
+  // is the stream to queue work on; null makes the executor create its own.
+  // Returns FailedPrecondition when `device` is a CUDA device and Ember was
+  // built without CUDA or the device is absent, InvalidArgument for a stream
+  // of another device or a graph without outputs, NotFound naming the op when
+  // a node's op has no kernel for the device; the errors of device memory.
+  static Result<std::unique_ptr<GraphExecutor>> Create(const Graph* graph, uint64_t seed,
+                                                       const Device& device = Device::Cpu(),
+                                                       CudaStream* stream = nullptr);
 
   // Runs every node on `inputs` (one per graph input, in AddInput order,
-  // each [B, per-example shape...] or [B, elements]); the inputs must stay
-  // alive and unchanged until Backward. InvalidArgument naming the input on
-  // a shape mismatch.
+  // each [B, per-example shape...] or [B, elements], on device()); the inputs
+  // must stay alive and unchanged until Backward. InvalidArgument naming the
+  // input on a shape mismatch or when it is on another device.
   Status Forward(const std::vector<Tensor>& inputs, bool training = true);
-  // The value of graph output i after Forward ([B, shape...]).
+  // The value of graph output i after Forward ([B, shape...], on device()).
   const Tensor& output(int i) const;
   // From the gradient of the objective with respect to each output, fills
   // every parameter's gradient (overwritten) and, for each non-null
-  // input_grads[i], the gradient with respect to graph input i.
+  // input_grads[i], the gradient with respect to graph input i. Every tensor
+  // is on device(); InvalidArgument naming the tensor otherwise.
   Status Backward(const std::vector<Tensor>& output_grads, const std::vector<Tensor*>& input_grads);
 
-  // Parameters and their gradients, in Graph::parameters() order.
+  // Parameters and their gradients, in Graph::parameters() order, on device().
   std::vector<Tensor>& parameters() { return parameters_; }
   std::vector<Tensor>& gradients() { return gradients_; }
   const Graph& graph() const { return *graph_; }
   int64_t batch() const { return batch_; }
+  const Device& device() const { return device_; }
+  // The stream of a CUDA executor; null on the CPU.
+  CudaStream* stream() const { return stream_; }
 
  private:
-  GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels);
+  GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels, const Device& device,
+                CudaStream* stream, std::unique_ptr<CudaStream> owned_stream);
+  Status InitializeParameters(uint64_t seed);
   Status EnsureBatch(int64_t batch);
+  // An uninitialised f32 tensor on device().
+  Result<Tensor> NewTensor(std::vector<int64_t> shape) const;
+  // to += from, both on device().
+  Status Accumulate(const Tensor& from, Tensor* to);
+  // Where the gradient of value `in` goes when this node's kernel is not the
+  // first to contribute to it: the k-th scratch buffer of the value (k counts
+  // the node's earlier contributions to it), added in after the kernel.
+  Result<Tensor> ScratchFor(int in, int k, const std::vector<int64_t>& shape);
   // The tensor of value `id` (an input, a parameter or an activation).
   const Tensor& ValueTensor(int id) const;
 
   const Graph* graph_;
   std::vector<const KernelPair*> kernels_;  // Per node.
+  Device device_;
+  std::unique_ptr<CudaStream> owned_stream_;  // When Create was given none.
+  CudaStream* stream_;                        // Null on the CPU.
   std::vector<Tensor> parameters_;
   std::vector<Tensor> gradients_;
   std::vector<int> parameter_slot_;  // Value id -> index in parameters_, or -1.
   int64_t batch_ = -1;
   std::vector<Tensor> values_;    // Per value id: inputs (borrowed) and activations.
   std::vector<Tensor> grads_;     // Per value id, for backward.
-  std::vector<Tensor> scratch_;   // Per value id: a second contribution.
+  // Per value id: buffers for the contributions after the first (the k-th
+  // one of a node that reads the value k + 1 times).
+  std::vector<std::vector<Tensor>> scratch_;
   std::vector<int64_t> node_steps_;
 };
 

@@ -24,6 +24,7 @@
 #include "ops/gradient_clipping.h"
 #include "ops/moe_routing.h"
 #include "ops/op_registry.h"
+#include "tests/gpu/device_tensors.h"
 
 namespace ember::ops {
 namespace {
@@ -38,17 +39,8 @@ Tensor RandomHost(std::vector<int64_t> shape, RandomStream& random, double lo = 
 }
 
 // Host copies of the tensors of one test, on one stream of cuda:0.
-class OpsCudaTest : public ::testing::Test {
+class OpsCudaTest : public ember::testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    if (!CudaDeviceAvailable()) GTEST_SKIP() << "needs a CUDA device (none present)";
-    auto stream = CudaStream::Create(0);
-    ASSERT_TRUE(stream.ok()) << stream.status();
-    stream_ = std::move(*stream);
-  }
-
-  CudaStream& stream() { return *stream_; }
-
   Tensor Empty(std::vector<int64_t> shape, DType dtype = DType::kF32) {
     Result<Tensor> t = Tensor::Allocate(std::move(shape), dtype, Device::Cuda(0));
     CHECK(t.ok()) << t.status();
@@ -105,9 +97,6 @@ class OpsCudaTest : public ::testing::Test {
           << what << " differs at byte " << i;
     }
   }
-
- private:
-  std::unique_ptr<CudaStream> stream_;
 };
 
 // --- Fully connected ------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/device.h"
 #include "core/random.h"
 #include "ops/cross_layer.h"
 #include "ops/graph.h"
@@ -89,6 +90,42 @@ TEST(GraphExecutorTest, ASavedOutputReachesTheBackwardWithANullGradient) {
   EXPECT_EQ((std::vector<float>{2, -4, 6, 1, 0, -2}), seen.saved);
   // d(x^2)/dx = 2x, times dy.
   EXPECT_EQ((std::vector<float>{2, -4, 6, 2, 0, -4}), Values(dx));
+}
+
+// y = add(add(add(x, x), x), x) = 4x: the backward adds x's gradient from
+// the three nodes, two of them in one node, through the executor's scratch.
+TEST(GraphExecutorTest, AValueReadTwiceByOneNodeAndByOthersGetsEveryContribution) {
+  Graph graph(&DefaultOpRegistry());
+  const int x = *graph.AddInput("x", {3});
+  const int s = graph.AddNode("s", "add", {x, x})->at(0);
+  const int t = graph.AddNode("t", "add", {s, x})->at(0);
+  const int y = graph.AddNode("y", "add", {t, x})->at(0);
+  ASSERT_TRUE(graph.MarkOutput(y).ok());
+  auto executor = GraphExecutor::Create(&graph, 1);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  // Twice at one batch (the scratch is reused), then at another.
+  for (int64_t batch : {2, 2, 5}) {
+    RandomStream rng(batch);
+    const Tensor input = RandomTensor({batch, 3}, rng), dy = RandomTensor({batch, 3}, rng);
+    ASSERT_TRUE((*executor)->Forward({input}).ok());
+    Tensor dx = testing::NanFilled({batch, 3});
+    ASSERT_TRUE((*executor)->Backward({dy}, {&dx}).ok());
+    std::vector<float> want = Values(dy);
+    for (float& v : want) v *= 4.0f;  // Exact: sums of equal powers of two.
+    EXPECT_EQ(want, Values(dx)) << "batch " << batch;
+  }
+}
+
+TEST(GraphExecutorTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
+  if (CudaDeviceAvailable()) GTEST_SKIP() << "checks the refusal where no CUDA device is present";
+  Graph graph(&DefaultOpRegistry());
+  const int x = *graph.AddInput("x", {3});
+  ASSERT_TRUE(graph.MarkOutput(graph.AddNode("y", "add", {x, x})->at(0)).ok());
+  auto executor = GraphExecutor::Create(&graph, 1, Device::Cuda(0));
+  EXPECT_EQ(StatusCode::kFailedPrecondition, executor.status().code()) << executor.status();
+  EXPECT_THAT(executor.status().message(),
+              ::testing::HasSubstr(CudaCompiledIn() ? "0 CUDA device(s) are present"
+                                                    : "built without CUDA"));
 }
 
 // A graph of one cross layer (full or low rank) gives, bit for bit, the
