@@ -4,13 +4,15 @@
 // (ops/graph.h) built by the model zoo (engine/model_zoo.h) and run by a
 // GraphExecutor. Its inputs are the dense features and the pooled
 // embeddings of every slot; its output is a logit per task (one, the click,
-// except for multi-task models).
+// except for multi-task models). It runs on the CPU or on a CUDA device; its
+// callers hand it host tensors either way.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/dense_optimizer.h"
@@ -19,7 +21,8 @@
 
 namespace ember::engine {
 
-// A trainable tensor with its gradient and optimizer state.
+// A trainable tensor with its gradient and optimizer state, on the model's
+// device.
 struct Parameter {
   Tensor value;
   Tensor grad;
@@ -51,23 +54,59 @@ struct ModelOptions {
   int num_experts = 4;
   std::vector<int> expert_mlp = {256, 64};
   uint64_t seed = 1;
+  // Where the dense half runs: its parameters, gradients, optimizer state and
+  // activations live there. The same seed gives the same initial parameters
+  // on every device. Default: the CPU.
+  Device device = Device::Cpu();
 };
 
+// On a CUDA device, Forward and Backward copy their host inputs in and their
+// results out on the model's stream through device buffers kept from step to
+// step (reallocated only when a batch is larger than any before), and wait for
+// the stream before returning; OptimizerStep queues its updates without
+// waiting (the next call orders after them).
 // Thread safety: none; one model belongs to one dense stage.
 class DenseModel {
  public:
-  // InvalidArgument on inconsistent options or an unknown model name.
+  // InvalidArgument on inconsistent options or an unknown model name;
+  // FailedPrecondition for a CUDA device when Ember was built without CUDA or
+  // the device is absent.
   static Result<std::unique_ptr<DenseModel>> Create(const ModelOptions& options);
 
   // logits[B, num_tasks] from dense[B, num_dense] (not read when num_dense is 0)
-  // and pooled[B, num_slots * dim]. The inputs must stay alive and
-  // unchanged until Backward.
+  // and pooled[B, num_slots * dim], all on the host. On the CPU the inputs
+  // must stay alive and unchanged until Backward. `*logits` is valid until the
+  // next Forward. InvalidArgument naming an input on the wrong device or of
+  // the wrong shape.
   Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits);
   // From dlogits[B, num_tasks] (after Forward), fills every parameter's grad and
-  // dpooled[B, num_slots * dim].
+  // dpooled[B, num_slots * dim] (both host tensors; dpooled allocated by the
+  // caller).
   Status Backward(const Tensor& dlogits, Tensor* dpooled);
 
+  // Gives every parameter zeroed optimizer state for `options` on the model's
+  // device (on the CPU: ops::NewDenseOptimizerSlot).
+  Status InitOptimizer(const ops::DenseOptimizerOptions& options);
+  // One update of every parameter from its grad (after Backward), in
+  // parameters() order, on the model's device (on the CPU:
+  // ops::DenseOptimizerStep). `step` counts updates from 1. REQUIRES:
+  // InitOptimizer with the same options.
+  Status OptimizerStep(const ops::DenseOptimizerOptions& options, int64_t step);
+
+  // The parameters, on the model's device: on a CUDA device their tensors
+  // cannot be read or written from the host (use the copies below).
   std::vector<Parameter*> parameters();
+  // Host copies of every parameter's value and optimizer state (grad left
+  // undefined; a slot tensor the optimizer does not use stays undefined), in
+  // parameters() order: what a checkpoint saves. Waits for the stream.
+  Result<std::vector<Parameter>> ParametersToHost();
+  // Overwrites every parameter's value and optimizer state from host
+  // tensors laid out as ParametersToHost gives them (what a checkpoint
+  // restores). Waits for the stream. InvalidArgument, with nothing changed,
+  // when the count or a tensor's size differs.
+  Status ParametersFromHost(const std::vector<Parameter>& host);
+
+  const Device& device() const { return options_.device; }
   const ModelOptions& options() const { return options_; }
   const ops::Graph& graph() const { return *graph_; }
   // Forward multiply-adds x2 of one example (from the graph's op costs).
@@ -77,11 +116,21 @@ class DenseModel {
   DenseModel(const ModelOptions& options, std::unique_ptr<ops::Graph> graph,
              std::unique_ptr<ops::GraphExecutor> executor);
 
+  // A view of `shape` on the first elements of `*buffer` (on the model's
+  // device, or pinned host memory when `pinned`), which grows when too small.
+  Result<Tensor> Reusable(Tensor* buffer, std::vector<int64_t> shape, bool pinned);
+  // Copies host `tensor` (named `what` in errors) into a reusable buffer on
+  // the device and returns the device view.
+  Result<Tensor> CopyIn(const char* what, const Tensor& tensor, Tensor* buffer);
+
   ModelOptions options_;
   std::unique_ptr<ops::Graph> graph_;
   std::unique_ptr<ops::GraphExecutor> executor_;
   std::vector<Parameter> parameters_;
-  std::vector<Tensor> inputs_;
+  std::vector<Tensor> inputs_;  // Of the executor: on its device.
+  // Reusable buffers of a model on a CUDA device (unused on the CPU).
+  Tensor dense_buffer_, pooled_buffer_, dlogits_buffer_, dpooled_buffer_;
+  Tensor logits_host_;  // Pinned.
 };
 
 }  // namespace ember::engine

@@ -1,13 +1,18 @@
 #include "engine/model.h"
-#include "engine/model_zoo.h"
 
-#include <cmath>
-#include <vector>
-
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
 #include "core/random.h"
+#include "engine/model_zoo.h"
 #include "ops/dense_ops.h"
+#include "ops/dense_optimizer.h"
 
 namespace ember::engine {
 namespace {
@@ -251,6 +256,131 @@ TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
   ASSERT_TRUE(model.ok());
   Tensor dense = Tensor::Zeros({3, 2}), pooled = Tensor::Zeros({3, 7}), logits;
   EXPECT_EQ(StatusCode::kInvalidArgument, (*model)->Forward(dense, pooled, &logits).code());
+}
+
+// A small model of every kind with the shapes of the gradient checks.
+ModelOptions SmallOptions(const std::string& name) {
+  ModelOptions options;
+  options.name = name;
+  options.cross_layers = 2;
+  options.num_dense = 3;
+  options.num_slots = 3;
+  options.embedding_dim = 4;
+  options.bottom_mlp = {5, 4};
+  options.top_mlp = {6};
+  options.num_tasks = name == "mmoe" ? 2 : 1;
+  options.num_experts = 3;
+  options.expert_mlp = {5, 3};
+  options.seed = 7;
+  return options;
+}
+
+// A forward and backward of `model` on random inputs and labels from `seed`.
+void TrainingPass(DenseModel& model, uint64_t seed, int64_t batch) {
+  const ModelOptions& o = model.options();
+  RandomStream random(seed);
+  Tensor dense = Tensor::Empty({batch, o.num_dense});
+  Tensor pooled = Tensor::Empty({batch, int64_t{o.num_slots} * o.embedding_dim});
+  FillRandom(dense, random, 1.0);
+  FillRandom(pooled, random, 0.5);
+  const int64_t outputs = batch * o.num_tasks;
+  Tensor labels = Tensor::Empty({outputs});
+  for (int64_t i = 0; i < outputs; ++i) labels.data<float>()[i] = static_cast<float>(i % 2);
+  Tensor logits;
+  ASSERT_TRUE(model.Forward(dense, pooled, &logits).ok());
+  Tensor dlogits = Tensor::Empty({batch, o.num_tasks});
+  Tensor flat_dlogits = dlogits.Reshape({outputs});
+  ASSERT_TRUE(
+      ops::SigmoidCrossEntropyWithLogits(logits.Reshape({outputs}), labels, &flat_dlogits).ok());
+  Tensor dpooled = Tensor::Empty(pooled.shape());
+  ASSERT_TRUE(model.Backward(dlogits, &dpooled).ok());
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// Each parameter's value and optimizer state in `a` and `b` hold the same bits.
+void ExpectSameState(const std::vector<Parameter*>& a, const std::vector<Parameter*>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(SameBits(a[i]->value, b[i]->value)) << "parameter " << i;
+    EXPECT_TRUE(SameBits(a[i]->slot.first_moment, b[i]->slot.first_moment)) << "parameter " << i;
+    EXPECT_TRUE(SameBits(a[i]->slot.second_moment, b[i]->slot.second_moment)) << "parameter " << i;
+  }
+}
+
+TEST(DenseModelTest, OptimizerStepIsTheCpuOptimizerOverEveryParameter) {
+  ops::DenseOptimizerOptions adam;
+  adam.weight_decay = 0.01f;
+  for (const std::string& name : ModelNames()) {
+    SCOPED_TRACE(name);
+    auto model = DenseModel::Create(SmallOptions(name));
+    auto reference = DenseModel::Create(SmallOptions(name));
+    ASSERT_TRUE(model.ok() && reference.ok());
+    ASSERT_TRUE((*model)->InitOptimizer(adam).ok());
+    // What the trainer does with the parameters of a model on the CPU.
+    for (Parameter* p : (*reference)->parameters())
+      p->slot = ops::NewDenseOptimizerSlot(adam, p->value);
+    for (int64_t step = 1; step <= 2; ++step) {
+      TrainingPass(**model, step, 5);
+      TrainingPass(**reference, step, 5);
+      ASSERT_TRUE((*model)->OptimizerStep(adam, step).ok());
+      for (Parameter* p : (*reference)->parameters()) {
+        ASSERT_TRUE(ops::DenseOptimizerStep(adam, step, p->grad, &p->value, &p->slot).ok());
+      }
+    }
+    ExpectSameState((*model)->parameters(), (*reference)->parameters());
+  }
+}
+
+TEST(DenseModelTest, ParametersCopyToTheHostAndBackWithTheirOptimizerState) {
+  ops::DenseOptimizerOptions adagrad;
+  adagrad.type = ops::DenseOptimizer::kAdagrad;
+  auto trained = DenseModel::Create(SmallOptions("dcn_v2"));
+  ModelOptions other_seed = SmallOptions("dcn_v2");
+  other_seed.seed = 8;
+  auto restored = DenseModel::Create(other_seed);
+  ASSERT_TRUE(trained.ok() && restored.ok());
+  ASSERT_TRUE((*trained)->InitOptimizer(adagrad).ok());
+  ASSERT_TRUE((*restored)->InitOptimizer(adagrad).ok());
+  TrainingPass(**trained, 1, 4);
+  ASSERT_TRUE((*trained)->OptimizerStep(adagrad, 1).ok());
+
+  Result<std::vector<Parameter>> host = (*trained)->ParametersToHost();
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::vector<Parameter*> host_pointers;
+  for (Parameter& p : *host) {
+    EXPECT_FALSE(p.grad.defined());
+    EXPECT_FALSE(p.slot.first_moment.defined());  // Adagrad has no first moment.
+    host_pointers.push_back(&p);
+  }
+  ExpectSameState((*trained)->parameters(), host_pointers);
+  ASSERT_TRUE((*restored)->ParametersFromHost(*host).ok());
+  ExpectSameState((*trained)->parameters(), (*restored)->parameters());
+
+  // A mismatch is refused before anything changes.
+  std::vector<Parameter> short_list(host->begin(), host->end() - 1);
+  EXPECT_EQ(StatusCode::kInvalidArgument, (*restored)->ParametersFromHost(short_list).code());
+  std::vector<Parameter> wrong_size = *host;
+  wrong_size.front().value = Tensor::Zeros({1});
+  wrong_size.back().value = Tensor::Zeros(wrong_size.back().value.shape());
+  const Status status = (*restored)->ParametersFromHost(wrong_size);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("parameter 0"));
+  ExpectSameState((*trained)->parameters(), (*restored)->parameters());
+}
+
+TEST(DenseModelTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
+  if (CudaDeviceAvailable()) GTEST_SKIP() << "checks the refusal where no CUDA device is present";
+  ModelOptions options = SmallOptions("dlrm");
+  options.device = Device::Cuda(0);
+  auto model = DenseModel::Create(options);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, model.status().code()) << model.status();
+  EXPECT_THAT(model.status().message(),
+              ::testing::HasSubstr(CudaCompiledIn() ? "0 CUDA device(s) are present"
+                                                    : "built without CUDA"));
 }
 
 }  // namespace
