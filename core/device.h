@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace ember {
 
 enum class DeviceType { kCpu, kCuda };
@@ -25,6 +27,11 @@ struct Device {
   }
   bool operator!=(const Device& other) const { return !(*this == other); }
 };
+
+// Reads "cpu", "cuda" (device 0) or "cuda:N" as ToString writes them;
+// InvalidArgument naming `text` otherwise. Whether the device exists is not
+// checked.
+Result<Device> ParseDevice(const std::string& text);
 
 // True when Ember was built with CUDA support.
 bool CudaCompiledIn();

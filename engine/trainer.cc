@@ -124,8 +124,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   model_options.bottom_mlp = options.bottom_mlp;
   model_options.top_mlp = options.top_mlp;
   model_options.seed = options.seed;
-  EMBER_ASSIGN_OR_RETURN(auto model, DenseModel::Create(model_options));
-  std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), std::move(model)));
+  model_options.device = options.dense_device;
+  Result<std::unique_ptr<DenseModel>> model = DenseModel::Create(model_options);
+  if (!model.ok()) {
+    return model.status().WithContext("the dense model on " + options.dense_device.ToString());
+  }
+  EMBER_RETURN_IF_ERROR((*model)->InitOptimizer(options.dense_optimizer));
+  std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), *std::move(model)));
   if (!options.checkpoint_dir.empty()) {
     TrainingCheckpointOptions checkpoint;
     checkpoint.dir = options.checkpoint_dir;
@@ -142,11 +147,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::Embeddi
     : options_(options),
       table_(std::move(table)),
       model_(std::move(model)),
-      arena_(options.threads) {
-  for (Parameter* p : model_->parameters()) {
-    p->slot = ops::NewDenseOptimizerSlot(options_.dense_optimizer, p->value);
-  }
-}
+      arena_(options.threads) {}
 
 Trainer::~Trainer() = default;
 
@@ -215,13 +216,14 @@ Status Trainer::DenseTrain(Step& step) {
   const Tensor flat_labels = step.labels.Reshape({outputs});
   EMBER_ASSIGN_OR_RETURN(step.loss,
                          ops::SigmoidCrossEntropyWithLogits(flat_logits, flat_labels, &flat_dlogits));
+  // The model's logits are its buffer, which the next batch's forward
+  // overwrites; the step keeps its own for what reads them after the
+  // pipeline's later stages (the progress line's AUC).
+  step.logits = step.logits.Clone();
   step.dpooled = Tensor::Empty({b, int64_t{step.batch.num_slots} * dim});
   EMBER_RETURN_IF_ERROR(model_->Backward(step.dlogits, &step.dpooled));
   ++dense_step_;
-  for (Parameter* p : model_->parameters()) {
-    EMBER_RETURN_IF_ERROR(ops::DenseOptimizerStep(options_.dense_optimizer, dense_step_, p->grad,
-                                                  &p->value, &p->slot));
-  }
+  EMBER_RETURN_IF_ERROR(model_->OptimizerStep(options_.dense_optimizer, dense_step_));
   step.drows = Tensor::Empty(step.rows.shape());
   const Tensor dbags = step.dpooled.Reshape({b * step.batch.num_slots, dim});
   return ops::EmbeddingBagBackward(dbags, step.row_index, step.offsets, ops::Pooling::kSum,
@@ -234,11 +236,20 @@ Status Trainer::Push(Step& step) {
 
 namespace {
 
-DenseState DenseStateOf(DenseModel& model, const ops::DenseOptimizerOptions& optimizer,
-                        int64_t* optimizer_steps, std::string* data_position) {
+// The dense half's state for a checkpoint. A model on a GPU gives host
+// copies of its parameters, kept in `*host` (a restore into them is copied
+// back with ParametersFromHost).
+Result<DenseState> DenseStateOf(DenseModel& model, const ops::DenseOptimizerOptions& optimizer,
+                                int64_t* optimizer_steps, std::string* data_position,
+                                std::vector<Parameter>* host) {
   DenseState state;
   state.data_position = data_position;
-  state.parameters = model.parameters();
+  if (model.device().is_cpu()) {
+    state.parameters = model.parameters();
+  } else {
+    EMBER_ASSIGN_OR_RETURN(*host, model.ParametersToHost());
+    for (Parameter& p : *host) state.parameters.push_back(&p);
+  }
   state.descriptor = DenseStateDescriptor(model.options().name,
                                           ops::DenseOptimizerName(optimizer.type), state.parameters);
   state.optimizer_steps = optimizer_steps;
@@ -251,9 +262,12 @@ Result<int64_t> Trainer::Restore() {
   if (checkpointer_ == nullptr) {
     return Status::FailedPrecondition("no checkpoint directory is set");
   }
-  EMBER_ASSIGN_OR_RETURN(const int64_t step,
-                         checkpointer_->Restore(DenseStateOf(*model_, options_.dense_optimizer,
-                                                             &dense_step_, &resume_position_)));
+  std::vector<Parameter> host;
+  EMBER_ASSIGN_OR_RETURN(
+      const DenseState dense,
+      DenseStateOf(*model_, options_.dense_optimizer, &dense_step_, &resume_position_, &host));
+  EMBER_ASSIGN_OR_RETURN(const int64_t step, checkpointer_->Restore(dense));
+  if (!model_->device().is_cpu()) EMBER_RETURN_IF_ERROR(model_->ParametersFromHost(host));
   job_steps_ = step;
   skip_batches_ = step;
   return step;
@@ -280,11 +294,12 @@ Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
                                TrainReport* report) {
   TraceSpan span(options_.tracer, "checkpoint", "checkpoint", step);
   std::string position = data_position;
-  EMBER_RETURN_IF_ERROR(
-      checkpointer_
-          ->Save(step, DenseStateOf(*model_, options_.dense_optimizer, &dense_step_, &position))
-          .WithContext("writing the checkpoint of step " + std::to_string(step) + " in " +
-                       checkpointer_->dir()));
+  std::vector<Parameter> host;
+  EMBER_ASSIGN_OR_RETURN(const DenseState dense, DenseStateOf(*model_, options_.dense_optimizer,
+                                                              &dense_step_, &position, &host));
+  EMBER_RETURN_IF_ERROR(checkpointer_->Save(step, dense)
+                            .WithContext("writing the checkpoint of step " + std::to_string(step) +
+                                         " in " + checkpointer_->dir()));
   ++report->checkpoints_written;
   report->last_checkpoint_step = step;
   return Status::OK();

@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/status.h"
 #include "core/threads.h"
 #include "core/trace.h"
 #include "embedding/embedding_table.h"
-#include "engine/model.h"
 #include "engine/metrics.h"
+#include "engine/model.h"
 #include "engine/training_checkpoint.h"
 #include "io/batch_source.h"
 #include "io/dataset.h"
@@ -58,6 +59,12 @@ struct TrainOptions {
   // With a disk tier: prefetch the rows of the next batch while one trains.
   bool prefetch = true;
   ops::DenseOptimizerOptions dense_optimizer;
+  // Where the dense step runs (the model's forward, backward and optimizer;
+  // its inputs and results are copied in and out within the dense stage):
+  // the CPU or a CUDA device. Pooling, the loss and the sparse stages stay on
+  // the CPU. On a GPU the result agrees with the CPU's within float rounding,
+  // not bit for bit.
+  Device dense_device = Device::Cpu();
   // Examples per evaluation batch.
   int eval_batch_size = 4096;
   // Record a span per stage per batch here when set (not owned).

@@ -1,5 +1,6 @@
 #include "scheduler/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -255,11 +256,16 @@ Result<Plan> PlanLocalTraining(const ResourceGraph& resources, const PlanRequest
   }
   plan.threads = request.threads > 0 ? request.threads : resources.cpu_threads();
   const std::vector<Device> gpus = resources.cuda_devices();
-  if (!gpus.empty() && request.dense_cuda_available) {
-    plan.dense_device = gpus.front();
+  if (request.dense_device.is_cuda()) {
+    if (std::find(gpus.begin(), gpus.end(), request.dense_device) == gpus.end()) {
+      return Status::FailedPrecondition("--dense_device=", request.dense_device.ToString(), ": ",
+                                        resources.host_name(), " has ", gpus.size(),
+                                        " CUDA device(s)");
+    }
+    plan.dense_device = request.dense_device;
     plan.rationale = "dense stages on " + plan.dense_device.ToString() + ", sparse on CPU";
   } else if (!gpus.empty()) {
-    plan.rationale = "dense stages on CPU: this model has no CUDA dense path yet";
+    plan.rationale = "dense stages on CPU (--dense_device=cuda puts them on a GPU)";
   } else {
     plan.rationale = "dense and sparse stages on CPU: no CUDA device";
   }

@@ -89,13 +89,14 @@ Result<Plan> ParsePlanJson(const std::string& text, const std::string& path);
 struct PlanRequest {
   // CPU threads the job may use; <= 0 means all of the host's.
   int threads = 0;
-  // Whether the dense stages have a CUDA implementation to place on a GPU.
-  bool dense_cuda_available = false;
+  // Where the user wants the dense stages (`--dense_device`).
+  Device dense_device = Device::Cpu();
 };
 
 // The plan of a single-host job without a Program: the thread budget and
-// the dense device only (what `ember train` used before the planner).
-// InvalidArgument when more threads are requested than the host has.
+// the dense device only (what `ember train --plan=off` uses).
+// InvalidArgument when more threads are requested than the host has;
+// FailedPrecondition for a CUDA device the host does not have.
 Result<Plan> PlanLocalTraining(const ResourceGraph& resources, const PlanRequest& request);
 
 }  // namespace ember::scheduler

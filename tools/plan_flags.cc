@@ -307,9 +307,10 @@ Result<PlanInputs> PlanInputsFromFlags() {
     EMBER_ASSIGN_OR_RETURN(planner.placer.memory_limit_bytes,
                            ParseByteSize("plan_memory_limit", limit));
   }
-  // The trainer's dense stage has no CUDA path yet on this host's build
-  // when CUDA is not compiled in; a cluster plan may use GPUs.
-  planner.placer.allow_gpu = !FLAGS_cluster.empty() || CudaCompiledIn();
+  // The dense stage may go to a GPU when this build has CUDA (a cluster plan
+  // may use GPUs anyway), unless --dense_device=cpu says otherwise.
+  planner.placer.allow_gpu =
+      FLAGS_dense_device != "cpu" && (!FLAGS_cluster.empty() || CudaCompiledIn());
   if (FLAGS_cluster.empty()) {
     EMBER_ASSIGN_OR_RETURN(in.dense, CalibrateDense(in, model, calibration));
   }
@@ -358,6 +359,8 @@ void ApplyPlanToOptions(const scheduler::Plan& plan, engine::TrainOptions* optio
   options->embedding_memory_budget_bytes = plan.embedding_memory_budget_bytes;
   options->prefetch = plan.prefetch;
   options->early_pulls = plan.early_pulls;
+  // The trainer runs one dense replica: the plan's first.
+  options->dense_device = plan.dense_device;
   // The trainer's stages: unique, pull, dense, push (read is its own thread).
   options->stage_threads.clear();
   if (plan.pipeline) {
@@ -370,6 +373,7 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
     scheduler::PlanRequest request;
     request.threads = FLAGS_threads;
+    request.dense_device = options->dense_device;
     EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
     LOG(INFO) << resources.Summary();
     LOG(INFO) << "plan: " << plan.rationale;
@@ -403,13 +407,16 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
                                      " threads; this host has ", HardwareThreads());
     }
   }
+  const Device asked = options->dense_device;
   ApplyPlanToOptions(plan, options);
-  LOG(INFO) << "plan (" << FLAGS_plan << "): batch " << plan.batch_size << ", "
-            << (plan.pipeline ? "pipelined" : "sequential") << ", depth " << plan.pipeline_depth
-            << ", staleness " << plan.max_staleness << ", early pulls "
-            << (plan.early_pulls ? "on" : "off") << ", " << plan.threads << " threads; predicted "
-            << static_cast<int64_t>(plan.predicted_samples_per_sec) << " samples/s ("
-            << plan.rationale << ")";
+  // A device the user named wins over the plan's.
+  if (FLAGS_dense_device != "auto") options->dense_device = asked;
+  LOG(INFO) << "plan (" << FLAGS_plan << "): dense on " << options->dense_device.ToString()
+            << ", batch " << plan.batch_size << ", " << (plan.pipeline ? "pipelined" : "sequential")
+            << ", depth " << plan.pipeline_depth << ", staleness " << plan.max_staleness
+            << ", early pulls " << (plan.early_pulls ? "on" : "off") << ", " << plan.threads
+            << " threads; predicted " << static_cast<int64_t>(plan.predicted_samples_per_sec)
+            << " samples/s (" << plan.rationale << ")";
   return plan;
 }
 

@@ -145,6 +145,10 @@ DEFINE_string(pipeline, "on",
               "every stage (the reference; same result with --max_staleness=0).");
 DEFINE_int32(pipeline_depth, 4, "--pipeline=on: batches in flight (buffers between stages).");
 DEFINE_validator(pipeline_depth, &IsPositive32);
+DEFINE_string(dense_device, "auto",
+              "Where the dense step (the model's forward, backward and optimizer) runs: cpu, cuda "
+              "(device 0) or cuda:N. auto: the planner's choice with --plan=auto (a GPU when this "
+              "build has CUDA, a device is present and it is faster), else cpu.");
 DEFINE_string(stage_threads, "",
               "--pipeline=on: threads of the unique, pull, dense and push stages, comma-separated "
               "(e.g. 1,1,2,1; each at most --threads). Empty: the planner's split with "
@@ -230,6 +234,11 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
     return Status::InvalidArgument("--pipeline=", FLAGS_pipeline, " is not known; use on or off");
   }
   options.pipeline = FLAGS_pipeline == "on";
+  if (FLAGS_dense_device != "auto") {
+    Result<Device> device = ParseDevice(FLAGS_dense_device);
+    if (!device.ok()) return device.status().WithContext("--dense_device");
+    options.dense_device = *device;
+  }
   options.pipeline_depth = FLAGS_pipeline_depth;
   EMBER_ASSIGN_OR_RETURN(options.stage_threads, ParseWidths("stage_threads", FLAGS_stage_threads));
   options.max_staleness = FLAGS_max_staleness;

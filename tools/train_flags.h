@@ -27,5 +27,6 @@ DECLARE_double(dense_lr);
 DECLARE_string(pipeline);
 DECLARE_int32(pipeline_depth);
 DECLARE_string(stage_threads);
+DECLARE_string(dense_device);
 DECLARE_int32(max_staleness);
 DECLARE_bool(early_pulls);

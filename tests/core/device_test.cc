@@ -25,6 +25,19 @@ TEST(DeviceTest, CudaDeviceCountIsNeverNegative) {
 TEST(DeviceTest, NamesReadAsUsersWriteThem) {
   EXPECT_EQ("cpu", Device::Cpu().ToString());
   EXPECT_EQ("cuda:1", Device::Cuda(1).ToString());
+  for (const Device& device : {Device::Cpu(), Device::Cuda(0), Device::Cuda(12)}) {
+    Result<Device> back = ParseDevice(device.ToString());
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(device, *back);
+  }
+  Result<Device> cuda = ParseDevice("cuda");
+  ASSERT_TRUE(cuda.ok());
+  EXPECT_EQ(Device::Cuda(0), *cuda);
+  for (const char* wrong : {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CPU", ""}) {
+    Result<Device> bad = ParseDevice(wrong);
+    EXPECT_EQ(StatusCode::kInvalidArgument, bad.status().code()) << wrong;
+    EXPECT_NE(std::string::npos, bad.status().message().find("is not a device")) << wrong;
+  }
 }
 
 TEST(AllocatorTest, PinnedHostMemoryIsUsableFromTheHost) {

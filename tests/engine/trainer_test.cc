@@ -510,5 +510,18 @@ TEST(TrainerCreateTest, EmptyTrainingDataIsInvalidArgument) {
   EXPECT_EQ(StatusCode::kInvalidArgument, (*trainer)->Fit(io::Dataset()).status().code());
 }
 
+// A dense step on a CUDA device the build or the host does not have is a
+// clear error naming the device (tests/gpu/trainer_cuda_test.cc trains on
+// one).
+TEST(TrainerCreateTest, ADenseDeviceThatIsNotThereIsFailedPrecondition) {
+  TrainOptions options;
+  options.show_progress = false;
+  options.dense_device = Device::Cuda(CudaDeviceCount());
+  auto trainer = Trainer::Create(options, 13, 26);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, trainer.status().code()) << trainer.status();
+  EXPECT_THAT(trainer.status().message(),
+              ::testing::HasSubstr("the dense model on cuda:" + std::to_string(CudaDeviceCount())));
+}
+
 }  // namespace
 }  // namespace ember::engine

@@ -11,6 +11,7 @@
 #include <regex>
 #include <string>
 
+#include "core/device.h"
 #include "core/file.h"
 #include "core/random.h"
 #include "core/threads.h"
@@ -139,7 +140,7 @@ TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   for (const std::string flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
         "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0", "--admission=sometimes",
-        "--stage_threads=1,x", "--embedding_memory_budget=lots"}) {
+        "--stage_threads=1,x", "--dense_device=gpu", "--embedding_memory_budget=lots"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);
@@ -576,6 +577,19 @@ TEST_F(EmberCliTest, AStageThreadSplitGoesThroughThePlanToTraining) {
   EXPECT_EQ(2, wrong.exit_code) << wrong.output;
   EXPECT_NE(std::string::npos, wrong.output.find("--stage_threads: the pull stage's 3 threads"))
       << wrong.output;
+}
+
+// --dense_device names where the dense step runs; a CUDA device this build
+// or host does not have exits 2 naming it.
+TEST_F(EmberCliTest, ADenseDeviceThatIsNotThereExitsTwoNamingIt) {
+  const std::string device = "cuda:" + std::to_string(ember::CudaDeviceCount());
+  for (const char* plan : {"off", "auto"}) {
+    CommandRun run =
+        Ember("train --rows=2000 --plan=" + std::string(plan) + " --dense_device=" + device,
+              "env XDG_CACHE_HOME=" + Path("cache"));
+    EXPECT_EQ(2, run.exit_code) << plan << ": " << run.output;
+    EXPECT_NE(std::string::npos, run.output.find(device)) << plan << ": " << run.output;
+  }
 }
 
 TEST_F(EmberCliTest, MalformedClusterAndMissingPlanFilesExitTwoNamingThem) {
