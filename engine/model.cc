@@ -26,6 +26,7 @@ Result<std::unique_ptr<DenseModel>> DenseModel::Create(const ModelOptions& optio
                          BuildModelGraph(options, ops::DefaultOpRegistry()));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ops::GraphExecutor> executor,
                          ops::GraphExecutor::Create(graph.get(), options.seed, options.device));
+  EMBER_RETURN_IF_ERROR(executor->set_precision(options.precision));
   return std::unique_ptr<DenseModel>(
       new DenseModel(options, std::move(graph), std::move(executor)));
 }

@@ -18,6 +18,7 @@
 #include "ops/dense_optimizer.h"
 #include "ops/graph.h"
 #include "ops/graph_executor.h"
+#include "ops/precision.h"
 
 namespace ember::engine {
 
@@ -58,6 +59,10 @@ struct ModelOptions {
   // activations live there. The same seed gives the same initial parameters
   // on every device. Default: the CPU.
   Device device = Device::Cpu();
+  // The GEMM arithmetic of the fully connected layers on a CUDA device
+  // (ops/precision.h: 16-bit inputs, f32 accumulation and f32 master weights);
+  // the CPU computes in f32 only.
+  ops::ComputePrecision precision = ops::ComputePrecision::kF32;
 };
 
 // On a CUDA device, Forward and Backward copy their host inputs in and their

@@ -125,6 +125,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   model_options.top_mlp = options.top_mlp;
   model_options.seed = options.seed;
   model_options.device = options.dense_device;
+  model_options.precision = options.dense_precision;
   Result<std::unique_ptr<DenseModel>> model = DenseModel::Create(model_options);
   if (!model.ok()) {
     return model.status().WithContext("the dense model on " + options.dense_device.ToString());

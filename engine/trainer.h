@@ -18,6 +18,7 @@
 #include "io/batch_source.h"
 #include "io/dataset.h"
 #include "ops/dense_optimizer.h"
+#include "ops/precision.h"
 #include "pipeline/stage.h"
 #include "pipeline/staleness.h"
 
@@ -65,6 +66,10 @@ struct TrainOptions {
   // the CPU. On a GPU the result agrees with the CPU's within float rounding,
   // not bit for bit.
   Device dense_device = Device::Cpu();
+  // The fully connected layers' GEMM arithmetic on a CUDA dense device: f32,
+  // or bf16/f16 inputs with f32 accumulation and f32 master weights (mixed
+  // precision). The CPU computes in f32 only; 16-bit there is an error.
+  ops::ComputePrecision dense_precision = ops::ComputePrecision::kF32;
   // Examples per evaluation batch.
   int eval_batch_size = 4096;
   // Record a span per stage per batch here when set (not owned).

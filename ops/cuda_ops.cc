@@ -55,7 +55,7 @@ KernelPair FullyConnectedCuda() {
   k.forward = [](KernelContext& c) -> Status {
     EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "fully_connected"));
     return FullyConnectedForwardCuda(Flat(*c.inputs[0]), *c.inputs[1], *c.inputs[2],
-                                     ActivationOf(*c.attrs), c.outputs[0], *s);
+                                     ActivationOf(*c.attrs), c.outputs[0], *s, c.precision);
   };
   k.backward = [](KernelContext& c) -> Status {
     EMBER_ASSIGN_OR_RETURN(CudaStream * s, StreamOf(c, "fully_connected"));
@@ -70,10 +70,10 @@ KernelPair FullyConnectedCuda() {
       EMBER_ASSIGN_OR_RETURN(db, Temporary(*c.inputs[2], *s));
     }
     return FullyConnectedBackwardCuda(
-        Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0], *c.output_grads[0],
-        ActivationOf(*c.attrs), c.input_grads[0] != nullptr ? &dx : nullptr,
+        Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0], *c.output_grads[0], ActivationOf(*c.attrs),
+        c.input_grads[0] != nullptr ? &dx : nullptr,
         c.input_grads[1] != nullptr ? c.input_grads[1] : &dw,
-        c.input_grads[2] != nullptr ? c.input_grads[2] : &db, *s);
+        c.input_grads[2] != nullptr ? c.input_grads[2] : &db, *s, c.precision);
   };
   return k;
 }

@@ -28,16 +28,9 @@
 #include "ops/dense_optimizer.h"
 #include "ops/dropout.h"
 #include "ops/moe_routing.h"
+#include "ops/precision.h"
 
 namespace ember::ops {
-
-// The arithmetic of the fully connected GEMMs. With kBf16 and kF16, x, weight
-// (and in the backward dy) are rounded to the 16-bit type on the device and
-// multiplied with f32 accumulation; parameters, outputs and gradients stay f32
-// (master weights in f32).
-enum class ComputePrecision { kF32, kBf16, kF16 };
-
-const char* ComputePrecisionName(ComputePrecision precision);
 
 // --- Fully connected (cuBLASLt, bias and ReLU fused in the GEMM's epilogue
 // where cuBLASLt offers it, else a separate kernel) --------------------------

@@ -11,18 +11,6 @@ Status NoCuda(const char* op) {
 
 }  // namespace
 
-const char* ComputePrecisionName(ComputePrecision precision) {
-  switch (precision) {
-    case ComputePrecision::kF32:
-      return "f32";
-    case ComputePrecision::kBf16:
-      return "bf16";
-    case ComputePrecision::kF16:
-      return "f16";
-  }
-  return "unknown";
-}
-
 Status FullyConnectedForwardCuda(const Tensor&, const Tensor&, const Tensor&, Activation, Tensor*,
                                  CudaStream&, ComputePrecision) {
   return NoCuda("FullyConnectedForwardCuda");

@@ -372,18 +372,6 @@ Status FullyConnectedBackwardRaw(const char* op, CudaStream& stream, const float
 
 }  // namespace cuda
 
-const char* ComputePrecisionName(ComputePrecision precision) {
-  switch (precision) {
-    case ComputePrecision::kF32:
-      return "f32";
-    case ComputePrecision::kBf16:
-      return "bf16";
-    case ComputePrecision::kF16:
-      return "f16";
-  }
-  return "unknown";
-}
-
 namespace {
 
 Status CheckPrecision(const char* op, ComputePrecision precision) {

@@ -88,6 +88,16 @@ GraphExecutor::GraphExecutor(const Graph* graph, std::vector<const KernelPair*> 
       scratch_(graph->values().size()),
       node_steps_(graph->nodes().size(), 0) {}
 
+Status GraphExecutor::set_precision(ComputePrecision precision) {
+  if (precision != ComputePrecision::kF32 && device_.is_cpu()) {
+    return Status::InvalidArgument(
+        ComputePrecisionName(precision),
+        " arithmetic needs a CUDA device; the CPU kernels compute in f32");
+  }
+  precision_ = precision;
+  return Status::OK();
+}
+
 Status GraphExecutor::InitializeParameters(uint64_t seed) {
   std::vector<Tensor> initial;  // Host values, alive until the copies are done.
   for (int id : graph_->parameters()) {
@@ -183,6 +193,7 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
     context.step = node_steps_[n]++;
     context.training = training;
     context.stream = stream_;
+    context.precision = precision_;
     for (int in : nodes[n].inputs) context.inputs.push_back(&ValueTensor(in));
     for (int out : nodes[n].outputs) context.outputs.push_back(&values_[out]);
     Status status = kernels_[n]->forward(context);
@@ -229,6 +240,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     context.attrs = &node.attrs;
     context.step = node_steps_[n] - 1;  // The step of the forward call.
     context.stream = stream_;
+    context.precision = precision_;
     for (int in : node.inputs) context.inputs.push_back(&ValueTensor(in));
     for (int out : node.outputs) {
       context.outputs.push_back(&values_[out]);

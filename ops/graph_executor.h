@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/graph.h"
+#include "ops/precision.h"
 
 namespace ember::ops {
 
@@ -56,6 +57,11 @@ class GraphExecutor {
   const Graph& graph() const { return *graph_; }
   int64_t batch() const { return batch_; }
   const Device& device() const { return device_; }
+  // The arithmetic of the GEMMs of kernels that offer a choice (the CUDA
+  // fully connected layer; ops/precision.h), f32 by default. InvalidArgument
+  // for 16-bit arithmetic on the CPU, whose kernels compute in f32.
+  Status set_precision(ComputePrecision precision);
+  ComputePrecision precision() const { return precision_; }
   // The stream of a CUDA executor; null on the CPU.
   CudaStream* stream() const { return stream_; }
 
@@ -78,6 +84,7 @@ class GraphExecutor {
   const Graph* graph_;
   std::vector<const KernelPair*> kernels_;  // Per node.
   Device device_;
+  ComputePrecision precision_ = ComputePrecision::kF32;
   std::unique_ptr<CudaStream> owned_stream_;  // When Create was given none.
   CudaStream* stream_;                        // Null on the CPU.
   std::vector<Tensor> parameters_;

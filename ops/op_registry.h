@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/op_cost.h"
+#include "ops/precision.h"
 
 namespace ember::ops {
 
@@ -60,6 +61,9 @@ struct KernelContext {
   // The stream CUDA kernels queue their work on (tensors then live on its
   // device); null for CPU kernels.
   CudaStream* stream = nullptr;
+  // The GEMM arithmetic of kernels that offer a choice (the CUDA fully
+  // connected layer); always kF32 on the CPU.
+  ComputePrecision precision = ComputePrecision::kF32;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;

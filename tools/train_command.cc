@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/device.h"
 #include "core/file.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -20,6 +21,7 @@
 #include "io/columnar.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "ops/precision.h"
 #include "scheduler/plan.h"
 #include "scheduler/resource_graph.h"
 #include "tools/commands.h"
@@ -149,6 +151,9 @@ DEFINE_string(dense_device, "auto",
               "Where the dense step (the model's forward, backward and optimizer) runs: cpu, cuda "
               "(device 0) or cuda:N. auto: the planner's choice with --plan=auto (a GPU when this "
               "build has CUDA, a device is present and it is faster), else cpu.");
+DEFINE_string(dense_precision, "f32",
+              "The dense step's GEMM arithmetic on a GPU: f32, or bf16/f16 (16-bit inputs, f32 "
+              "accumulation and f32 master weights). The CPU computes in f32 only.");
 DEFINE_string(stage_threads, "",
               "--pipeline=on: threads of the unique, pull, dense and push stages, comma-separated "
               "(e.g. 1,1,2,1; each at most --threads). Empty: the planner's split with "
@@ -234,6 +239,9 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
     return Status::InvalidArgument("--pipeline=", FLAGS_pipeline, " is not known; use on or off");
   }
   options.pipeline = FLAGS_pipeline == "on";
+  Result<ops::ComputePrecision> precision = ops::ParseComputePrecision(FLAGS_dense_precision);
+  if (!precision.ok()) return precision.status().WithContext("--dense_precision");
+  options.dense_precision = *precision;
   if (FLAGS_dense_device != "auto") {
     Result<Device> device = ParseDevice(FLAGS_dense_device);
     if (!device.ok()) return device.status().WithContext("--dense_device");

@@ -510,6 +510,17 @@ TEST(TrainerCreateTest, EmptyTrainingDataIsInvalidArgument) {
   EXPECT_EQ(StatusCode::kInvalidArgument, (*trainer)->Fit(io::Dataset()).status().code());
 }
 
+// Mixed precision is for a GPU dense step: on the CPU it is refused.
+TEST(TrainerCreateTest, SixteenBitDenseArithmeticOnTheCpuIsInvalidArgument) {
+  TrainOptions options;
+  options.show_progress = false;
+  options.dense_precision = ops::ComputePrecision::kBf16;
+  auto trainer = Trainer::Create(options, 13, 26);
+  EXPECT_EQ(StatusCode::kInvalidArgument, trainer.status().code()) << trainer.status();
+  EXPECT_THAT(trainer.status().message(),
+              ::testing::HasSubstr("the dense model on cpu: bf16 arithmetic needs a CUDA device"));
+}
+
 // A dense step on a CUDA device the build or the host does not have is a
 // clear error naming the device (tests/gpu/trainer_cuda_test.cc trains on
 // one).

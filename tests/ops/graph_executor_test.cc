@@ -128,6 +128,30 @@ TEST(GraphExecutorTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
                                                     : "built without CUDA"));
 }
 
+// 16-bit GEMM arithmetic exists on a CUDA device only: the CPU executor
+// refuses it, saying so, and keeps f32. The names read back.
+TEST(GraphExecutorTest, SixteenBitArithmeticIsRefusedOnTheCpu) {
+  Graph graph(&DefaultOpRegistry());
+  const int x = *graph.AddInput("x", {3});
+  ASSERT_TRUE(graph.MarkOutput(graph.AddNode("y", "add", {x, x})->at(0)).ok());
+  auto executor = GraphExecutor::Create(&graph, 1);
+  ASSERT_TRUE(executor.ok());
+  EXPECT_TRUE((*executor)->set_precision(ComputePrecision::kF32).ok());
+  for (ComputePrecision p : {ComputePrecision::kBf16, ComputePrecision::kF16}) {
+    const Status status = (*executor)->set_precision(p);
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("arithmetic needs a CUDA device"));
+    EXPECT_EQ(ComputePrecision::kF32, (*executor)->precision());
+  }
+  for (ComputePrecision p :
+       {ComputePrecision::kF32, ComputePrecision::kBf16, ComputePrecision::kF16}) {
+    Result<ComputePrecision> back = ParseComputePrecision(ComputePrecisionName(p));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(p, *back);
+  }
+  EXPECT_EQ(StatusCode::kInvalidArgument, ParseComputePrecision("fp8").status().code());
+}
+
 // A graph of one cross layer (full or low rank) gives, bit for bit, the
 // gradients of the operator called directly without saved intermediates
 // (that path is checked against finite differences in cross_layer_test).

@@ -140,7 +140,8 @@ TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   for (const std::string flag :
        {"--model=resnet", "--sparse_optimizer=adamw2", "--dense_optimizer=lion",
         "--bottom_mlp=64,x", "--bad_lines=maybe", "--top_mlp=0", "--admission=sometimes",
-        "--stage_threads=1,x", "--dense_device=gpu", "--embedding_memory_budget=lots"}) {
+        "--stage_threads=1,x", "--dense_device=gpu", "--dense_precision=fp8",
+        "--embedding_memory_budget=lots"}) {
     CommandRun run = Ember("train --rows=500 " + flag);
     EXPECT_EQ(2, run.exit_code) << flag << ": " << run.output;
     const std::string name = flag.substr(2, flag.find('=') - 2);
