@@ -1,5 +1,6 @@
 // Pinned host and device allocators through the CUDA runtime.
 #include <cuda_runtime.h>
+#include <glog/logging.h>
 
 #include <memory>
 #include <mutex>
@@ -45,8 +46,13 @@ class DeviceAllocator final : public Allocator {
   }
   void Deallocate(void* ptr) override {
     if (ptr == nullptr) return;
-    cudaSetDevice(index_);
-    cudaFree(ptr);
+    cudaError_t error = cudaSetDevice(index_);
+    if (error == cudaSuccess) error = cudaFree(ptr);
+    if (error != cudaSuccess) {
+      cudaGetLastError();  // Not to be reported by an unrelated later launch.
+      LOG_EVERY_N(WARNING, 100) << "cuda:" << index_
+                                << ": cudaFree failed: " << cudaGetErrorString(error);
+    }
   }
   Device device() const override { return Device::Cuda(index_); }
   const char* name() const override { return "cuda_device"; }

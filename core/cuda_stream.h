@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/allocator.h"
 #include "core/status.h"
 
 namespace ember {
@@ -33,10 +34,19 @@ class CudaStream {
   // Queues setting `bytes` of device memory to zero.
   Status SetZero(void* device_dst, size_t bytes);
 
+  // Device memory ordered on this stream (cudaMallocAsync/cudaFreeAsync from
+  // the device's pool, which keeps up to 256 MiB between uses; 256-byte
+  // aligned blocks): a block may be freed while work queued on this stream
+  // still uses it, since its reuse waits for that work. Not for use on
+  // another stream without synchronising; must not outlive the stream.
+  Allocator* allocator() const { return allocator_.get(); }
+
  private:
-  CudaStream(int device, void* stream) : device_(device), stream_(stream) {}
+  CudaStream(int device, void* stream, std::unique_ptr<Allocator> allocator)
+      : device_(device), stream_(stream), allocator_(std::move(allocator)) {}
   int device_;
   void* stream_;
+  std::unique_ptr<Allocator> allocator_;
 };
 
 }  // namespace ember

@@ -71,19 +71,29 @@ Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* lo
     *logits = executor_->output(0);
     return Status::OK();
   }
-  if (options_.num_dense > 0) {
-    EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("dense", dense, &dense_buffer_));
+  return WaitingOnFailure([&]() -> Status {
+    if (options_.num_dense > 0) {
+      EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("dense", dense, &dense_buffer_));
+      inputs_.push_back(on_device);
+    }
+    EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("pooled", pooled, &pooled_buffer_));
     inputs_.push_back(on_device);
-  }
-  EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("pooled", pooled, &pooled_buffer_));
-  inputs_.push_back(on_device);
-  EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
-  const Tensor& out = executor_->output(0);
-  EMBER_ASSIGN_OR_RETURN(Tensor host, Reusable(&logits_host_, out.shape(), /*pinned=*/true));
-  EMBER_RETURN_IF_ERROR(CopyTensor(out, &host, executor_->stream()));
-  EMBER_RETURN_IF_ERROR(executor_->stream()->Synchronize().WithContext("the dense forward"));
-  *logits = host;
-  return Status::OK();
+    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
+    const Tensor& out = executor_->output(0);
+    EMBER_ASSIGN_OR_RETURN(Tensor host, Reusable(&logits_host_, out.shape(), /*pinned=*/true));
+    EMBER_RETURN_IF_ERROR(CopyTensor(out, &host, executor_->stream()));
+    EMBER_RETURN_IF_ERROR(executor_->stream()->Synchronize().WithContext("the dense forward"));
+    *logits = host;
+    return Status::OK();
+  });
+}
+
+Status DenseModel::WaitingOnFailure(const std::function<Status()>& body) {
+  const Status status = body();
+  // Copies from the caller's tensors may still be queued: the caller may
+  // reuse its tensors once this returns.
+  if (!status.ok()) executor_->stream()->Synchronize().IgnoreError();
+  return status;
 }
 
 Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
@@ -93,7 +103,6 @@ Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
     input_grads.back() = dpooled;
     return executor_->Backward({dlogits}, input_grads);
   }
-  EMBER_ASSIGN_OR_RETURN(Tensor dlogits_on_device, CopyIn("dlogits", dlogits, &dlogits_buffer_));
   const Tensor& pooled = inputs_.back();
   if (dpooled == nullptr || !dpooled->defined() || !dpooled->device().is_cpu() ||
       dpooled->dtype() != DType::kF32 || dpooled->numel() != pooled.numel()) {
@@ -102,12 +111,15 @@ Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
         pooled.numel(), " elements, got ",
         dpooled != nullptr && dpooled->defined() ? dpooled->DebugString() : "none");
   }
-  EMBER_ASSIGN_OR_RETURN(Tensor dpooled_on_device,
-                         Reusable(&dpooled_buffer_, pooled.shape(), /*pinned=*/false));
-  input_grads.back() = &dpooled_on_device;
-  EMBER_RETURN_IF_ERROR(executor_->Backward({dlogits_on_device}, input_grads));
-  EMBER_RETURN_IF_ERROR(CopyTensor(dpooled_on_device, dpooled, executor_->stream()));
-  return executor_->stream()->Synchronize().WithContext("the dense backward");
+  return WaitingOnFailure([&]() -> Status {
+    EMBER_ASSIGN_OR_RETURN(Tensor dlogits_on_device, CopyIn("dlogits", dlogits, &dlogits_buffer_));
+    EMBER_ASSIGN_OR_RETURN(Tensor dpooled_on_device,
+                           Reusable(&dpooled_buffer_, pooled.shape(), /*pinned=*/false));
+    input_grads.back() = &dpooled_on_device;
+    EMBER_RETURN_IF_ERROR(executor_->Backward({dlogits_on_device}, input_grads));
+    EMBER_RETURN_IF_ERROR(CopyTensor(dpooled_on_device, dpooled, executor_->stream()));
+    return executor_->stream()->Synchronize().WithContext("the dense backward");
+  });
 }
 
 Status DenseModel::InitOptimizer(const ops::DenseOptimizerOptions& options) {

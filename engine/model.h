@@ -8,6 +8,7 @@
 // callers hand it host tensors either way.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,6 +125,10 @@ class DenseModel {
   // A view of `shape` on the first elements of `*buffer` (on the model's
   // device, or pinned host memory when `pinned`), which grows when too small.
   Result<Tensor> Reusable(Tensor* buffer, std::vector<int64_t> shape, bool pinned);
+  // On a CUDA device: runs `body` and, when it fails, waits for the stream
+  // (copies from the caller's tensors may still be queued) before returning
+  // its error.
+  Status WaitingOnFailure(const std::function<Status()>& body);
   // Copies host `tensor` (named `what` in errors) into a reusable buffer on
   // the device and returns the device view.
   Result<Tensor> CopyIn(const char* what, const Tensor& tensor, Tensor* buffer);

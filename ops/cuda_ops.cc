@@ -31,10 +31,13 @@ Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
   return c.stream;
 }
 
-// A device tensor shaped like `like`, for a gradient nobody asked for but
-// that the kernel writes anyway.
+// A device tensor of `shape` for the duration of one kernel call (an
+// intermediate, or a gradient nobody asked for but that the kernel writes
+// anyway), in the stream's stream-ordered memory: freeing it at the end of
+// the call waits for nothing, and its reuse waits for the work queued on it.
 Result<Tensor> TemporaryOfShape(std::vector<int64_t> shape, const CudaStream& stream) {
-  return Tensor::Allocate(std::move(shape), DType::kF32, Device::Cuda(stream.device()));
+  return Tensor::Allocate(std::move(shape), DType::kF32, Device::Cuda(stream.device()),
+                          stream.allocator());
 }
 
 Result<Tensor> Temporary(const Tensor& like, const CudaStream& stream) {

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <vector>
 
 #include "ops/bias_activation.cuh"
 #include "ops/cuda/blas.h"
@@ -32,12 +34,50 @@ struct ThreadHandles {
   cublasLtHandle_t lt = nullptr;
 };
 
-// The calling thread's handles for `device`. Never destroyed: destroying them
-// at thread or process exit can run after the CUDA runtime has shut down, and
-// Ember's threads live as long as the process.
+// Handle sets not in use, per device. A thread takes one for a device on
+// first use and gives it back when it exits (pipelined training starts new
+// stage threads for every Fit), so the process holds as many sets as it ever
+// ran threads at once. Never destroyed: destroying them at process exit can
+// run after the CUDA runtime has shut down.
+struct HandlePool {
+  std::mutex mu;
+  std::map<int, std::vector<ThreadHandles>> idle;
+};
+
+HandlePool& Pool() {
+  static HandlePool* pool = new HandlePool;
+  return *pool;
+}
+
+// The handle sets a thread holds, given back to the pool at its exit.
+struct ThreadLease {
+  std::map<int, ThreadHandles> held;
+  ~ThreadLease() {
+    HandlePool& pool = Pool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    for (const auto& [device, h] : held) pool.idle[device].push_back(h);
+  }
+};
+
+// The calling thread's handles for `device` (a thread's own: cuBLAS handles
+// are not for concurrent use).
 Result<ThreadHandles*> HandlesFor(const char* op, int device) {
-  thread_local std::map<int, ThreadHandles> handles;
-  ThreadHandles& h = handles[device];
+  thread_local ThreadLease lease;
+  auto it = lease.held.find(device);
+  if (it == lease.held.end()) {
+    ThreadHandles reused;
+    {
+      HandlePool& pool = Pool();
+      std::lock_guard<std::mutex> lock(pool.mu);
+      std::vector<ThreadHandles>& idle = pool.idle[device];
+      if (!idle.empty()) {
+        reused = idle.back();
+        idle.pop_back();
+      }
+    }
+    it = lease.held.emplace(device, reused).first;
+  }
+  ThreadHandles& h = it->second;
   if (h.blas == nullptr) {
     EMBER_RETURN_IF_ERROR(CublasCall(cublasCreate(&h.blas), op, "cublasCreate"));
   }

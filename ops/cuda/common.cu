@@ -1,8 +1,6 @@
 #include "ops/cuda/common.h"
 
 #include <climits>
-#include <mutex>
-#include <set>
 #include <sstream>
 #include <string>
 
@@ -10,27 +8,6 @@
 
 namespace ember::ops::cuda {
 namespace {
-
-// Scratch freed back to the device's default pool stays there up to this
-// many bytes instead of being returned to the driver at every synchronisation,
-// so that per-call scratch costs no driver call in steady state.
-constexpr uint64_t kPoolReleaseThresholdBytes = uint64_t{256} << 20;
-
-void KeepPoolWarm(int device) {
-  static std::mutex mu;
-  static std::set<int> done;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert(device).second) return;
-  cudaMemPool_t pool = nullptr;
-  if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  uint64_t threshold = kPoolReleaseThresholdBytes;
-  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) != cudaSuccess) {
-    cudaGetLastError();
-  }
-}
 
 std::string Describe(DType dtype, const std::vector<int64_t>& shape, const Device& device) {
   return std::string(DTypeName(dtype)) + ShapeString(shape) + " on " + device.ToString();
@@ -74,24 +51,14 @@ int GridFor(int64_t n, int threads) {
 }
 
 DeviceScratch::~DeviceScratch() {
-  for (void* block : blocks_) cudaFreeAsync(block, stream_);
+  for (void* block : blocks_) allocator_->Deallocate(block);
 }
 
 Result<void*> DeviceScratch::GetBytes(const char* op, size_t bytes) {
-  int device = 0;
-  EMBER_RETURN_IF_ERROR(CudaCall(cudaGetDevice(&device), op, "cudaGetDevice"));
-  KeepPoolWarm(device);
-  void* ptr = nullptr;
-  // 256-byte granules keep every block aligned for vector loads and cuBLASLt.
-  const size_t rounded = ((bytes == 0 ? 1 : bytes) + 255) / 256 * 256;
-  const cudaError_t error = cudaMallocAsync(&ptr, rounded, stream_);
-  if (error != cudaSuccess) {
-    cudaGetLastError();
-    return Status::ResourceExhausted(op, ": ", bytes, " bytes of device scratch: ",
-                                     cudaGetErrorString(error));
-  }
-  blocks_.push_back(ptr);
-  return ptr;
+  Result<void*> ptr = allocator_->Allocate(bytes);
+  if (!ptr.ok()) return ptr.status().WithContext(std::string(op) + ": device scratch");
+  blocks_.push_back(*ptr);
+  return *ptr;
 }
 
 Status CheckDeviceTensor(const char* op, const char* name, const Tensor& tensor, DType dtype,

@@ -41,7 +41,7 @@ int GridFor(int64_t n, int threads);
 // Thread safety: one thread at a time.
 class DeviceScratch {
  public:
-  explicit DeviceScratch(CudaStream& stream) : stream_(Native(stream)) {}
+  explicit DeviceScratch(CudaStream& stream) : allocator_(stream.allocator()) {}
   ~DeviceScratch();
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -56,7 +56,7 @@ class DeviceScratch {
 
  private:
   Result<void*> GetBytes(const char* op, size_t bytes);
-  cudaStream_t stream_;
+  Allocator* allocator_;  // The stream's (stream-ordered).
   std::vector<void*> blocks_;
 };
 
