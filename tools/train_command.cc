@@ -640,13 +640,14 @@ Status Train() {
   EMBER_RETURN_IF_ERROR(fit.status());
   const engine::TrainReport& report = *fit;
   LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
+  // stage_threads are the last stages of stage_times (a pipelined run's
+  // times start with "read", the trainer's own thread).
   std::string threads;
-  for (size_t i = 0; i < report.stage_threads.size(); ++i) {
-    // stage_times' names start with "read" (the trainer's own thread).
-    if (i + 1 < report.stage_times.names.size()) {
-      threads += (i ? ", " : "") + report.stage_times.names[i + 1] + " " +
-                 std::to_string(report.stage_threads[i]);
-    }
+  const std::vector<std::string>& names = report.stage_times.names;
+  const size_t n = std::min(report.stage_threads.size(), names.size());
+  for (size_t i = 0; i < n; ++i) {
+    threads += (i ? ", " : "") + names[names.size() - n + i] + " " +
+               std::to_string(report.stage_threads[report.stage_threads.size() - n + i]);
   }
   LOG(INFO) << "stage threads: " << threads;
   if (report.pipelined) {

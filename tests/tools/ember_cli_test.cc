@@ -572,6 +572,13 @@ TEST_F(EmberCliTest, AStageThreadSplitGoesThroughThePlanToTraining) {
   EXPECT_NE(std::string::npos,
             train.output.find("stage threads: unique 1, pull 1, dense 1, push 2"))
       << train.output;
+  // Sequential: every stage has every thread.
+  CommandRun sequential = Ember("train --rows=4000 --plan=off --pipeline=off " +
+                                std::string(kSmallModel) + " --threads=2");
+  ASSERT_EQ(0, sequential.exit_code) << sequential.output;
+  EXPECT_NE(std::string::npos,
+            sequential.output.find("stage threads: unique 2, pull 2, dense 2, push 2"))
+      << sequential.output;
   CommandRun wrong = Ember(
       "train --rows=4000 --plan=off --threads=2 --pipeline=on "
       "--stage_threads=1,3,1,1");
