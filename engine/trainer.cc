@@ -1,19 +1,21 @@
 #include "engine/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <string>
 #include <utility>
 
 #include "core/progress.h"
-#include "engine/model_zoo.h"
 #include "core/random.h"
 #include "embedding/unique_keys.h"
+#include "engine/model_zoo.h"
 #include "io/batch_source.h"
 #include "ops/dense_ops.h"
 #include "pipeline/pipelined_runner.h"
 #include "pipeline/sequential_runner.h"
+#include "scheduler/planner.h"
 
 namespace ember::engine {
 
@@ -638,14 +640,15 @@ Status Trainer::FitPipelined(io::BatchSource& train, TrainReport* report,
     return Status::OK();
   };
   pipeline::PipelineOptions pipeline_options;
-  // Threads: options_.stage_threads (chosen by the planner), or by default
+  // Threads: options_.stage_threads (chosen by the planner), or the default
+  // the planner costs (scheduler::TrainerStageThreads; read is this thread):
   // the dense stage keeps the whole budget, so that its oneDNN reductions
   // split as in sequential training (the same bits); pull and push get a
   // quarter each, sharing cores with it while they overlap.
-  const int threads = arena_.threads();
-  const int sparse = std::max(1, threads / 4);
+  const std::array<int, scheduler::kNumStages> split =
+      scheduler::TrainerStageThreads(arena_.threads(), /*pipeline=*/true);
   pipeline_options.stage_threads = options_.stage_threads.empty()
-                                       ? std::vector<int>{1, sparse, threads, sparse}
+                                       ? std::vector<int>(split.begin() + 1, split.end())
                                        : options_.stage_threads;
   report->stage_threads = pipeline_options.stage_threads;
   // The dense stage is the critical path: the others yield it the cores

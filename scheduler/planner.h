@@ -65,7 +65,8 @@ struct PlannerOptions {
 };
 
 // The threads of read, unique, pull, dense and push that the trainer uses
-// by default for a budget of `threads` (engine/trainer.cc): pipelined, 1 for reading
+// by default for a budget of `threads` (engine/trainer.cc takes them from
+// here, so that the planner costs what runs): pipelined, 1 for reading
 // and unique, a quarter (at least 1) for pull and push, all for dense;
 // sequential, all for every stage.
 std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline);
