@@ -138,6 +138,18 @@ TEST(RunPipelinedTest, StagesOverlapOnDifferentItems) {
 
 // stage_nice lowers the priority of the stages given a positive value, on
 // their own worker threads only: the others and the caller keep theirs.
+// Runs items 0, 1 and 2 through `stages` in two slots.
+Status RunThreeItems(const std::vector<Stage<Item>>& stages, const PipelineOptions& options) {
+  std::vector<Item> buffer(2);
+  return RunPipelined<Item>(
+      stages, buffer,
+      [](int64_t i, Item& it) -> Result<bool> {
+        it.index = i;
+        return i < 3;
+      },
+      {}, options, nullptr);
+}
+
 TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
   const int base = ThisThreadsNiceValue();
   std::atomic<int> nice_a{-100}, nice_b{-100};
@@ -145,16 +157,9 @@ TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
       {"a", [&](Item&) { nice_a = ThisThreadsNiceValue(); return Status::OK(); }},
       {"b", [&](Item&) { nice_b = ThisThreadsNiceValue(); return Status::OK(); }},
   };
-  std::vector<Item> buffer(2);
   PipelineOptions options;
   options.stage_nice = {5, 0};
-  const Status status = RunPipelined<Item>(
-      stages, buffer,
-      [](int64_t i, Item& it) -> Result<bool> {
-        it.index = i;
-        return i < 3;
-      },
-      {}, options, nullptr);
+  const Status status = RunThreeItems(stages, options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(std::min(19, base + 5), nice_a.load());
   EXPECT_EQ(base, nice_b.load());
@@ -184,16 +189,9 @@ TEST(RunPipelinedTest, StageThreadsGiveEachStageItsArenaAndOpenMpTeam) {
          return Status::OK();
        }},
   };
-  std::vector<Item> buffer(2);
   PipelineOptions options;
   options.stage_threads = {3, 1, 0};
-  const Status status = RunPipelined<Item>(
-      stages, buffer,
-      [](int64_t i, Item& it) -> Result<bool> {
-        it.index = i;
-        return i < 3;
-      },
-      {}, options, nullptr);
+  const Status status = RunThreeItems(stages, options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(3, arena_a.load());
   EXPECT_EQ(3, omp_a.load());
