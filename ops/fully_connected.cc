@@ -9,39 +9,47 @@
 // element (see ActivationGradientAndBiasSums); with it fixed they reached
 // 0.90 / 0.84 / 0.90 of the three bare SGEMMs at batch 2048 and 512->256,
 // 256->64, 479->512 on 2 threads, against 0.91 / 0.87 / 0.92 here
-// (tools/bench/dense_bench, paired ratio, medians of three runs). Here the
-// step has the three parallel regions of the bare GEMMs and no others (the
-// primitives add one for the post-ops and one for the bias reduction), the
-// elementwise passes run on the calling thread over data the GEMM has just
-// written, and there is no per-shape primitive to build (a JIT of ~25 ms on
-// first use) or cache.
+// (tools/bench/dense_bench, paired ratio, medians of three runs), and there
+// is no per-shape primitive to build (a JIT of ~25 ms on first use) or cache.
+//
+// The elementwise passes run in parallel over blocks of rows (ParallelFor, in
+// the caller's arena). They first ran on the calling thread, over data the
+// GEMM had just written: that kept the isolated layer near the bare GEMMs but
+// left a serial pass of every layer's whole output in each direction, and the
+// DLRM step on 2 threads scaled only 1.60x over 1 thread. In parallel:
+// 2048/13/512 0.51 -> 0.72 of the bare GEMMs, 512->256 0.92 -> 0.94, 367->512
+// 0.88 -> 0.93 (paired ratios, 2 threads), and the DLRM training step of
+// tools/bench/suite.py on 2 threads 34.1 -> 32.2 ms.
 //
 // Thread safety: every function may be called concurrently from several
-// threads. dnnl_sgemm keeps no state between calls; the masked gradient lives
-// in a buffer of the calling thread.
+// threads. dnnl_sgemm keeps no state between calls; the masked gradient and
+// the bias gradient's partial sums live in buffers of the calling thread.
 //
 // Determinism: results are a function of the inputs and the OpenMP thread
-// count. The elementwise passes and the bias gradient (summed row by row in
-// order) do not depend on the thread count; the products are oneDNN's, which
-// may split dW's batch dimension differently for different counts (it does at
-// 8 threads for batch 2048, as the inner-product primitives did).
+// count. The elementwise passes and the bias gradient do not depend on the
+// thread count: the bias gradient is summed row by row within blocks of a
+// fixed number of rows (RowBlock), and the blocks' sums are added in block
+// order. The products are oneDNN's, which may split dW's batch dimension
+// differently for different counts (it does at 8 threads for batch 2048, as
+// the inner-product primitives did).
 
-#include "ops/dense_ops.h"
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
-#include <oneapi/dnnl/dnnl.h>
-
+#include "core/threads.h"
+#include "ops/dense_ops.h"
 #include "ops/internal/tensor_checks.h"
 
 namespace ember::ops {
 namespace {
 
-// A 64-byte-aligned byte buffer that only grows; one per thread.
+// A 64-byte-aligned byte buffer that only grows.
 class ScratchBuffer {
  public:
   void* Get(size_t bytes) {
@@ -60,6 +68,39 @@ class ScratchBuffer {
   size_t capacity_ = 0;
 };
 
+// The backward pass's buffers (the masked gradient, the bias gradient's
+// partial sums), held for one call. Each thread keeps a stack of them: a call
+// that starts on a thread while an earlier one waits there (TBB lets a thread
+// waiting in ParallelFor run other tasks of its arena) gets its own buffers
+// rather than reallocating the ones the earlier call is using.
+class BackwardScratch {
+ public:
+  BackwardScratch() {
+    if (pool_.size() <= depth_) pool_.push_back(std::make_unique<Buffers>());
+    buffers_ = pool_[depth_++].get();
+  }
+  ~BackwardScratch() { --depth_; }
+  BackwardScratch(const BackwardScratch&) = delete;
+  BackwardScratch& operator=(const BackwardScratch&) = delete;
+
+  float* masked(int64_t elements) { return Floats(buffers_->masked, elements); }
+  float* partial(int64_t elements) { return Floats(buffers_->partial, elements); }
+
+ private:
+  struct Buffers {
+    ScratchBuffer masked, partial;
+  };
+  static float* Floats(ScratchBuffer& buffer, int64_t elements) {
+    return static_cast<float*>(buffer.Get(static_cast<size_t>(elements) * sizeof(float)));
+  }
+  static thread_local std::vector<std::unique_ptr<Buffers>> pool_;
+  static thread_local size_t depth_;
+  Buffers* buffers_;
+};
+
+thread_local std::vector<std::unique_ptr<BackwardScratch::Buffers>> BackwardScratch::pool_;
+thread_local size_t BackwardScratch::depth_ = 0;
+
 // c[m, n] = a[m, k] (transposed if transa = 'T') * b[k, n] (likewise), all
 // row-major with leading dimensions of their stored shapes.
 Status Sgemm(const char* op, char transa, char transb, int64_t m, int64_t n, int64_t k,
@@ -74,16 +115,26 @@ Status Sgemm(const char* op, char transa, char transb, int64_t m, int64_t n, int
 }
 
 // y = act(y + bias) for every row of y[batch, out].
+// Rows per block of the elementwise passes: about 16K elements, so that a
+// block is worth a task, and a fixed number whatever the thread count, so
+// that the bias gradient's partial sums (one per block, added in block
+// order) do not depend on it.
+int64_t RowBlock(int64_t out) {
+  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(out, 1));
+}
+
 void AddBiasAndActivate(const float* bias, Activation activation, int64_t batch, int64_t out,
                         float* y) {
-  for (int64_t r = 0; r < batch; ++r) {
-    float* row = y + r * out;
-    if (activation == Activation::kRelu) {
-      for (int64_t o = 0; o < out; ++o) row[o] = std::max(row[o] + bias[o], 0.0f);
-    } else {
-      for (int64_t o = 0; o < out; ++o) row[o] += bias[o];
+  ParallelFor(0, batch, RowBlock(out), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = y + r * out;
+      if (activation == Activation::kRelu) {
+        for (int64_t o = 0; o < out; ++o) row[o] = std::max(row[o] + bias[o], 0.0f);
+      } else {
+        for (int64_t o = 0; o < out; ++o) row[o] += bias[o];
+      }
     }
-  }
+  });
 }
 
 Status CheckForwardArguments(const char* op, const Tensor& x, const Tensor& weight,
@@ -116,36 +167,45 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 namespace {
 
 // dbias = column sums of the gradient through the activation, summed row by
-// row in order. For ReLU the gradient dy * (y > 0) is written to a buffer of
-// the calling thread and returned; otherwise dy itself is returned. One pass
-// over dy either way.
+// row within blocks of RowBlock rows, then block by block in order. For ReLU
+// the gradient dy * (y > 0) is written to scratch and returned; otherwise dy
+// itself is returned. One parallel pass over dy either way.
 const float* ActivationGradientAndBiasSums(const Tensor& y, const Tensor& dy, Activation activation,
-                                           int64_t batch, int64_t out, Tensor* dbias) {
+                                           int64_t batch, int64_t out, BackwardScratch& scratch,
+                                           Tensor* dbias) {
   float* db = dbias->data<float>();
   if (out > 0) std::memset(db, 0, static_cast<size_t>(out) * sizeof(float));
+  if (batch == 0 || out == 0) return dy.data<float>();
   const float* g = dy.data<float>();
-  if (activation != Activation::kRelu) {
-    for (int64_t r = 0; r < batch; ++r) {
-      for (int64_t o = 0; o < out; ++o) db[o] += g[r * out + o];
-    }
-    return g;
-  }
-  thread_local ScratchBuffer buffer;
-  float* masked = static_cast<float*>(buffer.Get(static_cast<size_t>(batch * out) * sizeof(float)));
+  const bool relu = activation == Activation::kRelu;
+  const int64_t block = RowBlock(out);
+  const int64_t blocks = (batch + block - 1) / block;
+  float* masked = relu ? scratch.masked(batch * out) : nullptr;
+  float* partial = scratch.partial(blocks * out);
   const float* yv = y.data<float>();
-  for (int64_t r = 0; r < batch; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      // Both operands are loaded unconditionally so that the select
-      // vectorizes; a load of g under the condition compiles to a branch that
-      // mispredicts on half of the elements (it took longer than one of the
-      // three GEMMs at batch 2048, 512 -> 256).
-      const float grad = g[r * out + o];
-      const float v = yv[r * out + o] > 0.0f ? grad : 0.0f;
-      masked[r * out + o] = v;
-      db[o] += v;
+  ParallelFor(0, blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      float* sums = partial + k * out;
+      std::fill(sums, sums + out, 0.0f);
+      const int64_t end = std::min(batch, (k + 1) * block);
+      for (int64_t r = k * block; r < end; ++r) {
+        if (relu) {
+          for (int64_t o = 0; o < out; ++o) {
+            const float grad = g[r * out + o];
+            const float v = yv[r * out + o] > 0.0f ? grad : 0.0f;
+            masked[r * out + o] = v;
+            sums[o] += v;
+          }
+        } else {
+          for (int64_t o = 0; o < out; ++o) sums[o] += g[r * out + o];
+        }
+      }
     }
+  });
+  for (int64_t k = 0; k < blocks; ++k) {
+    for (int64_t o = 0; o < out; ++o) db[o] += partial[k * out + o];
   }
-  return masked;
+  return relu ? masked : g;
 }
 
 }  // namespace
@@ -165,7 +225,9 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dbias", dbias, DType::kF32, {out}));
 
   try {
-    const float* grad = ActivationGradientAndBiasSums(y, dy, activation, batch, out, dbias);
+    BackwardScratch scratch;
+    const float* grad =
+        ActivationGradientAndBiasSums(y, dy, activation, batch, out, scratch, dbias);
     if (batch == 0 || out == 0 || in == 0) {
       // Products over an empty dimension are zero; oneDNN is not asked for them.
       dweight->SetZero();

@@ -208,26 +208,33 @@ FcCase LargeCase(const FcShape& s, RandomStream& rng) {
 }
 
 TEST(FullyConnectedOpsTest, BiasGradientIsIdenticalForAnyThreadCount) {
-  // Large enough for oneDNN to split every product across threads. The bias
-  // gradient is ours, summed in row order: bit-identical. The products are
-  // oneDNN's, whose split of the batch dimension may change with the count.
+  // Large enough for oneDNN to split every product across threads, and for
+  // the elementwise passes to split into many blocks of rows. The bias
+  // gradient is ours, summed in blocks of a fixed number of rows and then
+  // block by block: bit-identical whatever the arena's and OpenMP's thread
+  // counts. The products are oneDNN's, whose split of the batch dimension may
+  // change with the count.
   const FcShape s{2048, 64, 32};
   RandomStream rng(21);
   const FcCase c = LargeCase(s, rng);
   const Tensor dy = RandomTensor({s.batch, s.out}, rng);
-  OnNewThread([&] {
-    SetOpenMpThreads(1);
-    const std::vector<Tensor> one = ReluStep(c, dy);
-    for (int threads : {2, 3, 8}) {
-      SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+  auto step_on = [&](int threads) {
+    std::vector<Tensor> result;
+    OnNewThread([&] {
       SetOpenMpThreads(threads);
-      const std::vector<Tensor> many = ReluStep(c, dy);
-      EXPECT_TRUE(SameBits(one[3], many[3]));
-      ExpectAllClose(ToDouble(one[0]), many[0], 1e-5, "y");
-      ExpectAllClose(ToDouble(one[1]), many[1], 1e-5, "dx");
-      ExpectAllClose(ToDouble(one[2]), many[2], 1e-4, "dweight");
-    }
-  });
+      ThreadArena(threads).Execute([&] { result = ReluStep(c, dy); });
+    });
+    return result;
+  };
+  const std::vector<Tensor> one = step_on(1);
+  for (int threads : {2, 3, 8}) {
+    SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+    const std::vector<Tensor> many = step_on(threads);
+    EXPECT_TRUE(SameBits(one[0], many[0]));  // y: one product per element, then ours
+    EXPECT_TRUE(SameBits(one[3], many[3]));
+    ExpectAllClose(ToDouble(one[1]), many[1], 1e-5, "dx");
+    ExpectAllClose(ToDouble(one[2]), many[2], 1e-4, "dweight");
+  }
 }
 
 TEST(FullyConnectedOpsTest, ConcurrentCallsFromSeveralThreadsGiveTheSerialResults) {
