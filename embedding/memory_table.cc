@@ -170,6 +170,8 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
   }
   auto scratch = std::make_unique<BatchScratch>();
   scratch->status.resize(num_shards_);
+  scratch->all_rows.resize(num_shards_);
+  scratch->removals.resize(num_shards_);
   if (disk_ != nullptr) scratch->io.resize(num_shards_);
   return scratch;
 }
@@ -184,6 +186,47 @@ void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
   }
   MutexLock lock(scratch_mu_);
   free_scratch_.push_back(std::move(scratch));
+}
+
+void MemoryTable::KeepResolvedPull(std::unique_ptr<BatchScratch> scratch) {
+  constexpr size_t kMaxResolvedPulls = 16;
+  std::unique_ptr<BatchScratch> oldest;
+  {
+    MutexLock lock(scratch_mu_);
+    if (resolved_pulls_.size() >= kMaxResolvedPulls) {
+      oldest = std::move(resolved_pulls_.front());
+      resolved_pulls_.erase(resolved_pulls_.begin());
+    }
+    resolved_pulls_.push_back(std::move(scratch));
+  }
+  if (oldest != nullptr) ReturnScratch(std::move(oldest));
+}
+
+std::unique_ptr<BatchScratch> MemoryTable::TakeResolvedPull(const std::vector<Key>& keys) {
+  std::unique_ptr<BatchScratch> batch;
+  {
+    MutexLock lock(scratch_mu_);
+    for (size_t i = resolved_pulls_.size(); i-- > 0;) {
+      if (resolved_pulls_[i]->pulled_keys == keys.data() &&
+          resolved_pulls_[i]->pulled_size == keys.size()) {
+        batch = std::move(resolved_pulls_[i]);
+        resolved_pulls_.erase(resolved_pulls_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (batch == nullptr) return nullptr;
+  batch->pulled_keys = nullptr;
+  // The caller may have refilled the same array since: the grouping must
+  // still describe it, key for key.
+  const int64_t n = static_cast<int64_t>(keys.size());
+  bool same = static_cast<int64_t>(batch->keys.size()) == n;
+  for (int64_t k = 0; same && k < n; ++k) same = keys[batch->positions[k]] == batch->keys[k];
+  if (!same) {
+    ReturnScratch(std::move(batch));
+    return nullptr;
+  }
+  return batch;
 }
 
 void MemoryTable::Group(const std::vector<Key>& keys, BatchScratch& batch) const {
@@ -388,6 +431,8 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
     EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPull, step, *batch));
+    batch->removals[s] = shard.rows.removals();
+    batch->all_rows[s] = 1;
     // The Pull a Prefetch was for has come: its rows follow the policy again.
     if (!shard.pinned.empty()) Unpin(shard, s, *batch);
     const int64_t end = batch->begin[s + 1];
@@ -397,6 +442,7 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
       float* dst = out + batch->positions[k] * dim_;
       if (row == nullptr) {
         std::memset(dst, 0, row_bytes);
+        batch->all_rows[s] = 0;
         continue;
       }
       std::memcpy(dst, row, row_bytes);
@@ -405,7 +451,16 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
     if (disk_ == nullptr) return Status::OK();
     return EnforceBudget(shard, batch->io[s]);
   });
-  ReturnScratch(std::move(batch));
+  // Without a disk tier a Push of these keys can reuse this grouping and,
+  // where no row moved since, these rows. With one, Push resolves again: it
+  // touches the eviction policy and the tier statistics.
+  if (status.ok() && disk_ == nullptr) {
+    batch->pulled_keys = keys.data();
+    batch->pulled_size = keys.size();
+    KeepResolvedPull(std::move(batch));
+  } else {
+    ReturnScratch(std::move(batch));
+  }
   return status;
 }
 
@@ -415,14 +470,22 @@ Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
     return Status::InvalidArgument("Push: grads is null for ", keys.size(), " keys");
   }
   EMBER_RETURN_IF_ERROR(TakePrefetchError());
-  std::unique_ptr<BatchScratch> batch = TakeScratch();
-  Group(keys, *batch);
+  std::unique_ptr<BatchScratch> batch = TakeResolvedPull(keys);
+  const bool pulled = batch != nullptr;
+  if (!pulled) {
+    batch = TakeScratch();
+    Group(keys, *batch);
+  }
   const SparseOptimizerOptions& optimizer = options_.optimizer;
   const int64_t step = this->step();
   Status status = ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = *shards_[s];
     MutexLock lock(shard.mu);
-    EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPush, step, *batch));
+    // The Pull's rows hold when they all existed and none has moved since
+    // (rows move only when a row is removed); else resolve as for any Push.
+    if (!pulled || !batch->all_rows[s] || batch->removals[s] != shard.rows.removals()) {
+      EMBER_RETURN_IF_ERROR(ResolveRows(shard, s, Access::kPush, step, *batch));
+    }
     const int64_t end = batch->begin[s + 1];
     uint32_t epoch;
     for (int64_t k = batch->begin[s]; k < end; ++k) {

@@ -110,6 +110,7 @@ RowArena::RowArena(int64_t row_floats, int64_t chunk_bytes) : row_floats_(row_fl
 void RowArena::RemoveLast() {
   DCHECK_GT(size_, 0);
   --size_;
+  ++removals_;
   const int64_t used_chunks = (size_ + chunk_mask_) >> chunk_shift_;
   while (static_cast<int64_t>(chunks_.size()) > used_chunks + 1) chunks_.pop_back();
 }

@@ -170,6 +170,14 @@ struct BatchScratch {
   std::vector<float*> rows;
   std::vector<Status> status;  // per shard
   std::vector<ShardIo> io;     // per shard; empty without a disk tier
+  // Set by a Pull of a table without a disk tier, for the Push of the same
+  // keys (ResolvedPull): the caller's key array, and per shard whether every
+  // key had a row and the shard's RowArena::removals() when they were
+  // resolved. The rows are still valid while that count is unchanged.
+  const Key* pulled_keys = nullptr;
+  size_t pulled_size = 0;
+  std::vector<char> all_rows;     // per shard
+  std::vector<int64_t> removals;  // per shard
 };
 
 // One Prefetch call: its keys, and the step until which their rows are
@@ -283,6 +291,11 @@ class MemoryTable final : public EmbeddingTable {
 
   std::unique_ptr<BatchScratch> TakeScratch();
   void ReturnScratch(std::unique_ptr<BatchScratch> scratch);
+  // Keeps a Pull's scratch for the Push of the same keys.
+  void KeepResolvedPull(std::unique_ptr<BatchScratch> scratch);
+  // The scratch a Pull of `keys` kept, with its grouping checked against
+  // `keys` (same array, same keys), or null.
+  std::unique_ptr<BatchScratch> TakeResolvedPull(const std::vector<Key>& keys);
 
   // --- tiered_shard.cc ---
   // Whether a row read from disk with `meta` was removed by TTL: it expired
@@ -347,6 +360,12 @@ class MemoryTable final : public EmbeddingTable {
   // parallel loop may run another batch's task (oneTBB work stealing).
   Mutex scratch_mu_;
   std::vector<std::unique_ptr<BatchScratch>> free_scratch_ GUARDED_BY(scratch_mu_);
+  // The grouped keys and resolved rows of recent Pulls, newest last, for the
+  // Push of the same keys to reuse instead of hashing, grouping and probing
+  // the index again (a training step pushes exactly the keys it pulled). At
+  // most kMaxResolvedPulls (the batches a pipeline has in flight); the oldest
+  // goes back to free_scratch_.
+  std::vector<std::unique_ptr<BatchScratch>> resolved_pulls_ GUARDED_BY(scratch_mu_);
 
   // Prefetch: one bounded queue of requests per loader; prefetch_mu_ guards
   // every loader's queue and busy flag.

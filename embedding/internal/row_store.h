@@ -81,7 +81,8 @@ class KeyIndex {
 
 // Rows of row_floats floats, addressed by slot in [0, size()), in chunks that
 // never move. Rows are removed by moving the last row into the hole, so slots
-// stay dense and emptied chunks are freed.
+// stay dense and emptied chunks are freed: a row's address stays valid until
+// the next removal, which removals() counts.
 // Thread safety: none; the owner serialises access.
 class RowArena {
  public:
@@ -89,6 +90,8 @@ class RowArena {
   RowArena(int64_t row_floats, int64_t chunk_bytes);
 
   int64_t size() const { return size_; }
+  // RemoveLast calls so far: while it is unchanged, every row is where it was.
+  int64_t removals() const { return removals_; }
   int64_t num_chunks() const { return static_cast<int64_t>(chunks_.size()); }
   int64_t rows_per_chunk() const { return int64_t{1} << chunk_shift_; }
   int64_t chunk_bytes() const { return ChunkFloats() * 4; }
@@ -125,6 +128,7 @@ class RowArena {
   int64_t chunk_mask_ = 0;
   std::vector<std::unique_ptr<float[]>> chunks_;
   int64_t size_ = 0;
+  int64_t removals_ = 0;
 };
 
 }  // namespace ember::embedding

@@ -1,15 +1,16 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "core/random.h"
 #include "core/threads.h"
@@ -240,6 +241,82 @@ TEST(MemoryTableTest, ConcurrentTrainingOnDisjointKeysEqualsSequential) {
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(expected[t], actual[t]) << t;
   EXPECT_EQ(sequential->num_rows(), concurrent->num_rows());
+}
+
+// A Push of the array a Pull just read reuses the Pull's grouping and rows
+// (MemoryTable::TakeResolvedPull). `between` runs on each table between its
+// Pull and its Push, given the array the Pull read. The table under test
+// pushes that same array; the reference pushes a copy, which it never pulled,
+// so it resolves every key afresh. Their rows must end up bit-identical.
+void ExpectPushAfterPullResolvesAsAfresh(
+    const EmbeddingTableOptions& options, const std::vector<Key>& warm_up,
+    const std::vector<Key>& keys,
+    const std::function<void(EmbeddingTable&, std::vector<Key>&)>& between) {
+  const int dim = options.dim;
+  std::vector<Key> all = warm_up;
+  all.insert(all.end(), keys.begin(), keys.end());
+  std::vector<std::vector<float>> rows;
+  for (bool reuse : {true, false}) {
+    SCOPED_TRACE(reuse ? "pushing the pulled array" : "pushing a copy");
+    auto table = MakeTable(options);
+    table->set_step(1);
+    PullAll(*table, warm_up);
+    std::vector<Key> pulled = keys;
+    PullAll(*table, pulled);
+    between(*table, pulled);
+    const std::vector<Key> copy = pulled;
+    const std::vector<Key>& pushed = reuse ? pulled : copy;
+    std::vector<float> grads(pushed.size() * dim);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    ASSERT_TRUE(table->Push(pushed, grads.data()).ok());
+    std::vector<float> out(all.size() * dim);
+    ASSERT_TRUE(table->Lookup(all, out.data()).ok());
+    rows.push_back(out);
+  }
+  EXPECT_EQ(rows[0], rows[1]);
+}
+
+TEST(MemoryTableTest, PushOfThePulledKeysUpdatesTheirRowsAfterOtherRowsAreRemoved) {
+  // Erasing rows made before the batch's moves the shards' last rows (the
+  // batch's) into the holes: the Pull's row addresses are stale.
+  EmbeddingTableOptions options;
+  options.num_shards = 4;
+  const std::vector<Key> keys = DistinctKeys(3000, 31);
+  const std::vector<Key> warm_up(keys.begin(), keys.begin() + 1000);
+  const std::vector<Key> batch(keys.begin() + 1000, keys.end());
+  ExpectPushAfterPullResolvesAsAfresh(
+      options, warm_up, batch, [&](EmbeddingTable& table, std::vector<Key>&) {
+        const std::vector<Key> erased(warm_up.begin(), warm_up.begin() + 500);
+        ASSERT_TRUE(table.EraseRows(erased).ok());
+      });
+}
+
+TEST(MemoryTableTest, PushOfThePulledArrayRefilledWithOtherKeysUpdatesTheNewKeys) {
+  EmbeddingTableOptions options;
+  options.num_shards = 4;
+  const std::vector<Key> keys = DistinctKeys(3000, 32);
+  const std::vector<Key> warm_up(keys.begin(), keys.begin() + 1500);
+  const std::vector<Key> batch(keys.begin() + 1500, keys.end());
+  ExpectPushAfterPullResolvesAsAfresh(
+      options, warm_up, batch, [&](EmbeddingTable&, std::vector<Key>& pulled) {
+        std::copy(warm_up.begin(), warm_up.end(), pulled.begin());  // same size, same array
+      });
+}
+
+TEST(MemoryTableTest, PushOfThePulledKeysUpdatesRowsAdmittedSinceThePull) {
+  // The Pull read the keys before admission gave them rows (zeros, no row);
+  // a second Pull admits them, and the first batch's gradients must reach them.
+  EmbeddingTableOptions options;
+  options.num_shards = 4;
+  options.admission.kind = AdmissionOptions::Kind::kFrequency;
+  options.admission.min_count = 2;
+  const std::vector<Key> batch = DistinctKeys(2000, 33);
+  ExpectPushAfterPullResolvesAsAfresh(
+      options, {}, batch, [&](EmbeddingTable& table, std::vector<Key>&) {
+        EXPECT_EQ(0, table.num_rows());
+        PullAll(table, batch);
+        EXPECT_EQ(static_cast<int64_t>(batch.size()), table.num_rows());
+      });
 }
 
 TEST(MemoryTableTest, KeysZeroAndMaxAreOrdinaryKeys) {
