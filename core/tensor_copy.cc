@@ -1,7 +1,11 @@
 #include "core/tensor_copy.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
+
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -19,6 +23,27 @@ Status CheckReachable(const char* what, const Tensor& t, const CudaStream* strea
   return Status::OK();
 }
 
+// Host copies and fills of a step's large tensors (an activation or gradient
+// of megabytes) run in parallel chunks in the caller's arena: one core's
+// memcpy reaches about half of this machine's copy bandwidth.
+constexpr int64_t kParallelChunkBytes = int64_t{256} << 10;
+
+void HostCopy(const void* src, void* dst, size_t bytes) {
+  const auto* from = static_cast<const char*>(src);
+  auto* to = static_cast<char*>(dst);
+  const int64_t n = static_cast<int64_t>(bytes);
+  ParallelFor(0, n, kParallelChunkBytes, [&](int64_t begin, int64_t end) {
+    std::memcpy(to + begin, from + begin, static_cast<size_t>(end - begin));
+  });
+}
+
+void HostZero(void* dst, size_t bytes) {
+  auto* to = static_cast<char*>(dst);
+  ParallelFor(0, static_cast<int64_t>(bytes), kParallelChunkBytes, [&](int64_t begin, int64_t end) {
+    std::memset(to + begin, 0, static_cast<size_t>(end - begin));
+  });
+}
+
 }  // namespace
 
 Status CopyTensor(const Tensor& src, Tensor* dst, CudaStream* stream) {
@@ -33,7 +58,7 @@ Status CopyTensor(const Tensor& src, Tensor* dst, CudaStream* stream) {
   if (bytes == 0) return Status::OK();
   const bool from_host = src.device().is_cpu(), to_host = dst->device().is_cpu();
   if (from_host && to_host) {
-    std::memcpy(dst->raw_data(), src.raw_data(), bytes);
+    HostCopy(src.raw_data(), dst->raw_data(), bytes);
     return Status::OK();
   }
   if (from_host) return stream->CopyToDevice(src.raw_data(), dst->raw_data(), bytes);
@@ -48,7 +73,7 @@ Status ZeroTensor(Tensor* tensor, CudaStream* stream) {
   EMBER_RETURN_IF_ERROR(CheckReachable("ZeroTensor: the tensor", *tensor, stream));
   if (tensor->nbytes() == 0) return Status::OK();
   if (tensor->device().is_cpu()) {
-    std::memset(tensor->raw_data(), 0, tensor->nbytes());
+    HostZero(tensor->raw_data(), tensor->nbytes());
     return Status::OK();
   }
   return stream->SetZero(tensor->raw_data(), tensor->nbytes());

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
+
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -39,6 +42,22 @@ TEST(TensorCopyTest, ZeroTensorClearsAHostTensor) {
   EXPECT_EQ((std::vector<float>{0, 0, 0}), Values(t));
   Tensor undefined;
   EXPECT_EQ(StatusCode::kInvalidArgument, ZeroTensor(&undefined, nullptr).code());
+}
+
+TEST(TensorCopyTest, LargeHostTensorsCopyAndClearWholeInParallelChunks) {
+  // Over a megabyte, with an odd length: several chunks on several threads,
+  // and a last chunk that is not a whole one.
+  const int64_t n = (int64_t{3} << 18) + 7;
+  Tensor src = Tensor::Empty({n});
+  for (int64_t i = 0; i < n; ++i) src.data<float>()[i] = static_cast<float>(i % 1009) - 500.0f;
+  Tensor dst = Tensor::Empty({n});
+  for (int64_t i = 0; i < n; ++i) dst.data<float>()[i] = -1.0f;
+  ThreadArena(4).Execute([&] {
+    ASSERT_TRUE(CopyTensor(src, &dst, nullptr).ok());
+    EXPECT_EQ(Values(src), Values(dst));
+    ASSERT_TRUE(ZeroTensor(&dst, nullptr).ok());
+  });
+  EXPECT_EQ(std::vector<float>(n, 0.0f), Values(dst));
 }
 
 }  // namespace
