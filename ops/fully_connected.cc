@@ -114,15 +114,16 @@ Status Sgemm(const char* op, char transa, char transb, int64_t m, int64_t n, int
   return Status::OK();
 }
 
-// y = act(y + bias) for every row of y[batch, out].
 // Rows per block of the elementwise passes: about 16K elements, so that a
-// block is worth a task, and a fixed number whatever the thread count, so
-// that the bias gradient's partial sums (one per block, added in block
-// order) do not depend on it.
+// block is worth a task, but at least 64 rows, so that adding the blocks'
+// partial bias sums (blocks x out, serial) stays a 64th of the pass even for
+// wide layers. A fixed number whatever the thread count, so that the bias
+// gradient does not depend on it.
 int64_t RowBlock(int64_t out) {
-  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(out, 1));
+  return std::max<int64_t>(64, (int64_t{1} << 14) / std::max<int64_t>(out, 1));
 }
 
+// y = act(y + bias) for every row of y[batch, out].
 void AddBiasAndActivate(const float* bias, Activation activation, int64_t batch, int64_t out,
                         float* y) {
   ParallelFor(0, batch, RowBlock(out), [&](int64_t begin, int64_t end) {
