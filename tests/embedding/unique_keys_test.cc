@@ -54,6 +54,22 @@ TEST(UniqueKeysTest, MatchesTheFirstAppearanceOrderOfAPlainMap) {
   }
 }
 
+TEST(UniqueKeysTest, ABatchTooLargeForTheKeptTableGetsItsOwnAndLeavesTheKeptOneWhole) {
+  // Over 1M keys: a table of its own for this call. The thread's kept table,
+  // used before and after, must still give the right result.
+  std::vector<Key> unique, expected_unique;
+  std::vector<int64_t> index, expected_index;
+  int seed = 200;
+  for (int64_t n : {int64_t{5000}, (int64_t{1} << 20) + 5, int64_t{5000}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const std::vector<Key> keys = RandomKeys(n, 3000, seed++);
+    UniqueKeys(keys, &unique, &index);
+    Reference(keys, &expected_unique, &expected_index);
+    EXPECT_EQ(expected_unique, unique);
+    EXPECT_EQ(expected_index, index);
+  }
+}
+
 TEST(UniqueKeysTest, KeysWithEqualLowBitsStayDistinct) {
   // Keys equal modulo 2^40 (hashed ids often differ only in high bits), each
   // repeated, in a table of 512 slots for 192 keys where probes collide.
