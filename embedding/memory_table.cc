@@ -189,7 +189,11 @@ void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
 }
 
 void MemoryTable::KeepResolvedPull(std::unique_ptr<BatchScratch> scratch) {
-  constexpr size_t kMaxResolvedPulls = 16;
+  // More than a pipeline's usual batches in flight between pull and push; a
+  // Pull whose keys are never pushed as such (the trainer's partial early
+  // pulls, calibration) is dropped after 8 others, so that such scratch is
+  // not held for long.
+  constexpr size_t kMaxResolvedPulls = 8;
   std::unique_ptr<BatchScratch> oldest;
   {
     MutexLock lock(scratch_mu_);

@@ -363,7 +363,8 @@ class MemoryTable final : public EmbeddingTable {
   // The grouped keys and resolved rows of recent Pulls, newest last, for the
   // Push of the same keys to reuse instead of hashing, grouping and probing
   // the index again (a training step pushes exactly the keys it pulled). At
-  // most kMaxResolvedPulls (the batches a pipeline has in flight); the oldest
+  // most kMaxResolvedPulls (8, more batches than a pipeline usually has in
+  // flight between pull and push; beyond that a Push resolves afresh); the oldest
   // goes back to free_scratch_.
   std::vector<std::unique_ptr<BatchScratch>> resolved_pulls_ GUARDED_BY(scratch_mu_);
 
