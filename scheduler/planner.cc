@@ -286,23 +286,21 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
         }
         EMBER_RETURN_IF_ERROR(descend(c));
       }
-      if (options.choose_prefetch && best_plan.embedding_memory_budget_bytes > 0) {
+      // An on/off knob: both values, the rest as they are.
+      auto descend_on_off = [&](bool PlanKnobs::*knob) {
         c.clear();
         for (bool on : {true, false}) {
           PlanKnobs k = best;
-          k.prefetch = on;
+          k.*knob = on;
           c.push_back(k);
         }
-        EMBER_RETURN_IF_ERROR(descend(c));
+        return descend(c);
+      };
+      if (options.choose_prefetch && best_plan.embedding_memory_budget_bytes > 0) {
+        EMBER_RETURN_IF_ERROR(descend_on_off(&PlanKnobs::prefetch));
       }
       if (options.choose_early_pulls && best.pipeline) {
-        c.clear();
-        for (bool on : {true, false}) {
-          PlanKnobs k = best;
-          k.early_pulls = on;
-          c.push_back(k);
-        }
-        EMBER_RETURN_IF_ERROR(descend(c));
+        EMBER_RETURN_IF_ERROR(descend_on_off(&PlanKnobs::early_pulls));
       }
       if (options.free_split && best.pipeline) {
         // Each sparse stage's threads in turn, the rest as they are.
