@@ -252,7 +252,6 @@ class MemoryTable final : public EmbeddingTable {
 
  private:
   // --- memory_table.cc ---
-  void Group(const std::vector<Key>& keys, BatchScratch& batch) const;
   // Calls shard_fn(s) for every shard with keys in `batch`, in parallel when
   // the batch is large enough, and returns the first error of a shard (in
   // shard order). Returns ResourceExhausted if memory runs out; rows created
@@ -289,6 +288,10 @@ class MemoryTable final : public EmbeddingTable {
   int64_t ShardBytes(const Shard& shard) const REQUIRES(shard.mu);
   Status TakePrefetchError();
 
+
+  // --- batch_scratch.cc ---
+  // Groups `keys` by shard into `batch` (one counting-sort pass).
+  void Group(const std::vector<Key>& keys, BatchScratch& batch) const;
   std::unique_ptr<BatchScratch> TakeScratch();
   void ReturnScratch(std::unique_ptr<BatchScratch> scratch);
   // Keeps a Pull's scratch for the Push of the same keys.

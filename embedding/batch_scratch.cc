@@ -1,0 +1,118 @@
+// A batch's keys grouped by shard (MemoryTable::Group), and the scratch that
+// holds them: a pool kept between batches, and the resolved Pulls kept for
+// the Push of the same keys (see embedding/internal/memory_table.h).
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/mutex.h"
+#include "core/random.h"
+#include "embedding/internal/memory_table.h"
+
+namespace ember::embedding::internal {
+
+std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
+  {
+    MutexLock lock(scratch_mu_);
+    if (!free_scratch_.empty()) {
+      std::unique_ptr<BatchScratch> scratch = std::move(free_scratch_.back());
+      free_scratch_.pop_back();
+      return scratch;
+    }
+  }
+  auto scratch = std::make_unique<BatchScratch>();
+  scratch->status.resize(num_shards_);
+  scratch->all_rows.resize(num_shards_);
+  scratch->removals.resize(num_shards_);
+  if (disk_ != nullptr) scratch->io.resize(num_shards_);
+  return scratch;
+}
+
+void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
+  // Reads for Lookup and snapshots fill a shard's row buffer with all of its
+  // keys at once: give such buffers back rather than keep them for every
+  // later batch.
+  const size_t keep_bytes = 2 * kIoChunkRows * sizeof(float) * row_floats_;
+  for (ShardIo& io : scratch->io) {
+    if (io.rows.capacity() > keep_bytes) std::vector<char>().swap(io.rows);
+  }
+  MutexLock lock(scratch_mu_);
+  free_scratch_.push_back(std::move(scratch));
+}
+
+void MemoryTable::KeepResolvedPull(std::unique_ptr<BatchScratch> scratch) {
+  // More than a pipeline's usual batches in flight between pull and push; a
+  // Pull whose keys are never pushed as such (the trainer's partial early
+  // pulls, calibration) is dropped after 8 others, so that such scratch is
+  // not held for long.
+  constexpr size_t kMaxResolvedPulls = 8;
+  std::unique_ptr<BatchScratch> oldest;
+  {
+    MutexLock lock(scratch_mu_);
+    if (resolved_pulls_.size() >= kMaxResolvedPulls) {
+      oldest = std::move(resolved_pulls_.front());
+      resolved_pulls_.erase(resolved_pulls_.begin());
+    }
+    resolved_pulls_.push_back(std::move(scratch));
+  }
+  if (oldest != nullptr) ReturnScratch(std::move(oldest));
+}
+
+std::unique_ptr<BatchScratch> MemoryTable::TakeResolvedPull(const std::vector<Key>& keys) {
+  std::unique_ptr<BatchScratch> batch;
+  {
+    MutexLock lock(scratch_mu_);
+    for (size_t i = resolved_pulls_.size(); i-- > 0;) {
+      if (resolved_pulls_[i]->pulled_keys == keys.data() &&
+          resolved_pulls_[i]->pulled_size == keys.size()) {
+        batch = std::move(resolved_pulls_[i]);
+        resolved_pulls_.erase(resolved_pulls_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (batch == nullptr) return nullptr;
+  batch->pulled_keys = nullptr;
+  // The caller may have refilled the same array since: the grouping must
+  // still describe it, key for key.
+  const int64_t n = static_cast<int64_t>(keys.size());
+  bool same = static_cast<int64_t>(batch->keys.size()) == n;
+  for (int64_t k = 0; same && k < n; ++k) same = keys[batch->positions[k]] == batch->keys[k];
+  if (!same) {
+    ReturnScratch(std::move(batch));
+    return nullptr;
+  }
+  return batch;
+}
+
+void MemoryTable::Group(const std::vector<Key>& keys, BatchScratch& batch) const {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  batch.begin.assign(num_shards_ + 1, 0);
+  batch.shard_of.resize(n);
+  batch.keys.resize(n);
+  batch.hashes.resize(n);
+  batch.positions.resize(n);
+  batch.rows.resize(n);
+  // Counting sort by shard; `begin` first holds counts shifted by one.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t s = static_cast<uint32_t>(Mix64(keys[i]) % static_cast<uint64_t>(num_shards_));
+    batch.shard_of[i] = s;
+    ++batch.begin[s + 1];
+  }
+  for (int s = 0; s < num_shards_; ++s) batch.begin[s + 1] += batch.begin[s];
+  // Fill from the back so that `begin` ends up as the start of each shard and
+  // keys keep their batch order within a shard.
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const int64_t k = --batch.begin[batch.shard_of[i] + 1];
+    batch.keys[k] = keys[i];
+    batch.hashes[k] = Mix64(keys[i]);
+    batch.positions[k] = i;
+  }
+  // begin[s + 1] now holds the start of shard s; shift back by one.
+  for (int s = 0; s < num_shards_; ++s) batch.begin[s] = batch.begin[s + 1];
+  batch.begin[num_shards_] = n;
+}
+
+}  // namespace ember::embedding::internal
