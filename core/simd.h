@@ -11,6 +11,7 @@
 // project compiles with -ffp-contract=off so that no copy fuses a multiply
 // and an add that another copy rounds twice.
 
+#include <cstdint>
 #include <cstring>
 
 namespace ember {
@@ -25,7 +26,18 @@ inline F32x16 LoadF32x16(const float* p) {
 
 inline void StoreF32x16(float* p, F32x16 v) { std::memcpy(p, &v, sizeof(v)); }
 
-inline F32x16 BroadcastF32x16(float x) { return F32x16{} + x; }
+// Every lane x. Not 0 + x: with strict floating point the compiler must
+// compute that sum (it is not x for x = -0) before broadcasting. Integer
+// lanes have no such case, so x's bits are splatted as integers and the
+// vector reinterpreted (a vector cast keeps the bits): one broadcast
+// instruction in every clone of EMBER_MULTIVERSIONED code. (GCC 12 builds
+// the float forms, 1 * x or a braced list of 16 x's, lane by lane there.)
+inline F32x16 BroadcastF32x16(float x) {
+  using I32x16 = int32_t __attribute__((vector_size(64)));
+  int32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return (F32x16)(I32x16{} + bits);
+}
 
 }  // namespace ember
 

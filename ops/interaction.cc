@@ -58,11 +58,33 @@ struct Columns {
   T* Row(int64_t b) const { return data + b * stride + offset; }
 };
 
+// Rows of a kernel's group: a dot product is a chain of dependent adds, so a
+// kernel runs up to this many independent chains side by side (one per row of
+// the group) to keep the core's vector units busy instead of waiting on one
+// add's latency. Each chain still adds its terms in the same order as a
+// scalar loop would.
+constexpr int64_t kGroup = 8;
+
+// out_k[l] = sum over d, in order, of xi_k[d] * transposed[d * stride + l]
+// for the G rows xi_0..xi_{G-1}: 16 dots of each row at once.
+template <int64_t G>
+[[gnu::always_inline]] inline void DotGroup(const float* const* xi, const float* transposed,
+                                            int64_t stride, int64_t dim, F32x16* out) {
+  F32x16 acc[G] = {};
+  for (int64_t d = 0; d < dim; ++d) {
+    const F32x16 column = LoadF32x16(transposed + d * stride);
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < G; ++k) acc[k] += BroadcastF32x16(xi[k][d]) * column;
+  }
+  for (int64_t k = 0; k < G; ++k) out[k] = acc[k];
+}
+
 // Forward for samples [begin, end). Each sample is transposed into
 // `transposed` (dim rows of RoundUpToLanes(F) floats, padding zeroed), so
 // that the dots of feature i with features j0..j0+15 are the lanes of one
 // vector: lane j adds x_i[d] * x_j[d] for d = 0, 1, ... in order, the same
-// sum as a scalar dot product.
+// sum as a scalar dot product. Rows i > j0 that share a block j0 run in
+// groups of kGroup.
 EMBER_MULTIVERSIONED
 void DotForwardSamples(const Features<const float>& x, int64_t begin, int64_t end,
                        float* transposed, const Columns<float>& out) {
@@ -73,64 +95,128 @@ void DotForwardSamples(const Features<const float>& x, int64_t begin, int64_t en
   for (int64_t d = 0; d < dim; ++d) {
     std::fill(transposed + d * stride + num_features, transposed + (d + 1) * stride, 0.0f);
   }
+  const float* xi[kGroup];
+  F32x16 dots[kGroup];
   for (int64_t b = begin; b < end; ++b) {
     for (int64_t j = 0; j < num_features; ++j) {
       const float* xj = x.Row(b, j);
       for (int64_t d = 0; d < dim; ++d) transposed[d * stride + j] = xj[d];
     }
     float* dst = out.Row(b);
-    for (int64_t i = 1; i < num_features; ++i) {
-      const float* xi = x.Row(b, i);
-      for (int64_t j0 = 0; j0 < i; j0 += kLanes) {
-        F32x16 acc{};
-        for (int64_t d = 0; d < dim; ++d) {
-          acc += BroadcastF32x16(xi[d]) * LoadF32x16(transposed + d * stride + j0);
-        }
-        const int64_t n = std::min(kLanes, i - j0);
-        if (n == kLanes) {
-          StoreF32x16(dst + j0, acc);
+    for (int64_t j0 = 0; j0 < num_features; j0 += kLanes) {
+      const float* column = transposed + j0;
+      for (int64_t i0 = j0 + 1; i0 < num_features; i0 += kGroup) {
+        const int64_t rows = std::min(kGroup, num_features - i0);
+        for (int64_t k = 0; k < rows; ++k) xi[k] = x.Row(b, i0 + k);
+        if (rows == kGroup) {
+          DotGroup<kGroup>(xi, column, stride, dim, dots);
         } else {
-          for (int64_t l = 0; l < n; ++l) dst[j0 + l] = acc[l];
+          // The last group of a block: the rest in groups of 4, 2 and 1.
+          int64_t k = 0;
+          if (rows - k >= 4) DotGroup<4>(xi + k, column, stride, dim, dots + k), k += 4;
+          if (rows - k >= 2) DotGroup<2>(xi + k, column, stride, dim, dots + k), k += 2;
+          if (rows - k >= 1) DotGroup<1>(xi + k, column, stride, dim, dots + k);
+        }
+        // Row i's pairs (i, j0..) start at column i (i - 1) / 2 + j0.
+        for (int64_t k = 0; k < rows; ++k) {
+          const int64_t i = i0 + k;
+          float* row = dst + i * (i - 1) / 2 + j0;
+          const int64_t n = std::min(kLanes, i - j0);
+          if (n == kLanes) {
+            StoreF32x16(row, dots[k]);
+          } else {
+            for (int64_t l = 0; l < n; ++l) row[l] = dots[k][l];
+          }
         }
       }
-      dst += i;
     }
   }
 }
 
+// dF_i[d0..d0+15] for the G rows i0..i0+G-1: init (or zero), then for j =
+// 0, 1, ... (skipping j = i) the coefficient of pair (i, j) times F_j. Pair
+// (i, j) with j < i is g[i (i - 1) / 2 + j]. The j below, inside and above
+// the group are three loops so that no lane tests j against i.
+template <int64_t G>
+[[gnu::always_inline]] inline void DotBackwardGroup(const Features<const float>& x, int64_t b,
+                                                    const float* g, const float* const* init,
+                                                    int64_t i0, int64_t d0, float* const* dst) {
+  auto row_start = [](int64_t i) { return i * (i - 1) / 2; };
+  F32x16 acc[G];
+#pragma GCC unroll 8
+  for (int64_t k = 0; k < G; ++k) acc[k] = init[k] != nullptr ? LoadF32x16(init[k] + d0) : F32x16{};
+  const float* below[G];  // below[k][j]: pair (i0 + k, j) for j < i0 + k
+#pragma GCC unroll 8
+  for (int64_t k = 0; k < G; ++k) below[k] = g + row_start(i0 + k);
+  for (int64_t j = 0; j < i0; ++j) {
+    const F32x16 xj = LoadF32x16(x.Row(b, j) + d0);
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < G; ++k) acc[k] += BroadcastF32x16(below[k][j]) * xj;
+  }
+#pragma GCC unroll 8
+  for (int64_t jj = 0; jj < G; ++jj) {
+    const F32x16 xj = LoadF32x16(x.Row(b, i0 + jj) + d0);
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < G; ++k) {
+      if (jj < k) acc[k] += BroadcastF32x16(below[k][i0 + jj]) * xj;
+      if (jj > k) acc[k] += BroadcastF32x16(g[row_start(i0 + jj) + i0 + k]) * xj;
+    }
+  }
+  for (int64_t j = i0 + G; j < x.num_features; ++j) {
+    const F32x16 xj = LoadF32x16(x.Row(b, j) + d0);
+    const float* above = g + row_start(j) + i0;  // pairs (j, i0 + k)
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < G; ++k) acc[k] += BroadcastF32x16(above[k]) * xj;
+  }
+#pragma GCC unroll 8
+  for (int64_t k = 0; k < G; ++k) StoreF32x16(dst[k] + d0, acc[k]);
+}
+
 // Backward for samples [begin, end): dF_i = init_i + the sum over j != i, in
 // increasing j, of dout_{max(i,j),min(i,j)} * F_j, 16 elements of dF_i at a
-// time. Pair (i, j) with j < i is dout[i (i - 1) / 2 + j]. init_i is the
-// row of `passthrough` for the head features when it is given, else zero.
+// time for kGroup rows i at once. Pair (i, j) with j < i is
+// dout[i (i - 1) / 2 + j]. init_i is the row of `passthrough` for the head
+// features when it is given, else zero.
 EMBER_MULTIVERSIONED
 void DotBackwardSamples(const Features<const float>& x, const Columns<const float>& dout,
                         const Columns<const float>& passthrough, int64_t begin, int64_t end,
                         const Features<float>& dx) {
   const int64_t num_features = x.num_features, dim = x.dim;
   auto row_start = [](int64_t i) { return i * (i - 1) / 2; };
+  const float* init[kGroup];
+  float* dst[kGroup];
   for (int64_t b = begin; b < end; ++b) {
     const float* g = dout.Row(b);
+    for (int64_t i0 = 0; i0 < num_features; i0 += kGroup) {
+      const int64_t rows = std::min(kGroup, num_features - i0);
+      for (int64_t k = 0; k < rows; ++k) {
+        const int64_t i = i0 + k;
+        init[k] = passthrough.data != nullptr && i < x.head_count ? passthrough.Row(b) + i * dim
+                                                                  : nullptr;
+        dst[k] = dx.Row(b, i);
+      }
+      for (int64_t d0 = 0; d0 + kLanes <= dim; d0 += kLanes) {
+        if (rows == kGroup) {
+          DotBackwardGroup<kGroup>(x, b, g, init, i0, d0, dst);
+        } else {
+          int64_t k = 0;
+          if (rows - k >= 4) DotBackwardGroup<4>(x, b, g, init + k, i0 + k, d0, dst + k), k += 4;
+          if (rows - k >= 2) DotBackwardGroup<2>(x, b, g, init + k, i0 + k, d0, dst + k), k += 2;
+          if (rows - k >= 1) DotBackwardGroup<1>(x, b, g, init + k, i0 + k, d0, dst + k);
+        }
+      }
+    }
+    // The elements past the last whole block of 16, one at a time.
     for (int64_t i = 0; i < num_features; ++i) {
       const float* gi = g + row_start(i);  // dout_{i,j} for j < i
-      const float* init =
+      const float* init_i =
           passthrough.data != nullptr && i < x.head_count ? passthrough.Row(b) + i * dim : nullptr;
-      float* dst = dx.Row(b, i);
-      int64_t d0 = 0;
-      for (; d0 + kLanes <= dim; d0 += kLanes) {
-        F32x16 acc = init != nullptr ? LoadF32x16(init + d0) : F32x16{};
-        for (int64_t j = 0; j < i; ++j) {
-          acc += BroadcastF32x16(gi[j]) * LoadF32x16(x.Row(b, j) + d0);
-        }
-        for (int64_t j = i + 1; j < num_features; ++j) {
-          acc += BroadcastF32x16(g[row_start(j) + i]) * LoadF32x16(x.Row(b, j) + d0);
-        }
-        StoreF32x16(dst + d0, acc);
-      }
-      for (int64_t d = d0; d < dim; ++d) {
-        float acc = init != nullptr ? init[d] : 0.0f;
+      float* dst_i = dx.Row(b, i);
+      for (int64_t d = dim / kLanes * kLanes; d < dim; ++d) {
+        float acc = init_i != nullptr ? init_i[d] : 0.0f;
         for (int64_t j = 0; j < i; ++j) acc += gi[j] * x.Row(b, j)[d];
         for (int64_t j = i + 1; j < num_features; ++j) acc += g[row_start(j) + i] * x.Row(b, j)[d];
-        dst[d] = acc;
+        dst_i[d] = acc;
       }
     }
   }
