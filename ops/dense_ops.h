@@ -19,19 +19,20 @@ namespace ember::ops {
 enum class Activation { kNone, kRelu };
 
 // y[B, out] = act(x[B, in] * weight[out, in]^T + bias[out]): one oneDNN SGEMM
-// and one pass adding the bias and applying the activation. Safe to call
-// concurrently from several threads. Returns Internal if oneDNN fails.
+// and one pass adding the bias and applying the activation; for in <= 16, one
+// pass that does all of it. Safe to call concurrently from several threads.
+// Returns Internal if oneDNN fails.
 Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                              Activation activation, Tensor* y);
 
 // Gradients of FullyConnectedForward. `y` is the forward output (used for the
 // ReLU mask: dy * (y > 0)). `dx` may be null when the input needs no gradient
 // (first layer). dweight[out, in] and dbias[out] are overwritten (zeros when
-// B = 0). One pass over dy applies the mask and sums dbias (in row order, the
-// same for any thread count), then one oneDNN SGEMM for each of dweight and
-// dx. Safe to call concurrently from several threads; allocates a buffer of
-// B * out floats per calling thread for ReLU, kept for later calls (returns
-// ResourceExhausted if that fails).
+// B = 0). One pass over dy applies the mask and sums dbias (the same sums for
+// any thread count), then one oneDNN SGEMM for each of dweight and dx; for
+// out <= 16 the pass computes dweight and dx itself. Safe to call
+// concurrently from several threads; takes scratch of B * out floats (ReLU)
+// from the caching host allocator (returns ResourceExhausted if that fails).
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx,
                               Tensor* dweight, Tensor* dbias);

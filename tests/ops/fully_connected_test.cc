@@ -31,9 +31,12 @@ struct FcShape {
   int64_t out;
 };
 
-// Odd sizes, batch 1 and a size past one SIMD register.
-const std::vector<FcShape> kShapes = {{1, 1, 1},   {1, 13, 5},   {3, 5, 13},  {3, 64, 64},
-                                      {17, 13, 5}, {17, 64, 13}, {17, 1, 64}, {3, 5, 1}};
+// Odd sizes, batch 1 and a size past one SIMD register; on both sides of the
+// narrow kernels' width of 16 (ops/internal/fully_connected_narrow.h), and
+// past their groups of 8 registers (150 = 8 x 16 + 16 + 6).
+const std::vector<FcShape> kShapes = {
+    {1, 1, 1}, {1, 13, 5},   {3, 5, 13},  {3, 64, 64}, {17, 13, 5}, {17, 64, 13}, {17, 1, 64},
+    {3, 5, 1}, {3, 13, 150}, {3, 150, 2}, {2, 16, 17}, {2, 17, 16}, {2, 17, 17}};
 
 // Pre-activations x * w^T + b in double: the naive triple loop.
 std::vector<double> Affine(const std::vector<double>& x, const std::vector<double>& w,
@@ -207,6 +210,16 @@ FcCase LargeCase(const FcShape& s, RandomStream& rng) {
           RandomTensor({s.out}, rng)};
 }
 
+// ReluStep on a new thread with `threads` OpenMP threads and arena threads.
+std::vector<Tensor> ReluStepOn(const FcCase& c, const Tensor& dy, int threads) {
+  std::vector<Tensor> result;
+  OnNewThread([&] {
+    SetOpenMpThreads(threads);
+    ThreadArena(threads).Execute([&] { result = ReluStep(c, dy); });
+  });
+  return result;
+}
+
 TEST(FullyConnectedOpsTest, BiasGradientIsIdenticalForAnyThreadCount) {
   // Large enough for oneDNN to split every product across threads, and for
   // the elementwise passes to split into many blocks of rows. The bias
@@ -218,22 +231,66 @@ TEST(FullyConnectedOpsTest, BiasGradientIsIdenticalForAnyThreadCount) {
   RandomStream rng(21);
   const FcCase c = LargeCase(s, rng);
   const Tensor dy = RandomTensor({s.batch, s.out}, rng);
-  auto step_on = [&](int threads) {
-    std::vector<Tensor> result;
-    OnNewThread([&] {
-      SetOpenMpThreads(threads);
-      ThreadArena(threads).Execute([&] { result = ReluStep(c, dy); });
-    });
-    return result;
-  };
-  const std::vector<Tensor> one = step_on(1);
+  const std::vector<Tensor> one = ReluStepOn(c, dy, 1);
   for (int threads : {2, 3, 8}) {
     SCOPED_TRACE(::testing::Message() << "threads=" << threads);
-    const std::vector<Tensor> many = step_on(threads);
+    const std::vector<Tensor> many = ReluStepOn(c, dy, threads);
     EXPECT_TRUE(SameBits(one[0], many[0]));  // y: one product per element, then ours
     EXPECT_TRUE(SameBits(one[3], many[3]));
     ExpectAllClose(ToDouble(one[1]), many[1], 1e-5, "dx");
     ExpectAllClose(ToDouble(one[2]), many[2], 1e-4, "dweight");
+  }
+}
+
+// dx and dweight of a ReLU layer in double, from its output y and dy.
+std::vector<std::vector<double>> ReferenceReluGradients(const FcCase& c, const Tensor& y,
+                                                        const Tensor& dy) {
+  const int64_t batch = c.x.dim(0), in = c.x.dim(1), out = c.weight.dim(0);
+  const std::vector<double> x = ToDouble(c.x), w = ToDouble(c.weight), yv = ToDouble(y);
+  std::vector<double> g = ToDouble(dy);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = yv[i] > 0 ? g[i] : 0.0;
+  std::vector<double> dx(batch * in, 0.0), dweight(out * in, 0.0);
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t k = 0; k < in; ++k) {
+        dx[r * in + k] += g[r * out + o] * w[o * in + k];
+        dweight[o * in + k] += g[r * out + o] * x[r * in + k];
+      }
+    }
+  }
+  return {dx, dweight};
+}
+
+TEST(FullyConnectedOpsTest, NarrowLayersMatchTheReferenceAndAreIdenticalForAnyThreadCount) {
+  // The narrow kernels at sizes that split the batch into many blocks: the
+  // forward of a layer with 13 inputs, the backward of layers with 1 and 16
+  // outputs. What they compute (y of the first; dx, dweight and dbias of the
+  // others) is bit-identical for any thread count, and all of it matches the
+  // double-precision reference.
+  for (const FcShape& s : {FcShape{2048, 13, 512}, FcShape{2048, 256, 1}, FcShape{1000, 64, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out);
+    RandomStream rng(31);
+    const FcCase c = LargeCase(s, rng);
+    const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+    const std::vector<Tensor> one = ReluStepOn(c, dy, 1);
+    ExpectAllClose(
+        ReferenceForward(ToDouble(c.x), ToDouble(c.weight), ToDouble(c.bias), s, Activation::kRelu),
+        one[0], 1e-4, "y");
+    const std::vector<std::vector<double>> reference = ReferenceReluGradients(c, one[0], dy);
+    ExpectAllClose(reference[0], one[1], 1e-4, "dx");
+    ExpectAllClose(reference[1], one[2], 1e-4, "dweight");
+    for (int threads : {2, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+      const std::vector<Tensor> many = ReluStepOn(c, dy, threads);
+      if (s.in <= 16) {
+        EXPECT_TRUE(SameBits(one[0], many[0])) << "y";
+      }
+      if (s.out <= 16) {
+        EXPECT_TRUE(SameBits(one[1], many[1])) << "dx";
+        EXPECT_TRUE(SameBits(one[2], many[2])) << "dweight";
+      }
+      EXPECT_TRUE(SameBits(one[3], many[3])) << "dbias";
+    }
   }
 }
 
