@@ -131,4 +131,13 @@ void TuneProcessAllocator() {
 #endif
 }
 
+void TuneProcessAllocatorWithoutMemoryBudget() {
+#if defined(__GLIBC__)
+  constexpr int kMmapThresholdBytes = 1 << 20;
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
+    mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  }
+#endif
+}
+
 }  // namespace ember

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/allocator.h"
 #include "core/device.h"
 #include "core/file.h"
 #include "core/json.h"
@@ -600,6 +601,7 @@ Status Train() {
   if (options.embedding_memory_budget_bytes > 0 && options.embedding_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create("ember-train"));
   }
+  if (options.embedding_memory_budget_bytes == 0) TuneProcessAllocatorWithoutMemoryBudget();
   std::unique_ptr<Tracer> tracer;
   if (!FLAGS_trace_file.empty()) {
     tracer = std::make_unique<Tracer>();

@@ -1,5 +1,9 @@
 #include "core/device.h"
 
+#include <malloc.h>
+
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
@@ -98,6 +102,36 @@ TEST(CachingHostAllocatorTest, ReusesFreedBlocksOfTheSameSizeClassUpToItsLimit) 
   off.Deallocate(*e);
   EXPECT_EQ(0u, off.cached_bytes());
 }
+
+#if defined(__GLIBC__)
+// Whether a fresh block of `bytes` from malloc is an mmap of its own. glibc
+// applies the threshold only when the heap must grow (a block that fits in
+// its free top comes from there), so the top is trimmed first.
+bool MallocMaps(size_t bytes) {
+  malloc_trim(0);
+  const size_t before = mallinfo2().hblks;
+  // Volatile, so that the compiler keeps the pair of calls.
+  void* volatile block = std::malloc(bytes);
+  const bool mapped = mallinfo2().hblks > before;
+  std::free(block);
+  return mapped;
+}
+
+TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemoryBudget) {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) {
+    GTEST_SKIP() << "MALLOC_MMAP_THRESHOLD_ is set, which both functions leave alone";
+  }
+  // ctest runs each test in a process of its own: the settings end with it.
+  TuneProcessAllocator();
+  EXPECT_FALSE(MallocMaps(32 << 10));
+  EXPECT_TRUE(MallocMaps(80 << 10));  // oneDNN's SGEMM buffer, 72 KiB
+  EXPECT_TRUE(MallocMaps(2 << 20));
+  TuneProcessAllocatorWithoutMemoryBudget();
+  EXPECT_FALSE(MallocMaps(80 << 10));
+  EXPECT_FALSE(MallocMaps(700 << 10));
+  EXPECT_TRUE(MallocMaps(2 << 20));
+}
+#endif
 
 }  // namespace
 }  // namespace ember
