@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/simd.h"
 #include "core/threads.h"
 #include "ops/internal/tensor_checks.h"
 
@@ -42,20 +43,45 @@ Status CheckOptions(const DenseOptimizerOptions& o) {
   return Status::OK();
 }
 
+// The updates of elements [begin, end), compiled per ISA level
+// (core/simd.h): elementwise IEEE operations, the same bits on every copy.
+EMBER_MULTIVERSIONED
+void SgdRange(float lr, float decay, const float* g, float* w, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) w[i] -= lr * g[i] + decay * w[i];
+}
+
+EMBER_MULTIVERSIONED
+void AdagradRange(float lr, float decay, float eps, const float* g, float* w, float* v,
+                  int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    v[i] += g[i] * g[i];
+    w[i] -= lr * g[i] / (std::sqrt(v[i]) + eps) + decay * w[i];
+  }
+}
+
+EMBER_MULTIVERSIONED
+void AdamRange(float b1, float b2, float eps, float decay, float lr_corrected,
+               float inv_sqrt_correction2, const float* g, float* w, float* m, float* v,
+               int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    // lr * m_hat / (sqrt(v_hat) + eps) with m_hat = m / c1, v_hat = v / c2.
+    const float denom = std::sqrt(v[i]) * inv_sqrt_correction2 + eps;
+    w[i] -= lr_corrected * m[i] / denom + decay * w[i];
+  }
+}
+
 void SgdStep(const DenseOptimizerOptions& o, const float* g, float* w, int64_t n) {
   const float lr = o.learning_rate, decay = o.learning_rate * o.weight_decay;
-  ParallelFor(0, n, kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) w[i] -= lr * g[i] + decay * w[i];
-  });
+  ParallelFor(0, n, kElementGrain,
+              [&](int64_t begin, int64_t end) { SgdRange(lr, decay, g, w, begin, end); });
 }
 
 void AdagradStep(const DenseOptimizerOptions& o, const float* g, float* w, float* v, int64_t n) {
   const float lr = o.learning_rate, decay = o.learning_rate * o.weight_decay, eps = o.epsilon;
   ParallelFor(0, n, kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      v[i] += g[i] * g[i];
-      w[i] -= lr * g[i] / (std::sqrt(v[i]) + eps) + decay * w[i];
-    }
+    AdagradRange(lr, decay, eps, g, w, v, begin, end);
   });
 }
 
@@ -69,13 +95,7 @@ void AdamStep(const DenseOptimizerOptions& o, int64_t step, const float* g, floa
   const float lr_corrected = static_cast<float>(o.learning_rate / correction1);
   const float inv_sqrt_correction2 = static_cast<float>(1.0 / std::sqrt(correction2));
   ParallelFor(0, n, kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      // lr * m_hat / (sqrt(v_hat) + eps) with m_hat = m / c1, v_hat = v / c2.
-      const float denom = std::sqrt(v[i]) * inv_sqrt_correction2 + eps;
-      w[i] -= lr_corrected * m[i] / denom + decay * w[i];
-    }
+    AdamRange(b1, b2, eps, decay, lr_corrected, inv_sqrt_correction2, g, w, m, v, begin, end);
   });
 }
 

@@ -51,6 +51,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "core/allocator.h"
+#include "core/simd.h"
 #include "core/threads.h"
 #include "ops/internal/fully_connected_narrow.h"
 #include "ops/internal/tensor_checks.h"
@@ -87,18 +88,27 @@ int64_t RowBlock(int64_t out) {
   return std::max<int64_t>(64, (int64_t{1} << 14) / std::max<int64_t>(out, 1));
 }
 
+// y = act(y + bias) for rows [begin, end) of y[batch, out]. Compiled per
+// ISA level (core/simd.h); elementwise, the same bits on every copy.
+EMBER_MULTIVERSIONED
+void BiasAndActivateRows(const float* bias, bool relu, int64_t begin, int64_t end, int64_t out,
+                         float* y) {
+  for (int64_t r = begin; r < end; ++r) {
+    float* row = y + r * out;
+    if (relu) {
+      for (int64_t o = 0; o < out; ++o) row[o] = std::max(row[o] + bias[o], 0.0f);
+    } else {
+      for (int64_t o = 0; o < out; ++o) row[o] += bias[o];
+    }
+  }
+}
+
 // y = act(y + bias) for every row of y[batch, out].
 void AddBiasAndActivate(const float* bias, Activation activation, int64_t batch, int64_t out,
                         float* y) {
+  const bool relu = activation == Activation::kRelu;
   ParallelFor(0, batch, RowBlock(out), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* row = y + r * out;
-      if (activation == Activation::kRelu) {
-        for (int64_t o = 0; o < out; ++o) row[o] = std::max(row[o] + bias[o], 0.0f);
-      } else {
-        for (int64_t o = 0; o < out; ++o) row[o] += bias[o];
-      }
-    }
+    BiasAndActivateRows(bias, relu, begin, end, out, y);
   });
 }
 
@@ -159,6 +169,25 @@ namespace {
 // final; from the task that computed them, while they are in its cache.
 using BlockHook = std::function<void(int64_t index, int64_t begin, int64_t end, const float* g)>;
 
+// sums[o] += g'[r, o] for rows r of [begin, end) in order, where g' is g, or
+// for ReLU g * (y > 0), which is also written to masked. Compiled per ISA
+// level (core/simd.h); elementwise, the same bits on every copy.
+EMBER_MULTIVERSIONED
+void MaskAndSumRows(const float* g, const float* y, bool relu, int64_t begin, int64_t end,
+                    int64_t out, float* masked, float* sums) {
+  for (int64_t r = begin; r < end; ++r) {
+    if (relu) {
+      for (int64_t o = 0; o < out; ++o) {
+        const float v = y[r * out + o] > 0.0f ? g[r * out + o] : 0.0f;
+        masked[r * out + o] = v;
+        sums[o] += v;
+      }
+    } else {
+      for (int64_t o = 0; o < out; ++o) sums[o] += g[r * out + o];
+    }
+  }
+}
+
 // dbias = column sums of the gradient through the activation, summed row by
 // row within blocks of `block` rows, then block by block in order. For ReLU
 // the gradient dy * (y > 0) is written to *masked (allocated here, held by
@@ -189,18 +218,7 @@ Result<const float*> ActivationGradientAndBiasSums(const Tensor& y, const Tensor
       float* sums = partial + k * out;
       std::fill(sums, sums + out, 0.0f);
       const int64_t begin = k * block, end = std::min(batch, (k + 1) * block);
-      for (int64_t r = begin; r < end; ++r) {
-        if (relu) {
-          for (int64_t o = 0; o < out; ++o) {
-            const float grad = g[r * out + o];
-            const float v = yv[r * out + o] > 0.0f ? grad : 0.0f;
-            masked[r * out + o] = v;
-            sums[o] += v;
-          }
-        } else {
-          for (int64_t o = 0; o < out; ++o) sums[o] += g[r * out + o];
-        }
-      }
+      MaskAndSumRows(g, yv, relu, begin, end, out, masked, sums);
       if (after_block) after_block(k, begin, end, relu ? masked : g);
     }
   });
