@@ -33,9 +33,9 @@
 //
 // Determinism: results are a function of the inputs and the OpenMP thread
 // count. The elementwise passes, the narrow kernels and the bias gradient do
-// not depend on the thread count: the bias gradient is summed row by row within blocks of a
-// fixed number of rows (RowBlock), and the blocks' sums are added in block
-// order. The products are oneDNN's, which may split dW's batch dimension
+// not depend on the thread count: the bias gradient is summed row by row
+// within blocks of a fixed number of rows (RowBlock), and the blocks' sums
+// are added in block order. The products are oneDNN's, which may split dW's batch dimension
 // differently for different counts (it does at 8 threads for batch 2048, as
 // the inner-product primitives did).
 
@@ -153,7 +153,7 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
   if (in == 0) {
     y->SetZero();  // a product over an empty dimension; oneDNN is not asked for it
   } else if (internal::IsNarrowInput(in)) {
-    return NarrowInputForward(x, weight, bias, activation, y);
+    return NarrowInputForward(x, weight, bias, activation, y).WithContext(kOp);
   } else {
     EMBER_RETURN_IF_ERROR(Sgemm(kOp, 'N', 'T', batch, out, in, x.data<float>(), in,
                                 weight.data<float>(), in, y->data<float>(), out));
