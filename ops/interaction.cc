@@ -206,13 +206,15 @@ void DotBackwardSamples(const Features<const float>& x, const Columns<const floa
         }
       }
     }
-    // The elements past the last whole block of 16, one at a time.
-    for (int64_t i = 0; i < num_features; ++i) {
+    // The elements past the last whole block of 16, one at a time (none for
+    // dims that are multiples of 16, DLRM's usual 16 to 128).
+    const int64_t tail = dim / kLanes * kLanes;
+    for (int64_t i = 0; tail < dim && i < num_features; ++i) {
       const float* gi = g + row_start(i);  // dout_{i,j} for j < i
       const float* init_i =
           passthrough.data != nullptr && i < x.head_count ? passthrough.Row(b) + i * dim : nullptr;
       float* dst_i = dx.Row(b, i);
-      for (int64_t d = dim / kLanes * kLanes; d < dim; ++d) {
+      for (int64_t d = tail; d < dim; ++d) {
         float acc = init_i != nullptr ? init_i[d] : 0.0f;
         for (int64_t j = 0; j < i; ++j) acc += gi[j] * x.Row(b, j)[d];
         for (int64_t j = i + 1; j < num_features; ++j) acc += g[row_start(j) + i] * x.Row(b, j)[d];
