@@ -27,6 +27,8 @@ Result<std::unique_ptr<DenseModel>> DenseModel::Create(const ModelOptions& optio
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ops::GraphExecutor> executor,
                          ops::GraphExecutor::Create(graph.get(), options.seed, options.device));
   EMBER_RETURN_IF_ERROR(executor->set_precision(options.precision));
+  EMBER_RETURN_IF_ERROR(
+      executor->set_row_shards(options.cpu_row_shards).WithContext("the dense model"));
   return std::unique_ptr<DenseModel>(
       new DenseModel(options, std::move(graph), std::move(executor)));
 }

@@ -64,6 +64,10 @@ struct ModelOptions {
   // (ops/precision.h: 16-bit inputs, f32 accumulation and f32 master weights);
   // the CPU computes in f32 only.
   ops::ComputePrecision precision = ops::ComputePrecision::kF32;
+  // On the CPU: the row shards each batch runs in (ops::GraphExecutor::
+  // set_row_shards): 0, one per thread of the arena that runs the step; 1,
+  // none (every kernel on the whole batch with all the threads).
+  int cpu_row_shards = 0;
 };
 
 // On a CUDA device, Forward and Backward copy their host inputs in and their

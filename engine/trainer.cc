@@ -128,6 +128,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, in
   model_options.seed = options.seed;
   model_options.device = options.dense_device;
   model_options.precision = options.dense_precision;
+  model_options.cpu_row_shards = options.dense_row_shards;
   Result<std::unique_ptr<DenseModel>> model = DenseModel::Create(model_options);
   if (!model.ok()) {
     return model.status().WithContext("the dense model on " + options.dense_device.ToString());

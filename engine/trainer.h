@@ -70,6 +70,9 @@ struct TrainOptions {
   // or bf16/f16 inputs with f32 accumulation and f32 master weights (mixed
   // precision). The CPU computes in f32 only; 16-bit there is an error.
   ops::ComputePrecision dense_precision = ops::ComputePrecision::kF32;
+  // A CPU dense step's row shards (ModelOptions::cpu_row_shards): 0, one per
+  // thread of the dense stage; 1, none. Results depend on the number.
+  int dense_row_shards = 0;
   // Examples per evaluation batch.
   int eval_batch_size = 4096;
   // Record a span per stage per batch here when set (not owned).

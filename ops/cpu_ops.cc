@@ -34,6 +34,7 @@ Tensor Flat(const Tensor& t) { return t.Reshape({t.dim(0), t.numel() / t.dim(0)}
 OpDef FullyConnectedDef() {
   OpDef def;
   def.name = "fully_connected";
+  def.rows_independent = true;
   def.num_inputs = 3;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t width, Width(in, 0, "the input"));
@@ -88,6 +89,7 @@ KernelPair FullyConnectedCpu() {
 OpDef ConcatDef() {
   OpDef def;
   def.name = "concat";
+  def.rows_independent = true;
   def.num_inputs = -1;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     int64_t total = 0;
@@ -129,6 +131,7 @@ KernelPair ConcatCpu() {
 OpDef DotInteractionDef() {
   OpDef def;
   def.name = "dot_interaction";
+  def.rows_independent = true;
   def.num_inputs = 1;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t width, Width(in, 0, "the input"));
@@ -175,6 +178,7 @@ KernelPair DotInteractionCpu() {
 OpDef DlrmInteractionDef() {
   OpDef def;
   def.name = "dlrm_interaction";
+  def.rows_independent = true;
   def.num_inputs = 2;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t dim, Width(in, 0, "the direct input"));
@@ -222,6 +226,7 @@ KernelPair DlrmInteractionCpu() {
 OpDef AddDef() {
   OpDef def;
   def.name = "add";
+  def.rows_independent = true;
   def.num_inputs = 2;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     if (!in[0].batched || !in[1].batched || in[0].shape != in[1].shape) {
@@ -260,6 +265,7 @@ KernelPair AddCpu() {
 OpDef FmInteractionDef() {
   OpDef def;
   def.name = "fm_interaction";
+  def.rows_independent = true;
   def.num_inputs = 1;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t width, Width(in, 0, "the input"));
@@ -303,6 +309,7 @@ KernelPair FmInteractionCpu() {
 OpDef CrossLayerDef(bool low_rank) {
   OpDef def;
   def.name = low_rank ? "cross_layer_low_rank" : "cross_layer";
+  def.rows_independent = true;
   def.num_inputs = low_rank ? 5 : 4;
   def.saved_outputs = low_rank ? 2 : 1;
   def.infer = [low_rank](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
@@ -420,6 +427,7 @@ KernelPair DropoutCpu() {
 OpDef SoftmaxDef() {
   OpDef def;
   def.name = "softmax";
+  def.rows_independent = true;
   def.num_inputs = 1;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t width, Width(in, 0, "the input"));
@@ -447,6 +455,7 @@ KernelPair SoftmaxCpu() {
 OpDef MixtureDef() {
   OpDef def;
   def.name = "mixture";
+  def.rows_independent = true;
   def.num_inputs = 2;
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs&) -> Result<Shapes> {
     EMBER_ASSIGN_OR_RETURN(const int64_t experts, Width(in, 0, "the gate"));

@@ -1,6 +1,8 @@
 #include "ops/graph_executor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/allocator.h"
 #include "core/random.h"
@@ -11,6 +13,38 @@
 
 namespace ember::ops {
 namespace {
+
+// Rows per shard at least (GraphExecutor::set_row_shards): below it a batch
+// runs in fewer shards.
+constexpr int64_t kMinShardRows = 64;
+
+// The tensors a kernel sees when it runs on rows [begin, end) of the batch:
+// views of the batched values at those rows, the tensors themselves for
+// parameters and for a whole batch.
+class RowViews {
+ public:
+  RowViews(const Graph& graph, int64_t begin, int64_t end, int64_t batch)
+      : graph_(graph), begin_(begin), end_(end), whole_(begin == 0 && end == batch) {}
+  // Before each node: room for the `count` views it takes, so that the
+  // pointers given out stay valid.
+  void Reserve(size_t count) {
+    views_.clear();
+    views_.reserve(count);
+  }
+  // `tensor` (of value `id`) or its view at the rows.
+  template <typename T>
+  T* operator()(T* tensor, int id) {
+    if (whole_ || !graph_.values()[id].batched()) return tensor;
+    views_.push_back(tensor->Slice(begin_, end_));
+    return &views_.back();
+  }
+
+ private:
+  const Graph& graph_;
+  const int64_t begin_, end_;
+  const bool whole_;
+  std::vector<Tensor> views_;
+};
 
 std::vector<int64_t> Batched(int64_t batch, const std::vector<int64_t>& shape) {
   std::vector<int64_t> full = {batch};
@@ -71,6 +105,12 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const Graph* graph,
   }
   std::unique_ptr<GraphExecutor> executor(
       new GraphExecutor(graph, std::move(kernels), device, stream, std::move(owned_stream)));
+  executor->rows_independent_ = true;
+  for (const GraphNode& node : graph->nodes()) {
+    Result<const OpDef*> def = graph->registry().FindOp(node.op);
+    executor->rows_independent_ =
+        executor->rows_independent_ && def.ok() && (*def)->rows_independent;
+  }
   EMBER_RETURN_IF_ERROR(executor->InitializeParameters(seed));
   return executor;
 }
@@ -138,8 +178,41 @@ Status GraphExecutor::Accumulate(const Tensor& from, Tensor* to) {
   return Status::OK();
 }
 
-Result<Tensor> GraphExecutor::ScratchFor(int in, int k, const std::vector<int64_t>& shape) {
-  std::vector<Tensor>& buffers = scratch_[in];
+Status GraphExecutor::set_row_shards(int shards) {
+  if (shards < 0) return Status::InvalidArgument("row shards must be >= 0, got ", shards);
+  row_shards_ = shards;
+  return Status::OK();
+}
+
+int GraphExecutor::ShardsFor(int64_t batch) const {
+  const int shards = row_shards_ == 0 ? CurrentArenaThreads() : row_shards_;
+  if (shards < 2 || !device_.is_cpu() || !rows_independent_) return 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(shards, batch / kMinShardRows)));
+}
+
+Status GraphExecutor::RunShards(int shards,
+                                const std::function<Status(int, int64_t, int64_t)>& fn) {
+  while (static_cast<int>(shard_arenas_.size()) < shards) {
+    shard_arenas_.push_back(std::make_unique<ThreadArena>(1));
+  }
+  std::vector<Status> statuses(shards);
+  const int64_t batch = batch_;
+  ParallelFor(0, shards, 1, [&](int64_t first, int64_t last) {
+    const int omp_threads = OpenMpThreads();
+    SetOpenMpThreads(1);
+    for (int64_t s = first; s < last; ++s) {
+      const int64_t begin = batch * s / shards, end = batch * (s + 1) / shards;
+      shard_arenas_[s]->Execute([&] { statuses[s] = fn(static_cast<int>(s), begin, end); });
+    }
+    SetOpenMpThreads(omp_threads);
+  });
+  for (Status& status : statuses) EMBER_RETURN_IF_ERROR(status);
+  return Status::OK();
+}
+
+Result<Tensor> GraphExecutor::ScratchFor(std::vector<std::vector<Tensor>>* scratch, int in, int k,
+                                         const std::vector<int64_t>& shape) {
+  std::vector<Tensor>& buffers = (*scratch)[in];
   if (static_cast<int>(buffers.size()) <= k) buffers.resize(k + 1);
   if (!buffers[k].defined() || buffers[k].shape() != shape) {
     EMBER_ASSIGN_OR_RETURN(buffers[k], NewTensor(shape));
@@ -192,16 +265,28 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
   for (size_t i = 0; i < ids.size(); ++i) {
     values_[ids[i]] = inputs[i].Reshape(Batched(batch, graph_->values()[ids[i]].shape));
   }
+  const int shards = forward_shards_ = ShardsFor(batch);
+  Status status =
+      shards > 1 ? RunShards(shards, [&](int, int64_t begin,
+                                         int64_t end) { return ForwardRows(begin, end, training); })
+                 : ForwardRows(0, batch, training);
+  for (int64_t& step : node_steps_) ++step;
+  return status;
+}
+
+Status GraphExecutor::ForwardRows(int64_t begin, int64_t end, bool training) {
+  RowViews rows(*graph_, begin, end, batch_);
   const std::vector<GraphNode>& nodes = graph_->nodes();
   for (size_t n = 0; n < nodes.size(); ++n) {
     KernelContext context;
     context.attrs = &nodes[n].attrs;
-    context.step = node_steps_[n]++;
+    context.step = node_steps_[n];
     context.training = training;
     context.stream = stream_;
     context.precision = precision_;
-    for (int in : nodes[n].inputs) context.inputs.push_back(&ValueTensor(in));
-    for (int out : nodes[n].outputs) context.outputs.push_back(&values_[out]);
+    rows.Reserve(nodes[n].inputs.size() + nodes[n].outputs.size());
+    for (int in : nodes[n].inputs) context.inputs.push_back(rows(&ValueTensor(in), in));
+    for (int out : nodes[n].outputs) context.outputs.push_back(rows(&values_[out], out));
     Status status = kernels_[n]->forward(context);
     if (!status.ok()) return status.WithContext("node \"" + nodes[n].name + "\"");
   }
@@ -236,60 +321,36 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     EMBER_RETURN_IF_ERROR(CopyTensor(output_grads[i], &grads_[outputs[i]], stream_));
     has_grad[outputs[i]] = 1;
   }
-  const std::vector<GraphNode>& nodes = graph_->nodes();
-  for (size_t n = nodes.size(); n-- > 0;) {
-    const GraphNode& node = nodes[n];
-    bool any = false;
-    for (int out : node.outputs) any = any || has_grad[out];
-    if (!any) continue;  // Nothing downstream of this node reaches an output.
-    KernelContext context;
-    context.attrs = &node.attrs;
-    context.step = node_steps_[n] - 1;  // The step of the forward call.
-    context.stream = stream_;
-    context.precision = precision_;
-    for (int in : node.inputs) context.inputs.push_back(&ValueTensor(in));
-    for (int out : node.outputs) {
-      context.outputs.push_back(&values_[out]);
-      if (graph_->values()[out].saved_for_backward) {
-        context.output_grads.push_back(nullptr);
-        continue;
-      }
-      if (!has_grad[out]) {
-        EMBER_RETURN_IF_ERROR(ZeroTensor(&grads_[out], stream_));
-        has_grad[out] = 1;
-      }
-      context.output_grads.push_back(&grads_[out]);
+  const int shards = forward_shards_;
+  if (shards == 1) {
+    EMBER_RETURN_IF_ERROR(BackwardRows(0, batch_, skip, &has_grad, &gradients_, &scratch_));
+  } else {
+    // Shard 0 writes the parameter gradients, the others their own partial
+    // sums, added to them in shard order: the same bits for the same number
+    // of shards, whichever threads run them.
+    const std::vector<int>& parameters = graph_->parameters();
+    shard_gradients_.resize(shards - 1);
+    for (std::vector<Tensor>& grads : shard_gradients_) {
+      if (grads.size() == parameters.size()) continue;
+      grads.clear();
+      for (int id : parameters) grads.push_back(Tensor::Empty(graph_->values()[id].shape));
     }
-    // Inputs whose gradient went to scratch (or, for a value read twice by
-    // this node, a temporary), to add once the kernel is done.
-    std::vector<std::pair<int, Tensor>> accumulate;
-    accumulate.reserve(node.inputs.size());  // Targets point into it.
-    for (int in : node.inputs) {
-      if (skip[in]) {
-        context.input_grads.push_back(nullptr);
-        continue;
-      }
-      const int slot = parameter_slot_[in];
-      const GraphValue& v = graph_->values()[in];
-      const std::vector<int64_t> shape = slot >= 0 ? v.shape : Batched(batch_, v.shape);
-      Tensor* target = nullptr;
-      if (!has_grad[in]) {
-        target = slot >= 0 ? &gradients_[slot] : &grads_[in];
-        has_grad[in] = 1;
-      } else {
-        int earlier = 0;
-        for (const auto& [id, tensor] : accumulate) earlier += id == in;
-        EMBER_ASSIGN_OR_RETURN(Tensor buffer, ScratchFor(in, earlier, shape));
-        accumulate.emplace_back(in, buffer);
-        target = &accumulate.back().second;
-      }
-      context.input_grads.push_back(target);
-    }
-    Status status = kernels_[n]->backward(context);
-    if (!status.ok()) return status.WithContext("backward of node \"" + node.name + "\"");
-    for (const auto& [in, tensor] : accumulate) {
-      const int slot = parameter_slot_[in];
-      EMBER_RETURN_IF_ERROR(Accumulate(tensor, slot >= 0 ? &gradients_[slot] : &grads_[in]));
+    shard_scratch_.resize(shards, std::vector<std::vector<Tensor>>(graph_->values().size()));
+    std::vector<std::vector<char>> shard_has_grad(shards, has_grad);
+    EMBER_RETURN_IF_ERROR(RunShards(shards, [&](int shard, int64_t begin, int64_t end) {
+      return BackwardRows(begin, end, skip, &shard_has_grad[shard],
+                          shard == 0 ? &gradients_ : &shard_gradients_[shard - 1],
+                          &shard_scratch_[shard]);
+    }));
+    has_grad = shard_has_grad[0];  // The same graph reaches the same values in every shard.
+    for (size_t p = 0; p < parameters.size(); ++p) {
+      if (!has_grad[parameters[p]]) continue;
+      float* sum = gradients_[p].data<float>();
+      ParallelFor(0, gradients_[p].numel(), int64_t{1} << 14, [&](int64_t begin, int64_t end) {
+        for (const std::vector<Tensor>& grads : shard_gradients_) {
+          AddTo(grads[p].data<float>() + begin, end - begin, sum + begin);
+        }
+      });
     }
   }
   // Parameters no node reached keep a zero gradient.
@@ -308,6 +369,74 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     }
     EMBER_RETURN_IF_ERROR(has_grad[ids[i]] ? CopyTensor(grads_[ids[i]], out, stream_)
                                            : ZeroTensor(out, stream_));
+  }
+  return Status::OK();
+}
+
+Status GraphExecutor::BackwardRows(int64_t begin, int64_t end, const std::vector<char>& skip,
+                                   std::vector<char>* has_grad_of,
+                                   std::vector<Tensor>* parameter_grads,
+                                   std::vector<std::vector<Tensor>>* scratch) {
+  std::vector<char>& has_grad = *has_grad_of;
+  RowViews rows(*graph_, begin, end, batch_);
+  const std::vector<GraphNode>& nodes = graph_->nodes();
+  for (size_t n = nodes.size(); n-- > 0;) {
+    const GraphNode& node = nodes[n];
+    bool any = false;
+    for (int out : node.outputs) any = any || has_grad[out];
+    if (!any) continue;  // Nothing downstream of this node reaches an output.
+    KernelContext context;
+    context.attrs = &node.attrs;
+    context.step = node_steps_[n] - 1;  // The step of the forward call.
+    context.stream = stream_;
+    context.precision = precision_;
+    rows.Reserve(3 * node.inputs.size() + 2 * node.outputs.size());
+    for (int in : node.inputs) context.inputs.push_back(rows(&ValueTensor(in), in));
+    for (int out : node.outputs) {
+      context.outputs.push_back(rows(&values_[out], out));
+      if (graph_->values()[out].saved_for_backward) {
+        context.output_grads.push_back(nullptr);
+        continue;
+      }
+      Tensor* grad = rows(&grads_[out], out);
+      if (!has_grad[out]) {
+        EMBER_RETURN_IF_ERROR(ZeroTensor(grad, stream_));
+        has_grad[out] = 1;
+      }
+      context.output_grads.push_back(grad);
+    }
+    // Inputs whose gradient went to scratch (or, for a value read twice by
+    // this node, a temporary), to add once the kernel is done.
+    std::vector<std::pair<int, Tensor>> accumulate;
+    accumulate.reserve(node.inputs.size());  // Targets point into it.
+    for (int in : node.inputs) {
+      if (skip[in]) {
+        context.input_grads.push_back(nullptr);
+        continue;
+      }
+      const int slot = parameter_slot_[in];
+      const GraphValue& v = graph_->values()[in];
+      const std::vector<int64_t> shape = slot >= 0 ? v.shape : Batched(end - begin, v.shape);
+      Tensor* target = nullptr;
+      if (!has_grad[in]) {
+        target = slot >= 0 ? &(*parameter_grads)[slot] : rows(&grads_[in], in);
+        has_grad[in] = 1;
+      } else {
+        int earlier = 0;
+        for (const auto& [id, tensor] : accumulate) earlier += id == in;
+        EMBER_ASSIGN_OR_RETURN(Tensor buffer, ScratchFor(scratch, in, earlier, shape));
+        accumulate.emplace_back(in, buffer);
+        target = &accumulate.back().second;
+      }
+      context.input_grads.push_back(target);
+    }
+    Status status = kernels_[n]->backward(context);
+    if (!status.ok()) return status.WithContext("backward of node \"" + node.name + "\"");
+    for (const auto& [in, tensor] : accumulate) {
+      const int slot = parameter_slot_[in];
+      EMBER_RETURN_IF_ERROR(
+          Accumulate(tensor, slot >= 0 ? &(*parameter_grads)[slot] : rows(&grads_[in], in)));
+    }
   }
   return Status::OK();
 }

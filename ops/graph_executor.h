@@ -7,6 +7,7 @@
 // that device.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/threads.h"
 #include "ops/graph.h"
 #include "ops/precision.h"
 
@@ -64,6 +66,21 @@ class GraphExecutor {
   ComputePrecision precision() const { return precision_; }
   // The stream of a CUDA executor; null on the CPU.
   CudaStream* stream() const { return stream_; }
+  // Row shards (CPU, and graphs whose every op is rows_independent): each
+  // batch is split into `shards` ranges of rows of equal size (within one),
+  // and each range runs through all the nodes, forward and then backward, on
+  // one thread with single-threaded kernels; the ranges run in parallel in
+  // the calling thread's arena. A range's rows stay in its core's caches from
+  // node to node, and no kernel pays for splitting work between threads. The
+  // parameter gradients are each range's sums, added in range order. 1 (the
+  // default) runs each kernel once on the whole batch, with the caller's
+  // threads; 0 means one range per thread of the calling thread's arena at
+  // each Forward (the Backward uses the Forward's split). Batches of fewer
+  // than 64 rows a range run in fewer ranges. Results are a function of the
+  // number of ranges, as the kernels' are of the OpenMP thread count.
+  // InvalidArgument for shards < 0.
+  Status set_row_shards(int shards);
+  int row_shards() const { return row_shards_; }
 
  private:
   GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels, const Device& device,
@@ -77,7 +94,19 @@ class GraphExecutor {
   // Where the gradient of value `in` goes when this node's kernel is not the
   // first to contribute to it: the k-th scratch buffer of the value (k counts
   // the node's earlier contributions to it), added in after the kernel.
-  Result<Tensor> ScratchFor(int in, int k, const std::vector<int64_t>& shape);
+  Result<Tensor> ScratchFor(std::vector<std::vector<Tensor>>* scratch, int in, int k,
+                            const std::vector<int64_t>& shape);
+  // The nodes' forward, or backward, over rows [begin, end) of the batch;
+  // the backward writes parameter gradients to `parameter_grads` and takes
+  // its scratch buffers from `scratch` (per value id).
+  Status ForwardRows(int64_t begin, int64_t end, bool training);
+  Status BackwardRows(int64_t begin, int64_t end, const std::vector<char>& skip,
+                      std::vector<char>* has_grad, std::vector<Tensor>* parameter_grads,
+                      std::vector<std::vector<Tensor>>* scratch);
+  // How many row shards a batch runs in (1: none); fn(shard, begin, end) on
+  // each, in parallel.
+  int ShardsFor(int64_t batch) const;
+  Status RunShards(int shards, const std::function<Status(int, int64_t, int64_t)>& fn);
   // The tensor of value `id` (an input, a parameter or an activation).
   const Tensor& ValueTensor(int id) const;
 
@@ -97,6 +126,13 @@ class GraphExecutor {
   // one of a node that reads the value k + 1 times).
   std::vector<std::vector<Tensor>> scratch_;
   std::vector<int64_t> node_steps_;
+  int row_shards_ = 1;
+  int forward_shards_ = 1;         // The last Forward's, for its Backward.
+  bool rows_independent_ = false;  // Every node's op computes each row alone.
+  // Per shard after the first: parameter gradients and scratch buffers.
+  std::vector<std::vector<Tensor>> shard_gradients_;
+  std::vector<std::vector<std::vector<Tensor>>> shard_scratch_;
+  std::vector<std::unique_ptr<ThreadArena>> shard_arenas_;  // One thread each.
 };
 
 }  // namespace ember::ops

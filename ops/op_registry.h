@@ -90,6 +90,12 @@ struct OpDef {
   // other node may read them (Graph::AddNode refuses it). At least one output
   // must not be saved. Default: none.
   int saved_outputs = 0;
+  // Whether the op computes each example (a row of its batched inputs and
+  // outputs) from that example alone, whatever the batch's size and the row's
+  // position in it, so that its kernels may run on any range of rows and give
+  // the same rows (GraphExecutor::set_row_shards); parameter gradients are
+  // then sums over the ranges. Not dropout: its mask is indexed by position.
+  bool rows_independent = false;
   // Work of the forward (backward = false) or the backward at `batch`.
   std::function<OpCost(const std::vector<InputShape>&, const OpAttrs&, int64_t batch,
                        bool backward)>

@@ -155,6 +155,13 @@ DEFINE_string(dense_device, "auto",
 DEFINE_string(dense_precision, "f32",
               "The dense step's GEMM arithmetic on a GPU: f32, or bf16/f16 (16-bit inputs, f32 "
               "accumulation and f32 master weights). The CPU computes in f32 only.");
+DEFINE_int32(dense_row_shards, 0,
+             "CPU dense step: split each batch into this many ranges of rows, each run through "
+             "the whole model on one thread (its rows stay in that core's caches), the "
+             "parameter gradients summed in range order. 0: one range per thread of the dense "
+             "stage; 1: no split, every layer on the whole batch with all the threads. Results "
+             "depend on the number, as they do on the thread count.");
+DEFINE_validator(dense_row_shards, &IsNonNegative32);
 DEFINE_string(stage_threads, "",
               "--pipeline=on: threads of the unique, pull, dense and push stages, comma-separated "
               "(e.g. 1,1,2,1; each at most --threads). Empty: the planner's split with "
@@ -243,6 +250,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   Result<ops::ComputePrecision> precision = ops::ParseComputePrecision(FLAGS_dense_precision);
   if (!precision.ok()) return precision.status().WithContext("--dense_precision");
   options.dense_precision = *precision;
+  options.dense_row_shards = FLAGS_dense_row_shards;
   if (FLAGS_dense_device != "auto") {
     Result<Device> device = ParseDevice(FLAGS_dense_device);
     if (!device.ok()) return device.status().WithContext("--dense_device");

@@ -3,12 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/random.h"
+#include "core/threads.h"
 #include "ops/cross_layer.h"
 #include "ops/graph.h"
 #include "ops/op_registry.h"
@@ -212,6 +216,139 @@ TEST(GraphExecutorTest, CrossLayerFromItsSavedZMatchesTheOperatorBitForBit) {
 
 TEST(GraphExecutorTest, LowRankCrossLayerFromItsSavedTAndZMatchesTheOperatorBitForBit) {
   ExpectGraphMatchesDirectCall(true);
+}
+
+// --- Row shards ---------------------------------------------------------------
+
+// A small DLRM-like graph with a DCN-v2 layer: a bottom MLP over the dense
+// input, the DLRM interaction with the pooled embeddings, a cross layer that
+// reads the interaction twice (as x0 and xl: two gradient contributions, one
+// through scratch) and a top MLP to one logit; with `dropout`, a dropout
+// before the top MLP.
+std::unique_ptr<Graph> ShardableGraph(bool dropout) {
+  auto graph = std::make_unique<Graph>(&DefaultOpRegistry());
+  Graph& g = *graph;
+  const int dense = *g.AddInput("dense", {13});
+  const int pooled = *g.AddInput("pooled", {4 * 8});
+  auto fc = [&](const std::string& name, int x, int64_t in, int64_t out, bool relu) {
+    const int w = *g.AddParameter(name + ".w", {out, in}, Initializer::kHeUniform, in);
+    const int b = *g.AddParameter(name + ".b", {out}, Initializer::kHeUniform, in);
+    return g.AddNode(name, "fully_connected", {x, w, b}, OpAttrs().Set("activation", relu ? 1 : 0))
+        ->at(0);
+  };
+  const int bottom = fc("bottom.1", fc("bottom.0", dense, 13, 24, true), 24, 8, true);
+  const int t = g.AddNode("interaction", "dlrm_interaction", {bottom, pooled})->at(0);
+  const int64_t width = 8 + 5 * 4 / 2;
+  const int w = *g.AddParameter("cross.w", {width, width}, Initializer::kHeUniform, width);
+  const int b = *g.AddParameter("cross.b", {width}, Initializer::kHeUniform, width);
+  int c = g.AddNode("cross", "cross_layer", {t, t, w, b})->at(0);
+  if (dropout) {
+    c = g.AddNode("dropout", "dropout", {c}, OpAttrs().Set("rate", 0.3).Set("seed", 5))->at(0);
+  }
+  CHECK(g.MarkOutput(fc("top.1", fc("top.0", c, width, 16, true), 16, 1, false)).ok());
+  return graph;
+}
+
+// What one forward and backward gave.
+struct ShardRun {
+  Tensor out, ddense, dpooled;
+  std::vector<Tensor> grads;
+};
+
+// One forward and backward of `graph` at `batch` (inputs and output gradient
+// seeded by the batch) with `shards`, in an arena of `threads` threads.
+ShardRun RunShards(const Graph& graph, int64_t batch, int shards, int threads) {
+  ShardRun run;
+  auto executor = GraphExecutor::Create(&graph, 7);
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  if (!executor.ok()) return run;
+  EXPECT_TRUE((*executor)->set_row_shards(shards).ok());
+  RandomStream rng(batch);
+  const Tensor dense = RandomTensor({batch, 13}, rng), pooled = RandomTensor({batch, 32}, rng);
+  const Tensor dy = RandomTensor({batch, 1}, rng);
+  run.ddense = testing::NanFilled({batch, 13});
+  run.dpooled = testing::NanFilled({batch, 32});
+  ThreadArena arena(threads);
+  arena.Execute([&] {
+    SetOpenMpThreads(threads);
+    ASSERT_TRUE((*executor)->Forward({dense, pooled}).ok());
+    ASSERT_TRUE((*executor)->Backward({dy}, {&run.ddense, &run.dpooled}).ok());
+  });
+  run.out = (*executor)->output(0).Clone();
+  for (const Tensor& g : (*executor)->gradients()) run.grads.push_back(g.Clone());
+  return run;
+}
+
+// Every element of `got` within tol * (1 + the largest |want|) of `want`'s.
+void ExpectClose(const Tensor& want, const Tensor& got, double tol, const std::string& what) {
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  const std::vector<float> a = Values(want), b = Values(got);
+  double scale = 0.0;
+  for (float v : a) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tol * (1.0 + scale)) << what << " element " << i;
+  }
+}
+
+void ExpectSameBits(const ShardRun& want, const ShardRun& got, const std::string& what) {
+  EXPECT_TRUE(SameBits(want.out, got.out)) << what << ": output";
+  EXPECT_TRUE(SameBits(want.ddense, got.ddense)) << what << ": dense gradient";
+  EXPECT_TRUE(SameBits(want.dpooled, got.dpooled)) << what << ": pooled gradient";
+  ASSERT_EQ(want.grads.size(), got.grads.size());
+  for (size_t i = 0; i < want.grads.size(); ++i) {
+    EXPECT_TRUE(SameBits(want.grads[i], got.grads[i])) << what << ": parameter " << i;
+  }
+}
+
+// Ranges of 1000 rows in 2 and 3 (uneven) shards give the whole batch's
+// outputs and input gradients, and its parameter gradients as sums of the
+// ranges' (within float rounding: the sums are in another order).
+TEST(GraphExecutorRowShardsTest, ShardedRunsGiveTheWholeBatchsResults) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  const ShardRun whole = RunShards(*graph, 1000, 1, 2);
+  for (int shards : {2, 3}) {
+    const ShardRun sharded = RunShards(*graph, 1000, shards, 2);
+    const std::string what = std::to_string(shards) + " shards";
+    ExpectClose(whole.out, sharded.out, 1e-5, what + ": output");
+    ExpectClose(whole.ddense, sharded.ddense, 1e-5, what + ": dense gradient");
+    ExpectClose(whole.dpooled, sharded.dpooled, 1e-5, what + ": pooled gradient");
+    ASSERT_EQ(whole.grads.size(), sharded.grads.size());
+    for (size_t i = 0; i < whole.grads.size(); ++i) {
+      ExpectClose(whole.grads[i], sharded.grads[i], 1e-4,
+                  what + ": parameter " + std::to_string(i));
+    }
+  }
+}
+
+// The results depend on the number of shards, not on the threads that run
+// them; 0 shards means one per thread of the arena.
+TEST(GraphExecutorRowShardsTest, ResultsDependOnTheShardsNotOnTheThreads) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  const ShardRun three = RunShards(*graph, 1000, 3, 1);
+  ExpectSameBits(three, RunShards(*graph, 1000, 3, 2), "3 shards on 2 threads");
+  ExpectSameBits(RunShards(*graph, 1000, 2, 1), RunShards(*graph, 1000, 0, 2),
+                 "0 shards on 2 threads");
+  ExpectSameBits(RunShards(*graph, 1000, 1, 1), RunShards(*graph, 1000, 0, 1),
+                 "0 shards on 1 thread");
+}
+
+// A batch of fewer than 64 rows a shard runs in fewer shards (here one), and
+// a graph with dropout (whose mask is indexed by position in the batch)
+// runs whole: the same bits as without shards.
+TEST(GraphExecutorRowShardsTest, SmallBatchesAndGraphsWithDropoutRunWhole) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  ExpectSameBits(RunShards(*graph, 100, 1, 2), RunShards(*graph, 100, 2, 2), "100 rows");
+  const std::unique_ptr<Graph> with_dropout = ShardableGraph(true);
+  ExpectSameBits(RunShards(*with_dropout, 1000, 1, 2), RunShards(*with_dropout, 1000, 2, 2),
+                 "dropout");
+}
+
+TEST(GraphExecutorRowShardsTest, NegativeShardsAreInvalid) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  auto executor = GraphExecutor::Create(graph.get(), 7);
+  ASSERT_TRUE(executor.ok());
+  testing::ExpectInvalid((*executor)->set_row_shards(-1), "row shards must be >= 0");
+  EXPECT_EQ(1, (*executor)->row_shards());
 }
 
 }  // namespace
