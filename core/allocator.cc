@@ -134,9 +134,11 @@ void TuneProcessAllocator() {
 void TuneProcessAllocatorWithoutMemoryBudget() {
 #if defined(__GLIBC__)
   constexpr int kMmapThresholdBytes = 1 << 20;
+  constexpr int kTopPadBytes = 16 << 20;
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
     mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   }
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, kTopPadBytes);
 #endif
 }
 

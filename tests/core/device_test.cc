@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,17 @@ bool HeapMayHold(size_t bytes) {
   return info.fordblks - info.keepcost >= bytes;
 }
 
+// Whether the heap still holds a block of `bytes` at its top after the block
+// is freed (rather than returning it to the system, to fault in again on the
+// next malloc).
+bool HeapKeepsFreedBlock(size_t bytes) {
+  malloc_trim(0);
+  void* volatile block = std::malloc(bytes);
+  std::memset(block, 1, bytes);
+  std::free(block);
+  return mallinfo2().keepcost >= bytes;
+}
+
 TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemoryBudget) {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) {
     GTEST_SKIP() << "MALLOC_MMAP_THRESHOLD_ is set, which both functions leave alone";
@@ -141,6 +153,9 @@ TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemory
   EXPECT_FALSE(MallocMaps(80 << 10));
   EXPECT_FALSE(MallocMaps(700 << 10));
   EXPECT_TRUE(MallocMaps(2 << 20));
+  // ... and one freed at the top of the heap stays there (oneDNN's 690 KiB
+  // single-thread SGEMM buffer).
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) EXPECT_TRUE(HeapKeepsFreedBlock(700 << 10));
 }
 #endif
 
