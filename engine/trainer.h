@@ -71,7 +71,8 @@ struct TrainOptions {
   // precision). The CPU computes in f32 only; 16-bit there is an error.
   ops::ComputePrecision dense_precision = ops::ComputePrecision::kF32;
   // A CPU dense step's row shards (ModelOptions::cpu_row_shards): 0, one per
-  // thread of the dense stage; 1, none. Results depend on the number.
+  // thread of the dense stage; 1, none. A fixed N >= 2 trains the same model,
+  // bit for bit, on any number of threads; 0 and 1 depend on the threads.
   int dense_row_shards = 0;
   // Examples per evaluation batch.
   int eval_batch_size = 4096;

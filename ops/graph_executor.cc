@@ -185,9 +185,10 @@ Status GraphExecutor::set_row_shards(int shards) {
 }
 
 int GraphExecutor::ShardsFor(int64_t batch) const {
+  if (!device_.is_cpu() || !rows_independent_) return 0;
   const int shards = row_shards_ == 0 ? CurrentArenaThreads() : row_shards_;
-  if (shards < 2 || !device_.is_cpu() || !rows_independent_) return 1;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(shards, batch / kMinShardRows)));
+  if (shards < 2) return 0;
+  return static_cast<int>(std::clamp<int64_t>(batch / kMinShardRows, 1, shards));
 }
 
 Status GraphExecutor::RunShards(int shards,
@@ -267,7 +268,7 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
   }
   const int shards = forward_shards_ = ShardsFor(batch);
   Status status =
-      shards > 1 ? RunShards(shards, [&](int, int64_t begin,
+      shards > 0 ? RunShards(shards, [&](int, int64_t begin,
                                          int64_t end) { return ForwardRows(begin, end, training); })
                  : ForwardRows(0, batch, training);
   for (int64_t& step : node_steps_) ++step;
@@ -322,10 +323,10 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     has_grad[outputs[i]] = 1;
   }
   const int shards = forward_shards_;
-  if (shards == 1) {
+  if (shards == 0) {
     EMBER_RETURN_IF_ERROR(BackwardRows(0, batch_, skip, &has_grad, &gradients_, &scratch_));
   } else {
-    // Shard 0 writes the parameter gradients, the others their own partial
+    // Shard 0 writes the parameter gradients, any others their own partial
     // sums, added to them in shard order: the same bits for the same number
     // of shards, whichever threads run them.
     const std::vector<int>& parameters = graph_->parameters();

@@ -75,10 +75,10 @@ class GraphExecutor {
   // parameter gradients are each range's sums, added in range order. 1 (the
   // default) runs each kernel once on the whole batch, with the caller's
   // threads; 0 means one range per thread of the calling thread's arena at
-  // each Forward (the Backward uses the Forward's split). Batches of fewer
-  // than 64 rows a range run in fewer ranges. Results are a function of the
-  // number of ranges, as the kernels' are of the OpenMP thread count.
-  // InvalidArgument for shards < 0.
+  // each Forward (the Backward uses the Forward's split). A batch of fewer
+  // than 64 rows a range runs in fewer ranges (at least one, still on one
+  // thread). Results are a function of the number of ranges, not of the
+  // threads that run them. InvalidArgument for shards < 0.
   Status set_row_shards(int shards);
   int row_shards() const { return row_shards_; }
 
@@ -103,8 +103,9 @@ class GraphExecutor {
   Status BackwardRows(int64_t begin, int64_t end, const std::vector<char>& skip,
                       std::vector<char>* has_grad, std::vector<Tensor>* parameter_grads,
                       std::vector<std::vector<Tensor>>* scratch);
-  // How many row shards a batch runs in (1: none); fn(shard, begin, end) on
-  // each, in parallel.
+  // How many row shards a batch runs in (0: none, every kernel on the whole
+  // batch with the caller's threads); fn(shard, begin, end) on each, in
+  // parallel.
   int ShardsFor(int64_t batch) const;
   Status RunShards(int shards, const std::function<Status(int, int64_t, int64_t)>& fn);
   // The tensor of value `id` (an input, a parameter or an activation).
@@ -127,7 +128,7 @@ class GraphExecutor {
   std::vector<std::vector<Tensor>> scratch_;
   std::vector<int64_t> node_steps_;
   int row_shards_ = 1;
-  int forward_shards_ = 1;         // The last Forward's, for its Backward.
+  int forward_shards_ = 0;         // The last Forward's, for its Backward.
   bool rows_independent_ = false;  // Every node's op computes each row alone.
   // Per shard after the first: parameter gradients and scratch buffers.
   std::vector<std::vector<Tensor>> shard_gradients_;

@@ -159,8 +159,9 @@ DEFINE_int32(dense_row_shards, 0,
              "CPU dense step: split each batch into this many ranges of rows, each run through "
              "the whole model on one thread (its rows stay in that core's caches), the "
              "parameter gradients summed in range order. 0: one range per thread of the dense "
-             "stage; 1: no split, every layer on the whole batch with all the threads. Results "
-             "depend on the number, as they do on the thread count.");
+             "stage; 1: no split, every layer on the whole batch with all the threads. A "
+             "fixed number N >= 2 makes the dense step's results the same bits whatever "
+             "--threads is (its kernels then run single-threaded); 0 and 1 depend on it.");
 DEFINE_validator(dense_row_shards, &IsNonNegative32);
 DEFINE_string(stage_threads, "",
               "--pipeline=on: threads of the unique, pull, dense and push stages, comma-separated "
