@@ -346,12 +346,9 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     has_grad = shard_has_grad[0];  // The same graph reaches the same values in every shard.
     for (size_t p = 0; p < parameters.size(); ++p) {
       if (!has_grad[parameters[p]]) continue;
-      float* sum = gradients_[p].data<float>();
-      ParallelFor(0, gradients_[p].numel(), int64_t{1} << 14, [&](int64_t begin, int64_t end) {
-        for (const std::vector<Tensor>& grads : shard_gradients_) {
-          AddTo(grads[p].data<float>() + begin, end - begin, sum + begin);
-        }
-      });
+      for (const std::vector<Tensor>& grads : shard_gradients_) {
+        EMBER_RETURN_IF_ERROR(Accumulate(grads[p], &gradients_[p]));
+      }
     }
   }
   // Parameters no node reached keep a zero gradient.
