@@ -2,7 +2,9 @@
 // memory and with the memory budget at 50%, 25% and 10% of the all-in-memory
 // table (rows beyond it in the RocksDB tier), with and without Prefetch of the
 // next batch; beside this machine's random-gather limit measured in the same
-// run: the same batches' rows gathered from a flat array and scattered back.
+// run: the same batches' rows gathered from a flat array and scattered back;
+// and beside the RocksDB tier alone (Get and Put of the same keys' rows), the
+// ceiling a disk tier puts on a budgeted table.
 //   build/tools/bench/embedding_bench [--rows=N] [--unique_keys=U] [--threads=N]
 //       [--batches=B] [--warmup_batches=W] [--zipf=S] [--bench_dir=DIR]
 //       [benchmark flags]
@@ -34,6 +36,8 @@
 #include "core/status.h"
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
+#include "embedding/rocksdb_tier.h"
+#include "embedding/tier.h"
 #include "tools/bench/key_batches.h"
 #include "tools/bench/ratio_reporter.h"
 
@@ -152,6 +156,100 @@ void BM_RandomGather(benchmark::State& state, int dim, KeyDistribution distribut
   state.counters["keys/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
 }
 
+// --- Disk-tier limit ----------------------------------------------------------
+
+// The RocksDB tier alone, as a budgeted table uses it: one iteration reads the
+// rows of a batch's keys with Get and writes them back with Put (a table that
+// misses a key reads its row, and the row it evicts for it is written back).
+// Its rows have 2 * dim floats (a vector and Adagrad's state), a little less
+// than a table's, whose rows also carry a few floats of metadata; the pool's
+// batches repeat, which lets the block cache help. Both make the tier look
+// faster than it is inside a table, so the ceiling reported from it is an
+// upper bound.
+struct DiskLimitTier {
+  int dim = 0;
+  std::string path;
+  std::unique_ptr<ember::embedding::Tier> tier;
+};
+std::unique_ptr<DiskLimitTier> g_disk_limit;
+
+void DropDiskLimitTier() {
+  if (g_disk_limit == nullptr) return;
+  const std::string path = g_disk_limit->path;
+  g_disk_limit.reset();
+  std::error_code error;
+  std::filesystem::remove_all(path, error);
+}
+
+Result<ember::embedding::Tier*> DiskLimitTierFor(int dim) {
+  if (g_disk_limit != nullptr && g_disk_limit->dim == dim) return g_disk_limit->tier.get();
+  DropDiskLimitTier();
+  g_flat.reset();
+  auto limit = std::make_unique<DiskLimitTier>();
+  limit->dim = dim;
+  limit->path = g_run_dir + "/disk_limit_dim" + std::to_string(dim);
+  ember::embedding::RocksDbTierOptions options;
+  options.path = limit->path;
+  options.row_bytes = int64_t{2} * dim * int64_t{sizeof(float)};
+  options.block_cache_bytes = g_disk_cache_mib << 20;
+  options.write_buffer_bytes = g_disk_write_buffer_mib << 20;
+  EMBER_ASSIGN_OR_RETURN(limit->tier, ember::embedding::NewRocksDbTier(options));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<float> rows = RandomFloats(kPopulateKeys * 2 * dim, 0.1f, 3);
+  std::vector<Key> keys;
+  for (int64_t begin = 0; begin < g_rows; begin += kPopulateKeys) {
+    keys.clear();
+    for (Key k = begin; k < static_cast<Key>(std::min(begin + kPopulateKeys, g_rows)); ++k) {
+      keys.push_back(k);
+    }
+    EMBER_RETURN_IF_ERROR(limit->tier->Put(keys, reinterpret_cast<const char*>(rows.data())));
+  }
+  std::fprintf(stderr, "[embedding_bench] disk tier alone, dim %d: %lld rows written in %.1f s\n",
+               dim, static_cast<long long>(g_rows), SecondsSince(start));
+  g_disk_limit = std::move(limit);
+  return g_disk_limit->tier.get();
+}
+
+void BM_DiskTier(benchmark::State& state, int dim, KeyDistribution distribution) {
+  const auto& batches = Batches(distribution);
+  Result<ember::embedding::Tier*> acquired = DiskLimitTierFor(dim);
+  if (!acquired.ok()) {
+    state.SkipWithError(acquired.status().ToString().c_str());
+    return;
+  }
+  ember::embedding::Tier& tier = **acquired;
+  const int64_t row_bytes = tier.row_bytes();
+  std::vector<char> rows(g_unique_keys * row_bytes);
+  int64_t keys = 0, next = 0;
+  for (auto _ : state) {
+    const std::vector<Key>& batch = batches[next++ % batches.size()];
+    const int64_t n = static_cast<int64_t>(batch.size());
+    const int64_t chunk = (n + g_threads - 1) / g_threads;
+    std::vector<Status> statuses(g_threads);
+    g_arena->Execute([&] {
+      ember::ParallelFor(0, g_threads, 1, [&](int64_t first, int64_t last) {
+        std::vector<int64_t> missing;
+        for (int64_t c = first; c < last; ++c) {
+          const int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+          if (begin >= end) continue;
+          const std::vector<Key> part(batch.begin() + begin, batch.begin() + end);
+          char* out = rows.data() + begin * row_bytes;
+          statuses[c] = tier.Get(part, out, &missing);
+          if (statuses[c].ok()) statuses[c] = tier.Put(part, out);
+        }
+      });
+    });
+    for (const Status& status : statuses) {
+      if (!status.ok()) {
+        state.SkipWithError(status.ToString().c_str());
+        return;
+      }
+    }
+    keys += n;
+  }
+  state.counters["rows/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
+}
+
 // --- Tables --------------------------------------------------------------------
 
 // The table the current cases share: built and pre-populated once per (dim,
@@ -240,6 +338,7 @@ Result<BenchTable*> AcquireTable(int dim, int budget_percent) {
     return g_table.get();
   }
   DropTable();
+  DropDiskLimitTier();
   g_flat.reset();
   if (budget_percent > 0 && g_full_memory_bytes.count(dim) == 0) {
     // The all-in-memory case was filtered out: build its table to measure it.
@@ -356,6 +455,10 @@ std::string GatherName(int dim, KeyDistribution distribution) {
   return "gather/dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
 }
 
+std::string DiskTierName(int dim, KeyDistribution distribution) {
+  return "disk_tier/dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
+}
+
 // Cases run in registration order, which keeps one table alive at a time.
 void RegisterCases() {
   auto configure = [](benchmark::internal::Benchmark* b) {
@@ -364,6 +467,10 @@ void RegisterCases() {
   for (int dim : kDims) {
     for (KeyDistribution distribution : kDistributions) {
       configure(benchmark::RegisterBenchmark(GatherName(dim, distribution).c_str(), BM_RandomGather,
+                                             dim, distribution));
+    }
+    for (KeyDistribution distribution : kDistributions) {
+      configure(benchmark::RegisterBenchmark(DiskTierName(dim, distribution).c_str(), BM_DiskTier,
                                              dim, distribution));
     }
     for (int budget_percent : {0, 50, 25, 10}) {
@@ -415,6 +522,29 @@ void PrintReport(const ember::bench::RatioReporter& reporter) {
           const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
           PrintRatioOf(reporter, name, "pullpush/" + name,
                        "pullpush/" + CaseName(dim, distribution, 0, false));
+        }
+      }
+    }
+  }
+  std::printf(
+      "\nCeiling from the disk tier alone: a budgeted table reads disk_rd/key rows per key from\n"
+      "disk and writes about as many back, so it cannot exceed (disk tier rows/s) / "
+      "(disk_rd/key):\n");
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
+      const double memory =
+          reporter.Counter(RunName("pullpush/" + CaseName(dim, distribution, 0, false)), "keys/s");
+      for (int budget_percent : kBudgetPercents) {
+        for (bool prefetch : {false, true}) {
+          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
+          const double reads = reporter.Counter(RunName("pullpush/" + name), "disk_rd/key");
+          if (tier <= 0 || memory <= 0 || reads <= 0) {
+            std::printf("%-44s not measured\n", name.c_str());
+            continue;
+          }
+          std::printf("%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory\n",
+                      name.c_str(), tier / 1e6, reads, tier / reads / 1e6, tier / reads / memory);
         }
       }
     }
@@ -487,6 +617,7 @@ int main(int argc, char** argv) {
   ember::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   DropTable();
+  DropDiskLimitTier();
   g_flat.reset();
   PrintReport(reporter);
   std::error_code error;
