@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/simd.h"
+
 namespace ember {
 
 const char* DTypeName(DType dtype) {
@@ -16,13 +18,9 @@ const char* DTypeName(DType dtype) {
   return "unknown";
 }
 
-BFloat16 FloatToBFloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if (std::isnan(value)) return BFloat16{static_cast<uint16_t>((bits >> 16) | 0x40)};
-  // Round to nearest even on the 16 dropped bits.
-  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return BFloat16{static_cast<uint16_t>((bits + rounding) >> 16)};
+EMBER_MULTIVERSIONED
+void FloatsToBFloat16(const float* in, int64_t n, BFloat16* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToBFloat16(in[i]);
 }
 
 float BFloat16ToFloat(BFloat16 value) {

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace ember {
 
@@ -33,9 +34,20 @@ struct BFloat16 { uint16_t bits; };
 template <> struct DTypeOf<Half> { static constexpr DType value = DType::kF16; };
 template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBF16; };
 
-// Round-to-nearest-even conversions between float and the 16-bit types.
-BFloat16 FloatToBFloat16(float value);
+// Round-to-nearest-even conversions between float and the 16-bit types. A
+// NaN stays a (quiet) NaN.
+inline BFloat16 FloatToBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return BFloat16{static_cast<uint16_t>((bits >> 16) | 0x40)};
+  // Round to nearest even on the 16 dropped bits.
+  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return BFloat16{static_cast<uint16_t>((bits + rounding) >> 16)};
+}
 float BFloat16ToFloat(BFloat16 value);
+// out[i] = FloatToBFloat16(in[i]) for i in [0, n), vectorised.
+void FloatsToBFloat16(const float* in, int64_t n, BFloat16* out);
 Half FloatToHalf(float value);
 float HalfToFloat(Half value);
 

@@ -66,9 +66,10 @@ struct TrainOptions {
   // the CPU. On a GPU the result agrees with the CPU's within float rounding,
   // not bit for bit.
   Device dense_device = Device::Cpu();
-  // The fully connected layers' GEMM arithmetic on a CUDA dense device: f32,
-  // or bf16/f16 inputs with f32 accumulation and f32 master weights (mixed
-  // precision). The CPU computes in f32 only; 16-bit there is an error.
+  // The fully connected layers' GEMM arithmetic: f32, or bf16/f16 inputs with
+  // f32 accumulation and f32 master weights (mixed precision). A CPU dense
+  // step computes in f32, or in bf16 where the CPU multiplies bf16 in hardware
+  // (AMX, AVX512-BF16); f16 there, or bf16 on another CPU, is an error.
   ops::ComputePrecision dense_precision = ops::ComputePrecision::kF32;
   // A CPU dense step's row shards (ModelOptions::cpu_row_shards): 0, one per
   // thread of the dense stage; 1, none. A fixed N >= 2 trains the same model,

@@ -71,7 +71,7 @@ KernelPair FullyConnectedCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) {
     return FullyConnectedForward(Flat(*c.inputs[0]), *c.inputs[1], *c.inputs[2],
-                                 ActivationOf(*c.attrs), c.outputs[0]);
+                                 ActivationOf(*c.attrs), c.outputs[0], c.precision);
   };
   k.backward = [](KernelContext& c) {
     Tensor dx;
@@ -79,7 +79,7 @@ KernelPair FullyConnectedCpu() {
     return FullyConnectedBackward(Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0],
                                   *c.output_grads[0], ActivationOf(*c.attrs),
                                   c.input_grads[0] != nullptr ? &dx : nullptr, c.input_grads[1],
-                                  c.input_grads[2]);
+                                  c.input_grads[2], c.precision);
   };
   return k;
 }

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/precision.h"
 
 namespace ember::ops {
 
@@ -22,8 +23,14 @@ enum class Activation { kNone, kRelu };
 // and one pass adding the bias and applying the activation; for in <= 16, one
 // pass that does all of it. Safe to call concurrently from several threads.
 // Returns Internal if oneDNN fails.
+// With ComputePrecision::kBf16, x and weight are rounded to bf16 for the
+// product (f32 sums, f32 y; ops/internal/bf16_gemm.h), as on a CUDA device;
+// a layer with at most 16 inputs computes in f32 either way (its one pass is
+// bound by memory, not arithmetic). Returns FailedPrecondition for kBf16 on a
+// CPU without AVX512-BF16 or AMX, and InvalidArgument for kF16.
 Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             Activation activation, Tensor* y);
+                             Activation activation, Tensor* y,
+                             ComputePrecision precision = ComputePrecision::kF32);
 
 // Gradients of FullyConnectedForward. `y` is the forward output (used for the
 // ReLU mask: dy * (y > 0)). `dx` may be null when the input needs no gradient
@@ -33,9 +40,12 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 // out <= 16 the pass computes dweight and dx itself. Safe to call
 // concurrently from several threads; takes scratch of B * out floats (ReLU)
 // from the caching host allocator (returns ResourceExhausted if that fails).
+// With kBf16, the products round x, weight and the gradient through the
+// activation to bf16 (f32 sums; dbias is summed in f32); a layer with at most
+// 16 outputs computes in f32 either way. Errors for precision as the forward.
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
-                              const Tensor& dy, Activation activation, Tensor* dx,
-                              Tensor* dweight, Tensor* dbias);
+                              const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
+                              Tensor* dbias, ComputePrecision precision = ComputePrecision::kF32);
 
 // DLRM dot interaction: for features[B, F, D], out[B, F*(F-1)/2] holds the dot
 // products of every pair (i, j) with i > j, in the order (1,0), (2,0), (2,1),

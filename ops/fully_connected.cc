@@ -53,6 +53,7 @@
 #include "core/allocator.h"
 #include "core/simd.h"
 #include "core/threads.h"
+#include "ops/internal/bf16_gemm.h"
 #include "ops/internal/fully_connected_narrow.h"
 #include "ops/internal/tensor_checks.h"
 
@@ -73,6 +74,18 @@ Status Sgemm(const char* op, char transa, char transb, int64_t m, int64_t n, int
   return Status::OK();
 }
 
+// The precisions the CPU kernels compute in: f32, and bf16 where the CPU
+// multiplies it in hardware.
+Status CheckCpuPrecision(const char* op, ComputePrecision precision) {
+  if (precision == ComputePrecision::kF32) return Status::OK();
+  if (precision == ComputePrecision::kBf16) {
+    if (internal::CpuHasBf16()) return Status::OK();
+    return Status::FailedPrecondition(op, ": bf16 products need a CPU with AVX512-BF16 or AMX");
+  }
+  return Status::InvalidArgument(op, ": the CPU kernels compute in f32 or bf16, not ",
+                                 ComputePrecisionName(precision));
+}
+
 // A host tensor from the process's caching allocator: a step's scratch of the
 // same size as the last step's reuses its block, without page faults.
 Result<Tensor> Scratch(std::vector<int64_t> shape) {
@@ -86,6 +99,18 @@ Result<Tensor> Scratch(std::vector<int64_t> shape) {
 // gradient does not depend on it.
 int64_t RowBlock(int64_t out) {
   return std::max<int64_t>(64, (int64_t{1} << 14) / std::max<int64_t>(out, 1));
+}
+
+// src[rows, cols] (row-major) rounded to bf16, in a tensor from the caching
+// allocator; converted in parallel blocks of rows.
+Result<Tensor> ToBf16(const float* src, int64_t rows, int64_t cols) {
+  EMBER_ASSIGN_OR_RETURN(Tensor converted, Tensor::Allocate({rows, cols}, DType::kBF16,
+                                                            Device::Cpu(), CpuAllocator()));
+  BFloat16* dst = converted.data<BFloat16>();
+  ParallelFor(0, rows, RowBlock(cols), [&](int64_t begin, int64_t end) {
+    FloatsToBFloat16(src + begin * cols, (end - begin) * cols, dst + begin * cols);
+  });
+  return converted;
 }
 
 // y = act(y + bias) for rows [begin, end) of y[batch, out]. Compiled per
@@ -144,8 +169,9 @@ Status NarrowInputForward(const Tensor& x, const Tensor& weight, const Tensor& b
 }  // namespace
 
 Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             Activation activation, Tensor* y) {
+                             Activation activation, Tensor* y, ComputePrecision precision) {
   constexpr const char* kOp = "FullyConnectedForward";
+  EMBER_RETURN_IF_ERROR(CheckCpuPrecision(kOp, precision));
   EMBER_RETURN_IF_ERROR(CheckForwardArguments(kOp, x, weight, bias));
   const int64_t batch = x.dim(0), in = x.dim(1), out = weight.dim(0);
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "y", y, DType::kF32, {batch, out}));
@@ -154,6 +180,13 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
     y->SetZero();  // a product over an empty dimension; oneDNN is not asked for it
   } else if (internal::IsNarrowInput(in)) {
     return NarrowInputForward(x, weight, bias, activation, y).WithContext(kOp);
+  } else if (precision == ComputePrecision::kBf16) {
+    Result<Tensor> xb = ToBf16(x.data<float>(), batch, in);
+    if (!xb.ok()) return xb.status().WithContext(kOp);
+    Result<Tensor> wb = ToBf16(weight.data<float>(), out, in);
+    if (!wb.ok()) return wb.status().WithContext(kOp);
+    EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'N', 'T', batch, out, in, xb->data<BFloat16>(),
+                                             in, wb->data<BFloat16>(), in, y->data<float>(), out));
   } else {
     EMBER_RETURN_IF_ERROR(Sgemm(kOp, 'N', 'T', batch, out, in, x.data<float>(), in,
                                 weight.data<float>(), in, y->data<float>(), out));
@@ -244,8 +277,9 @@ void SumWeightGradientBlocks(const float* partial, int64_t blocks, int64_t size,
 
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
-                              Tensor* dbias) {
+                              Tensor* dbias, ComputePrecision precision) {
   constexpr const char* kOp = "FullyConnectedBackward";
+  EMBER_RETURN_IF_ERROR(CheckCpuPrecision(kOp, precision));
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "x", x, DType::kF32, 2));
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "weight", weight, DType::kF32, 2));
   const int64_t batch = x.dim(0), in = x.dim(1), out = weight.dim(0);
@@ -289,6 +323,23 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
   if (narrow) {
     SumWeightGradientBlocks(partial.data<float>(), partial.dim(0), in * out,
                             dweight->data<float>());
+  } else if (precision == ComputePrecision::kBf16) {
+    Result<Tensor> gb = ToBf16(*grad, batch, out);
+    if (!gb.ok()) return gb.status().WithContext(kOp);
+    masked = Tensor();  // the f32 gradient is no longer needed
+    Result<Tensor> xb = ToBf16(x.data<float>(), batch, in);
+    if (!xb.ok()) return xb.status().WithContext(kOp);
+    EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'T', 'N', out, in, batch, gb->data<BFloat16>(),
+                                             out, xb->data<BFloat16>(), in, dweight->data<float>(),
+                                             in));
+    if (dx != nullptr) {
+      Result<Tensor> wb = ToBf16(weight.data<float>(), out, in);
+      if (!wb.ok()) return wb.status().WithContext(kOp);
+      EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'N', 'N', batch, in, out, gb->data<BFloat16>(),
+                                               out, wb->data<BFloat16>(), in, dx->data<float>(),
+                                               in));
+    }
+    return Status::OK();
   } else {
     EMBER_RETURN_IF_ERROR(Sgemm(kOp, 'T', 'N', out, in, batch, *grad, out, x.data<float>(), in,
                                 dweight->data<float>(), in));

@@ -10,6 +10,7 @@
 #include "core/tensor_copy.h"
 #include "core/threads.h"
 #include "ops/dense_ops_cuda.h"
+#include "ops/internal/bf16_gemm.h"
 
 namespace ember::ops {
 namespace {
@@ -130,10 +131,14 @@ GraphExecutor::GraphExecutor(const Graph* graph, std::vector<const KernelPair*> 
       node_steps_(graph->nodes().size(), 0) {}
 
 Status GraphExecutor::set_precision(ComputePrecision precision) {
-  if (precision != ComputePrecision::kF32 && device_.is_cpu()) {
+  if (device_.is_cpu() && precision == ComputePrecision::kF16) {
     return Status::InvalidArgument(
-        ComputePrecisionName(precision),
-        " arithmetic needs a CUDA device; the CPU kernels compute in f32");
+        "f16 arithmetic needs a CUDA device; the CPU kernels compute in f32 or bf16");
+  }
+  if (device_.is_cpu() && precision == ComputePrecision::kBf16 && !internal::CpuHasBf16()) {
+    return Status::InvalidArgument(
+        "bf16 arithmetic on the CPU needs AVX512-BF16 or AMX, which this CPU lacks (or "
+        "ONEDNN_MAX_CPU_ISA forbids); use f32");
   }
   precision_ = precision;
   return Status::OK();

@@ -153,8 +153,9 @@ DEFINE_string(dense_device, "auto",
               "(device 0) or cuda:N. auto: the planner's choice with --plan=auto (a GPU when this "
               "build has CUDA, a device is present and it is faster), else cpu.");
 DEFINE_string(dense_precision, "f32",
-              "The dense step's GEMM arithmetic on a GPU: f32, or bf16/f16 (16-bit inputs, f32 "
-              "accumulation and f32 master weights). The CPU computes in f32 only.");
+              "The dense step's GEMM arithmetic: f32, or bf16/f16 (16-bit inputs, f32 "
+              "accumulation and f32 master weights). On the CPU: f32, or bf16 where the CPU "
+              "multiplies bf16 in hardware (AMX, AVX512-BF16; about 1.5x faster DLRM steps).");
 DEFINE_int32(dense_row_shards, 0,
              "CPU dense step: split each batch into this many ranges of rows, each run through "
              "the whole model on one thread (its rows stay in that core's caches), the "

@@ -7,10 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/dtype.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "ops/dense_ops.h"
+#include "ops/internal/bf16_gemm.h"
 #include "tests/ops/gradient_check.h"
 #include "tests/ops/test_tensors.h"
 
@@ -18,6 +20,7 @@ namespace ember::ops {
 namespace {
 
 using testing::ExpectAllClose;
+using testing::ExpectInvalid;
 using ::testing::HasSubstr;
 using testing::NumericGradient;
 using testing::RandomTensor;
@@ -292,6 +295,127 @@ TEST(FullyConnectedOpsTest, NarrowLayersMatchTheReferenceAndAreIdenticalForAnyTh
       EXPECT_TRUE(SameBits(one[3], many[3])) << "dbias";
     }
   }
+}
+
+// The values of `t` rounded to bf16 (round to nearest even), in double.
+std::vector<double> RoundedToBf16(const Tensor& t) {
+  std::vector<double> values = ToDouble(t);
+  for (double& v : values) v = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
+  return values;
+}
+
+// Largest |a[i] - b[i]|.
+double MaxDifference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// bf16 arithmetic: the products see x, the weights and the gradient through
+// the ReLU rounded to bf16, summed in f32; the bias and its gradient stay
+// f32. Against a double reference of exactly that (to f32 summation error),
+// and far from the unrounded reference (so rounding does happen). Layers wide
+// on both sides (odd sizes, and the DLRM top MLP's first layer), and one with
+// a single output, whose backward is narrow (f32; tested below).
+TEST(FullyConnectedOpsTest, Bf16ProductsRoundTheirOperandsToBf16AndSumInF32) {
+  if (!internal::CpuHasBf16()) GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16, AMX)";
+  for (const FcShape& s :
+       {FcShape{37, 33, 19}, FcShape{64, 96, 80}, FcShape{512, 367, 512}, FcShape{50, 32, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out);
+    RandomStream rng(41);
+    const FcCase c = LargeCase(s, rng);
+    const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+    Tensor y = Tensor::Empty({s.batch, s.out}), dx = Tensor::Empty({s.batch, s.in});
+    Tensor dweight = Tensor::Empty({s.out, s.in}), dbias = Tensor::Empty({s.out});
+    ASSERT_TRUE(
+        FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, ComputePrecision::kBf16)
+            .ok());
+    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight,
+                                       &dbias, ComputePrecision::kBf16)
+                    .ok());
+    const std::vector<double> x = RoundedToBf16(c.x), w = RoundedToBf16(c.weight);
+    const std::vector<double> expected_y =
+        ReferenceForward(x, w, ToDouble(c.bias), s, Activation::kRelu);
+    ExpectAllClose(expected_y, y, 2e-5, "y");
+    EXPECT_GT(MaxDifference(ReferenceForward(ToDouble(c.x), ToDouble(c.weight), ToDouble(c.bias), s,
+                                             Activation::kRelu),
+                            ToDouble(y)),
+              1e-3)
+        << "y looks unrounded";
+    if (s.out <= 16) continue;
+
+    const std::vector<double> yv = ToDouble(y), dyv = ToDouble(dy);
+    std::vector<double> g(dyv.size()), g_rounded(dyv.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] = yv[i] > 0 ? dyv[i] : 0.0;
+      g_rounded[i] = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(g[i])));
+    }
+    std::vector<double> expected_dx(s.batch * s.in, 0.0), expected_dw(s.out * s.in, 0.0);
+    std::vector<double> expected_db(s.out, 0.0);
+    for (int64_t r = 0; r < s.batch; ++r) {
+      for (int64_t o = 0; o < s.out; ++o) {
+        expected_db[o] += g[r * s.out + o];
+        for (int64_t k = 0; k < s.in; ++k) {
+          expected_dx[r * s.in + k] += g_rounded[r * s.out + o] * w[o * s.in + k];
+          expected_dw[o * s.in + k] += g_rounded[r * s.out + o] * x[r * s.in + k];
+        }
+      }
+    }
+    ExpectAllClose(expected_dx, dx, 2e-5, "dx");
+    ExpectAllClose(expected_dw, dweight, 1e-4, "dweight");
+    ExpectAllClose(expected_db, dbias, 1e-5, "dbias");
+    const std::vector<std::vector<double>> unrounded = ReferenceReluGradients(c, y, dy);
+    EXPECT_GT(MaxDifference(unrounded[0], ToDouble(dx)), 1e-3) << "dx looks unrounded";
+    EXPECT_GT(MaxDifference(unrounded[1], ToDouble(dweight)), 1e-3) << "dweight looks unrounded";
+  }
+}
+
+// Layers narrow on one side compute in f32 whatever the precision (their one
+// pass is bound by memory): what the narrow kernels compute has the bits of
+// f32 arithmetic.
+TEST(FullyConnectedOpsTest, Bf16NarrowLayersComputeInF32) {
+  if (!internal::CpuHasBf16()) GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16, AMX)";
+  for (const FcShape& s : {FcShape{300, 13, 512}, FcShape{300, 256, 1}, FcShape{300, 64, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out);
+    RandomStream rng(43);
+    const FcCase c = LargeCase(s, rng);
+    const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+    // Both backwards take the f32 forward's y (the ReLU mask), so that a
+    // wide forward's bf16 rounding does not reach them.
+    Tensor f32_y = Tensor::Empty({s.batch, s.out});
+    ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &f32_y).ok());
+    std::vector<Tensor> results[2];
+    for (ComputePrecision p : {ComputePrecision::kF32, ComputePrecision::kBf16}) {
+      Tensor y = Tensor::Empty({s.batch, s.out}), dx = Tensor::Empty({s.batch, s.in});
+      Tensor dweight = Tensor::Empty({s.out, s.in}), dbias = Tensor::Empty({s.out});
+      ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, p).ok());
+      ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, f32_y, dy, Activation::kRelu, &dx, &dweight,
+                                         &dbias, p)
+                      .ok());
+      results[p == ComputePrecision::kBf16] = {y, dx, dweight, dbias};
+    }
+    if (s.in <= 16) EXPECT_TRUE(SameBits(results[0][0], results[1][0])) << "y";
+    if (s.out <= 16) {
+      EXPECT_TRUE(SameBits(results[0][1], results[1][1])) << "dx";
+      EXPECT_TRUE(SameBits(results[0][2], results[1][2])) << "dweight";
+    }
+  }
+}
+
+// f16 arithmetic exists on a CUDA device only.
+TEST(FullyConnectedOpsTest, F16OnTheCpuIsInvalidArgument) {
+  const FcShape s{4, 32, 32};
+  RandomStream rng(45);
+  const FcCase c = LargeCase(s, rng);
+  Tensor y = Tensor::Empty({s.batch, s.out});
+  ExpectInvalid(
+      FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, ComputePrecision::kF16),
+      "compute in f32 or bf16, not f16");
+  Tensor dx = Tensor::Empty({s.batch, s.in}), dweight = Tensor::Empty({s.out, s.in});
+  Tensor dbias = Tensor::Empty({s.out});
+  ExpectInvalid(FullyConnectedBackward(c.x, c.weight, y, y, Activation::kRelu, &dx, &dweight,
+                                       &dbias, ComputePrecision::kF16),
+                "compute in f32 or bf16, not f16");
 }
 
 TEST(FullyConnectedOpsTest, ConcurrentCallsFromSeveralThreadsGiveTheSerialResults) {

@@ -15,6 +15,7 @@
 #include "core/threads.h"
 #include "ops/cross_layer.h"
 #include "ops/graph.h"
+#include "ops/internal/bf16_gemm.h"
 #include "ops/op_registry.h"
 #include "tests/ops/gradient_check.h"
 #include "tests/ops/test_tensors.h"
@@ -132,19 +133,27 @@ TEST(GraphExecutorTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
                                                     : "built without CUDA"));
 }
 
-// 16-bit GEMM arithmetic exists on a CUDA device only: the CPU executor
-// refuses it, saying so, and keeps f32. The names read back.
-TEST(GraphExecutorTest, SixteenBitArithmeticIsRefusedOnTheCpu) {
+// f16 GEMM arithmetic exists on a CUDA device only, bf16 also on a CPU that
+// multiplies bf16 in hardware: the CPU executor refuses the others, saying
+// so, and keeps what it had. The names read back.
+TEST(GraphExecutorTest, SixteenBitArithmeticOnTheCpuIsBf16WhereTheCpuHasIt) {
   Graph graph(&DefaultOpRegistry());
   const int x = *graph.AddInput("x", {3});
   ASSERT_TRUE(graph.MarkOutput(graph.AddNode("y", "add", {x, x})->at(0)).ok());
   auto executor = GraphExecutor::Create(&graph, 1);
   ASSERT_TRUE(executor.ok());
   EXPECT_TRUE((*executor)->set_precision(ComputePrecision::kF32).ok());
-  for (ComputePrecision p : {ComputePrecision::kBf16, ComputePrecision::kF16}) {
-    const Status status = (*executor)->set_precision(p);
+  Status status = (*executor)->set_precision(ComputePrecision::kF16);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("f16 arithmetic needs a CUDA device"));
+  EXPECT_EQ(ComputePrecision::kF32, (*executor)->precision());
+  status = (*executor)->set_precision(ComputePrecision::kBf16);
+  if (internal::CpuHasBf16()) {
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(ComputePrecision::kBf16, (*executor)->precision());
+  } else {
     EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
-    EXPECT_THAT(status.message(), ::testing::HasSubstr("arithmetic needs a CUDA device"));
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("needs AVX512-BF16 or AMX"));
     EXPECT_EQ(ComputePrecision::kF32, (*executor)->precision());
   }
   for (ComputePrecision p :
