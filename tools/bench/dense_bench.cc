@@ -1,5 +1,6 @@
 // Fully connected forward + backward at DLRM shapes, in GFLOP/s, beside a
-// plain oneDNN SGEMM of the same shapes measured in the same run.
+// plain oneDNN SGEMM of the same shapes measured in the same run, and the
+// same bare products in bf16.
 //   build/tools/bench/dense_bench [--threads=N] [--rounds=R] [--shapes=B/IN/OUT,...]
 //       [benchmark flags]
 // --shapes replaces the default DLRM layers (tools/bench/run.sh measures the
@@ -18,6 +19,13 @@
 // default 15) and takes the median of the per-pair ratios: a build running
 // beside the bench on a small machine moves the first by a factor of several,
 // the second much less, because both sides of each pair see the same load.
+//
+// BM_Bf16Gemm runs the same three products with bf16 operands, f32 sums and
+// f32 outputs (ops/internal/bf16_gemm.h, as --dense_precision=bf16 does),
+// the operands rounded to bf16 once before the timed loop: the rate a bf16
+// layer's GEMMs can reach, which tools/bench/suite.py uses for the floor of
+// its bf16 cases. On a CPU without AVX512-BF16 or AMX it is not registered
+// and the bench says so ("BM_Bf16Gemm: skipped, ...").
 #include <omp.h>
 
 #include <algorithm>
@@ -34,10 +42,13 @@
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "core/dtype.h"
 #include "core/random.h"
+#include "core/status.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "ops/dense_ops.h"
+#include "ops/internal/bf16_gemm.h"
 #include "tools/bench/ratio_reporter.h"
 
 namespace {
@@ -99,6 +110,36 @@ struct Layer {
   Tensor x, w, b, dy, y, dx, dw, db;
 };
 
+std::vector<ember::BFloat16> ToBf16(const Tensor& t) {
+  std::vector<ember::BFloat16> out(t.numel());
+  ember::FloatsToBFloat16(t.data<float>(), t.numel(), out.data());
+  return out;
+}
+
+// A layer's x, W and dy rounded to bf16, once: the bf16 GEMMs are timed
+// without the conversions a bf16 layer also pays.
+struct Bf16Operands {
+  explicit Bf16Operands(const Layer& layer)
+      : x(ToBf16(layer.x)), w(ToBf16(layer.w)), dy(ToBf16(layer.dy)) {}
+
+  // The products of Layer::Sgemms with bf16 operands, into the layer's f32
+  // y, dW and dx.
+  ember::Status Gemms(Layer& layer) const {
+    using ember::ops::internal::Bf16Gemm;
+    const int64_t batch = layer.batch, in = layer.in, out = layer.out;
+    EMBER_RETURN_IF_ERROR(Bf16Gemm("y = x W^T", 'N', 'T', batch, out, in, x.data(), in, w.data(),
+                                   in, layer.y.data<float>(), out));
+    EMBER_RETURN_IF_ERROR(Bf16Gemm("dW = dy^T x", 'T', 'N', out, in, batch, dy.data(), out,
+                                   x.data(), in, layer.dw.data<float>(), in));
+    EMBER_RETURN_IF_ERROR(Bf16Gemm("dx = dy W", 'N', 'N', batch, in, out, dy.data(), out, w.data(),
+                                   in, layer.dx.data<float>(), in));
+    benchmark::DoNotOptimize(layer.dx.raw_data());
+    return ember::Status::OK();
+  }
+
+  std::vector<ember::BFloat16> x, w, dy;
+};
+
 void BM_FullyConnectedStep(benchmark::State& state) {
   ember::SetOpenMpThreads(g_threads);
   Layer layer(state.range(0), state.range(1), state.range(2));
@@ -116,6 +157,21 @@ void BM_DnnlSgemm(benchmark::State& state) {
   ember::SetOpenMpThreads(g_threads);
   Layer layer(state.range(0), state.range(1), state.range(2));
   for (auto _ : state) layer.Sgemms();
+  state.counters["GFLOPs"] =
+      benchmark::Counter(layer.Flops() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_Bf16Gemm(benchmark::State& state) {
+  ember::SetOpenMpThreads(g_threads);
+  Layer layer(state.range(0), state.range(1), state.range(2));
+  const Bf16Operands operands(layer);
+  for (auto _ : state) {
+    const ember::Status status = operands.Gemms(layer);
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      break;
+    }
+  }
   state.counters["GFLOPs"] =
       benchmark::Counter(layer.Flops() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -196,14 +252,32 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RegisterBenchmark("BM_FullyConnectedStep", BM_FullyConnectedStep)->Apply(Shapes);
   benchmark::RegisterBenchmark("BM_DnnlSgemm", BM_DnnlSgemm)->Apply(Shapes);
+  // Bf16Gemm refuses to run without bf16 hardware; the case is then left out
+  // with a line saying why rather than failed, and tools/bench/suite.py skips
+  // its bf16 cases.
+  const bool bf16 = ember::ops::internal::CpuHasBf16();
+  if (bf16) benchmark::RegisterBenchmark("BM_Bf16Gemm", BM_Bf16Gemm)->Apply(Shapes);
   ember::bench::RatioReporter reporter;
   std::printf("threads: %d (OpenMP, for oneDNN)\n", g_threads);
+  if (!bf16) {
+    std::printf(
+        "BM_Bf16Gemm: skipped, oneDNN runs no bf16 products in hardware here (the CPU has "
+        "neither AVX512-BF16 nor AMX, or ONEDNN_MAX_CPU_ISA forbids them)\n");
+  }
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::printf("\nFully connected step vs bare SGEMM (goal: at least 0.70):\n");
   for (const auto& shape : g_shapes) {
     const std::string name = ShapeName(shape);
     reporter.PrintRatio("batch/in/out " + name, "BM_FullyConnectedStep/" + name + "/real_time",
                         "BM_DnnlSgemm/" + name + "/real_time", "GFLOPs");
+  }
+  if (bf16) {
+    std::printf("\nBare bf16 GEMM vs bare SGEMM:\n");
+    for (const auto& shape : g_shapes) {
+      const std::string name = ShapeName(shape);
+      reporter.PrintRatio("batch/in/out " + name, "BM_Bf16Gemm/" + name + "/real_time",
+                          "BM_DnnlSgemm/" + name + "/real_time", "GFLOPs");
+    }
   }
   if (rounds > 0) {
     std::printf("\nThe same, median of %d alternating pairs (goal: at least 0.70):\n", rounds);

@@ -7,6 +7,9 @@ Each is the best of several measurements (REPETITIONS).
   SGEMM GFLOP/s      tools/bench/dense_bench (bare oneDNN SGEMMs, the three
                      products of a layer's step) at each layer shape of the
                      models, on T threads
+  bf16 GEMM GFLOP/s  the same products with bf16 operands, f32 sums and f32
+                     outputs (dense_bench's BM_Bf16Gemm, operands rounded to
+                     bf16 before the clock starts), for the bf16 cases
   row gather rate    tools/bench/embedding_bench's random-gather limit: unique
                      rows of dim 16 gathered from a flat array and scattered
                      back, Zipf keys over as many rows as the case touches
@@ -23,7 +26,11 @@ rate the best measured with at most T threads:
   written and read: 16 B per float).
 A real step cannot be faster than this sum's parts run one after another at
 the machine's measured rates; pipelining may overlap them, so the floor is a
-bound for a sequential step, not for a perfectly overlapped one.
+bound for a sequential step, not for a perfectly overlapped one. A bf16 case's
+floor is the same sum with the bf16 GEMM rates; its bytes are counted as in
+f32, since Ember keeps activations, weights and optimizer state in f32 and
+rounds to bf16 only inside the GEMMs (the roundings themselves are not
+counted).
 """
 import json
 import os
@@ -64,11 +71,12 @@ def _benchmark_json(cmd):
             return json.load(f)
 
 
-def sgemm_gflops(dense_bench, threads, shapes):
-    """{(B, in, out): GFLOP/s of the bare SGEMMs} for each shape."""
+def sgemm_gflops(dense_bench, threads, shapes, benchmark="BM_DnnlSgemm"):
+    """{(B, in, out): GFLOP/s of the bare SGEMMs} for each shape; with
+    benchmark="BM_Bf16Gemm", of the bare bf16 GEMMs."""
     spec = ",".join("%d/%d/%d" % s for s in sorted(set(shapes)))
     report = _benchmark_json([dense_bench, "--threads=%d" % threads, "--rounds=0",
-                              "--shapes=" + spec, "--benchmark_filter=BM_DnnlSgemm",
+                              "--shapes=" + spec, "--benchmark_filter=^%s/" % benchmark,
                               "--benchmark_min_time=0.1", "--benchmark_repetitions=%d" % REPETITIONS])
     rates = {}
     for b in report["benchmarks"]:
@@ -78,6 +86,19 @@ def sgemm_gflops(dense_bench, threads, shapes):
         shape = (int(parts[1]), int(parts[2]), int(parts[3]))
         rates[shape] = max(rates.get(shape, 0.0), b["GFLOPs"])
     return rates
+
+
+def bf16_missing(dense_bench):
+    """None if dense_bench measures bf16 GEMMs on this machine, else why not
+    (what its "BM_Bf16Gemm: skipped, ..." line says)."""
+    out = subprocess.run([dense_bench, "--rounds=0", "--benchmark_list_tests=true",
+                          "--benchmark_filter=^BM_Bf16Gemm/"], check=True, capture_output=True,
+                         text=True).stdout
+    if "BM_Bf16Gemm/" in out:
+        return None
+    prefix = "BM_Bf16Gemm: skipped, "
+    said = [line[len(prefix):] for line in out.splitlines() if line.startswith(prefix)]
+    return said[0] if said else "dense_bench lists no BM_Bf16Gemm"
 
 
 def gather_rows_per_sec(embedding_bench, threads, rows, unique_keys, bench_dir):

@@ -1,7 +1,7 @@
 """The suite's plot as a hand-written SVG (no plotting library needed):
-left, samples/s of Ember and PyTorch per speed case with their ratio and the
-floor; right, test AUC and logloss of Ember minus PyTorch per real dataset,
-with the +-0.003 parity band."""
+left, samples/s of Ember and PyTorch per speed case (model, threads,
+precision) with their ratio and the floor; right, test AUC and logloss of
+Ember minus PyTorch per real dataset, with the +-0.003 parity band."""
 
 
 def _esc(text):
@@ -17,8 +17,9 @@ def _speed_panel(rows, x0, y0, w, h):
     band = h / len(rows)
     for i, r in enumerate(rows):
         y = y0 + i * band
-        out.append('<text x="%d" y="%.0f" text-anchor="end">%s %dt</text>'
-                   % (x0 + 110, y + band * 0.45, _esc(r["model"]), r["threads"]))
+        out.append('<text x="%d" y="%.0f" text-anchor="end">%s %dt %s</text>'
+                   % (x0 + 110, y + band * 0.45, _esc(r["model"]), r["threads"],
+                      _esc(r.get("precision", "f32"))))
         for j, (key, color) in enumerate((("ember_sps", "#d9480f"), ("torch_sps", "#1c7ed6"))):
             bw = (w - 190) * r[key] / top
             by = y + 4 + j * (band - 10) / 2

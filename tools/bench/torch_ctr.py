@@ -30,6 +30,19 @@ this CPU and falls back to generic kernels) and the OpenMP build of OpenBLAS
 (libopenblas0-openmp; the pthread build fights torch's OpenMP threads):
 tools/bench/run.sh does both.
 
+--precision=bf16 (Ember's --dense_precision=bf16) runs the forward under
+torch.autocast(cpu, bfloat16), PyTorch's own mixed precision for the CPU: the
+matrix products (the MLPs and the interaction's bmm) in bf16 with f32 sums
+and f32 master weights, the loss in f32. Debian's torch 1.13 runs them with
+its oneDNN 2.6 on AMX tiles on this CPU (ONEDNN_VERBOSE=1 shows
+brg:avx512_core_amx_bf16): DLRM trains at 1.7x its f32 samples/s on 2
+threads, 2x on 1. Tried and not kept (DLRM, 2 threads, quiet machine): the
+interaction's bmm in f32 (-20%), oneDNN without AMX
+(ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16: -40%, f32 speed), torch.jit.trace of
+the model (-10%; the CPU fuser forms no fusion group in a training graph),
+torch.set_flush_denormal(True) (-2%, noise). Prepacked weights for training
+need intel-extension-for-pytorch, which Debian does not package.
+
 Usage:
   torch_ctr.py --data=prepared.npz [--model=dlrm] [--batch_size=2048] ...
   torch_ctr.py --train_data=criteo.tsv [--test_fraction=0.2] ...
@@ -206,6 +219,15 @@ def bag_slice(bag_ids, bag_offsets, rows):
     return bag_ids[index], offsets
 
 
+def autocast(a):
+    """The forward's precision: with --precision=bf16, autocast runs the
+    matrix products (linear, bmm, addmm) on bf16 copies of their inputs and
+    weights, with f32 sums (oneDNN; AMX or AVX512-BF16 where the CPU has
+    them), and their gradients in bf16 too; the weights, the embeddings and
+    the optimizers stay f32."""
+    return torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+
+
 def train(a, arrays):
     labels = torch.from_numpy(np.asarray(arrays["labels"], np.float32))
     dense = torch.from_numpy(np.asarray(arrays["dense"], np.float32))
@@ -239,7 +261,9 @@ def train(a, arrays):
         for d, x, y, b_ids, b_off in batches:
             if start is None and steps == a.warmup_steps:
                 start = time.perf_counter()
-            loss = F.binary_cross_entropy_with_logits(model(d, x, b_ids, b_off), y)
+            with autocast(a):
+                logits = model(d, x, b_ids, b_off)
+            loss = F.binary_cross_entropy_with_logits(logits.float(), y)
             sparse.zero_grad(set_to_none=True)
             adam.zero_grad(set_to_none=True)
             loss.backward()
@@ -253,7 +277,7 @@ def train(a, arrays):
     return model, steps, timed_examples, timed_seconds
 
 
-def evaluate(model, arrays):
+def evaluate(a, model, arrays):
     n_train = int(arrays["n_train"])
     labels = np.asarray(arrays["labels"], np.float32)[n_train:]
     dense = torch.from_numpy(np.asarray(arrays["dense"], np.float32)[n_train:])
@@ -263,8 +287,8 @@ def evaluate(model, arrays):
         rows = torch.arange(n_train, len(arrays["labels"]))
         bag = bag_slice(torch.from_numpy(arrays["bag_ids"]), torch.from_numpy(arrays["bag_offsets"]),
                         rows)
-    with torch.no_grad():
-        logits = model(dense, ids, *bag).numpy().astype(np.float64)
+    with torch.no_grad(), autocast(a):
+        logits = model(dense, ids, *bag).float().numpy().astype(np.float64)
     prob = 1 / (1 + np.exp(-logits))
     pc = np.clip(prob, 1e-7, 1 - 1e-7)
     logloss = float(-(labels * np.log(pc) + (1 - labels) * np.log(1 - pc)).mean())
@@ -289,6 +313,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--warmup_steps", type=int, default=0)
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="the forward's matrix products: f32, or bf16 under autocast")
     a = p.parse_args()
     if not a.data and not a.train_data:
         p.error("give --data or --train_data")
@@ -296,7 +322,7 @@ def main():
     torch.set_num_threads(a.threads)
     arrays = load(a)
     model, steps, examples, seconds = train(a, arrays)
-    test_auc, logloss, n_test = evaluate(model, arrays)
+    test_auc, logloss, n_test = evaluate(a, model, arrays)
     print(json.dumps({"auc": test_auc, "logloss": logloss,
                       "samples_per_sec": examples / seconds if seconds > 0 else 0.0,
                       "train_seconds": seconds, "steps": steps, "test_examples": n_test}))
