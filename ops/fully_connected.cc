@@ -26,6 +26,14 @@
 // 0.88 -> 0.93 (paired ratios, 2 threads), and the DLRM training step of
 // tools/bench/suite.py on 2 threads 34.1 -> 32.2 ms.
 //
+// With ComputePrecision::kBf16 the products are oneDNN bf16 matmuls
+// (ops/internal/bf16_gemm.h; AMX here): x, the weights and the gradient
+// through the activation are rounded to bf16 before each product, in passes
+// of their own (ToBf16). The narrow kernels stay f32. DLRM at batch 2048 on 2
+// threads: 62k -> 95k samples/s. The rounding passes read cold activations
+// and take about half as long as the products; rounding the gradient inside
+// the pass over dy instead was no faster (0.999 in 4 alternating pairs).
+//
 // Thread safety: every function may be called concurrently from several
 // threads, and from inside another's parallel loop. dnnl_sgemm keeps no state
 // between calls; the masked gradient and the bias gradient's partial sums are

@@ -61,8 +61,8 @@ struct KernelContext {
   // The stream CUDA kernels queue their work on (tensors then live on its
   // device); null for CPU kernels.
   CudaStream* stream = nullptr;
-  // The GEMM arithmetic of kernels that offer a choice (the CUDA fully
-  // connected layer); always kF32 on the CPU.
+  // The GEMM arithmetic of kernels that offer a choice (the fully connected
+  // layer: f32 or bf16 on the CPU, any on CUDA); kF32 for the others.
   ComputePrecision precision = ComputePrecision::kF32;
 };
 
