@@ -298,23 +298,31 @@ TEST_F(TrainerTest, StreamedTrainingEqualsInMemoryTrainingOnTheSameBatches) {
 // With a fixed number of row shards (--dense_row_shards) every kernel of the
 // CPU dense step runs single-threaded on fixed ranges of rows, so training on
 // 1, 2 and 3 threads gives the same model, bit for bit, the last batch of
-// each epoch (84 rows: one range) included; the default (one range per
-// thread) does not promise that.
+// each epoch (84 rows: one range) included, in f32 and in bf16; the default
+// (one range per thread) does not promise that.
 TEST_F(TrainerTest, FixedRowShardsTrainTheSameModelOnAnyThreadCount) {
   Result<io::Dataset> data = SyntheticData(2900);
   ASSERT_TRUE(data.ok()) << data.status();
-  TrainOptions options = SmallOptions();
-  options.dense_row_shards = 3;
-  options.epochs = 2;
-  options.threads = 1;
-  const std::vector<float> one = FitAndPredict(options, *data, nullptr);
-  ASSERT_EQ(2900u, one.size());
-  for (int threads : {2, 3}) {
-    options.threads = threads;
-    const std::vector<float> more = FitAndPredict(options, *data, nullptr);
-    ASSERT_EQ(one.size(), more.size());
-    for (size_t i = 0; i < one.size(); ++i)
-      ASSERT_EQ(one[i], more[i]) << threads << " threads, " << i;
+  // In f32, and in bf16 where the CPU has it (its products run in the same
+  // single-threaded ranges).
+  std::vector<ops::ComputePrecision> precisions = {ops::ComputePrecision::kF32};
+  if (ops::internal::CpuHasBf16()) precisions.push_back(ops::ComputePrecision::kBf16);
+  for (ops::ComputePrecision precision : precisions) {
+    SCOPED_TRACE(ops::ComputePrecisionName(precision));
+    TrainOptions options = SmallOptions();
+    options.dense_row_shards = 3;
+    options.dense_precision = precision;
+    options.epochs = 2;
+    options.threads = 1;
+    const std::vector<float> one = FitAndPredict(options, *data, nullptr);
+    ASSERT_EQ(2900u, one.size());
+    for (int threads : {2, 3}) {
+      options.threads = threads;
+      const std::vector<float> more = FitAndPredict(options, *data, nullptr);
+      ASSERT_EQ(one.size(), more.size());
+      for (size_t i = 0; i < one.size(); ++i)
+        ASSERT_EQ(one[i], more[i]) << threads << " threads, " << i;
+    }
   }
 }
 
