@@ -50,7 +50,9 @@ dnnl::memory::desc OperandDesc(char trans, int64_t rows, int64_t cols, int64_t l
   return dnnl::memory::desc({rows, cols}, type, strides);
 }
 
-Result<std::shared_ptr<const CachedGemm>> GemmFor(const GemmKey& key) {
+// The cached primitive for `key`, built on first use. oneDNN reports failures
+// by throwing dnnl::error.
+std::shared_ptr<const CachedGemm> GemmFor(const GemmKey& key) {
   static std::mutex mutex;
   static auto* cache = new std::map<GemmKey, std::shared_ptr<const CachedGemm>>();
   {
@@ -93,14 +95,9 @@ Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, 
   if (!CpuHasBf16()) {
     return Status::FailedPrecondition(op, ": bf16 products need a CPU with AVX512-BF16 or AMX");
   }
-  auto failed = [&](const char* what) {
-    return Status::Internal(op, ": oneDNN bf16 matmul (", transa, transb, ", m=", m, ", n=", n,
-                            ", k=", k, ") failed: ", what);
-  };
   try {
-    EMBER_ASSIGN_OR_RETURN(
-        const std::shared_ptr<const CachedGemm> gemm,
-        GemmFor(GemmKey{transa, transb, m, n, k, lda, ldb, ldc, OpenMpThreads()}));
+    const std::shared_ptr<const CachedGemm> gemm =
+        GemmFor(GemmKey{transa, transb, m, n, k, lda, ldb, ldc, OpenMpThreads()});
     Tensor scratchpad;
     if (gemm->scratchpad_bytes > 0) {
       EMBER_ASSIGN_OR_RETURN(
@@ -121,7 +118,8 @@ Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, 
     gemm->primitive.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& error) {
-    return failed(error.what());
+    return Status::Internal(op, ": oneDNN bf16 matmul (", transa, transb, ", m=", m, ", n=", n,
+                            ", k=", k, ") failed: ", error.what());
   }
   return Status::OK();
 }

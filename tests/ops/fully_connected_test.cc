@@ -245,23 +245,40 @@ TEST(FullyConnectedOpsTest, BiasGradientIsIdenticalForAnyThreadCount) {
   }
 }
 
-// dx and dweight of a ReLU layer in double, from its output y and dy.
+// `v` rounded to bf16 (round to nearest even), in double.
+double RoundedToBf16(double v) { return BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v))); }
+
+// The values of `t` rounded to bf16, in double.
+std::vector<double> RoundedToBf16(const Tensor& t) {
+  std::vector<double> values = ToDouble(t);
+  for (double& v : values) v = RoundedToBf16(v);
+  return values;
+}
+
+// {dx, dweight, dbias} of a ReLU layer in double, from its output y and dy.
+// With `bf16`, the products take x, the weights and the gradient through the
+// ReLU rounded to bf16, as ComputePrecision::kBf16 does; dbias sums the
+// unrounded gradient either way.
 std::vector<std::vector<double>> ReferenceReluGradients(const FcCase& c, const Tensor& y,
-                                                        const Tensor& dy) {
+                                                        const Tensor& dy, bool bf16 = false) {
   const int64_t batch = c.x.dim(0), in = c.x.dim(1), out = c.weight.dim(0);
-  const std::vector<double> x = ToDouble(c.x), w = ToDouble(c.weight), yv = ToDouble(y);
+  const std::vector<double> x = bf16 ? RoundedToBf16(c.x) : ToDouble(c.x);
+  const std::vector<double> w = bf16 ? RoundedToBf16(c.weight) : ToDouble(c.weight);
+  const std::vector<double> yv = ToDouble(y);
   std::vector<double> g = ToDouble(dy);
   for (size_t i = 0; i < g.size(); ++i) g[i] = yv[i] > 0 ? g[i] : 0.0;
-  std::vector<double> dx(batch * in, 0.0), dweight(out * in, 0.0);
+  std::vector<double> dx(batch * in, 0.0), dweight(out * in, 0.0), dbias(out, 0.0);
   for (int64_t r = 0; r < batch; ++r) {
     for (int64_t o = 0; o < out; ++o) {
+      dbias[o] += g[r * out + o];
+      const double product_g = bf16 ? RoundedToBf16(g[r * out + o]) : g[r * out + o];
       for (int64_t k = 0; k < in; ++k) {
-        dx[r * in + k] += g[r * out + o] * w[o * in + k];
-        dweight[o * in + k] += g[r * out + o] * x[r * in + k];
+        dx[r * in + k] += product_g * w[o * in + k];
+        dweight[o * in + k] += product_g * x[r * in + k];
       }
     }
   }
-  return {dx, dweight};
+  return {dx, dweight, dbias};
 }
 
 TEST(FullyConnectedOpsTest, NarrowLayersMatchTheReferenceAndAreIdenticalForAnyThreadCount) {
@@ -295,13 +312,6 @@ TEST(FullyConnectedOpsTest, NarrowLayersMatchTheReferenceAndAreIdenticalForAnyTh
       EXPECT_TRUE(SameBits(one[3], many[3])) << "dbias";
     }
   }
-}
-
-// The values of `t` rounded to bf16 (round to nearest even), in double.
-std::vector<double> RoundedToBf16(const Tensor& t) {
-  std::vector<double> values = ToDouble(t);
-  for (double& v : values) v = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
-  return values;
 }
 
 // Largest |a[i] - b[i]|.
@@ -344,26 +354,11 @@ TEST(FullyConnectedOpsTest, Bf16ProductsRoundTheirOperandsToBf16AndSumInF32) {
         << "y looks unrounded";
     if (s.out <= 16) continue;
 
-    const std::vector<double> yv = ToDouble(y), dyv = ToDouble(dy);
-    std::vector<double> g(dyv.size()), g_rounded(dyv.size());
-    for (size_t i = 0; i < g.size(); ++i) {
-      g[i] = yv[i] > 0 ? dyv[i] : 0.0;
-      g_rounded[i] = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(g[i])));
-    }
-    std::vector<double> expected_dx(s.batch * s.in, 0.0), expected_dw(s.out * s.in, 0.0);
-    std::vector<double> expected_db(s.out, 0.0);
-    for (int64_t r = 0; r < s.batch; ++r) {
-      for (int64_t o = 0; o < s.out; ++o) {
-        expected_db[o] += g[r * s.out + o];
-        for (int64_t k = 0; k < s.in; ++k) {
-          expected_dx[r * s.in + k] += g_rounded[r * s.out + o] * w[o * s.in + k];
-          expected_dw[o * s.in + k] += g_rounded[r * s.out + o] * x[r * s.in + k];
-        }
-      }
-    }
-    ExpectAllClose(expected_dx, dx, 2e-5, "dx");
-    ExpectAllClose(expected_dw, dweight, 1e-4, "dweight");
-    ExpectAllClose(expected_db, dbias, 1e-5, "dbias");
+    const std::vector<std::vector<double>> expected =
+        ReferenceReluGradients(c, y, dy, /*bf16=*/true);
+    ExpectAllClose(expected[0], dx, 2e-5, "dx");
+    ExpectAllClose(expected[1], dweight, 1e-4, "dweight");
+    ExpectAllClose(expected[2], dbias, 1e-5, "dbias");
     const std::vector<std::vector<double>> unrounded = ReferenceReluGradients(c, y, dy);
     EXPECT_GT(MaxDifference(unrounded[0], ToDouble(dx)), 1e-3) << "dx looks unrounded";
     EXPECT_GT(MaxDifference(unrounded[1], ToDouble(dweight)), 1e-3) << "dweight looks unrounded";

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -156,6 +157,20 @@ void BM_RandomGather(benchmark::State& state, int dim, KeyDistribution distribut
   state.counters["keys/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
 }
 
+// Calls visit(keys) for the keys [0, --rows) in chunks of kPopulateKeys, in
+// order, until it returns an error; returns that error or OK.
+Status ForEachPopulateChunk(const std::function<Status(const std::vector<Key>&)>& visit) {
+  std::vector<Key> keys;
+  for (int64_t begin = 0; begin < g_rows; begin += kPopulateKeys) {
+    keys.clear();
+    for (Key k = begin; k < static_cast<Key>(std::min(begin + kPopulateKeys, g_rows)); ++k) {
+      keys.push_back(k);
+    }
+    EMBER_RETURN_IF_ERROR(visit(keys));
+  }
+  return Status::OK();
+}
+
 // --- Disk-tier limit ----------------------------------------------------------
 
 // The RocksDB tier alone, as a budgeted table uses it: one iteration reads the
@@ -196,14 +211,9 @@ Result<ember::embedding::Tier*> DiskLimitTierFor(int dim) {
   EMBER_ASSIGN_OR_RETURN(limit->tier, ember::embedding::NewRocksDbTier(options));
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> rows = RandomFloats(kPopulateKeys * 2 * dim, 0.1f, 3);
-  std::vector<Key> keys;
-  for (int64_t begin = 0; begin < g_rows; begin += kPopulateKeys) {
-    keys.clear();
-    for (Key k = begin; k < static_cast<Key>(std::min(begin + kPopulateKeys, g_rows)); ++k) {
-      keys.push_back(k);
-    }
-    EMBER_RETURN_IF_ERROR(limit->tier->Put(keys, reinterpret_cast<const char*>(rows.data())));
-  }
+  EMBER_RETURN_IF_ERROR(ForEachPopulateChunk([&](const std::vector<Key>& keys) {
+    return limit->tier->Put(keys, reinterpret_cast<const char*>(rows.data()));
+  }));
   std::fprintf(stderr, "[embedding_bench] disk tier alone, dim %d: %lld rows written in %.1f s\n",
                dim, static_cast<long long>(g_rows), SecondsSince(start));
   g_disk_limit = std::move(limit);
@@ -297,17 +307,12 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
 
 // Creates every row [0, rows) with Pulls of kPopulateKeys keys.
 Status Populate(EmbeddingTable& table) {
-  std::vector<Key> keys;
   std::vector<float> out(kPopulateKeys * table.dim());
-  Status status;
-  for (int64_t begin = 0; begin < g_rows && status.ok(); begin += kPopulateKeys) {
-    keys.clear();
-    for (Key k = begin; k < static_cast<Key>(std::min(begin + kPopulateKeys, g_rows)); ++k) {
-      keys.push_back(k);
-    }
+  return ForEachPopulateChunk([&](const std::vector<Key>& keys) {
+    Status status;
     g_arena->Execute([&] { status = table.Pull(keys, out.data()); });
-  }
-  return status;
+    return status;
+  });
 }
 
 Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
