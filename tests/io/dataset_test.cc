@@ -89,6 +89,13 @@ TEST(DatasetTest, GatherBatchTakesExamplesInTheGivenOrderWithRepeats) {
   ExpectExample(batch, 3, 3);
   EXPECT_EQ(2, batch.num_dense);
   EXPECT_EQ(2, batch.num_slots);
+  // Into the same batch again: fewer examples, nothing left of the last ones.
+  data.GatherBatch({4, 1}, &batch);
+  ExpectWellFormed(batch);
+  ASSERT_EQ(2, batch.size);
+  ExpectExample(batch, 0, 4);
+  ExpectExample(batch, 1, 1);
+  EXPECT_EQ(batch.offsets.back(), static_cast<int64_t>(batch.keys.size()));
 }
 
 TEST(DatasetTest, SliceIsACopyOfTheRangeThatKeepsTheBadLineReport) {
