@@ -67,11 +67,19 @@ Activation ActivationOf(const OpAttrs& attrs) {
   return attrs.GetInt("activation", 0) == 1 ? Activation::kRelu : Activation::kNone;
 }
 
+// The executor's bf16 copies of x, the weight and y (none when it keeps none).
+Bf16Copies CopiesOf(const KernelContext& c) {
+  Bf16Copies copies;
+  if (c.input_bf16.size() > 1) copies.x = c.input_bf16[0], copies.weight = c.input_bf16[1];
+  if (!c.output_bf16.empty()) copies.y = c.output_bf16[0];
+  return copies;
+}
+
 KernelPair FullyConnectedCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) {
     return FullyConnectedForward(Flat(*c.inputs[0]), *c.inputs[1], *c.inputs[2],
-                                 ActivationOf(*c.attrs), c.outputs[0], c.precision);
+                                 ActivationOf(*c.attrs), c.outputs[0], c.precision, CopiesOf(c));
   };
   k.backward = [](KernelContext& c) {
     Tensor dx;
@@ -79,7 +87,7 @@ KernelPair FullyConnectedCpu() {
     return FullyConnectedBackward(Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0],
                                   *c.output_grads[0], ActivationOf(*c.attrs),
                                   c.input_grads[0] != nullptr ? &dx : nullptr, c.input_grads[1],
-                                  c.input_grads[2], c.precision);
+                                  c.input_grads[2], c.precision, CopiesOf(c));
   };
   return k;
 }

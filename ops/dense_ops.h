@@ -28,9 +28,24 @@ enum class Activation { kNone, kRelu };
 // a layer with at most 16 inputs computes in f32 either way (its one pass is
 // bound by memory, not arithmetic). Returns FailedPrecondition for kBf16 on a
 // CPU without AVX512-BF16 or AMX, and InvalidArgument for kF16.
+// `copies` (kBf16 only; ignored for kF32): bf16 roundings of x, weight and y
+// that the caller keeps between the forward and the backward of a layer, and
+// between one layer's output and the next layer's input, so that each is
+// rounded once a step (see KernelContext::input_bf16). Each non-null pointer
+// is either undefined, and the kernel fills it (y: after the bias and the
+// activation, in the same pass), or holds the rounding already, [rows, cols]
+// bf16, and the kernel uses it; InvalidArgument when a held one has another
+// shape or dtype.
+struct Bf16Copies {
+  Tensor* x = nullptr;
+  Tensor* weight = nullptr;
+  Tensor* y = nullptr;  // Forward only.
+};
+
 Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                              Activation activation, Tensor* y,
-                             ComputePrecision precision = ComputePrecision::kF32);
+                             ComputePrecision precision = ComputePrecision::kF32,
+                             const Bf16Copies& copies = {});
 
 // Gradients of FullyConnectedForward. `y` is the forward output (used for the
 // ReLU mask: dy * (y > 0)). `dx` may be null when the input needs no gradient
@@ -43,9 +58,11 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 // With kBf16, the products round x, weight and the gradient through the
 // activation to bf16 (f32 sums; dbias is summed in f32); a layer with at most
 // 16 outputs computes in f32 either way. Errors for precision as the forward.
+// `copies` as the forward's (x and weight; y is not read).
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
-                              Tensor* dbias, ComputePrecision precision = ComputePrecision::kF32);
+                              Tensor* dbias, ComputePrecision precision = ComputePrecision::kF32,
+                              const Bf16Copies& copies = {});
 
 // DLRM dot interaction: for features[B, F, D], out[B, F*(F-1)/2] holds the dot
 // products of every pair (i, j) with i > j, in the order (1,0), (2,0), (2,1),

@@ -33,6 +33,9 @@
 // threads: 62k -> 95k samples/s. The rounding passes read cold activations
 // and take about half as long as the products; rounding the gradient inside
 // the pass over dy instead was no faster (0.999 in 4 alternating pairs).
+// Given Bf16Copies (the graph executor keeps them), x and the weight are
+// rounded once for the forward and the backward, and y in the bias pass for
+// the next layer (+1.8% on that DLRM step; ops/graph_executor.h).
 //
 // Thread safety: every function may be called concurrently from several
 // threads, and from inside another's parallel loop. dnnl_sgemm keeps no state
@@ -121,11 +124,40 @@ Result<Tensor> ToBf16(const float* src, int64_t rows, int64_t cols) {
   return converted;
 }
 
-// y = act(y + bias) for rows [begin, end) of y[batch, out]. Compiled per
-// ISA level (core/simd.h); elementwise, the same bits on every copy.
+// The bf16 rounding of src[rows, cols] (`what` names it in errors): the one
+// `copy` holds, or, when copy is null or undefined, a new one (kept in *copy
+// when there is one, else in *local).
+Result<const BFloat16*> Rounded(const char* what, const float* src, int64_t rows, int64_t cols,
+                                Tensor* copy, Tensor* local) {
+  if (copy != nullptr && copy->defined()) {
+    if (copy->dtype() != DType::kBF16 || copy->ndim() != 2 || copy->dim(0) != rows ||
+        copy->dim(1) != cols) {
+      return Status::InvalidArgument("the bf16 copy of ", what, " is ", copy->DebugString(),
+                                     ", expected bf16[", rows, ", ", cols, "]");
+    }
+    return copy->data<BFloat16>();
+  }
+  Tensor* target = copy != nullptr ? copy : local;
+  EMBER_ASSIGN_OR_RETURN(*target, ToBf16(src, rows, cols));
+  return target->data<BFloat16>();
+}
+
+// A new bf16 [rows, cols] tensor in *copy for a kernel to fill, or null when
+// there is no copy to fill (null or already held).
+Result<BFloat16*> CopyToFill(Tensor* copy, int64_t rows, int64_t cols) {
+  if (copy == nullptr || copy->defined()) return nullptr;
+  EMBER_ASSIGN_OR_RETURN(
+      *copy, Tensor::Allocate({rows, cols}, DType::kBF16, Device::Cpu(), CpuAllocator()));
+  return copy->data<BFloat16>();
+}
+
+// y = act(y + bias) for rows [begin, end) of y[batch, out], and when
+// `rounded` is not null, rounded = y rounded to bf16 (each row while it is in
+// L1). Compiled per ISA level (core/simd.h); elementwise, the same bits on
+// every copy.
 EMBER_MULTIVERSIONED
 void BiasAndActivateRows(const float* bias, bool relu, int64_t begin, int64_t end, int64_t out,
-                         float* y) {
+                         float* y, BFloat16* rounded) {
   for (int64_t r = begin; r < end; ++r) {
     float* row = y + r * out;
     if (relu) {
@@ -133,15 +165,17 @@ void BiasAndActivateRows(const float* bias, bool relu, int64_t begin, int64_t en
     } else {
       for (int64_t o = 0; o < out; ++o) row[o] += bias[o];
     }
+    if (rounded != nullptr) FloatsToBFloat16(row, out, rounded + r * out);
   }
 }
 
-// y = act(y + bias) for every row of y[batch, out].
+// y = act(y + bias) for every row of y[batch, out], and its bf16 rounding
+// when `rounded` is not null.
 void AddBiasAndActivate(const float* bias, Activation activation, int64_t batch, int64_t out,
-                        float* y) {
+                        float* y, BFloat16* rounded) {
   const bool relu = activation == Activation::kRelu;
   ParallelFor(0, batch, RowBlock(out), [&](int64_t begin, int64_t end) {
-    BiasAndActivateRows(bias, relu, begin, end, out, y);
+    BiasAndActivateRows(bias, relu, begin, end, out, y, rounded);
   });
 }
 
@@ -156,7 +190,7 @@ Status CheckForwardArguments(const char* op, const Tensor& x, const Tensor& weig
 // FullyConnectedForward for in <= kNarrowWidth: the products and the bias and
 // activation in one parallel pass over y.
 Status NarrowInputForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                          Activation activation, Tensor* y) {
+                          Activation activation, Tensor* y, BFloat16* rounded) {
   const int64_t batch = x.dim(0), in = x.dim(1), out = weight.dim(0);
   EMBER_ASSIGN_OR_RETURN(Tensor transposed, Scratch({in, out}));
   const float* w = weight.data<float>();
@@ -170,6 +204,9 @@ Status NarrowInputForward(const Tensor& x, const Tensor& weight, const Tensor& b
   const bool relu = activation == Activation::kRelu;
   ParallelFor(0, batch, RowBlock(out), [&](int64_t begin, int64_t end) {
     internal::NarrowInputForwardRows(xv, wt, b, relu, begin, end, in, out, yv);
+    if (rounded != nullptr) {
+      FloatsToBFloat16(yv + begin * out, (end - begin) * out, rounded + begin * out);
+    }
   });
   return Status::OK();
 }
@@ -177,29 +214,35 @@ Status NarrowInputForward(const Tensor& x, const Tensor& weight, const Tensor& b
 }  // namespace
 
 Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             Activation activation, Tensor* y, ComputePrecision precision) {
+                             Activation activation, Tensor* y, ComputePrecision precision,
+                             const Bf16Copies& copies) {
   constexpr const char* kOp = "FullyConnectedForward";
   EMBER_RETURN_IF_ERROR(CheckCpuPrecision(kOp, precision));
   EMBER_RETURN_IF_ERROR(CheckForwardArguments(kOp, x, weight, bias));
   const int64_t batch = x.dim(0), in = x.dim(1), out = weight.dim(0);
   EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "y", y, DType::kF32, {batch, out}));
+  const bool bf16 = precision == ComputePrecision::kBf16;
+  Result<BFloat16*> y_copy = CopyToFill(bf16 ? copies.y : nullptr, batch, out);
+  if (!y_copy.ok()) return y_copy.status().WithContext(kOp);
   if (batch == 0 || out == 0) return Status::OK();
   if (in == 0) {
     y->SetZero();  // a product over an empty dimension; oneDNN is not asked for it
   } else if (internal::IsNarrowInput(in)) {
-    return NarrowInputForward(x, weight, bias, activation, y).WithContext(kOp);
-  } else if (precision == ComputePrecision::kBf16) {
-    Result<Tensor> xb = ToBf16(x.data<float>(), batch, in);
+    return NarrowInputForward(x, weight, bias, activation, y, *y_copy).WithContext(kOp);
+  } else if (bf16) {
+    Tensor x_local, w_local;
+    Result<const BFloat16*> xb = Rounded("x", x.data<float>(), batch, in, copies.x, &x_local);
     if (!xb.ok()) return xb.status().WithContext(kOp);
-    Result<Tensor> wb = ToBf16(weight.data<float>(), out, in);
+    Result<const BFloat16*> wb =
+        Rounded("weight", weight.data<float>(), out, in, copies.weight, &w_local);
     if (!wb.ok()) return wb.status().WithContext(kOp);
-    EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'N', 'T', batch, out, in, xb->data<BFloat16>(),
-                                             in, wb->data<BFloat16>(), in, y->data<float>(), out));
+    EMBER_RETURN_IF_ERROR(
+        internal::Bf16Gemm(kOp, 'N', 'T', batch, out, in, *xb, in, *wb, in, y->data<float>(), out));
   } else {
     EMBER_RETURN_IF_ERROR(Sgemm(kOp, 'N', 'T', batch, out, in, x.data<float>(), in,
                                 weight.data<float>(), in, y->data<float>(), out));
   }
-  AddBiasAndActivate(bias.data<float>(), activation, batch, out, y->data<float>());
+  AddBiasAndActivate(bias.data<float>(), activation, batch, out, y->data<float>(), *y_copy);
   return Status::OK();
 }
 
@@ -285,7 +328,7 @@ void SumWeightGradientBlocks(const float* partial, int64_t blocks, int64_t size,
 
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
-                              Tensor* dbias, ComputePrecision precision) {
+                              Tensor* dbias, ComputePrecision precision, const Bf16Copies& copies) {
   constexpr const char* kOp = "FullyConnectedBackward";
   EMBER_RETURN_IF_ERROR(CheckCpuPrecision(kOp, precision));
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "x", x, DType::kF32, 2));
@@ -335,17 +378,17 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
     Result<Tensor> gb = ToBf16(*grad, batch, out);
     if (!gb.ok()) return gb.status().WithContext(kOp);
     masked = Tensor();  // the f32 gradient is no longer needed
-    Result<Tensor> xb = ToBf16(x.data<float>(), batch, in);
+    Tensor x_local, w_local;
+    Result<const BFloat16*> xb = Rounded("x", x.data<float>(), batch, in, copies.x, &x_local);
     if (!xb.ok()) return xb.status().WithContext(kOp);
     EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'T', 'N', out, in, batch, gb->data<BFloat16>(),
-                                             out, xb->data<BFloat16>(), in, dweight->data<float>(),
-                                             in));
+                                             out, *xb, in, dweight->data<float>(), in));
     if (dx != nullptr) {
-      Result<Tensor> wb = ToBf16(weight.data<float>(), out, in);
+      Result<const BFloat16*> wb =
+          Rounded("weight", weight.data<float>(), out, in, copies.weight, &w_local);
       if (!wb.ok()) return wb.status().WithContext(kOp);
       EMBER_RETURN_IF_ERROR(internal::Bf16Gemm(kOp, 'N', 'N', batch, in, out, gb->data<BFloat16>(),
-                                               out, wb->data<BFloat16>(), in, dx->data<float>(),
-                                               in));
+                                               out, *wb, in, dx->data<float>(), in));
     }
     return Status::OK();
   } else {

@@ -272,15 +272,37 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
     values_[ids[i]] = inputs[i].Reshape(Batched(batch, graph_->values()[ids[i]].shape));
   }
   const int shards = forward_shards_ = ShardsFor(batch);
-  Status status =
-      shards > 0 ? RunShards(shards, [&](int, int64_t begin,
-                                         int64_t end) { return ForwardRows(begin, end, training); })
-                 : ForwardRows(0, batch, training);
+  ResetBf16Copies(std::max(shards, 1));
+  Status status = shards > 0 ? RunShards(shards,
+                                         [&](int shard, int64_t begin, int64_t end) {
+                                           return ForwardRows(shard, begin, end, training);
+                                         })
+                             : ForwardRows(0, 0, batch, training);
   for (int64_t& step : node_steps_) ++step;
   return status;
 }
 
-Status GraphExecutor::ForwardRows(int64_t begin, int64_t end, bool training) {
+void GraphExecutor::ResetBf16Copies(int shards) {
+  for (std::vector<Tensor>& copies : bf16_copies_) {
+    for (Tensor& copy : copies) copy = Tensor();  // Back to the caching allocator.
+  }
+  if (shards == 0) return;
+  if (!device_.is_cpu() || precision_ != ComputePrecision::kBf16) {
+    bf16_copies_.clear();
+    return;
+  }
+  if (static_cast<int>(bf16_copies_.size()) < shards) bf16_copies_.resize(shards);
+  for (std::vector<Tensor>& copies : bf16_copies_) copies.resize(graph_->values().size());
+}
+
+void GraphExecutor::AddBf16Copies(int shard, const GraphNode& node, KernelContext* context) {
+  if (static_cast<size_t>(shard) >= bf16_copies_.size() || bf16_copies_[shard].empty()) return;
+  std::vector<Tensor>& copies = bf16_copies_[shard];
+  for (int in : node.inputs) context->input_bf16.push_back(&copies[in]);
+  for (int out : node.outputs) context->output_bf16.push_back(&copies[out]);
+}
+
+Status GraphExecutor::ForwardRows(int shard, int64_t begin, int64_t end, bool training) {
   RowViews rows(*graph_, begin, end, batch_);
   const std::vector<GraphNode>& nodes = graph_->nodes();
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -293,6 +315,7 @@ Status GraphExecutor::ForwardRows(int64_t begin, int64_t end, bool training) {
     rows.Reserve(nodes[n].inputs.size() + nodes[n].outputs.size());
     for (int in : nodes[n].inputs) context.inputs.push_back(rows(&ValueTensor(in), in));
     for (int out : nodes[n].outputs) context.outputs.push_back(rows(&values_[out], out));
+    AddBf16Copies(shard, nodes[n], &context);
     Status status = kernels_[n]->forward(context);
     if (!status.ok()) return status.WithContext("node \"" + nodes[n].name + "\"");
   }
@@ -329,7 +352,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
   }
   const int shards = forward_shards_;
   if (shards == 0) {
-    EMBER_RETURN_IF_ERROR(BackwardRows(0, batch_, skip, &has_grad, &gradients_, &scratch_));
+    EMBER_RETURN_IF_ERROR(BackwardRows(0, 0, batch_, skip, &has_grad, &gradients_, &scratch_));
   } else {
     // Shard 0 writes the parameter gradients, any others their own partial
     // sums, added to them in shard order: the same bits for the same number
@@ -344,7 +367,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     shard_scratch_.resize(shards, std::vector<std::vector<Tensor>>(graph_->values().size()));
     std::vector<std::vector<char>> shard_has_grad(shards, has_grad);
     EMBER_RETURN_IF_ERROR(RunShards(shards, [&](int shard, int64_t begin, int64_t end) {
-      return BackwardRows(begin, end, skip, &shard_has_grad[shard],
+      return BackwardRows(shard, begin, end, skip, &shard_has_grad[shard],
                           shard == 0 ? &gradients_ : &shard_gradients_[shard - 1],
                           &shard_scratch_[shard]);
     }));
@@ -356,6 +379,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
       }
     }
   }
+  ResetBf16Copies(0);
   // Parameters no node reached keep a zero gradient.
   for (int id : graph_->parameters()) {
     if (!has_grad[id]) EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[parameter_slot_[id]], stream_));
@@ -376,8 +400,8 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
   return Status::OK();
 }
 
-Status GraphExecutor::BackwardRows(int64_t begin, int64_t end, const std::vector<char>& skip,
-                                   std::vector<char>* has_grad_of,
+Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
+                                   const std::vector<char>& skip, std::vector<char>* has_grad_of,
                                    std::vector<Tensor>* parameter_grads,
                                    std::vector<std::vector<Tensor>>* scratch) {
   std::vector<char>& has_grad = *has_grad_of;
@@ -408,6 +432,7 @@ Status GraphExecutor::BackwardRows(int64_t begin, int64_t end, const std::vector
       }
       context.output_grads.push_back(grad);
     }
+    AddBf16Copies(shard, node, &context);
     // Inputs whose gradient went to scratch (or, for a value read twice by
     // this node, a temporary), to add once the kernel is done.
     std::vector<std::pair<int, Tensor>> accumulate;

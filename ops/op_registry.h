@@ -64,6 +64,17 @@ struct KernelContext {
   // The GEMM arithmetic of kernels that offer a choice (the fully connected
   // layer: f32 or bf16 on the CPU, any on CUDA); kF32 for the others.
   ComputePrecision precision = ComputePrecision::kF32;
+  // bf16 copies the executor keeps from a node's forward to its backward
+  // (CPU executors computing in bf16; empty vectors otherwise): one slot per
+  // input and per output, null where none is kept. A slot is either
+  // undefined or holds the value rounded to bf16 (FloatToBFloat16, element
+  // by element) as a 2-D tensor: [rows, elements per row] for a batched
+  // value, the value's own shape for a 2-D parameter. A kernel that rounds a
+  // value fills its undefined slot; one that needs the rounding uses a filled
+  // slot instead of rounding again. The executor empties every slot at each
+  // Forward (parameters change between steps) and after each Backward.
+  std::vector<Tensor*> input_bf16;
+  std::vector<Tensor*> output_bf16;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;

@@ -397,6 +397,82 @@ TEST(FullyConnectedOpsTest, Bf16NarrowLayersComputeInF32) {
   }
 }
 
+// The bf16 rounding of t, as a bf16 tensor of its shape.
+Tensor RoundedTensor(const Tensor& t) {
+  Tensor out = Tensor::Empty(t.shape(), DType::kBF16);
+  FloatsToBFloat16(t.data<float>(), t.numel(), out.data<BFloat16>());
+  return out;
+}
+
+// Bf16Copies: empty ones are filled with the roundings (y's after the bias and
+// the ReLU, also by the narrow forward); held ones are used instead of
+// rounding again (a held copy of 2x gives exactly twice dweight); results
+// have the bits of calls without copies; a held copy of another shape is
+// InvalidArgument. All of it is ignored in f32.
+TEST(FullyConnectedOpsTest, Bf16CopiesAreFilledWhenEmptyAndUsedWhenHeld) {
+  if (!internal::CpuHasBf16()) GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16, AMX)";
+  const ComputePrecision kBf16 = ComputePrecision::kBf16;
+  for (const FcShape& s : {FcShape{64, 96, 80}, FcShape{50, 13, 40}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.batch << " in=" << s.in << " out=" << s.out);
+    RandomStream rng(47);
+    const FcCase c = LargeCase(s, rng);
+    const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+    Tensor y = Tensor::Empty({s.batch, s.out}), dx = Tensor::Empty({s.batch, s.in});
+    Tensor dweight = Tensor::Empty({s.out, s.in}), dbias = Tensor::Empty({s.out});
+    ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, kBf16).ok());
+    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight,
+                                       &dbias, kBf16)
+                    .ok());
+
+    Tensor xc, wc, yc;
+    const Bf16Copies copies{&xc, &wc, &yc};
+    Tensor y2 = Tensor::Empty({s.batch, s.out});
+    ASSERT_TRUE(
+        FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y2, kBf16, copies).ok());
+    EXPECT_TRUE(SameBits(y, y2)) << "y";
+    ASSERT_TRUE(yc.defined());
+    EXPECT_TRUE(SameBits(RoundedTensor(y), yc)) << "copy of y";
+    if (s.in <= 16) {  // The narrow forward rounds nothing but y.
+      EXPECT_FALSE(xc.defined());
+      EXPECT_FALSE(wc.defined());
+      continue;
+    }
+    ASSERT_TRUE(xc.defined() && wc.defined());
+    EXPECT_TRUE(SameBits(RoundedTensor(c.x), xc)) << "copy of x";
+    EXPECT_TRUE(SameBits(RoundedTensor(c.weight), wc)) << "copy of the weight";
+    Tensor dx2 = Tensor::Empty({s.batch, s.in}), dweight2 = Tensor::Empty({s.out, s.in});
+    Tensor dbias2 = Tensor::Empty({s.out});
+    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx2, &dweight2,
+                                       &dbias2, kBf16, copies)
+                    .ok());
+    EXPECT_TRUE(SameBits(dx, dx2)) << "dx";
+    EXPECT_TRUE(SameBits(dweight, dweight2)) << "dweight";
+    EXPECT_TRUE(SameBits(dbias, dbias2)) << "dbias";
+
+    // A held copy is what the product reads: twice x gives twice dweight.
+    Tensor twice_x = c.x.Clone();
+    for (int64_t i = 0; i < twice_x.numel(); ++i) twice_x.data<float>()[i] *= 2.0f;
+    Tensor held = RoundedTensor(twice_x);
+    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx2, &dweight2,
+                                       &dbias2, kBf16, Bf16Copies{&held, nullptr, nullptr})
+                    .ok());
+    for (int64_t i = 0; i < dweight.numel(); ++i) {
+      ASSERT_EQ(2.0f * dweight.data<float>()[i], dweight2.data<float>()[i]) << "dweight " << i;
+    }
+
+    Tensor wrong = Tensor::Empty({s.batch, s.in + 1}, DType::kBF16);
+    ExpectInvalid(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y2, kBf16,
+                                        Bf16Copies{&wrong, nullptr, nullptr}),
+                  "the bf16 copy of x is");
+    // f32 neither fills nor reads copies.
+    Tensor unused;
+    ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y2,
+                                      ComputePrecision::kF32, Bf16Copies{&wrong, &unused, &unused})
+                    .ok());
+    EXPECT_FALSE(unused.defined());
+  }
+}
+
 // f16 arithmetic exists on a CUDA device only.
 TEST(FullyConnectedOpsTest, F16OnTheCpuIsInvalidArgument) {
   const FcShape s{4, 32, 32};

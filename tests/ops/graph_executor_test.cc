@@ -14,6 +14,7 @@
 #include "core/random.h"
 #include "core/threads.h"
 #include "ops/cross_layer.h"
+#include "ops/dense_ops.h"
 #include "ops/graph.h"
 #include "ops/internal/bf16_gemm.h"
 #include "ops/op_registry.h"
@@ -163,6 +164,104 @@ TEST(GraphExecutorTest, SixteenBitArithmeticOnTheCpuIsBf16WhereTheCpuHasIt) {
     EXPECT_EQ(p, *back);
   }
   EXPECT_EQ(StatusCode::kInvalidArgument, ParseComputePrecision("fp8").status().code());
+}
+
+// to[i] += from[i].
+void AddInto(const Tensor& from, Tensor* to) {
+  const float* f = from.data<float>();
+  float* t = to->data<float>();
+  for (int64_t i = 0; i < from.numel(); ++i) t[i] += f[i];
+}
+
+// bf16 on the CPU: the executor keeps each product operand's bf16 rounding
+// from a layer's forward to its backward, and hands a layer's rounded output
+// to the next layer (KernelContext::input_bf16). The results have the bits of
+// the kernels called one by one without copies, on the whole batch and on
+// two ranges of rows, over two steps with the parameters changed between
+// them (the last step's copies of the weights are stale by then).
+TEST(GraphExecutorTest, Bf16CopiesGiveTheBitsOfTheKernelsCalledOneByOne) {
+  if (!internal::CpuHasBf16()) GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16, AMX)";
+  const int64_t batch = 160;  // Ranges have at least 64 rows.
+  const std::vector<int64_t> widths = {40, 48, 32, 1};
+  const size_t layers = widths.size() - 1;
+  auto activation = [&](size_t l) {
+    return l + 1 < layers ? Activation::kRelu : Activation::kNone;
+  };
+  Graph graph(&DefaultOpRegistry());
+  int v = *graph.AddInput("x", {widths[0]});
+  for (size_t l = 0; l < layers; ++l) {
+    const std::string name = "fc" + std::to_string(l);
+    const int w = *graph.AddParameter(name + ".w", {widths[l + 1], widths[l]},
+                                      Initializer::kHeUniform, widths[l]);
+    const int b =
+        *graph.AddParameter(name + ".b", {widths[l + 1]}, Initializer::kHeUniform, widths[l]);
+    const double relu = activation(l) == Activation::kRelu ? 1 : 0;
+    v = graph.AddNode(name, "fully_connected", {v, w, b}, OpAttrs().Set("activation", relu))->at(0);
+  }
+  ASSERT_TRUE(graph.MarkOutput(v).ok());
+  for (int shards : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << shards << " range(s) of rows");
+    auto executor = GraphExecutor::Create(&graph, 3);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    ASSERT_TRUE((*executor)->set_precision(ComputePrecision::kBf16).ok());
+    ASSERT_TRUE((*executor)->set_row_shards(shards).ok());
+    RandomStream rng(shards);
+    ThreadArena arena(1);  // The ranges' kernels run on one thread; so do these.
+    arena.Execute([&] {
+      SetOpenMpThreads(1);
+      for (int step = 0; step < 2; ++step) {
+        SCOPED_TRACE(::testing::Message() << "step " << step);
+        const Tensor x = RandomTensor({batch, widths[0]}, rng);
+        const Tensor dout = RandomTensor({batch, 1}, rng);
+        Tensor dx = testing::NanFilled({batch, widths[0]});
+        ASSERT_TRUE((*executor)->Forward({x}).ok());
+        ASSERT_TRUE((*executor)->Backward({dout}, {&dx}).ok());
+
+        std::vector<Tensor>& p = (*executor)->parameters();
+        std::vector<Tensor> grads(p.size());
+        Tensor want_out = Tensor::Empty({batch, 1}), want_dx = Tensor::Empty({batch, widths[0]});
+        const int64_t rows = batch / shards;
+        for (int64_t begin = 0; begin < batch; begin += rows) {
+          std::vector<Tensor> acts = {x.Slice(begin, begin + rows)};
+          for (size_t l = 0; l < layers; ++l) {
+            acts.push_back(Tensor::Empty({rows, widths[l + 1]}));
+            ASSERT_TRUE(FullyConnectedForward(acts[l], p[2 * l], p[2 * l + 1], activation(l),
+                                              &acts[l + 1], ComputePrecision::kBf16)
+                            .ok());
+          }
+          Tensor g = dout.Slice(begin, begin + rows).Clone();
+          for (size_t l = layers; l-- > 0;) {
+            Tensor dw = Tensor::Empty(p[2 * l].shape()), db = Tensor::Empty(p[2 * l + 1].shape());
+            Tensor dxl = Tensor::Empty({rows, widths[l]});
+            ASSERT_TRUE(FullyConnectedBackward(acts[l], p[2 * l], acts[l + 1], g, activation(l),
+                                               &dxl, &dw, &db, ComputePrecision::kBf16)
+                            .ok());
+            // The executor's sum over ranges: the first range's, then the others added in order.
+            for (auto [from, to] : {std::pair{&dw, &grads[2 * l]}, {&db, &grads[2 * l + 1]}}) {
+              if (to->defined()) {
+                AddInto(*from, to);
+              } else {
+                *to = *from;
+              }
+            }
+            g = dxl;
+          }
+          std::copy_n(acts.back().data<float>(), rows, want_out.data<float>() + begin);
+          std::copy_n(g.data<float>(), rows * widths[0], want_dx.data<float>() + begin * widths[0]);
+        }
+        EXPECT_TRUE(SameBits(want_out, (*executor)->output(0))) << "output";
+        EXPECT_TRUE(SameBits(want_dx, dx)) << "input gradient";
+        for (size_t i = 0; i < p.size(); ++i) {
+          EXPECT_TRUE(SameBits(grads[i], (*executor)->gradients()[i])) << "parameter " << i;
+        }
+        // New parameters, as after an optimizer step.
+        for (Tensor& t : p) {
+          float* d = t.data<float>();
+          for (int64_t i = 0; i < t.numel(); ++i) d[i] = 0.75f * d[i] + 0.01f;
+        }
+      }
+    });
+  }
 }
 
 // A graph of one cross layer (full or low rank) gives, bit for bit, the
