@@ -56,7 +56,7 @@ std::vector<std::vector<int64_t>> InteractionShapes() {
     }
   }
   for (const std::vector<int64_t>& large :
-       {std::vector<int64_t>{2, 17, 16}, {2, 27, 35}, {3, 20, 32}, {1, 33, 5}}) {
+       {std::vector<int64_t>{2, 17, 16}, {2, 27, 35}, {3, 20, 32}, {1, 33, 5}, {2, 32, 16}}) {
     shapes.push_back(large);
   }
   return shapes;
