@@ -27,7 +27,7 @@ int64_t SampleGrain(int64_t num_features, int64_t dim) {
                            kWorkPerChunk / std::max<int64_t>(1, num_features * num_features * dim));
 }
 
-// Samples ahead whose features the forward prefetches.
+// Samples ahead whose data both directions prefetch.
 constexpr int64_t kPrefetchSamples = 2;
 
 int64_t RoundUpToLanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
@@ -109,8 +109,9 @@ template <int64_t G>
 
 // Sample b's features transposed: transposed[d * stride + j] = x_j[d], and
 // zero in the padding lanes j >= F. For dims that are multiples of 16 (DLRM's
-// usual 16 to 128) in 16x16 blocks in registers, which was about half of the
-// forward's time as a scalar loop.
+// usual 16 to 128) in 16x16 blocks in registers instead of a scalar load and
+// store per element (with the prefetch below: the forward 2.64% -> 2.07% of
+// the DLRM 2-thread profile; its loads mostly waited on memory).
 [[gnu::always_inline]] inline void TransposeSample(const Features<const float>& x, int64_t b,
                                                    int64_t stride, float* transposed) {
   const int64_t num_features = x.num_features, dim = x.dim;
@@ -251,8 +252,8 @@ void DotBackwardSamples(const Features<const float>& x, const Columns<const floa
   float* dst[kGroup];
   const int64_t pairs = num_features * (num_features - 1) / 2;
   for (int64_t b = begin; b < end; ++b) {
-    if (b + kPrefetchSamples < end) PrefetchSample(x, b + kPrefetchSamples);
     if (b + kPrefetchSamples < end) {
+      PrefetchSample(x, b + kPrefetchSamples);
       const float* ahead = dout.Row(b + kPrefetchSamples);
       for (int64_t p = 0; p < pairs; p += kLanes) __builtin_prefetch(ahead + p);
     }

@@ -192,13 +192,17 @@ TEST(FullyConnectedOpsTest, InterleavedShapesAndActivationsGiveTheirOwnResults) 
 }
 
 // Forward (ReLU) and backward of one layer: {y, dx, dweight, dbias}.
-std::vector<Tensor> ReluStep(const FcCase& c, const Tensor& dy) {
+std::vector<Tensor> ReluStep(const FcCase& c, const Tensor& dy,
+                             ComputePrecision precision = ComputePrecision::kF32,
+                             const Bf16Copies& copies = {}) {
   const int64_t batch = c.x.dim(0), in = c.x.dim(1), out = c.weight.dim(0);
   Tensor y = Tensor::Empty({batch, out}), dx = Tensor::Empty({batch, in});
   Tensor dweight = Tensor::Empty({out, in}), dbias = Tensor::Empty({out});
-  EXPECT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y).ok());
   EXPECT_TRUE(
-      FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight, &dbias).ok());
+      FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, precision, copies).ok());
+  EXPECT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight, &dbias,
+                                     precision, copies)
+                  .ok());
   return {y, dx, dweight, dbias};
 }
 
@@ -335,14 +339,8 @@ TEST(FullyConnectedOpsTest, Bf16ProductsRoundTheirOperandsToBf16AndSumInF32) {
     RandomStream rng(41);
     const FcCase c = LargeCase(s, rng);
     const Tensor dy = RandomTensor({s.batch, s.out}, rng);
-    Tensor y = Tensor::Empty({s.batch, s.out}), dx = Tensor::Empty({s.batch, s.in});
-    Tensor dweight = Tensor::Empty({s.out, s.in}), dbias = Tensor::Empty({s.out});
-    ASSERT_TRUE(
-        FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, ComputePrecision::kBf16)
-            .ok());
-    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight,
-                                       &dbias, ComputePrecision::kBf16)
-                    .ok());
+    const std::vector<Tensor> step = ReluStep(c, dy, ComputePrecision::kBf16);
+    const Tensor &y = step[0], &dx = step[1], &dweight = step[2], &dbias = step[3];
     const std::vector<double> x = RoundedToBf16(c.x), w = RoundedToBf16(c.weight);
     const std::vector<double> expected_y =
         ReferenceForward(x, w, ToDouble(c.bias), s, Activation::kRelu);
@@ -417,37 +415,32 @@ TEST(FullyConnectedOpsTest, Bf16CopiesAreFilledWhenEmptyAndUsedWhenHeld) {
     RandomStream rng(47);
     const FcCase c = LargeCase(s, rng);
     const Tensor dy = RandomTensor({s.batch, s.out}, rng);
-    Tensor y = Tensor::Empty({s.batch, s.out}), dx = Tensor::Empty({s.batch, s.in});
-    Tensor dweight = Tensor::Empty({s.out, s.in}), dbias = Tensor::Empty({s.out});
-    ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y, kBf16).ok());
-    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx, &dweight,
-                                       &dbias, kBf16)
-                    .ok());
+    const std::vector<Tensor> plain = ReluStep(c, dy, kBf16);
+    const Tensor& y = plain[0];
+    const Tensor& dweight = plain[2];
 
+    // The forward fills the empty copies, the backward reads them.
     Tensor xc, wc, yc;
-    const Bf16Copies copies{&xc, &wc, &yc};
-    Tensor y2 = Tensor::Empty({s.batch, s.out});
-    ASSERT_TRUE(
-        FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y2, kBf16, copies).ok());
-    EXPECT_TRUE(SameBits(y, y2)) << "y";
-    ASSERT_TRUE(yc.defined());
+    const std::vector<Tensor> copied = ReluStep(c, dy, kBf16, Bf16Copies{&xc, &wc, &yc});
+    const char* names[] = {"y", "dx", "dweight", "dbias"};
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(SameBits(plain[i], copied[i])) << names[i];
+    // Both shapes' backwards are bf16 (out > 16): x and the weight are rounded.
+    ASSERT_TRUE(yc.defined() && xc.defined() && wc.defined());
     EXPECT_TRUE(SameBits(RoundedTensor(y), yc)) << "copy of y";
-    if (s.in <= 16) {  // The narrow forward rounds nothing but y.
-      EXPECT_FALSE(xc.defined());
-      EXPECT_FALSE(wc.defined());
-      continue;
-    }
-    ASSERT_TRUE(xc.defined() && wc.defined());
     EXPECT_TRUE(SameBits(RoundedTensor(c.x), xc)) << "copy of x";
     EXPECT_TRUE(SameBits(RoundedTensor(c.weight), wc)) << "copy of the weight";
+    if (s.in <= 16) {  // The narrow forward rounds nothing but y.
+      Tensor xf, wf, yf, y1 = Tensor::Empty({s.batch, s.out});
+      ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kRelu, &y1, kBf16,
+                                        Bf16Copies{&xf, &wf, &yf})
+                      .ok());
+      EXPECT_FALSE(xf.defined());
+      EXPECT_FALSE(wf.defined());
+      EXPECT_TRUE(SameBits(RoundedTensor(y), yf)) << "copy of y, forward alone";
+      continue;
+    }
     Tensor dx2 = Tensor::Empty({s.batch, s.in}), dweight2 = Tensor::Empty({s.out, s.in});
-    Tensor dbias2 = Tensor::Empty({s.out});
-    ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy, Activation::kRelu, &dx2, &dweight2,
-                                       &dbias2, kBf16, copies)
-                    .ok());
-    EXPECT_TRUE(SameBits(dx, dx2)) << "dx";
-    EXPECT_TRUE(SameBits(dweight, dweight2)) << "dweight";
-    EXPECT_TRUE(SameBits(dbias, dbias2)) << "dbias";
+    Tensor dbias2 = Tensor::Empty({s.out}), y2 = Tensor::Empty({s.batch, s.out});
 
     // A held copy is what the product reads: twice x gives twice dweight.
     Tensor twice_x = c.x.Clone();
