@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
+
+#include "core/mutex.h"
 
 namespace ember {
 
@@ -31,6 +34,62 @@ ThreadArena::ThreadArena(int threads)
 ThreadArena::~ThreadArena() = default;
 
 void ThreadArena::Execute(const std::function<void()>& fn) { impl_->arena.execute(fn); }
+
+struct BackgroundThread::Impl {
+  Mutex mu;
+  CondVar cv;
+  std::function<void()> fn GUARDED_BY(mu);  // Handed over by Start; empty once taken.
+  bool busy GUARDED_BY(mu) = false;         // A function is handed over or running.
+  bool stop GUARDED_BY(mu) = false;
+  std::thread thread;
+
+  void Loop(int threads, int nice_increment) {
+    LowerThisThreadsPriority(nice_increment);
+    ThreadArena arena(threads);
+    while (true) {
+      std::function<void()> next;
+      {
+        MutexLock lock(mu);
+        cv.Wait(mu, [&]() REQUIRES(mu) { return stop || fn != nullptr; });
+        if (fn == nullptr) return;
+        next = std::exchange(fn, nullptr);
+      }
+      arena.Execute(next);
+      MutexLock lock(mu);
+      busy = false;
+      cv.NotifyAll();
+    }
+  }
+};
+
+BackgroundThread::BackgroundThread(int threads, int nice_increment)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->thread =
+      std::thread([this, threads, nice_increment] { impl_->Loop(threads, nice_increment); });
+}
+
+BackgroundThread::~BackgroundThread() {
+  Wait();
+  {
+    MutexLock lock(impl_->mu);
+    impl_->stop = true;
+    impl_->cv.NotifyAll();
+  }
+  impl_->thread.join();
+}
+
+void BackgroundThread::Start(std::function<void()> fn) {
+  Wait();
+  MutexLock lock(impl_->mu);
+  impl_->fn = std::move(fn);
+  impl_->busy = true;
+  impl_->cv.NotifyAll();
+}
+
+void BackgroundThread::Wait() {
+  MutexLock lock(impl_->mu);
+  impl_->cv.Wait(impl_->mu, [&]() REQUIRES(impl_->mu) { return !impl_->busy; });
+}
 
 void ParallelFor(int64_t begin, int64_t end, int64_t grain,
                  const std::function<void(int64_t, int64_t)>& body) {

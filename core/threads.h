@@ -27,6 +27,30 @@ class ThreadArena {
   std::unique_ptr<Impl> impl_;
 };
 
+// One thread that runs a function at a time for its owner: Start hands it
+// one, Wait returns once it has returned. For work that overlaps the
+// owner's, e.g. reading the next batch while the current one trains. The
+// thread raises its nice value by `nice_increment` (LowerThisThreadsPriority)
+// and runs each function inside its own ThreadArena of `threads` threads.
+// Thread safety: one owner thread calls Start and Wait.
+class BackgroundThread {
+ public:
+  BackgroundThread(int threads, int nice_increment);
+  // Waits for the function running, if any, then ends the thread.
+  ~BackgroundThread();
+  BackgroundThread(const BackgroundThread&) = delete;
+  BackgroundThread& operator=(const BackgroundThread&) = delete;
+
+  // Runs `fn` on the thread. Waits first for the function started before.
+  void Start(std::function<void()> fn);
+  // Returns once the function started last has returned (at once if none).
+  void Wait();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Calls body(chunk_begin, chunk_end) over [begin, end) in parallel chunks of
 // at least `grain` items, in the calling thread's arena. Chunks are disjoint
 // and cover the range; their order of execution is unspecified.

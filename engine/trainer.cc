@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/progress.h"
+#include "core/threads.h"
 #include "core/random.h"
 #include "embedding/unique_keys.h"
 #include "engine/model_zoo.h"
@@ -44,6 +45,7 @@ struct Trainer::Step {
   std::vector<int64_t> part_rows;
   Tensor part_values;
   double loss = 0.0;
+  bool prepared = false;  // Prepare ran on this batch (sequential read-ahead).
 };
 
 Status ValidateTrainOptions(const TrainOptions& o) {
@@ -489,6 +491,8 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
                               const std::function<void(Step&)>& done) {
   std::vector<pipeline::Stage<Step>> stages = TrainingStages();
   report->stage_threads.assign(stages.size(), arena_.threads());
+  // A batch read ahead was prepared when it was read.
+  stages[0].run = [this](Step& s) { return s.prepared ? Status::OK() : Prepare(s); };
   stages[3].run = [this](Step& s) {
     EMBER_RETURN_IF_ERROR(Push(s));
     // Eviction after the push of step i, before the pull of step i + 1.
@@ -498,71 +502,91 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
     }
     return Status::OK();
   };
-  Step step;
   Status status;
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
-  // With a disk tier, the next batch is read one step ahead and its rows are
-  // prefetched while the current one trains, so that its Pull finds them in
-  // memory.
-  io::Batch lookahead;
-  bool have_lookahead = false;
-  int64_t lookahead_epoch = -1;
-  std::vector<embedding::Key> lookahead_keys;
-  std::vector<int64_t> lookahead_rows;
-  // The data position before `lookahead` was read, when a checkpoint needs
-  // it; empty otherwise (unknown).
-  std::string before_lookahead;
+  // Read-ahead: batch i + 1 is read and prepared (its unique keys and input
+  // tensors; with a disk tier its rows prefetched, so that its Pull finds
+  // them in memory) while batch i trains, by a thread at the lowest priority
+  // that runs on the cores the step leaves idle. Without --read_ahead, and
+  // with a disk tier to prefetch for, this thread reads ahead between steps.
+  const bool read_ahead = options_.read_ahead || prefetch;
+  Step step;
+  Step ahead;
+  Result<bool> ahead_read = false;  // Whether `ahead` holds a batch, or why reading failed.
+  // The data position before `ahead` was read, for a checkpoint taken before
+  // it trains (empty without a checkpoint directory).
+  std::string before_ahead;
+  bool have_ahead = false;  // `ahead` was read (ahead_read says how it went).
+  // Reads the next batch into `s`; when `prepare`, also runs the unique stage
+  // on it (else the stage runs it in its turn).
+  const auto read = [&](Step& s, bool prepare) -> Result<bool> {
+    s.prepared = false;
+    Result<bool> more = train.Next(&s.batch);
+    if (!more.ok()) return more.status().WithContext("reading the training data");
+    if (!*more) return false;
+    s.epoch = train.epoch();
+    if (prepare) {
+      EMBER_RETURN_IF_ERROR(Prepare(s));
+      s.prepared = true;
+      if (prefetch) table_->Prefetch(s.unique_keys);
+    }
+    return true;
+  };
+  // Reads ahead the batch of index `index` (taking the data position first).
+  const auto read_ahead_now = [&](int64_t index) {
+    TraceSpan span(options_.tracer, "read ahead", "stage", index);
+    Result<std::string> position = DataPosition(train);
+    if (!position.ok()) {
+      ahead_read = position.status();
+      return;
+    }
+    before_ahead = std::move(*position);
+    ahead_read = read(ahead, /*prepare=*/true);
+  };
+  // Where the data is after the last batch trained: before the batch read
+  // ahead, unless reading ahead found the end of the data.
+  const auto position_after_trained = [&]() -> Result<std::string> {
+    const bool at_end = have_ahead && ahead_read.ok() && !*ahead_read;
+    return have_ahead && !at_end ? Result<std::string>(before_ahead) : DataPosition(train);
+  };
+  // Last, so that it stops before what its functions use is destroyed.
+  std::unique_ptr<BackgroundThread> reader;
+  if (options_.read_ahead) {
+    reader = std::make_unique<BackgroundThread>(arena_.threads(), /*nice_increment=*/19);
+  }
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
     auto next = [&](int64_t, Step& s) {
+      TraceSpan span(options_.tracer, "read", "stage", report->steps);
+      if (reader) reader->Wait();
       if (!status.ok() || !below_max_steps(report->steps)) return false;
       // Between steps: every earlier one is done, the next not begun. The
       // data position is the one before the batch read ahead, if any.
       if (report->steps > 0 && CheckpointDue(job_steps_ + report->steps)) {
-        Result<std::string> position =
-            have_lookahead ? Result<std::string>(before_lookahead) : DataPosition(train);
+        Result<std::string> position = position_after_trained();
         status = position.ok() ? SaveCheckpoint(job_steps_ + report->steps, *position, report)
                                : position.status();
         if (!status.ok()) return false;
       }
-      TraceSpan span(options_.tracer, "read", "stage", report->steps);
+      Result<bool> more = false;
+      if (have_ahead) {
+        std::swap(s, ahead);
+        more = std::move(ahead_read);
+        have_ahead = false;
+      } else {
+        more = read(s, /*prepare=*/false);
+      }
+      if (!more.ok()) status = more.status();
+      if (!more.ok() || !*more) return false;
       s.index = report->steps;
       s.step = job_steps_ + s.index;
-      if (have_lookahead) {
-        std::swap(s.batch, lookahead);
-        s.epoch = lookahead_epoch;
-        have_lookahead = false;
-      } else {
-        Result<bool> more = train.Next(&s.batch);
-        if (!more.ok()) status = more.status().WithContext("reading the training data");
-        if (!more.ok() || !*more) return false;
-        s.epoch = train.epoch();
-      }
-      if (prefetch && below_max_steps(report->steps + 1)) {
-        // The position before the batch read ahead is what a checkpoint
-        // taken before the next step needs. It is taken only when one is due
-        // there (a reader's position can cost a scan of its shuffle buffer);
-        // the checkpoint a stop request writes with a batch read ahead has
-        // none, and resuming from it reads the trained batches again.
-        before_lookahead.clear();
-        if (CheckpointDue(job_steps_ + report->steps + 1)) {
-          Result<std::string> position = DataPosition(train);
-          if (!position.ok()) {
-            status = position.status();
-            return false;
-          }
-          before_lookahead = std::move(*position);
-        }
-        Result<bool> more = train.Next(&lookahead);
-        if (!more.ok()) {
-          status = more.status().WithContext("reading the training data");
-          return false;
-        }
-        if (*more) {
-          have_lookahead = true;
-          lookahead_epoch = train.epoch();
-          embedding::UniqueKeys(lookahead.keys, &lookahead_keys, &lookahead_rows);
-          table_->Prefetch(lookahead_keys);
+      if (read_ahead && below_max_steps(report->steps + 1)) {
+        have_ahead = true;
+        const int64_t index = report->steps + 1;
+        if (reader) {
+          reader->Start([&read_ahead_now, index] { read_ahead_now(index); });
+        } else {
+          read_ahead_now(index);
         }
       }
       return true;
@@ -571,9 +595,14 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
                                                      &report->stage_times, done);
     if (status.ok()) status = run;
   });
+  if (reader) reader->Wait();
   if (!status.ok()) return status;
-  EMBER_ASSIGN_OR_RETURN(
-      end_position_, have_lookahead ? Result<std::string>(before_lookahead) : DataPosition(train));
+  if (have_ahead && !ahead_read.ok()) {
+    // The batch after the last trained could not be read: nothing trained
+    // on it, but the data is broken where training would go on.
+    LOG(WARNING) << "reading ahead after the last step: " << ahead_read.status();
+  }
+  EMBER_ASSIGN_OR_RETURN(end_position_, position_after_trained());
   return Status::OK();
 }
 

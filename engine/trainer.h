@@ -59,6 +59,11 @@ struct TrainOptions {
   std::string embedding_dir;
   // With a disk tier: prefetch the rows of the next batch while one trains.
   bool prefetch = true;
+  // Sequential training (pipeline off): a thread at the lowest priority reads
+  // the next batch and finds its unique keys while the current one trains,
+  // on the cores the step leaves idle (its serial parts). The result is the
+  // same either way.
+  bool read_ahead = true;
   ops::DenseOptimizerOptions dense_optimizer;
   // Where the dense step runs (the model's forward, backward and optimizer;
   // its inputs and results are copied in and out within the dense stage):

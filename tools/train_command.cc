@@ -112,6 +112,9 @@ DEFINE_string(embedding_dir, "",
               "removed when the run ends.");
 DEFINE_bool(prefetch, true,
             "With a disk tier, load the rows of the next batch while the current one trains.");
+DEFINE_bool(read_ahead, true,
+            "--pipeline=off: read the next batch and find its unique keys on a low-priority "
+            "thread while the current one trains (same result; false: between steps).");
 DEFINE_string(dense_optimizer, "adam", "Dense optimizer: sgd, adagrad or adam.");
 DEFINE_double(dense_lr, 0.001, "Dense learning rate.");
 DEFINE_bool(shuffle, true,
@@ -242,6 +245,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   }
   options.embedding_dir = FLAGS_embedding_dir;
   options.prefetch = FLAGS_prefetch;
+  options.read_ahead = FLAGS_read_ahead;
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
                          ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);

@@ -1,6 +1,8 @@
 #include "core/threads.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -48,6 +50,50 @@ TEST(ThreadArenaTest, NeverUsesMoreThreadsThanItsBudget) {
   });
   EXPECT_LE(peak.load(), 2);
   EXPECT_LE(ids.size(), 2u);
+}
+
+// Each function runs on the one background thread, after the one started
+// before it has returned, with the thread's priority lowered and inside an
+// arena of the given size; Wait returns only after it has returned, and the
+// destructor waits for the one running.
+TEST(BackgroundThreadTest, RunsEachFunctionInTurnOnItsOwnLowPriorityThread) {
+  const int caller_nice = ThisThreadsNiceValue();
+  std::vector<int> order;
+  std::set<std::thread::id> ids;
+  int nice = -100, arena_threads = -1;
+  {
+    BackgroundThread background(1, 5);
+    background.Wait();  // Nothing started: returns at once.
+    std::atomic<bool> release{false};
+    std::atomic<bool> running{false};
+    background.Start([&] {
+      running = true;
+      while (!release.load()) std::this_thread::yield();
+      order.push_back(1);
+      ids.insert(std::this_thread::get_id());
+      nice = ThisThreadsNiceValue();
+      arena_threads = CurrentArenaThreads();
+    });
+    while (!running.load()) std::this_thread::yield();
+    EXPECT_TRUE(order.empty());  // Start did not wait for it.
+    release = true;
+    background.Wait();
+    ASSERT_EQ(std::vector<int>{1}, order);
+    for (int i = 2; i <= 4; ++i) {
+      background.Start([&order, &ids, i] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        order.push_back(i);
+        ids.insert(std::this_thread::get_id());
+      });
+    }
+    // The destructor waits for function 4.
+  }
+  EXPECT_EQ((std::vector<int>{1, 2, 3, 4}), order);
+  ASSERT_EQ(1u, ids.size());
+  EXPECT_NE(std::this_thread::get_id(), *ids.begin());
+  // Lowered by 5, up to 19 (raising one's own nice value is always allowed).
+  EXPECT_EQ(std::min(19, caller_nice + 5), nice);
+  EXPECT_EQ(1, arena_threads);
 }
 
 }  // namespace

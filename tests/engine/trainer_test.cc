@@ -417,9 +417,9 @@ TEST_F(TrainerTest, BoundedStalenessIsMeasuredAndRespected) {
   EXPECT_GT(metrics->auc, 0.65);
 }
 
-// A source that fails while the pipeline runs: Fit returns its error with
-// context, promptly, and a stop request ends training after the batches
-// already read.
+// A source that fails while training runs (pipelined, or sequential with or
+// without reading ahead): Fit returns its error with context, promptly, and
+// a stop request ends training after the batches already read.
 class FailingSource : public test::ForwardingBatchSource {
  public:
   FailingSource(const io::Dataset& data, int64_t fail_at)
@@ -441,20 +441,29 @@ class FailingSource : public test::ForwardingBatchSource {
   int64_t served_ = 0;
 };
 
-TEST_F(TrainerTest, PipelinedReadFailureStopsTrainingWithTheError) {
+TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
   io::SyntheticOptions synthetic;
   synthetic.rows = 2000;
   const std::string path = (dir_ / "small.tsv").string();
   ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
   auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
   ASSERT_TRUE(data.ok());
-  auto trainer = Trainer::Create(SmallOptions(), data->num_dense(), data->num_slots());
-  ASSERT_TRUE(trainer.ok());
-  FailingSource source(*data, 30);
-  auto report = (*trainer)->Fit(source);
-  EXPECT_EQ(StatusCode::kDataLoss, report.status().code());
-  EXPECT_NE(std::string::npos, report.status().message().find("reading the training data"))
-      << report.status();
+  // Pipelined, and sequential reading ahead or between steps.
+  for (const auto& [pipeline, read_ahead] :
+       {std::pair{true, true}, std::pair{false, true}, std::pair{false, false}}) {
+    SCOPED_TRACE(std::string(pipeline ? "pipelined" : "sequential") +
+                 (read_ahead ? "" : ", read between steps"));
+    TrainOptions options = SmallOptions();
+    options.pipeline = pipeline;
+    options.read_ahead = read_ahead;
+    auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+    ASSERT_TRUE(trainer.ok());
+    FailingSource source(*data, 30);
+    auto report = (*trainer)->Fit(source);
+    EXPECT_EQ(StatusCode::kDataLoss, report.status().code());
+    EXPECT_NE(std::string::npos, report.status().message().find("reading the training data"))
+        << report.status();
+  }
 
   std::atomic<bool> stop{true};
   TrainOptions options = SmallOptions();
@@ -466,6 +475,42 @@ TEST_F(TrainerTest, PipelinedReadFailureStopsTrainingWithTheError) {
   ASSERT_TRUE(interrupted.ok()) << interrupted.status();
   EXPECT_TRUE(interrupted->interrupted);
   EXPECT_EQ(0, interrupted->steps);
+}
+
+// Sequential training reads each batch (and finds its unique keys) on a
+// background thread while the one before trains: the model is the one of
+// reading between steps, bit for bit, in memory and with a disk tier (whose
+// prefetch reads a batch ahead either way), over epochs and with a step
+// limit.
+TEST_F(TrainerTest, ReadAheadTrainsExactlyAsReadingBetweenSteps) {
+  auto data = SyntheticData(3000);
+  ASSERT_TRUE(data.ok()) << data.status();
+  for (const bool disk_tier : {false, true}) {
+    for (const int64_t max_steps : {0, 17}) {
+      SCOPED_TRACE(std::string(disk_tier ? "disk tier" : "in memory") + ", max_steps " +
+                   std::to_string(max_steps));
+      TrainOptions options = SmallOptions();
+      options.pipeline = false;
+      options.epochs = 2;
+      options.max_steps = max_steps;
+      if (disk_tier) options.embedding_memory_budget_bytes = 64 << 10;
+      std::vector<float> predictions[2];
+      int64_t steps[2] = {-1, -1};
+      for (const bool read_ahead : {false, true}) {
+        options.read_ahead = read_ahead;
+        if (disk_tier) {
+          options.embedding_dir = (dir_ / ("tier" + std::to_string(read_ahead))).string();
+        }
+        TrainReport report;
+        predictions[read_ahead] = FitAndPredict(options, *data, nullptr, &report);
+        steps[read_ahead] = report.steps;
+      }
+      EXPECT_EQ(max_steps > 0 ? 17 : 24, steps[0]);
+      EXPECT_EQ(steps[0], steps[1]);
+      ASSERT_EQ(3000u, predictions[0].size());
+      ASSERT_EQ(predictions[0], predictions[1]);
+    }
+  }
 }
 
 TEST_F(TrainerTest, SourceOfAnotherShapeIsInvalidArgument) {

@@ -387,7 +387,9 @@ TEST(FullyConnectedOpsTest, Bf16NarrowLayersComputeInF32) {
                       .ok());
       results[p == ComputePrecision::kBf16] = {y, dx, dweight, dbias};
     }
-    if (s.in <= 16) EXPECT_TRUE(SameBits(results[0][0], results[1][0])) << "y";
+    if (s.in <= 16) {
+      EXPECT_TRUE(SameBits(results[0][0], results[1][0])) << "y";
+    }
     if (s.out <= 16) {
       EXPECT_TRUE(SameBits(results[0][1], results[1][1])) << "dx";
       EXPECT_TRUE(SameBits(results[0][2], results[1][2])) << "dweight";
