@@ -514,8 +514,8 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   Step ahead;
   Result<bool> ahead_read = false;  // Whether `ahead` holds a batch, or why reading failed.
   // The data position before `ahead` was read, for a checkpoint taken before
-  // it trains (empty without a checkpoint directory).
-  std::string before_ahead;
+  // it trains (empty without a checkpoint directory), or why it is unknown.
+  Result<std::string> before_ahead = std::string();
   bool have_ahead = false;  // `ahead` was read (ahead_read says how it went).
   // Reads the next batch into `s`; when `prepare`, also runs the unique stage
   // on it (else the stage runs it in its turn).
@@ -535,19 +535,14 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   // Reads ahead the batch of index `index` (taking the data position first).
   const auto read_ahead_now = [&](int64_t index) {
     TraceSpan span(options_.tracer, "read ahead", "stage", index);
-    Result<std::string> position = DataPosition(train);
-    if (!position.ok()) {
-      ahead_read = position.status();
-      return;
-    }
-    before_ahead = std::move(*position);
-    ahead_read = read(ahead, /*prepare=*/true);
+    before_ahead = DataPosition(train);
+    ahead_read = before_ahead.ok() ? read(ahead, /*prepare=*/true) : before_ahead.status();
   };
   // Where the data is after the last batch trained: before the batch read
   // ahead, unless reading ahead found the end of the data.
   const auto position_after_trained = [&]() -> Result<std::string> {
     const bool at_end = have_ahead && ahead_read.ok() && !*ahead_read;
-    return have_ahead && !at_end ? Result<std::string>(before_ahead) : DataPosition(train);
+    return have_ahead && !at_end ? before_ahead : DataPosition(train);
   };
   // Last, so that it stops before what its functions use is destroyed.
   std::unique_ptr<BackgroundThread> reader;

@@ -78,6 +78,16 @@ class TrainingCheckpointTest : public test::TempDirTest {
     return options;
   }
 
+  // The options of the source Fit(data_) trains on with `options`.
+  static io::DatasetBatchSourceOptions SourceOptions(const TrainOptions& options) {
+    io::DatasetBatchSourceOptions source;
+    source.batch_size = options.batch_size;
+    source.num_epochs = options.epochs;
+    source.shuffle = options.shuffle;
+    source.seed = options.seed;
+    return source;
+  }
+
   // Trains with `options` (restoring first when `restore`), then predicts
   // every example.
   std::vector<float> Train(const TrainOptions& options, bool restore, TrainReport* report,
@@ -171,12 +181,7 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
     std::atomic<bool> stop{false};
     options.stop_requested = &stop;
     // Batches are read ahead of training: stop once 17 have been read.
-    io::DatasetBatchSourceOptions source_options;
-    source_options.batch_size = options.batch_size;
-    source_options.num_epochs = options.epochs;
-    source_options.shuffle = options.shuffle;
-    source_options.seed = options.seed;
-    io::DatasetBatchSource inner(data_, source_options);
+    io::DatasetBatchSource inner(data_, SourceOptions(options));
     StoppingSource stopping(inner, &stop, 17);
     Train(options, false, &report, nullptr, &stopping);
     EXPECT_TRUE(report.interrupted);
@@ -376,11 +381,7 @@ TEST_F(TrainingCheckpointTest,
   options.pipeline = false;
   options.embedding_memory_budget_bytes = 64 << 10;
   options.embedding_dir = Path("tier-reference");
-  io::DatasetBatchSourceOptions memory;
-  memory.batch_size = options.batch_size;
-  memory.num_epochs = options.epochs;
-  memory.shuffle = options.shuffle;
-  memory.seed = options.seed;
+  const io::DatasetBatchSourceOptions memory = SourceOptions(options);
   TrainReport report;
   const std::vector<float> reference = Train(options, false, &report);
   ASSERT_EQ(48, report.steps);
@@ -416,6 +417,54 @@ TEST_F(TrainingCheckpointTest,
   EXPECT_EQ(20, restored);
   EXPECT_EQ(28, report.steps);
   EXPECT_EQ(28, counting.batches());
+}
+
+// A data position that cannot be taken for the batch read ahead is never
+// replaced by an older one: the checkpoint due before that batch trains is
+// not written, training stops with the error, and the job resumes from the
+// checkpoint before it to the uninterrupted model.
+TEST_F(TrainingCheckpointTest, APositionThatCannotBeTakenIsNotSavedStale) {
+  TrainOptions options = SmallOptions();
+  options.pipeline = false;
+  const io::DatasetBatchSourceOptions memory = SourceOptions(options);
+  TrainReport report;
+  const std::vector<float> reference = Train(options, false, &report);
+  ASSERT_EQ(48, report.steps);
+
+  // The position after 10 batches (taken while step 9 trains, before batch
+  // 10 is read ahead) fails: the checkpoint of step 10 cannot be written.
+  class FailingPosition : public test::ForwardingBatchSource {
+   public:
+    using test::ForwardingBatchSource::ForwardingBatchSource;
+    Result<bool> Next(io::Batch* out) override {
+      ++reads_;
+      return test::ForwardingBatchSource::Next(out);
+    }
+    Result<std::string> ResumePosition() const override {
+      if (reads_ == 10) return Status::IOError("injected position failure");
+      return test::ForwardingBatchSource::ResumePosition();
+    }
+
+   private:
+    int reads_ = 0;
+  };
+  options.checkpoint_dir = Path("position");
+  options.checkpoint_every_steps = 5;
+  io::DatasetBatchSource first_data(data_, memory);
+  FailingPosition failing(first_data);
+  auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const Result<TrainReport> failed = (*trainer)->Fit(failing);
+  EXPECT_EQ(StatusCode::kIOError, failed.status().code()) << failed.status();
+  auto newest = (*trainer)->NewestCheckpointStep();
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(5, *newest);
+  trainer->reset();
+
+  int64_t restored = -1;
+  EXPECT_EQ(reference, Train(options, true, &report, &restored));
+  EXPECT_EQ(5, restored);
+  EXPECT_EQ(43, report.steps);
 }
 
 // A checkpoint's data position belongs to its data: resuming on other data
