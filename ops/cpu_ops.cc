@@ -84,10 +84,10 @@ KernelPair FullyConnectedCpu() {
   k.backward = [](KernelContext& c) {
     Tensor dx;
     if (c.input_grads[0] != nullptr) dx = Flat(*c.input_grads[0]);
-    return FullyConnectedBackward(Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0],
-                                  *c.output_grads[0], ActivationOf(*c.attrs),
-                                  c.input_grads[0] != nullptr ? &dx : nullptr, c.input_grads[1],
-                                  c.input_grads[2], c.precision, CopiesOf(c));
+    return FullyConnectedBackward(
+        Flat(*c.inputs[0]), *c.inputs[1], *c.outputs[0], *c.output_grads[0], ActivationOf(*c.attrs),
+        c.input_grads[0] != nullptr ? &dx : nullptr, c.input_grads[1], c.input_grads[2],
+        c.precision, CopiesOf(c), c.output_grads_disposable);
   };
   return k;
 }

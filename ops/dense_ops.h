@@ -58,11 +58,13 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 // With kBf16, the products round x, weight and the gradient through the
 // activation to bf16 (f32 sums; dbias is summed in f32); a layer with at most
 // 16 outputs computes in f32 either way. Errors for precision as the forward.
-// `copies` as the forward's (x and weight; y is not read).
+// `copies` as the forward's (x and weight; y is not read). With
+// `overwrite_dy`, dy's values are the caller's to lose: a ReLU layer writes
+// dy * (y > 0) over dy instead of into scratch (the same results).
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
                               Tensor* dbias, ComputePrecision precision = ComputePrecision::kF32,
-                              const Bf16Copies& copies = {});
+                              const Bf16Copies& copies = {}, bool overwrite_dy = false);
 
 // DLRM dot interaction: for features[B, F, D], out[B, F*(F-1)/2] holds the dot
 // products of every pair (i, j) with i > j, in the order (1,0), (2,0), (2,1),

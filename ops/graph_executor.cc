@@ -417,6 +417,9 @@ Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
     context.step = node_steps_[n] - 1;  // The step of the forward call.
     context.stream = stream_;
     context.precision = precision_;
+    // Every consumer of the node's outputs ran before it (reverse order):
+    // their gradients are complete, and read by no one after this kernel.
+    context.output_grads_disposable = true;
     rows.Reserve(3 * node.inputs.size() + 2 * node.outputs.size());
     for (int in : node.inputs) context.inputs.push_back(rows(&ValueTensor(in), in));
     for (int out : node.outputs) {

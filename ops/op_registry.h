@@ -54,6 +54,10 @@ struct KernelContext {
   std::vector<Tensor*> outputs;
   std::vector<const Tensor*> output_grads;
   std::vector<Tensor*> input_grads;
+  // Whether the backward may write over `output_grads` (as scratch): true
+  // when nothing reads them afterwards, as in GraphExecutor, which owns them
+  // and is done with a value's gradient once its producer's backward ran.
+  bool output_grads_disposable = false;
   // Counts calls of the op's node (for seeded ops such as dropout).
   int64_t step = 0;
   // Training (dropout active) or inference.
