@@ -53,8 +53,9 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 // B = 0). One pass over dy applies the mask and sums dbias (the same sums for
 // any thread count), then one oneDNN SGEMM for each of dweight and dx; for
 // out <= 16 the pass computes dweight and dx itself. Safe to call
-// concurrently from several threads; takes scratch of B * out floats (ReLU)
-// from the caching host allocator (returns ResourceExhausted if that fails).
+// concurrently from several threads; a ReLU layer without `overwrite_dy`
+// takes scratch of B * out floats from the caching host allocator (returns
+// ResourceExhausted if that fails).
 // With kBf16, the products round x, weight and the gradient through the
 // activation to bf16 (f32 sums; dbias is summed in f32); a layer with at most
 // 16 outputs computes in f32 either way. Errors for precision as the forward.
