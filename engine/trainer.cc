@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "core/progress.h"
-#include "core/threads.h"
 #include "core/random.h"
+#include "core/threads.h"
 #include "embedding/unique_keys.h"
 #include "engine/model_zoo.h"
 #include "io/batch_source.h"

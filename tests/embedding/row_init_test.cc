@@ -14,8 +14,7 @@ namespace {
 // row_init.h's definition, element by element in double.
 float Documented(uint64_t seed, Key key, float scale, int e) {
   const double s = scale;
-  return static_cast<float>(
-      s * (2.0 * UniformAt(seed, key, static_cast<uint64_t>(e)) - 1.0));
+  return static_cast<float>(s * (2.0 * UniformAt(seed, key, static_cast<uint64_t>(e)) - 1.0));
 }
 
 TEST(InitRowWeightsTest, IsTheDocumentedFormulaBitForBit) {
@@ -29,8 +28,8 @@ TEST(InitRowWeightsTest, IsTheDocumentedFormulaBitForBit) {
         InitRowWeights(seed, key, scale, dim, row.data());
         for (int e = 0; e < dim; ++e) {
           const float want = Documented(seed, key, scale, e);
-          ASSERT_EQ(row[e], want) << "dim " << dim << " seed " << seed
-                                  << " key " << key << " element " << e;
+          ASSERT_EQ(row[e], want) << "dim " << dim << " seed " << seed << " key " << key
+                                  << " element " << e;
           ASSERT_LE(row[e], scale);
           ASSERT_GE(row[e], -scale);
         }
@@ -48,10 +47,9 @@ TEST(InitRowWeightsTest, DiffersAcrossKeysSeedsAndElements) {
   EXPECT_NE(a, b);
   EXPECT_NE(a, c);
   int distinct = 0;
-  for (int e = 1; e < 16; ++e)
-    distinct += a[e] != a[0];
+  for (int e = 1; e < 16; ++e) distinct += a[e] != a[0];
   EXPECT_EQ(distinct, 15);
 }
 
-} // namespace
-} // namespace ember::embedding
+}  // namespace
+}  // namespace ember::embedding

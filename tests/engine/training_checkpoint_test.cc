@@ -372,9 +372,9 @@ TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesA
 
 // Sequential training reads a batch ahead (on a background thread while a
 // step trains; with a disk tier also to prefetch its rows): a checkpoint
-// taken between steps keeps the position from before that batch. A job that fails after its
-// checkpoint of step 20 resumes from it reading only the batches after step 20, to the
-// uninterrupted model.
+// taken between steps keeps the position from before that batch. A job that
+// fails after its checkpoint of step 20 resumes from it reading only the
+// batches after step 20, to the uninterrupted model.
 TEST_F(TrainingCheckpointTest,
        APeriodicCheckpointOfTrainingThatReadsAheadResumesWhereItsDataEnded) {
   TrainOptions options = SmallOptions();
