@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -53,6 +54,10 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
   if (o.max_steps < 0) return Status::InvalidArgument("--max_steps must be >= 0, got ", o.max_steps);
+  if (o.timing_warmup_steps < 0) {
+    return Status::InvalidArgument("--timing_warmup_steps must be >= 0, got ",
+                                   o.timing_warmup_steps);
+  }
   if (o.eval_batch_size < 1) {
     return Status::InvalidArgument("eval batch size must be >= 1, got ", o.eval_batch_size);
   }
@@ -399,6 +404,10 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   if (options_.show_progress) {
     progress = std::make_unique<ProgressReporter>("train steps", total_steps);
   }
+  // The end of the warm-up steps (see TrainOptions::timing_warmup_steps) and
+  // the examples trained by then.
+  std::chrono::steady_clock::time_point warm_end = std::chrono::steady_clock::now();
+  int64_t warm_examples = 0;
   // "AUC so far" for the progress line: task 0's predictions of the last
   // kProgressAucWindow training examples, each made before its batch's
   // update (progressive validation), with their labels.
@@ -415,6 +424,10 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
   auto done = [&](Step& s) {
     ++report.steps;
     report.examples += s.batch.size;
+    if (report.steps == options_.timing_warmup_steps) {
+      warm_end = std::chrono::steady_clock::now();
+      warm_examples = report.examples;
+    }
     if (s.epoch != loss_epoch) {
       loss_epoch = s.epoch;
       loss_sum = 0.0;
@@ -466,6 +479,12 @@ Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
     EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_, end_position_, &report));
   }
   report.train_seconds = progress ? progress->elapsed_seconds() : 0.0;
+  if (report.steps > options_.timing_warmup_steps) {
+    const double steady_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_end).count();
+    report.steady_samples_per_sec =
+        steady_seconds > 0 ? (report.examples - warm_examples) / steady_seconds : 0.0;
+  }
   if (progress) {
     char detail[96];
     std::snprintf(detail, sizeof(detail), "loss %.4f, AUC %.4f (last %zu training examples)",

@@ -41,6 +41,10 @@ struct TrainOptions {
   int epochs = 1;
   // Stop after this many training steps in total; 0 means no limit.
   int64_t max_steps = 0;
+  // Steps at the start of a Fit left out of TrainReport's
+  // steady_samples_per_sec: they carry one-time costs (kernel generation,
+  // first touches of buffers). They train like every other step.
+  int64_t timing_warmup_steps = 3;
   // CPU threads for the whole job; <= 0 means every hardware thread.
   int threads = 0;
   uint64_t seed = 1;
@@ -130,6 +134,10 @@ struct TrainReport {
   // Training steps only: reading, pulling, dense work and pushing.
   double train_seconds = 0.0;
   double samples_per_sec = 0.0;
+  // Examples per second of the steps after the first
+  // TrainOptions::timing_warmup_steps, up to where train_seconds ends; 0 when
+  // there were no more steps than that.
+  double steady_samples_per_sec = 0.0;
   // Mean training loss over the last epoch.
   double last_epoch_loss = 0.0;
   pipeline::StageTimes stage_times;

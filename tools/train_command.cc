@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -79,6 +80,11 @@ DEFINE_int32(epochs, 1, "Passes over the training data.");
 DEFINE_validator(epochs, &IsPositive32);
 DEFINE_int64(max_steps, 0, "Stop after this many training steps; 0 means no limit.");
 DEFINE_validator(max_steps, &IsNonNegative64);
+DEFINE_int64(timing_warmup_steps, 3,
+             "Training steps at the start left out of the steady-state samples/s (the train "
+             "line's 'after the first N steps', train.steady_samples_per_sec in --metrics_out): "
+             "they carry one-time costs such as kernel generation. They train like any other.");
+DEFINE_validator(timing_warmup_steps, &IsNonNegative64);
 DEFINE_string(sparse_optimizer, "adagrad",
               "Embedding optimizer: sgd, adagrad, rowwise_adagrad (one accumulator per row), "
               "adam (lazy: per-row step count) or ftrl (FTRL-Proximal; --sparse_lr is its "
@@ -213,6 +219,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.batch_size = FLAGS_batch_size;
   options.epochs = FLAGS_epochs;
   options.max_steps = FLAGS_max_steps;
+  options.timing_warmup_steps = FLAGS_timing_warmup_steps;
   options.threads = FLAGS_threads;
   options.seed = FLAGS_seed;
   options.shuffle = FLAGS_shuffle;
@@ -688,9 +695,14 @@ Status Train() {
   if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
   const engine::Metrics& test = *evaluated;
 
-  std::printf("train: %lld steps, %lld examples, %.0f samples/s, last epoch loss %.4f\n",
+  std::string steady;
+  if (FLAGS_timing_warmup_steps > 0 && report.steady_samples_per_sec > 0) {
+    steady = " (" + std::to_string(std::llround(report.steady_samples_per_sec)) +
+             " after the first " + std::to_string(FLAGS_timing_warmup_steps) + " steps)";
+  }
+  std::printf("train: %lld steps, %lld examples, %.0f samples/s%s, last epoch loss %.4f\n",
               static_cast<long long>(report.steps), static_cast<long long>(report.examples),
-              report.samples_per_sec, report.last_epoch_loss);
+              report.samples_per_sec, steady.c_str(), report.last_epoch_loss);
   std::printf("test:  AUC %.4f  logloss %.4f  calibration %.3f  (%lld examples)\n", test.auc,
               test.logloss, test.calibration, static_cast<long long>(test.examples));
   // A multi-task model: every task's metrics (task 0's are those above).
@@ -737,8 +749,12 @@ Status Train() {
       }
     }
     JsonObject train_json;
-    train_json.Add("examples", report.examples).Add("steps", report.steps)
-        .Add("samples_per_sec", report.samples_per_sec).Add("seconds", report.train_seconds)
+    train_json.Add("examples", report.examples)
+        .Add("steps", report.steps)
+        .Add("samples_per_sec", report.samples_per_sec)
+        .Add("steady_samples_per_sec", report.steady_samples_per_sec)
+        .Add("timing_warmup_steps", FLAGS_timing_warmup_steps)
+        .Add("seconds", report.train_seconds)
         .Add("last_epoch_loss", report.last_epoch_loss);
     JsonObject stages;
     for (size_t i = 0; i < report.stage_times.names.size(); ++i) {

@@ -477,6 +477,77 @@ TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
   EXPECT_EQ(0, interrupted->steps);
 }
 
+// A source whose read number `slow_read` (from 0) takes `delay_seconds`.
+class SlowReadSource : public test::ForwardingBatchSource {
+ public:
+  SlowReadSource(const io::Dataset& data, int64_t slow_read, double delay_seconds)
+      : test::ForwardingBatchSource(inner_),
+        inner_(data, FailingSource::Options()),
+        slow_read_(slow_read),
+        delay_seconds_(delay_seconds) {}
+  Result<bool> Next(io::Batch* batch) override {
+    if (served_++ == slow_read_) usleep(static_cast<useconds_t>(delay_seconds_ * 1e6));
+    return test::ForwardingBatchSource::Next(batch);
+  }
+
+ private:
+  io::DatasetBatchSource inner_;
+  int64_t slow_read_;
+  double delay_seconds_;
+  int64_t served_ = 0;
+};
+
+// The steady-state rate leaves out the warm-up steps and only them, pipelined
+// or not: a slow first read is outside its span with one warm-up step and
+// inside it with none, a slow second read is inside it with one; a Fit of no
+// more steps than the warm-up has none.
+TEST_F(TrainerTest, SteadyRateLeavesOutTheWarmUpSteps) {
+  auto data = SyntheticData(2000);
+  ASSERT_TRUE(data.ok()) << data.status();
+  constexpr double kDelay = 0.5;
+  struct Case {
+    int64_t slow_read;
+    int64_t warmup_steps;
+    bool delay_in_span;
+  };
+  for (const bool pipeline : {false, true}) {
+    for (const Case& c : {Case{0, 1, false}, Case{0, 0, true}, Case{1, 1, true}}) {
+      SCOPED_TRACE(std::string(pipeline ? "pipelined" : "sequential") + ", slow read " +
+                   std::to_string(c.slow_read) + ", warm-up steps " +
+                   std::to_string(c.warmup_steps));
+      TrainOptions options = SmallOptions();
+      options.pipeline = pipeline;
+      options.max_steps = 20;
+      options.timing_warmup_steps = c.warmup_steps;
+      auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      SlowReadSource source(*data, c.slow_read, kDelay);
+      auto report = (*trainer)->Fit(source);
+      ASSERT_TRUE(report.ok()) << report.status();
+      ASSERT_EQ(20, report->steps);
+      ASSERT_GT(report->steady_samples_per_sec, 0.0);
+      // The span the rate is over, from the examples after the warm-up (100
+      // per step).
+      const double span =
+          (report->examples - 100 * c.warmup_steps) / report->steady_samples_per_sec;
+      if (c.delay_in_span) {
+        EXPECT_GE(span, kDelay);
+      } else {
+        EXPECT_LT(span, kDelay);
+      }
+    }
+  }
+  TrainOptions options = SmallOptions();
+  options.max_steps = 3;
+  options.timing_warmup_steps = 3;
+  auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto report = (*trainer)->Fit(*data);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(3, report->steps);
+  EXPECT_EQ(0.0, report->steady_samples_per_sec);
+}
+
 // Sequential training reads each batch (and finds its unique keys) on a
 // background thread while the one before trains: the model is the one of
 // reading between steps, bit for bit, in memory and with a disk tier (whose
@@ -572,6 +643,10 @@ TEST(TrainOptionsTest, UnknownModelAndBadValuesAreInvalidArgument) {
   options = TrainOptions();
   options.dense_optimizer.learning_rate = -1;
   EXPECT_EQ(StatusCode::kInvalidArgument, ValidateTrainOptions(options).code());
+  options = TrainOptions();
+  options.timing_warmup_steps = -1;
+  EXPECT_THAT(ValidateTrainOptions(options).message(),
+              ::testing::HasSubstr("--timing_warmup_steps must be >= 0"));
   // The split of threads between stages: four counts within the job's.
   options = TrainOptions();
   options.threads = 2;

@@ -75,9 +75,11 @@ def common_flags(model, batch, threads, seed, epochs):
             "--threads=%d" % threads, "--seed=%d" % seed]
 
 
-def run_ember(a, data, model, batch, threads, seed, epochs, tag, precision="f32"):
+def run_ember(a, data, model, batch, threads, seed, epochs, tag, warmup_steps, precision="f32"):
     metrics = os.path.join(a.work, tag + ".ember.json")
-    cmd = [a.ember, "train", "--dense_optimizer=adam", "--metrics_out=" + metrics] + \
+    # The first warmup_steps steps are left out of the rate, as in run_torch.
+    cmd = [a.ember, "train", "--dense_optimizer=adam", "--metrics_out=" + metrics,
+           "--timing_warmup_steps=%d" % warmup_steps] + \
         data["ember_flags"] + common_flags(model, batch, threads, seed, epochs)
     if precision != "f32":
         cmd.append("--dense_precision=" + precision)
@@ -87,7 +89,9 @@ def run_ember(a, data, model, batch, threads, seed, epochs, tag, precision="f32"
         raise RuntimeError("ember failed (%d): see %s" % (status, os.path.join(a.logs, tag + ".ember.log")))
     with open(metrics) as f:
         m = json.load(f)
-    return {"samples_per_sec": m["train"]["samples_per_sec"], "auc": m["test"]["auc"],
+    # steady_samples_per_sec is 0 for a run of no more steps than the warm-up.
+    return {"samples_per_sec": m["train"]["steady_samples_per_sec"] or m["train"]["samples_per_sec"],
+            "auc": m["test"]["auc"],
             "logloss": m["test"]["logloss"], "rss_mib": rss, "wall_s": wall,
             "stage_seconds": m["train"].get("stage_seconds", {}),
             "train_seconds": m["train"]["seconds"]}
@@ -203,7 +207,8 @@ def speed_cases(a, limits, data, unique_rows):
         repeats = a.repeats + (1 if (model, t, precision) == ("dlrm", 2, "f32") else 0)
         for r in range(repeats):
             run_tag = "%s_r%d" % (tag, r)
-            ember_runs.append(run_ember(a, data, model, a.batch, t, 1, 1, run_tag, precision))
+            ember_runs.append(run_ember(a, data, model, a.batch, t, 1, 1, run_tag,
+                                        a.warmup_steps, precision))
             torch_runs.append(run_torch(a, data, model, a.batch, t, 1, 1, run_tag,
                                         a.warmup_steps, precision))
             log("  ember %.0f/s  torch %.0f/s  (load %.1f)" %
@@ -273,7 +278,8 @@ def quality_cases(a):
             ember_runs, torch_runs = [], []
             for seed in a.seeds:
                 tag = "%s_%s_s%d" % (name, model, seed)
-                ember_runs.append(run_ember(a, data, model, a.quality_batch, 2, seed, a.epochs, tag))
+                ember_runs.append(run_ember(a, data, model, a.quality_batch, 2, seed, a.epochs, tag,
+                                            0))
                 torch_runs.append(run_torch(a, data, model, a.quality_batch, 2, seed, a.epochs, tag, 0))
                 log("  seed %d: ember AUC %.4f logloss %.4f | torch AUC %.4f logloss %.4f" %
                     (seed, ember_runs[-1]["auc"], ember_runs[-1]["logloss"], torch_runs[-1]["auc"],
@@ -357,7 +363,8 @@ def main():
     p.add_argument("--bf16_models", default="dlrm",
                    help="models whose speed cases run again in bf16; empty: none")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup_steps", type=int, default=3)
+    p.add_argument("--warmup_steps", type=int, default=3,
+                   help="speed cases: steps left out of both engines' samples/s")
     p.add_argument("--datasets", default="criteo,frappe,movielens,talkingdata")
     p.add_argument("--quality_models", default="dlrm,deepfm,dcn_v2")
     p.add_argument("--quality_batch", type=int, default=256)
@@ -408,7 +415,7 @@ def main():
             "cpu": "%d x %s" % (len(cpu), cpu[0] if cpu else "?"), "load_start": load_start,
             "load_end": "%.2f %.2f %.2f" % os.getloadavg(),
             "config": "embeddings: %s; speed: %d generated examples (80%% trained), batch %d, "
-                      "warm-up %d steps untimed in PyTorch, bf16 models: %s; quality: batch %d, "
+                      "warm-up %d steps untimed in both, bf16 models: %s; quality: batch %d, "
                       "%d epoch(s), 2 threads" % (a.sparse_optimizer, a.gen_rows, a.batch,
                                                   a.warmup_steps, bf16, a.quality_batch, a.epochs),
             "seconds": time.time() - start}
