@@ -19,12 +19,13 @@ namespace ember::ops {
 
 enum class Activation { kNone, kRelu };
 
-// y[B, out] = act(x[B, in] * weight[out, in]^T + bias[out]): one oneDNN SGEMM
-// and one pass adding the bias and applying the activation; for in <= 16, one
-// pass that does all of it. Safe to call concurrently from several threads.
+// y[B, out] = act(x[B, in] * weight[out, in]^T + bias[out]): one oneDNN
+// matmul that adds the bias and applies the activation in its epilogue; for
+// in <= 16, one pass that does all of it. Safe to call concurrently from
+// several threads.
 // Returns Internal if oneDNN fails.
 // With ComputePrecision::kBf16, x and weight are rounded to bf16 for the
-// product (f32 sums, f32 y; ops/internal/bf16_gemm.h), as on a CUDA device;
+// product (f32 sums, f32 y; ops/internal/matmul.h), as on a CUDA device;
 // a layer with at most 16 inputs computes in f32 either way (its one pass is
 // bound by memory, not arithmetic). Returns FailedPrecondition for kBf16 on a
 // CPU without AVX512-BF16 or AMX, and InvalidArgument for kF16.

@@ -1,7 +1,8 @@
-// Fully connected layer as three row-major dnnl_sgemm calls (y = x W^T,
-// dW = g^T x, dx = g W) around one fused elementwise pass each way: bias and
-// ReLU after the forward product; before the backward products, the ReLU mask
-// of dy together with the bias gradient (its column sums). Layers narrow on
+// Fully connected layer as three row-major products (y = x W^T, dW = g^T x,
+// dx = g W): the forward one a oneDNN f32 matmul primitive that adds the bias
+// and applies ReLU in its epilogue (ops/internal/matmul.h), the backward ones
+// dnnl_sgemm calls after one fused elementwise pass over dy: the ReLU mask of
+// dy together with the bias gradient (its column sums). Layers narrow on
 // one side do some products inside those passes instead
 // (ops/internal/fully_connected_narrow.h): the forward of a layer with at most
 // 16 inputs, the backward of one with at most 16 outputs. In the DLRM step of
@@ -17,6 +18,16 @@
 // (tools/bench/dense_bench, paired ratio, medians of three runs), and there
 // is no per-shape primitive to build (a JIT of ~25 ms on first use) or cache.
 //
+// The forward was a dnnl_sgemm and a parallel pass adding the bias and
+// applying ReLU. The matmul primitive does both while each block of y is in
+// registers, and its brgemm kernels run the forward shapes a little faster
+// than dnnl_sgemm: DLRM's five wide layers (512->256, 256->64, 64->16,
+// 367->512, 512->256) forward on one row shard (1024 rows, one thread) 6.59
+// -> 5.90 ms; the DLRM step of tools/bench/suite.py on 2 threads +2.0%
+// samples/s (6 alternating pairs, all faster). The backward products stay
+// dnnl_sgemm: the matmul primitive is slower at dx = g W for 367->512 (0.91x)
+// and at dW for 256->64 (0.96x), and no faster overall.
+//
 // The elementwise passes run in parallel over blocks of rows (ParallelFor, in
 // the caller's arena). They first ran on the calling thread, over data the
 // GEMM had just written: that kept the isolated layer near the bare GEMMs but
@@ -27,7 +38,7 @@
 // tools/bench/suite.py on 2 threads 34.1 -> 32.2 ms.
 //
 // With ComputePrecision::kBf16 the products are oneDNN bf16 matmuls
-// (ops/internal/bf16_gemm.h; AMX here): x, the weights and the gradient
+// (ops/internal/matmul.h; AMX here): x, the weights and the gradient
 // through the activation are rounded to bf16 before each product, in passes
 // of their own (ToBf16). The narrow kernels stay f32. DLRM at batch 2048 on 2
 // threads: 62k -> 95k samples/s. The rounding passes read cold activations
@@ -39,7 +50,8 @@
 //
 // Thread safety: every function may be called concurrently from several
 // threads, and from inside another's parallel loop. dnnl_sgemm keeps no state
-// between calls; the masked gradient and the bias gradient's partial sums are
+// between calls, the cached matmul primitives run on each call's own
+// scratchpad; the masked gradient and the bias gradient's partial sums are
 // each call's own tensors, from the caching host allocator.
 //
 // Determinism: results are a function of the inputs and the OpenMP thread
@@ -64,7 +76,7 @@
 #include "core/allocator.h"
 #include "core/simd.h"
 #include "core/threads.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 #include "ops/internal/fully_connected_narrow.h"
 #include "ops/internal/tensor_checks.h"
 
@@ -239,8 +251,9 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
     EMBER_RETURN_IF_ERROR(
         internal::Bf16Gemm(kOp, 'N', 'T', batch, out, in, *xb, in, *wb, in, y->data<float>(), out));
   } else {
-    EMBER_RETURN_IF_ERROR(Sgemm(kOp, 'N', 'T', batch, out, in, x.data<float>(), in,
-                                weight.data<float>(), in, y->data<float>(), out));
+    return internal::F32LinearForward(kOp, batch, out, in, x.data<float>(), weight.data<float>(),
+                                      bias.data<float>(), activation == Activation::kRelu,
+                                      y->data<float>());
   }
   AddBiasAndActivate(bias.data<float>(), activation, batch, out, y->data<float>(), *y_copy);
   return Status::OK();

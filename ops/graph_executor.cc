@@ -10,7 +10,7 @@
 #include "core/tensor_copy.h"
 #include "core/threads.h"
 #include "ops/dense_ops_cuda.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 
 namespace ember::ops {
 namespace {

@@ -17,7 +17,7 @@
 #include "io/criteo.h"
 #include "io/stream_reader.h"
 #include "io/synthetic.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 #include "core/random.h"
 #include "tests/testing/forwarding_batch_source.h"
 #include "tests/testing/temp_dir.h"

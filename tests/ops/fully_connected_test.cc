@@ -13,7 +13,7 @@
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "ops/dense_ops.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 #include "tests/ops/gradient_check.h"
 #include "tests/ops/test_tensors.h"
 

@@ -16,7 +16,7 @@
 #include "ops/cross_layer.h"
 #include "ops/dense_ops.h"
 #include "ops/graph.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 #include "ops/op_registry.h"
 #include "tests/ops/gradient_check.h"
 #include "tests/ops/test_tensors.h"

@@ -21,7 +21,7 @@
 // the second much less, because both sides of each pair see the same load.
 //
 // BM_Bf16Gemm runs the same three products with bf16 operands, f32 sums and
-// f32 outputs (ops/internal/bf16_gemm.h, as --dense_precision=bf16 does),
+// f32 outputs (ops/internal/matmul.h, as --dense_precision=bf16 does),
 // the operands rounded to bf16 once before the timed loop: the rate a bf16
 // layer's GEMMs can reach, which tools/bench/suite.py uses for the floor of
 // its bf16 cases. On a CPU without AVX512-BF16 or AMX it is not registered
@@ -48,7 +48,7 @@
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "ops/dense_ops.h"
-#include "ops/internal/bf16_gemm.h"
+#include "ops/internal/matmul.h"
 #include "tools/bench/ratio_reporter.h"
 
 namespace {

@@ -1,8 +1,10 @@
 #pragma once
 
-// bf16 GEMMs on the CPU for ComputePrecision::kBf16 (ops/precision.h): oneDNN
-// matmul primitives with bf16 operands and f32 accumulation and output, which
-// oneDNN runs on AMX tiles or AVX512-BF16 dot products.
+// Cached oneDNN matmul primitives on the CPU: the bf16 products of
+// ComputePrecision::kBf16 (ops/precision.h), with bf16 operands and f32
+// accumulation and output, which oneDNN runs on AMX tiles or AVX512-BF16 dot
+// products; and the f32 forward product of a fully connected layer with its
+// bias and ReLU applied in the product's epilogue.
 
 #include <cstdint>
 
@@ -25,5 +27,13 @@ bool CpuHasBf16();
 Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, int64_t k,
                 const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float* c,
                 int64_t ldc);
+
+// y[m, n] = act(x[m, k] * w[n, k]^T + bias[n]) in f32, act = ReLU when `relu`
+// else the identity, all row-major and dense: one primitive whose epilogue
+// adds the bias and applies the activation while each block of y is still in
+// registers, instead of a product and a pass over y. Cached and thread-safe
+// as Bf16Gemm; Internal naming `op` and the shape if oneDNN fails.
+Status F32LinearForward(const char* op, int64_t m, int64_t n, int64_t k, const float* x,
+                        const float* w, const float* bias, bool relu, float* y);
 
 }  // namespace ember::ops::internal
