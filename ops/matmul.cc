@@ -9,7 +9,10 @@
 // the process: a model has a few shapes per layer (the batch, the last partial
 // batch, the row shards'). The scratchpad is the caller's
 // (scratchpad_mode::user), from the caching host allocator, so two threads
-// may run the same primitive at once.
+// may run the same primitive at once. The cache is bounded
+// (kMaxCachedMatmuls, ~70 KiB each): a job whose batch sizes keep changing
+// builds the primitives of the shapes past the bound on every call instead
+// of holding them all.
 
 #include "ops/internal/matmul.h"
 
@@ -65,15 +68,24 @@ dnnl::memory::desc OperandDesc(char trans, int64_t rows, int64_t cols, int64_t l
   return dnnl::memory::desc({rows, cols}, type, strides);
 }
 
-// The cached primitive for `key`, built on first use. oneDNN reports failures
-// by throwing dnnl::error.
-std::shared_ptr<const CachedGemm> GemmFor(const GemmKey& key) {
-  static std::mutex mutex;
+std::mutex& CacheMutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
+
+std::map<GemmKey, std::shared_ptr<const CachedGemm>>& Cache() {
   static auto* cache = new std::map<GemmKey, std::shared_ptr<const CachedGemm>>();
+  return *cache;
+}
+
+// The cached primitive for `key`, built on first use; past kMaxCachedMatmuls
+// primitives a new one is built for the call and not kept. oneDNN reports
+// failures by throwing dnnl::error.
+std::shared_ptr<const CachedGemm> GemmFor(const GemmKey& key) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    std::lock_guard<std::mutex> lock(CacheMutex());
+    auto it = Cache().find(key);
+    if (it != Cache().end()) return it->second;
   }
   auto gemm = std::make_shared<CachedGemm>();
   using dt = dnnl::memory::data_type;
@@ -95,9 +107,10 @@ std::shared_ptr<const CachedGemm> GemmFor(const GemmKey& key) {
   gemm->scratchpad = pd.scratchpad_desc();
   gemm->scratchpad_bytes = gemm->scratchpad.get_size();
   gemm->primitive = dnnl::matmul(pd);
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(CacheMutex());
+  if (static_cast<int64_t>(Cache().size()) >= kMaxCachedMatmuls) return gemm;
   // Another thread may have built the same one meanwhile; either serves.
-  return cache->emplace(key, std::move(gemm)).first->second;
+  return Cache().emplace(key, std::move(gemm)).first->second;
 }
 
 // Runs the primitive of `key` on the operands (bias null unless key.bias).
@@ -154,6 +167,11 @@ Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, 
     return Status::Internal(op, ": oneDNN bf16 matmul (", transa, transb, ", m=", m, ", n=", n,
                             ", k=", k, ") failed: ", error.what());
   }
+}
+
+int64_t CachedMatmuls() {
+  std::lock_guard<std::mutex> lock(CacheMutex());
+  return static_cast<int64_t>(Cache().size());
 }
 
 Status F32LinearForward(const char* op, int64_t m, int64_t n, int64_t k, const float* x,

@@ -36,4 +36,10 @@ Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, 
 Status F32LinearForward(const char* op, int64_t m, int64_t n, int64_t k, const float* x,
                         const float* w, const float* bias, bool relu, float* y);
 
+// The most primitives the process keeps (Bf16Gemm's and F32LinearForward's
+// together); shapes past it are built for each call.
+constexpr int64_t kMaxCachedMatmuls = 1024;
+// Primitives kept now.
+int64_t CachedMatmuls();
+
 }  // namespace ember::ops::internal

@@ -103,6 +103,35 @@ TEST(FullyConnectedOpsTest, ForwardEqualsNaiveTripleLoop) {
   }
 }
 
+// The matmul cache keeps at most kMaxCachedMatmuls primitives; shapes past
+// the bound are still computed, with primitives built for the call.
+TEST(FullyConnectedOpsTest, MatmulsPastTheCacheBoundAreComputedAndNotKept) {
+  constexpr int64_t n = 5, k = 3;  // a shape no other test uses
+  RandomStream rng(7);
+  std::vector<float> x(4096 * k), w(n * k), bias(n);
+  for (float& v : x) v = static_cast<float>(rng.Uniform(-1, 1));
+  for (float& v : w) v = static_cast<float>(rng.Uniform(-1, 1));
+  for (float& v : bias) v = static_cast<float>(rng.Uniform(-1, 1));
+  std::vector<float> y(4096 * n);
+  // Enough new row counts to fill the cache, and 20 past it.
+  const int64_t shapes = internal::kMaxCachedMatmuls - internal::CachedMatmuls() + 20;
+  ASSERT_LE(shapes, 4096);
+  for (int64_t m = 1; m <= shapes; ++m) {
+    ASSERT_TRUE(
+        internal::F32LinearForward("test", m, n, k, x.data(), w.data(), bias.data(), true, y.data())
+            .ok());
+    if (m % 97 != 0 && m < shapes - 20) continue;  // check some, and all past the bound
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t o = 0; o < n; ++o) {
+        double sum = bias[o];
+        for (int64_t i = 0; i < k; ++i) sum += double{x[r * k + i]} * w[o * k + i];
+        ASSERT_NEAR(std::max(sum, 0.0), y[r * n + o], 1e-5) << "m " << m << " row " << r;
+      }
+    }
+  }
+  EXPECT_EQ(internal::kMaxCachedMatmuls, internal::CachedMatmuls());
+}
+
 TEST(FullyConnectedOpsTest, ReluZeroesNegativeOutputs) {
   // Two outputs: the first always positive, the second always negative.
   const Tensor x = Tensor::FromVector({1, 2, -1, 3}, {2, 2});
