@@ -103,7 +103,7 @@ Status CheckCpuPrecision(const char* op, ComputePrecision precision) {
   if (precision == ComputePrecision::kF32) return Status::OK();
   if (precision == ComputePrecision::kBf16) {
     if (internal::CpuHasBf16()) return Status::OK();
-    return Status::FailedPrecondition(op, ": bf16 products need a CPU with AVX512-BF16 or AMX");
+    return Status::FailedPrecondition(op, ": ", internal::kNoBf16Products);
   }
   return Status::InvalidArgument(op, ": the CPU kernels compute in f32 or bf16, not ",
                                  ComputePrecisionName(precision));

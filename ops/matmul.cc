@@ -157,7 +157,7 @@ Status Bf16Gemm(const char* op, char transa, char transb, int64_t m, int64_t n, 
                 const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float* c,
                 int64_t ldc) {
   if (!CpuHasBf16()) {
-    return Status::FailedPrecondition(op, ": bf16 products need a CPU with AVX512-BF16 or AMX");
+    return Status::FailedPrecondition(op, ": ", kNoBf16Products);
   }
   try {
     return Run(GemmKey{dnnl::memory::data_type::bf16, transa, transb, m, n, k, lda, ldb, ldc, false,

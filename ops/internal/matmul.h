@@ -16,6 +16,9 @@ namespace ember::ops::internal {
 // True when oneDNN runs bf16 products in hardware on this CPU (AVX512-BF16 or
 // AMX, and ONEDNN_MAX_CPU_ISA does not forbid them).
 bool CpuHasBf16();
+// What a kernel asked for bf16 products says (after its name) when
+// !CpuHasBf16().
+inline constexpr char kNoBf16Products[] = "bf16 products need a CPU with AVX512-BF16 or AMX";
 
 // c[m, n] = a[m, k] (transposed if transa = 'T') * b[k, n] (likewise), all
 // row-major with leading dimensions of their stored shapes, as dnnl_sgemm with

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -417,13 +419,15 @@ TEST_F(TrainerTest, BoundedStalenessIsMeasuredAndRespected) {
   EXPECT_GT(metrics->auc, 0.65);
 }
 
-// A source that fails while training runs (pipelined, or sequential with or
-// without reading ahead): Fit returns its error with context, promptly, and
-// a stop request ends training after the batches already read.
-class FailingSource : public test::ForwardingBatchSource {
+// Batches of 100 examples over 100 epochs of `data`, with `on_read` run
+// before read number `read` (from 0; -1: none) and its error returned.
+class HookedSource : public test::ForwardingBatchSource {
  public:
-  FailingSource(const io::Dataset& data, int64_t fail_at)
-      : test::ForwardingBatchSource(inner_), inner_(data, Options()), fail_at_(fail_at) {}
+  HookedSource(const io::Dataset& data, int64_t read, std::function<Status()> on_read)
+      : test::ForwardingBatchSource(inner_),
+        inner_(data, Options()),
+        read_(read),
+        on_read_(std::move(on_read)) {}
   static io::DatasetBatchSourceOptions Options() {
     io::DatasetBatchSourceOptions o;
     o.batch_size = 100;
@@ -431,16 +435,20 @@ class FailingSource : public test::ForwardingBatchSource {
     return o;
   }
   Result<bool> Next(io::Batch* batch) override {
-    if (served_++ == fail_at_) return Status::DataLoss("injected read failure");
+    if (served_++ == read_) EMBER_RETURN_IF_ERROR(on_read_());
     return test::ForwardingBatchSource::Next(batch);
   }
 
  private:
   io::DatasetBatchSource inner_;
-  int64_t fail_at_;
+  int64_t read_;
+  std::function<Status()> on_read_;
   int64_t served_ = 0;
 };
 
+// A source that fails while training runs (pipelined, or sequential with or
+// without reading ahead): Fit returns its error with context, promptly, and
+// a stop request ends training after the batches already read.
 TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
   io::SyntheticOptions synthetic;
   synthetic.rows = 2000;
@@ -458,7 +466,7 @@ TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
     options.read_ahead = read_ahead;
     auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
     ASSERT_TRUE(trainer.ok());
-    FailingSource source(*data, 30);
+    HookedSource source(*data, 30, [] { return Status::DataLoss("injected read failure"); });
     auto report = (*trainer)->Fit(source);
     EXPECT_EQ(StatusCode::kDataLoss, report.status().code());
     EXPECT_NE(std::string::npos, report.status().message().find("reading the training data"))
@@ -470,32 +478,12 @@ TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
   options.stop_requested = &stop;
   auto stopped = Trainer::Create(options, data->num_dense(), data->num_slots());
   ASSERT_TRUE(stopped.ok());
-  FailingSource endless(*data, -1);
+  HookedSource endless(*data, -1, nullptr);
   auto interrupted = (*stopped)->Fit(endless);
   ASSERT_TRUE(interrupted.ok()) << interrupted.status();
   EXPECT_TRUE(interrupted->interrupted);
   EXPECT_EQ(0, interrupted->steps);
 }
-
-// A source whose read number `slow_read` (from 0) takes `delay_seconds`.
-class SlowReadSource : public test::ForwardingBatchSource {
- public:
-  SlowReadSource(const io::Dataset& data, int64_t slow_read, double delay_seconds)
-      : test::ForwardingBatchSource(inner_),
-        inner_(data, FailingSource::Options()),
-        slow_read_(slow_read),
-        delay_seconds_(delay_seconds) {}
-  Result<bool> Next(io::Batch* batch) override {
-    if (served_++ == slow_read_) usleep(static_cast<useconds_t>(delay_seconds_ * 1e6));
-    return test::ForwardingBatchSource::Next(batch);
-  }
-
- private:
-  io::DatasetBatchSource inner_;
-  int64_t slow_read_;
-  double delay_seconds_;
-  int64_t served_ = 0;
-};
 
 // The steady-state rate leaves out the warm-up steps and only them, pipelined
 // or not: a slow first read is outside its span with one warm-up step and
@@ -521,7 +509,10 @@ TEST_F(TrainerTest, SteadyRateLeavesOutTheWarmUpSteps) {
       options.timing_warmup_steps = c.warmup_steps;
       auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
       ASSERT_TRUE(trainer.ok()) << trainer.status();
-      SlowReadSource source(*data, c.slow_read, kDelay);
+      HookedSource source(*data, c.slow_read, [] {
+        usleep(static_cast<useconds_t>(kDelay * 1e6));
+        return Status::OK();
+      });
       auto report = (*trainer)->Fit(source);
       ASSERT_TRUE(report.ok()) << report.status();
       ASSERT_EQ(20, report->steps);
