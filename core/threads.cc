@@ -1,6 +1,8 @@
 #include "core/threads.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -43,8 +45,9 @@ struct BackgroundThread::Impl {
   bool stop GUARDED_BY(mu) = false;
   std::thread thread;
 
-  void Loop(int threads, int nice_increment) {
+  void Loop(int threads, int nice_increment, bool only_idle_cores) {
     LowerThisThreadsPriority(nice_increment);
+    if (only_idle_cores) RunThisThreadOnlyOnIdleCores();
     ThreadArena arena(threads);
     while (true) {
       std::function<void()> next;
@@ -62,10 +65,11 @@ struct BackgroundThread::Impl {
   }
 };
 
-BackgroundThread::BackgroundThread(int threads, int nice_increment)
+BackgroundThread::BackgroundThread(int threads, int nice_increment, bool only_idle_cores)
     : impl_(std::make_unique<Impl>()) {
-  impl_->thread =
-      std::thread([this, threads, nice_increment] { impl_->Loop(threads, nice_increment); });
+  impl_->thread = std::thread([this, threads, nice_increment, only_idle_cores] {
+    impl_->Loop(threads, nice_increment, only_idle_cores);
+  });
 }
 
 BackgroundThread::~BackgroundThread() {
@@ -142,6 +146,18 @@ void LowerThisThreadsPriority(int increment) {
   if (increment <= 0) return;
   const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
   ::setpriority(PRIO_PROCESS, tid, std::min(19, ThisThreadsNiceValue() + increment));
+}
+
+bool RunThisThreadOnlyOnIdleCores() {
+  sched_param param{};
+  param.sched_priority = 0;  // The only one SCHED_IDLE takes.
+  return ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &param) == 0;
+}
+
+bool ThisThreadRunsOnlyOnIdleCores() {
+  int policy = 0;
+  sched_param param{};
+  return ::pthread_getschedparam(::pthread_self(), &policy, &param) == 0 && policy == SCHED_IDLE;
 }
 
 void EnsurePassiveOpenMpWaitPolicy(char** argv) {

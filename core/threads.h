@@ -30,12 +30,14 @@ class ThreadArena {
 // One thread that runs a function at a time for its owner: Start hands it
 // one, Wait returns once it has returned. For work that overlaps the
 // owner's, e.g. reading the next batch while the current one trains. The
-// thread raises its nice value by `nice_increment` (LowerThisThreadsPriority)
-// and runs each function inside its own ThreadArena of `threads` threads.
+// thread raises its nice value by `nice_increment` (LowerThisThreadsPriority),
+// with `only_idle_cores` also runs only on cores the others leave idle
+// (RunThisThreadOnlyOnIdleCores), and runs each function inside its own
+// ThreadArena of `threads` threads.
 // Thread safety: one owner thread calls Start and Wait.
 class BackgroundThread {
  public:
-  BackgroundThread(int threads, int nice_increment);
+  BackgroundThread(int threads, int nice_increment, bool only_idle_cores = false);
   // Waits for the function running, if any, then ends the thread.
   ~BackgroundThread();
   BackgroundThread(const BackgroundThread&) = delete;
@@ -87,6 +89,16 @@ void LowerThisThreadsPriority(int increment);
 
 // The calling thread's nice value (0 for a default thread).
 int ThisThreadsNiceValue();
+
+// Puts the calling thread in Linux's SCHED_IDLE class: it runs only on cores
+// no other thread wants, and a thread that wakes takes the core from it at
+// once. A thread at nice 19 is not that low: under the EEVDF scheduler it
+// keeps a core until its slice ends (milliseconds) while a woken thread of
+// the training step waits for it. Returns false, leaving the thread as it
+// was, where the system refuses.
+bool RunThisThreadOnlyOnIdleCores();
+// Whether the calling thread is in the SCHED_IDLE class.
+bool ThisThreadRunsOnlyOnIdleCores();
 
 // CPU seconds this process has used so far, every thread's (exited ones
 // included), user and system.

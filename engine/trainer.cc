@@ -525,8 +525,9 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
   // Read-ahead: batch i + 1 is read and prepared (its unique keys and input
   // tensors; with a disk tier its rows prefetched, so that its Pull finds
-  // them in memory) while batch i trains, by a thread at the lowest priority
-  // that runs on the cores the step leaves idle. Without --read_ahead, and
+  // them in memory) while batch i trains, by a thread that runs only on the
+  // cores the step leaves idle (SCHED_IDLE: a step thread that wakes gets its
+  // core at once, which nice 19 does not give). Without --read_ahead, and
   // with a disk tier to prefetch for, this thread reads ahead between steps.
   const bool read_ahead = options_.read_ahead || prefetch;
   Step step;
@@ -566,7 +567,8 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   // Last, so that it stops before what its functions use is destroyed.
   std::unique_ptr<BackgroundThread> reader;
   if (options_.read_ahead) {
-    reader = std::make_unique<BackgroundThread>(arena_.threads(), /*nice_increment=*/19);
+    reader = std::make_unique<BackgroundThread>(arena_.threads(), /*nice_increment=*/19,
+                                                /*only_idle_cores=*/true);
   }
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());

@@ -96,5 +96,21 @@ TEST(BackgroundThreadTest, RunsEachFunctionInTurnOnItsOwnLowPriorityThread) {
   EXPECT_EQ(1, arena_threads);
 }
 
+// With only_idle_cores the thread is in SCHED_IDLE (the read-ahead's class);
+// without, and in the caller, the class is left as it was.
+TEST(BackgroundThreadTest, RunsOnlyOnIdleCoresWhenAskedTo) {
+  ASSERT_FALSE(ThisThreadRunsOnlyOnIdleCores());
+  for (const bool only_idle : {false, true}) {
+    SCOPED_TRACE(only_idle ? "only idle cores" : "any core");
+    bool idle_class = !only_idle;
+    {
+      BackgroundThread background(1, 19, only_idle);
+      background.Start([&] { idle_class = ThisThreadRunsOnlyOnIdleCores(); });
+    }
+    EXPECT_EQ(only_idle, idle_class);
+    EXPECT_FALSE(ThisThreadRunsOnlyOnIdleCores());
+  }
+}
+
 }  // namespace
 }  // namespace ember
