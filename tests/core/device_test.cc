@@ -1,9 +1,14 @@
 #include "core/device.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -158,6 +163,61 @@ TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemory
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) EXPECT_TRUE(HeapKeepsFreedBlock(700 << 10));
 }
 #endif
+
+// The smaps line `field` (e.g. "THPeligible:") of the mapping holding
+// `address`, or -1 when it is not found.
+long SmapsField(const void* address, const std::string& field) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t want = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (line.find(':') > line.find(' ') && head >> std::hex >> begin >> dash >> end &&
+        dash == '-') {
+      inside = begin <= want && want < end;
+    } else if (inside && line.rfind(field, 0) == 0) {
+      return std::stol(line.substr(field.size()));
+    }
+  }
+  return -1;
+}
+
+// Huge-page advice leaves the contents as they were, ignores ranges holding
+// no whole 2 MiB page, and marks the mapping as one for huge pages (where
+// the kernel offers them: not with transparent huge pages "never").
+TEST(AdviseHugePagesTest, KeepsContentsAndMarksTheRangeForHugePages) {
+  constexpr size_t kHuge = size_t{2} << 20, kBytes = 4 * kHuge;
+  void* raw =
+      mmap(nullptr, kBytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(MAP_FAILED, raw);
+  // madvise splits the mapping at the advised range; keep it inside.
+  auto* data = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(raw) + kHuge - 1) &
+                                           ~(uintptr_t{kHuge} - 1));
+  const size_t n = kBytes / sizeof(uint32_t);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<uint32_t>(i * 2654435761u);
+  AdviseHugePages(nullptr, kBytes);
+  AdviseHugePages(data, kHuge - 1);  // No whole huge page: no-op.
+  AdviseHugePages(data + 1, kHuge);  // Neither.
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  const bool madvise_mode = modes.find("[madvise]") != std::string::npos;
+  if (madvise_mode) {
+    EXPECT_EQ(0, SmapsField(data, "THPeligible:"));
+  }
+  AdviseHugePages(data, kBytes);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(static_cast<uint32_t>(i * 2654435761u), data[i]) << "word " << i;
+  }
+  if (madvise_mode || modes.find("[always]") != std::string::npos) {
+    EXPECT_EQ(1, SmapsField(data, "THPeligible:"));
+  } else {
+    GTEST_LOG_(INFO) << "transparent huge pages are off here (" << modes
+                     << "): only the contents are checked";
+  }
+  munmap(raw, kBytes + kHuge);
+}
 
 }  // namespace
 }  // namespace ember
