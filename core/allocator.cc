@@ -148,7 +148,7 @@ void AdviseHugePages(const void* data, size_t bytes) {
 #ifndef MADV_COLLAPSE
   constexpr int MADV_COLLAPSE = 25;
 #endif
-  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  constexpr uintptr_t kHugePage = kHugePageBytes;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHugePage - 1);
   if (data == nullptr || end <= begin) return;

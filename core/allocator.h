@@ -103,6 +103,9 @@ void TuneProcessAllocator();
 // C libraries.
 void TuneProcessAllocatorWithoutMemoryBudget();
 
+// The size of an x86-64 transparent huge page.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
 // Asks the kernel to back the whole 2 MiB pages inside [data, data + bytes)
 // with transparent huge pages: those already touched now (MADV_COLLAPSE,
 // Linux 6.1), later ones as they fault in (MADV_HUGEPAGE). For large,

@@ -59,7 +59,6 @@ class SlotTable {
   struct Free {
     void operator()(Slot* slots) const { std::free(slots); }
   };
-  static constexpr size_t kHugePageBytes = size_t{2} << 20;
   std::unique_ptr<Slot, Free> slots_;
   size_t capacity_ = 0;
   uint32_t generation_ = 0;

@@ -188,7 +188,7 @@ long SmapsField(const void* address, const std::string& field) {
 // no whole 2 MiB page, and marks the mapping as one for huge pages (where
 // the kernel offers them: not with transparent huge pages "never").
 TEST(AdviseHugePagesTest, KeepsContentsAndMarksTheRangeForHugePages) {
-  constexpr size_t kHuge = size_t{2} << 20, kBytes = 4 * kHuge;
+  constexpr size_t kHuge = kHugePageBytes, kBytes = 4 * kHuge;
   void* raw =
       mmap(nullptr, kBytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(MAP_FAILED, raw);
