@@ -1,6 +1,7 @@
 // A batch's keys grouped by shard (MemoryTable::Group), and the scratch that
-// holds them: a pool kept between batches, and the resolved Pulls kept for
-// the Push of the same keys (see embedding/internal/memory_table.h).
+// holds them: a pool kept between batches, the keys grouped ahead of their
+// Pull (PrepareKeys) and the resolved Pulls kept for the Push of the same
+// keys (see embedding/internal/memory_table.h).
 
 #include <cstddef>
 #include <memory>
@@ -42,39 +43,48 @@ void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
   free_scratch_.push_back(std::move(scratch));
 }
 
-void MemoryTable::KeepResolvedPull(std::unique_ptr<BatchScratch> scratch) {
-  // More than a pipeline's usual batches in flight between pull and push; a
-  // Pull whose keys are never pushed as such (the trainer's partial early
-  // pulls, calibration) is dropped after 8 others, so that such scratch is
-  // not held for long.
-  constexpr size_t kMaxResolvedPulls = 8;
+std::vector<std::unique_ptr<BatchScratch>>& MemoryTable::KeptList(Kept kind) {
+  return kind == Kept::kPrepared ? prepared_ : resolved_pulls_;
+}
+
+void MemoryTable::Keep(Kept kind, const std::vector<Key>& keys,
+                       std::unique_ptr<BatchScratch> scratch) {
+  // More than a pipeline's usual batches in flight between pull and push;
+  // scratch never taken (a Pull whose keys are never pushed as such: the
+  // trainer's partial early pulls, calibration; keys prepared and then
+  // pulled from another array) is dropped after 8 others, so that it is not
+  // held for long.
+  constexpr size_t kMaxKept = 8;
+  scratch->kept_keys = keys.data();
+  scratch->kept_size = keys.size();
   std::unique_ptr<BatchScratch> oldest;
   {
     MutexLock lock(scratch_mu_);
-    if (resolved_pulls_.size() >= kMaxResolvedPulls) {
-      oldest = std::move(resolved_pulls_.front());
-      resolved_pulls_.erase(resolved_pulls_.begin());
+    std::vector<std::unique_ptr<BatchScratch>>& kept = KeptList(kind);
+    if (kept.size() >= kMaxKept) {
+      oldest = std::move(kept.front());
+      kept.erase(kept.begin());
     }
-    resolved_pulls_.push_back(std::move(scratch));
+    kept.push_back(std::move(scratch));
   }
   if (oldest != nullptr) ReturnScratch(std::move(oldest));
 }
 
-std::unique_ptr<BatchScratch> MemoryTable::TakeResolvedPull(const std::vector<Key>& keys) {
+std::unique_ptr<BatchScratch> MemoryTable::TakeKept(Kept kind, const std::vector<Key>& keys) {
   std::unique_ptr<BatchScratch> batch;
   {
     MutexLock lock(scratch_mu_);
-    for (size_t i = resolved_pulls_.size(); i-- > 0;) {
-      if (resolved_pulls_[i]->pulled_keys == keys.data() &&
-          resolved_pulls_[i]->pulled_size == keys.size()) {
-        batch = std::move(resolved_pulls_[i]);
-        resolved_pulls_.erase(resolved_pulls_.begin() + static_cast<std::ptrdiff_t>(i));
+    std::vector<std::unique_ptr<BatchScratch>>& kept = KeptList(kind);
+    for (size_t i = kept.size(); i-- > 0;) {
+      if (kept[i]->kept_keys == keys.data() && kept[i]->kept_size == keys.size()) {
+        batch = std::move(kept[i]);
+        kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
         break;
       }
     }
   }
   if (batch == nullptr) return nullptr;
-  batch->pulled_keys = nullptr;
+  batch->kept_keys = nullptr;
   // The caller may have refilled the same array since: the grouping must
   // still describe it, key for key.
   const int64_t n = static_cast<int64_t>(keys.size());
@@ -85,6 +95,13 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeResolvedPull(const std::vector<Ke
     return nullptr;
   }
   return batch;
+}
+
+void MemoryTable::PrepareKeys(const std::vector<Key>& keys) {
+  if (keys.empty()) return;
+  std::unique_ptr<BatchScratch> batch = TakeScratch();
+  Group(keys, *batch);
+  Keep(Kept::kPrepared, keys, std::move(batch));
 }
 
 void MemoryTable::Group(const std::vector<Key>& keys, BatchScratch& batch) const {

@@ -92,6 +92,8 @@ struct TableStats {
   int64_t dropped_gradients = 0;
   // Rows removed by EvictExpired.
   int64_t evicted_rows = 0;
+  // Pulls that found their keys grouped ahead by PrepareKeys.
+  int64_t prepared_pulls = 0;
 
   // Tiers (all zero without a disk tier).
   int64_t memory_rows = 0;       // Rows held in the memory tier.
@@ -248,6 +250,15 @@ class EmbeddingTable {
   // value and no metadata; a no-op without a disk tier. Errors surface in
   // the next Pull or Push.
   virtual void Prefetch(const std::vector<Key>& keys) = 0;
+
+  // --- Read-ahead -------------------------------------------------------------
+  // Does the key-only work of a later Pull of this very array (the same
+  // address, size and keys) now, so that the Pull skips it: for a caller
+  // that reads the next batch while the current one trains. A hint: a Pull
+  // whose keys were not prepared, or changed since, does that work itself,
+  // with the same result. Changes no row. May run concurrently with Pull
+  // and Push of other keys. A no-op by default.
+  virtual void PrepareKeys(const std::vector<Key>& keys) { (void)keys; }
 
   // --- Snapshots (used by embedding/checkpoint.h) ---------------------------
   // REQUIRES for all of these: no concurrent Pull, Push or Prefetch.

@@ -325,8 +325,13 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
   if (keys.empty()) return Status::OK();
   if (out == nullptr) return Status::InvalidArgument("Pull: out is null for ", keys.size(), " keys");
   EMBER_RETURN_IF_ERROR(TakePrefetchError());
-  std::unique_ptr<BatchScratch> batch = TakeScratch();
-  Group(keys, *batch);
+  std::unique_ptr<BatchScratch> batch = TakeKept(Kept::kPrepared, keys);
+  if (batch != nullptr) {
+    prepared_pulls_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    batch = TakeScratch();
+    Group(keys, *batch);
+  }
   const size_t row_bytes = sizeof(float) * dim_;
   const int64_t step = this->step();
   Status status = ForEachShard(*batch, [&](int s) -> Status {
@@ -357,9 +362,7 @@ Status MemoryTable::Pull(const std::vector<Key>& keys, float* out) {
   // where no row moved since, these rows. With one, Push resolves again: it
   // touches the eviction policy and the tier statistics.
   if (status.ok() && disk_ == nullptr) {
-    batch->pulled_keys = keys.data();
-    batch->pulled_size = keys.size();
-    KeepResolvedPull(std::move(batch));
+    Keep(Kept::kResolvedPull, keys, std::move(batch));
   } else {
     ReturnScratch(std::move(batch));
   }
@@ -372,7 +375,7 @@ Status MemoryTable::Push(const std::vector<Key>& keys, const float* grads) {
     return Status::InvalidArgument("Push: grads is null for ", keys.size(), " keys");
   }
   EMBER_RETURN_IF_ERROR(TakePrefetchError());
-  std::unique_ptr<BatchScratch> batch = TakeResolvedPull(keys);
+  std::unique_ptr<BatchScratch> batch = TakeKept(Kept::kResolvedPull, keys);
   const bool pulled = batch != nullptr;
   if (!pulled) {
     batch = TakeScratch();
@@ -552,6 +555,7 @@ int64_t MemoryTable::memory_bytes() const {
 TableStats MemoryTable::stats() const {
   TableStats stats;
   stats.memory_bytes = TableOverheadBytes(num_shards_);
+  stats.prepared_pulls = prepared_pulls_.load(std::memory_order_relaxed);
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
     const ShardCounters& c = shard->counters;

@@ -523,12 +523,12 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   };
   Status status;
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
-  // Read-ahead: batch i + 1 is read and prepared (its unique keys and input
-  // tensors; with a disk tier its rows prefetched, so that its Pull finds
-  // them in memory) while batch i trains, by a thread that runs only on the
-  // cores the step leaves idle (SCHED_IDLE: a step thread that wakes gets its
-  // core at once, which nice 19 does not give). Without --read_ahead, and
-  // with a disk tier to prefetch for, this thread reads ahead between steps.
+  // Read-ahead: batch i + 1 is read and prepared (its unique keys, input
+  // tensors and the table's grouping of its keys; with a disk tier its rows
+  // prefetched, so that its Pull finds them in memory) while batch i trains, by a thread that runs
+  // only on the cores the step leaves idle (SCHED_IDLE: a step thread that wakes gets its core at
+  // once, which nice 19 does not give). Without --read_ahead, and with a disk tier to prefetch for,
+  // this thread reads ahead between steps.
   const bool read_ahead = options_.read_ahead || prefetch;
   Step step;
   Step ahead;
@@ -548,6 +548,9 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
     if (prepare) {
       EMBER_RETURN_IF_ERROR(Prepare(s));
       s.prepared = true;
+      // The table's own key pass for the Pull (grouping by shard), also off
+      // the step's critical path.
+      table_->PrepareKeys(s.unique_keys);
       if (prefetch) table_->Prefetch(s.unique_keys);
     }
     return true;

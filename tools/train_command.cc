@@ -772,12 +772,19 @@ Status Train() {
     }
     const embedding::TableStats& t = report.embedding;
     JsonObject embedding_json;
-    embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
-        .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
-        .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
-        .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
-        .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
-        .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys);
+    embedding_json.Add("rows", t.rows)
+        .Add("memory_bytes", t.memory_bytes)
+        .Add("memory_rows", t.memory_rows)
+        .Add("disk_rows", t.disk_rows)
+        .Add("memory_hits", t.memory_hits)
+        .Add("disk_hits", t.disk_hits)
+        .Add("prefetched_rows", t.prefetched_rows)
+        .Add("spilled_rows", t.spilled_rows)
+        .Add("disk_reads", t.disk_reads)
+        .Add("disk_writes", t.disk_writes)
+        .Add("evicted_rows", t.evicted_rows)
+        .Add("rejected_keys", t.rejected_keys)
+        .Add("prepared_pulls", t.prepared_pulls);
     train_json.Add("embedding", embedding_json);
     JsonObject input_json;
     input_json.Add("train", SourceJson(data.train_source));

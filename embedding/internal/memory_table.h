@@ -170,12 +170,14 @@ struct BatchScratch {
   std::vector<float*> rows;
   std::vector<Status> status;  // per shard
   std::vector<ShardIo> io;     // per shard; empty without a disk tier
+  // For scratch kept for a later call with the same keys (MemoryTable::Keep):
+  // the caller's key array it was grouped from.
+  const Key* kept_keys = nullptr;
+  size_t kept_size = 0;
   // Set by a Pull of a table without a disk tier, for the Push of the same
-  // keys (ResolvedPull): the caller's key array, and per shard whether every
-  // key had a row and the shard's RowArena::removals() when they were
-  // resolved. The rows are still valid while that count is unchanged.
-  const Key* pulled_keys = nullptr;
-  size_t pulled_size = 0;
+  // keys: per shard whether every key had a row and the shard's
+  // RowArena::removals() when they were resolved. The rows are still valid
+  // while that count is unchanged.
   std::vector<char> all_rows;     // per shard
   std::vector<int64_t> removals;  // per shard
 };
@@ -233,6 +235,8 @@ class MemoryTable final : public EmbeddingTable {
   TableStats stats() const override;
 
   void Prefetch(const std::vector<Key>& keys) override;
+  // Groups the keys by shard (the Pull's serial pass).
+  void PrepareKeys(const std::vector<Key>& keys) override;
 
   int64_t row_floats() const override { return row_floats_; }
   Status Scan(const RowVisitor& visit) override;
@@ -294,11 +298,15 @@ class MemoryTable final : public EmbeddingTable {
   void Group(const std::vector<Key>& keys, BatchScratch& batch) const;
   std::unique_ptr<BatchScratch> TakeScratch();
   void ReturnScratch(std::unique_ptr<BatchScratch> scratch);
-  // Keeps a Pull's scratch for the Push of the same keys.
-  void KeepResolvedPull(std::unique_ptr<BatchScratch> scratch);
-  // The scratch a Pull of `keys` kept, with its grouping checked against
-  // `keys` (same array, same keys), or null.
-  std::unique_ptr<BatchScratch> TakeResolvedPull(const std::vector<Key>& keys);
+  // Scratch kept for a later call with the same key array: grouped by
+  // PrepareKeys for a Pull, or a Pull's resolved rows for the Push.
+  enum class Kept { kPrepared, kResolvedPull };
+  // Keeps `scratch`, grouped from `keys`, as `kind`.
+  void Keep(Kept kind, const std::vector<Key>& keys, std::unique_ptr<BatchScratch> scratch);
+  // The scratch of `kind` kept for `keys`, with its grouping checked against
+  // them (same array, same keys), or null.
+  std::unique_ptr<BatchScratch> TakeKept(Kept kind, const std::vector<Key>& keys);
+  std::vector<std::unique_ptr<BatchScratch>>& KeptList(Kept kind) REQUIRES(scratch_mu_);
 
   // --- tiered_shard.cc ---
   // Whether a row read from disk with `meta` was removed by TTL: it expired
@@ -366,10 +374,14 @@ class MemoryTable final : public EmbeddingTable {
   // The grouped keys and resolved rows of recent Pulls, newest last, for the
   // Push of the same keys to reuse instead of hashing, grouping and probing
   // the index again (a training step pushes exactly the keys it pulled). At
-  // most kMaxResolvedPulls (8, more batches than a pipeline usually has in
-  // flight between pull and push; beyond that a Push resolves afresh); the oldest
-  // goes back to free_scratch_.
+  // most 8 (more batches than a pipeline usually has in flight between pull
+  // and push; beyond that a Push resolves afresh); the oldest goes back to
+  // free_scratch_.
   std::vector<std::unique_ptr<BatchScratch>> resolved_pulls_ GUARDED_BY(scratch_mu_);
+  // Keys grouped by PrepareKeys for their Pull, newest last, under the same
+  // bound.
+  std::vector<std::unique_ptr<BatchScratch>> prepared_ GUARDED_BY(scratch_mu_);
+  std::atomic<int64_t> prepared_pulls_{0};  // TableStats::prepared_pulls.
 
   // Prefetch: one bounded queue of requests per loader; prefetch_mu_ guards
   // every loader's queue and busy flag.

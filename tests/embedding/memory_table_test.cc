@@ -244,7 +244,7 @@ TEST(MemoryTableTest, ConcurrentTrainingOnDisjointKeysEqualsSequential) {
 }
 
 // A Push of the array a Pull just read reuses the Pull's grouping and rows
-// (MemoryTable::TakeResolvedPull). `between` runs on each table between its
+// (MemoryTable::TakeKept). `between` runs on each table between its
 // Pull and its Push, given the array the Pull read. The table under test
 // pushes that same array; the reference pushes a copy, which it never pulled,
 // so it resolves every key afresh. Their rows must end up bit-identical.
@@ -317,6 +317,80 @@ TEST(MemoryTableTest, PushOfThePulledKeysUpdatesRowsAdmittedSinceThePull) {
         PullAll(table, batch);
         EXPECT_EQ(static_cast<int64_t>(batch.size()), table.num_rows());
       });
+}
+
+// A Pull of keys grouped ahead (PrepareKeys) skips its own grouping, and
+// reads what a Pull without it reads, also when the array was refilled with
+// other keys in between (then it groups them itself).
+TEST(MemoryTableTest, PullOfPreparedKeysReadsAsAPullWithout) {
+  EmbeddingTableOptions options;
+  options.num_shards = 8;
+  const std::vector<Key> keys = DistinctKeys(4000, 41);
+  const std::vector<Key> first(keys.begin(), keys.begin() + 2000);
+  const std::vector<Key> second(keys.begin() + 1000, keys.begin() + 3000);
+  auto reference = MakeTable(options);
+  const std::vector<float> first_rows = PullAll(*reference, first);
+  const std::vector<float> second_rows = PullAll(*reference, second);
+
+  auto table = MakeTable(options);
+  std::vector<Key> batch = first;
+  table->PrepareKeys(batch);
+  EXPECT_EQ(first_rows, PullAll(*table, batch));
+  EXPECT_EQ(1, table->stats().prepared_pulls);
+  // Prepared, then refilled with other keys of the same count.
+  table->PrepareKeys(batch);
+  batch = second;
+  EXPECT_EQ(second_rows, PullAll(*table, batch));
+  EXPECT_EQ(1, table->stats().prepared_pulls);
+  // Another array with the same keys is not the one prepared.
+  table->PrepareKeys(batch);
+  const std::vector<Key> copy = batch;
+  EXPECT_EQ(second_rows, PullAll(*table, copy));
+  EXPECT_EQ(1, table->stats().prepared_pulls);
+  EXPECT_EQ(second_rows, PullAll(*table, batch));
+  EXPECT_EQ(2, table->stats().prepared_pulls);
+  EXPECT_EQ(reference->num_rows(), table->num_rows());
+}
+
+// The trainer's read-ahead: batch i + 1's keys are prepared on another
+// thread while batch i is pulled and pushed. The rows end as when nothing
+// is prepared.
+TEST(MemoryTableTest, KeysPreparedWhileOtherBatchesTrainEndAsSequential) {
+  EmbeddingTableOptions options;
+  options.num_shards = 8;
+  options.dim = 4;
+  constexpr int kBatches = 40;
+  const std::vector<Key> pool = DistinctKeys(3000, 42);
+  std::vector<std::vector<Key>> batches(kBatches);
+  RandomStream random(43);
+  for (std::vector<Key>& batch : batches) {
+    std::vector<char> taken(pool.size(), 0);
+    for (int i = 0; i < 500; ++i) {
+      const size_t k = random.NextU64() % pool.size();
+      if (!taken[k]) batch.push_back(pool[k]);
+      taken[k] = 1;
+    }
+  }
+  const auto train = [&](EmbeddingTable& table, bool prepare) {
+    std::thread reader;
+    for (int b = 0; b < kBatches; ++b) {
+      if (reader.joinable()) reader.join();
+      if (prepare && b + 1 < kBatches) {
+        reader = std::thread([&, b] { table.PrepareKeys(batches[b + 1]); });
+      }
+      std::vector<float> rows = PullAll(table, batches[b]);
+      for (float& v : rows) v = 0.5f * v + 0.01f;  // some gradient
+      const Status pushed = table.Push(batches[b], rows.data());
+      EXPECT_TRUE(pushed.ok()) << pushed;
+    }
+    if (reader.joinable()) reader.join();
+    return PullAll(table, pool);
+  };
+  auto sequential = MakeTable(options);
+  auto prepared = MakeTable(options);
+  EXPECT_EQ(train(*sequential, false), train(*prepared, true));
+  EXPECT_EQ(0, sequential->stats().prepared_pulls);
+  EXPECT_EQ(kBatches - 1, prepared->stats().prepared_pulls);
 }
 
 TEST(MemoryTableTest, KeysZeroAndMaxAreOrdinaryKeys) {

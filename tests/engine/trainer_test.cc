@@ -558,6 +558,7 @@ TEST_F(TrainerTest, ReadAheadTrainsExactlyAsReadingBetweenSteps) {
       if (disk_tier) options.embedding_memory_budget_bytes = 64 << 10;
       std::vector<float> predictions[2];
       int64_t steps[2] = {-1, -1};
+      int64_t prepared_pulls[2] = {-1, -1};
       for (const bool read_ahead : {false, true}) {
         options.read_ahead = read_ahead;
         if (disk_tier) {
@@ -566,9 +567,14 @@ TEST_F(TrainerTest, ReadAheadTrainsExactlyAsReadingBetweenSteps) {
         TrainReport report;
         predictions[read_ahead] = FitAndPredict(options, *data, nullptr, &report);
         steps[read_ahead] = report.steps;
+        prepared_pulls[read_ahead] = report.embedding.prepared_pulls;
       }
       EXPECT_EQ(max_steps > 0 ? 17 : 24, steps[0]);
       EXPECT_EQ(steps[0], steps[1]);
+      // Every batch but the first was read ahead, its keys grouped for its
+      // Pull then (between steps with only a disk prefetch to read for).
+      EXPECT_EQ(steps[1] - 1, prepared_pulls[1]);
+      EXPECT_EQ(disk_tier ? steps[0] - 1 : 0, prepared_pulls[0]);
       ASSERT_EQ(3000u, predictions[0].size());
       ASSERT_EQ(predictions[0], predictions[1]);
     }
