@@ -3,6 +3,7 @@
 // Pull (PrepareKeys) and the resolved Pulls kept for the Push of the same
 // keys (see embedding/internal/memory_table.h).
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <utility>
@@ -56,7 +57,7 @@ void MemoryTable::Keep(Kept kind, const std::vector<Key>& keys,
   // held for long.
   constexpr size_t kMaxKept = 8;
   scratch->kept_keys = keys.data();
-  scratch->kept_size = keys.size();
+  scratch->kept_copy.assign(keys.begin(), keys.end());
   std::unique_ptr<BatchScratch> oldest;
   {
     MutexLock lock(scratch_mu_);
@@ -76,7 +77,7 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeKept(Kept kind, const std::vector
     MutexLock lock(scratch_mu_);
     std::vector<std::unique_ptr<BatchScratch>>& kept = KeptList(kind);
     for (size_t i = kept.size(); i-- > 0;) {
-      if (kept[i]->kept_keys == keys.data() && kept[i]->kept_size == keys.size()) {
+      if (kept[i]->kept_keys == keys.data() && kept[i]->kept_copy.size() == keys.size()) {
         batch = std::move(kept[i]);
         kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
         break;
@@ -87,10 +88,7 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeKept(Kept kind, const std::vector
   batch->kept_keys = nullptr;
   // The caller may have refilled the same array since: the grouping must
   // still describe it, key for key.
-  const int64_t n = static_cast<int64_t>(keys.size());
-  bool same = static_cast<int64_t>(batch->keys.size()) == n;
-  for (int64_t k = 0; same && k < n; ++k) same = keys[batch->positions[k]] == batch->keys[k];
-  if (!same) {
+  if (!std::equal(keys.begin(), keys.end(), batch->kept_copy.begin())) {
     ReturnScratch(std::move(batch));
     return nullptr;
   }

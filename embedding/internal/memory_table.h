@@ -171,9 +171,10 @@ struct BatchScratch {
   std::vector<Status> status;  // per shard
   std::vector<ShardIo> io;     // per shard; empty without a disk tier
   // For scratch kept for a later call with the same keys (MemoryTable::Keep):
-  // the caller's key array it was grouped from.
+  // the caller's key array it was grouped from, and a copy of its keys then
+  // (compared in one sequential pass when it is taken).
   const Key* kept_keys = nullptr;
-  size_t kept_size = 0;
+  std::vector<Key> kept_copy;
   // Set by a Pull of a table without a disk tier, for the Push of the same
   // keys: per shard whether every key had a row and the shard's
   // RowArena::removals() when they were resolved. The rows are still valid
