@@ -88,9 +88,11 @@ void AppendRows(const Batch& from, int64_t begin, int64_t count, Batch* to) {
 }
 
 // The report's first example; a position made by hand may have bad lines
-// without examples.
+// without examples. (Not one conditional expression: its type would be a
+// std::string copy, and the view would outlive it.)
 std::string_view FirstExample(const BadLineReport& report) {
-  return report.first_examples.empty() ? "(none kept)" : report.first_examples.front();
+  if (report.first_examples.empty()) return "(none kept)";
+  return report.first_examples.front();
 }
 
 std::string BadLineSummary(const BadLineReport& report) {

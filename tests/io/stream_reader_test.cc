@@ -474,9 +474,11 @@ TEST_F(StreamReaderTest, TooManyBadLinesFailOnceEnoughLinesWereRead) {
 TEST_F(StreamReaderTest, TheRatioIsCheckedAtTheEndOfASmallInput) {
   StreamReaderOptions options = SmallPieces();
   options.max_bad_ratio = 0.01;
-  const StreamRun run = Run({Write("a.tsv", CriteoText(0, 50) + "bad\n")}, options);
+  const std::string path = Write("a.tsv", CriteoText(0, 50) + "bad\n");
+  const StreamRun run = Run({path}, options);
   EXPECT_EQ(StatusCode::kInvalidArgument, run.status.code());
   EXPECT_THAT(run.status.message(), HasSubstr("too many bad lines: 1 of 51"));
+  EXPECT_THAT(run.status.message(), HasSubstr("); first: " + path + ":51: "));
 }
 
 TEST_F(StreamReaderTest, EmptyFilesGiveNoBatches) {
