@@ -58,7 +58,10 @@ class FieldReader {
 
 std::string JsonArray(const std::vector<std::string>& items) {
   std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i > 0 ? "," : "") + JsonQuote(items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += JsonQuote(items[i]);
+  }
   return out + "]";
 }
 

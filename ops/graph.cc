@@ -183,9 +183,15 @@ std::string Graph::ToDot() const {
   for (size_t n = 0; n < nodes_.size(); ++n) {
     for (int in : nodes_[n].inputs) {
       const GraphValue& v = values_[in];
-      const std::string from = v.producer >= 0 ? "n" + std::to_string(v.producer)
-                                               : "v" + std::to_string(in);
-      dot += "  " + from + " -> n" + std::to_string(n) + " [label=\"" + ShapeText(v) + "\"];\n";
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, a false
+      // positive) on "literal" + a temporary string.
+      dot += v.producer >= 0 ? "  n" : "  v";
+      dot += std::to_string(v.producer >= 0 ? v.producer : in);
+      dot += " -> n";
+      dot += std::to_string(n);
+      dot += " [label=\"";
+      dot += ShapeText(v);
+      dot += "\"];\n";
     }
   }
   for (int out : outputs_) {

@@ -160,7 +160,9 @@ TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemory
   EXPECT_TRUE(MallocMaps(2 << 20));
   // ... and one freed at the top of the heap stays there (oneDNN's 690 KiB
   // single-thread SGEMM buffer).
-  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) EXPECT_TRUE(HeapKeepsFreedBlock(700 << 10));
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) {
+    EXPECT_TRUE(HeapKeepsFreedBlock(700 << 10));
+  }
 }
 #endif
 

@@ -120,11 +120,15 @@ std::vector<float> Train(EmbeddingTable& table, const RunOptions& run) {
     if (run.prefetch) table.Prefetch(BatchKeys(1, step + 1, run.draws));
     out.assign(keys.size() * kDim, -1.0f);
     EXPECT_TRUE(table.Pull(keys, out.data()).ok());
-    if (run.budget_bytes > 0) EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Pull";
+    if (run.budget_bytes > 0) {
+      EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Pull";
+    }
     pulled.insert(pulled.end(), out.begin(), out.end());
     const std::vector<float> grads = Gradients(keys, step);
     EXPECT_TRUE(table.Push(keys, grads.data()).ok());
-    if (run.budget_bytes > 0) EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Push";
+    if (run.budget_bytes > 0) {
+      EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Push";
+    }
   }
   return pulled;
 }
@@ -198,7 +202,9 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
   EXPECT_GT(stats.disk_hits + stats.prefetched_rows, 0);
   EXPECT_EQ(stats.memory_rows + stats.disk_rows, stats.rows);
   EXPECT_LE(stats.memory_bytes, options.memory_budget_bytes);
-  if (prefetch) EXPECT_GT(stats.prefetched_rows, 0);
+  if (prefetch) {
+    EXPECT_GT(stats.prefetched_rows, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
