@@ -525,10 +525,11 @@ Status Trainer::FitSequential(io::BatchSource& train, TrainReport* report,
   const bool prefetch = options_.prefetch && options_.embedding_memory_budget_bytes > 0;
   // Read-ahead: batch i + 1 is read and prepared (its unique keys, input
   // tensors and the table's grouping of its keys; with a disk tier its rows
-  // prefetched, so that its Pull finds them in memory) while batch i trains, by a thread that runs
-  // only on the cores the step leaves idle (SCHED_IDLE: a step thread that wakes gets its core at
-  // once, which nice 19 does not give). Without --read_ahead, and with a disk tier to prefetch for,
-  // this thread reads ahead between steps.
+  // prefetched, so that its Pull finds them in memory) while batch i trains,
+  // by a thread that runs only on the cores the step leaves idle (SCHED_IDLE:
+  // a step thread that wakes gets its core at once, which nice 19 does not
+  // give). Without --read_ahead, and with a disk tier to prefetch for, this
+  // thread reads ahead between steps.
   const bool read_ahead = options_.read_ahead || prefetch;
   Step step;
   Step ahead;

@@ -749,13 +749,11 @@ Status Train() {
       }
     }
     JsonObject train_json;
-    train_json.Add("examples", report.examples)
-        .Add("steps", report.steps)
+    train_json.Add("examples", report.examples).Add("steps", report.steps)
         .Add("samples_per_sec", report.samples_per_sec)
         .Add("steady_samples_per_sec", report.steady_samples_per_sec)
         .Add("timing_warmup_steps", FLAGS_timing_warmup_steps)
-        .Add("seconds", report.train_seconds)
-        .Add("last_epoch_loss", report.last_epoch_loss);
+        .Add("seconds", report.train_seconds).Add("last_epoch_loss", report.last_epoch_loss);
     JsonObject stages;
     for (size_t i = 0; i < report.stage_times.names.size(); ++i) {
       stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
@@ -772,18 +770,12 @@ Status Train() {
     }
     const embedding::TableStats& t = report.embedding;
     JsonObject embedding_json;
-    embedding_json.Add("rows", t.rows)
-        .Add("memory_bytes", t.memory_bytes)
-        .Add("memory_rows", t.memory_rows)
-        .Add("disk_rows", t.disk_rows)
-        .Add("memory_hits", t.memory_hits)
-        .Add("disk_hits", t.disk_hits)
-        .Add("prefetched_rows", t.prefetched_rows)
-        .Add("spilled_rows", t.spilled_rows)
-        .Add("disk_reads", t.disk_reads)
-        .Add("disk_writes", t.disk_writes)
-        .Add("evicted_rows", t.evicted_rows)
-        .Add("rejected_keys", t.rejected_keys)
+    embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
+        .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
+        .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
+        .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
+        .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
+        .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
         .Add("prepared_pulls", t.prepared_pulls);
     train_json.Add("embedding", embedding_json);
     JsonObject input_json;
