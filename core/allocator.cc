@@ -1,8 +1,11 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -155,6 +158,41 @@ void AdviseHugePages(const void* data, size_t bytes) {
   void* start = reinterpret_cast<void*>(begin);
   if (madvise(start, end - begin, MADV_HUGEPAGE) != 0) return;
   madvise(start, end - begin, MADV_COLLAPSE);
+}
+
+namespace {
+
+// The first integer in the file at `path`, or -1 if it cannot be read (or
+// holds "max", cgroup v2's "no limit").
+int64_t ReadInteger(const char* path) {
+  std::ifstream in(path);
+  int64_t value = -1;
+  if (!(in >> value)) return -1;
+  return value;
+}
+
+}  // namespace
+
+int64_t AvailableMemoryBytes() {
+  int64_t available = -1;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> name >> kib) {
+    std::getline(meminfo, unit);
+    if (name == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+  }
+  const int64_t limit = ReadInteger("/sys/fs/cgroup/memory.max");
+  const int64_t used = ReadInteger("/sys/fs/cgroup/memory.current");
+  if (limit >= 0 && used >= 0) {
+    const int64_t left = std::max<int64_t>(0, limit - used);
+    available = available < 0 ? left : std::min(available, left);
+  }
+  return available;
 }
 
 }  // namespace ember

@@ -116,4 +116,12 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // the kernel refuses, or transparent huge pages are off, nothing changes.
 void AdviseHugePages(const void* data, size_t bytes);
 
+// Bytes this process may still fault in before the kernel reclaims hard or
+// kills it: the machine's MemAvailable (/proc/meminfo), lowered to what the
+// cgroup (v2) at /sys/fs/cgroup (a container's own) still allows,
+// memory.max - memory.current, when it has a limit. -1 when neither can be read (not Linux). For
+// refusing to fault in a large reservation that would get the process killed, rather than as an
+// exact figure: it changes as other processes run.
+int64_t AvailableMemoryBytes();
+
 }  // namespace ember

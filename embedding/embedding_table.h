@@ -260,6 +260,23 @@ class EmbeddingTable {
   // and Push of other keys. A no-op by default.
   virtual void PrepareKeys(const std::vector<Key>& keys) { (void)keys; }
 
+  // --- Capacity ---------------------------------------------------------------
+  // Makes room now for `rows` rows in all (the rows it holds count), so that
+  // creating them later neither faults in memory nor grows the key index
+  // inside a training step: for a caller that knows about how many distinct
+  // keys its data has. The room counts in memory_bytes() from now on and
+  // stays with the table when rows are removed. A hint: rows beyond it are
+  // made as without it, and a table with a disk tier (which keeps to its
+  // budget) ignores it. ResourceExhausted when the memory is more than the
+  // machine has available (AvailableMemoryBytes): nothing is reserved; or
+  // when an allocation fails: part of the room may be made. Rows are
+  // unchanged either way. InvalidArgument for rows < 0. May run
+  // concurrently with Pull and Push. OK and nothing done by default.
+  virtual Status Reserve(int64_t rows) {
+    (void)rows;
+    return Status::OK();
+  }
+
   // --- Snapshots (used by embedding/checkpoint.h) ---------------------------
   // REQUIRES for all of these: no concurrent Pull, Push or Prefetch.
   //

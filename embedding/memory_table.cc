@@ -23,6 +23,7 @@
 
 #include <glog/logging.h>
 
+#include "core/allocator.h"
 #include "core/mutex.h"
 #include "core/random.h"
 #include "core/status.h"
@@ -104,6 +105,9 @@ MemoryTable::MemoryTable(const EmbeddingTableOptions& options, std::unique_ptr<T
                                            : (options.memory_budget_bytes -
                                               TableOverheadBytes(options.num_shards)) /
                                                  options.num_shards),
+      chunk_pool_(disk_ == nullptr ? std::make_unique<ChunkPool>(
+                                         RowArena::ChunkBytesFor(stride_floats_, kChunkBytes))
+                                   : nullptr),
       last_evict_step_(std::numeric_limits<int64_t>::min()) {
   const AdmissionOptions& admission = options.admission;
   int64_t chunk_bytes = kChunkBytes;
@@ -123,8 +127,8 @@ MemoryTable::MemoryTable(const EmbeddingTableOptions& options, std::unique_ptr<T
     }
     const EvictionPolicy policy(policy_kind, row_floats_ + kEpochFloats, meta_offset_,
                                 HashCombine(HashCombine(options.seed, kPolicySalt), s));
-    shards_.push_back(
-        std::make_unique<Shard>(stride_floats_, chunk_bytes, std::move(sketch), policy));
+    shards_.push_back(std::make_unique<Shard>(stride_floats_, chunk_bytes, chunk_pool_.get(),
+                                              std::move(sketch), policy));
   }
   if (disk_ == nullptr) return;
   // Loader i serves shards i, i + n, ...: no more loaders than shards.
@@ -543,8 +547,49 @@ int64_t MemoryTable::num_rows() const {
   return rows;
 }
 
+Status MemoryTable::Reserve(int64_t rows) {
+  if (rows < 0) return Status::InvalidArgument("Reserve: rows must be >= 0, got ", rows);
+  if (chunk_pool_ == nullptr) return Status::OK();  // The disk tier keeps to its budget.
+  const int64_t more = rows - num_rows();
+  if (more <= 0) return Status::OK();
+  const int64_t rows_per_chunk = chunk_pool_->chunk_bytes() / (stride_floats_ * 4);
+  // A shard's new rows fill the rest of its last chunk, then whole chunks:
+  // at most one chunk per shard beyond what the rows fill.
+  const int64_t chunks = (more + rows_per_chunk - 1) / rows_per_chunk + num_shards_;
+  // Each shard's share of the keys, and 4 standard deviations of the spread
+  // of a hash partition above it.
+  const double share = static_cast<double>(more) / num_shards_;
+  const int64_t shard_keys = static_cast<int64_t>(std::ceil(share + 4 * std::sqrt(share)));
+  // An index entry is 16 bytes at a load of 0.35 to 0.7: at most ~46 bytes.
+  const double bytes =
+      static_cast<double>(chunks) * static_cast<double>(chunk_pool_->chunk_bytes()) +
+      static_cast<double>(shard_keys) * num_shards_ * 46.0;
+  const int64_t available = AvailableMemoryBytes();
+  if (available >= 0 && bytes > static_cast<double>(available)) {
+    return Status::ResourceExhausted("room for ", more, " more embedding rows needs ",
+                                     std::llround(bytes / (1 << 20)), " MiB, ", available >> 20,
+                                     " MiB are available");
+  }
+  if (!chunk_pool_->Reserve(chunks)) {
+    return Status::ResourceExhausted("could not allocate ", std::llround(bytes / (1 << 20)),
+                                     " MiB for ", more, " more embedding rows");
+  }
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    try {
+      shard->index.Reserve(shard->index.size() + shard_keys);
+      shard->rows.ReserveChunkList(shard->rows.size() + shard_keys);
+    } catch (const std::bad_alloc&) {
+      return Status::ResourceExhausted("could not grow the key index for ", more,
+                                       " more embedding rows");
+    }
+  }
+  return Status::OK();
+}
+
 int64_t MemoryTable::memory_bytes() const {
   int64_t bytes = TableOverheadBytes(num_shards_);
+  if (chunk_pool_ != nullptr) bytes += chunk_pool_->idle_bytes();
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
     bytes += ShardBytes(*shard);
@@ -555,6 +600,7 @@ int64_t MemoryTable::memory_bytes() const {
 TableStats MemoryTable::stats() const {
   TableStats stats;
   stats.memory_bytes = TableOverheadBytes(num_shards_);
+  if (chunk_pool_ != nullptr) stats.memory_bytes += chunk_pool_->idle_bytes();
   stats.prepared_pulls = prepared_pulls_.load(std::memory_order_relaxed);
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);

@@ -116,9 +116,9 @@ struct PinnedKey {
 // Thread safety: fields are guarded by mu. Aligned so that neighbouring
 // shards' mutexes do not share a cache line.
 struct alignas(64) Shard {
-  Shard(int64_t stride_floats, int64_t chunk_bytes, std::unique_ptr<CountMinSketch> sketch,
-        const EvictionPolicy& policy)
-      : rows(stride_floats, chunk_bytes), sketch(std::move(sketch)), policy(policy) {}
+  Shard(int64_t stride_floats, int64_t chunk_bytes, ChunkPool* pool,
+        std::unique_ptr<CountMinSketch> sketch, const EvictionPolicy& policy)
+      : rows(stride_floats, chunk_bytes, pool), sketch(std::move(sketch)), policy(policy) {}
 
   mutable Mutex mu;
   KeyIndex index GUARDED_BY(mu);
@@ -238,6 +238,8 @@ class MemoryTable final : public EmbeddingTable {
   void Prefetch(const std::vector<Key>& keys) override;
   // Groups the keys by shard (the Pull's serial pass).
   void PrepareKeys(const std::vector<Key>& keys) override;
+  // Row chunks in chunk_pool_, and each shard's index sized for its share.
+  Status Reserve(int64_t rows) override;
 
   int64_t row_floats() const override { return row_floats_; }
   Status Scan(const RowVisitor& visit) override;
@@ -359,6 +361,9 @@ class MemoryTable final : public EmbeddingTable {
   const std::unique_ptr<Tier> disk_;
   // Bytes each shard may hold; 0 without a disk tier.
   const int64_t shard_budget_bytes_;
+  // Chunks reserved for the shards' rows (Reserve); null with a disk tier.
+  // Before shards_, which give their chunks back when destroyed.
+  const std::unique_ptr<ChunkPool> chunk_pool_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<int64_t> step_{0};
   // The step of the last EvictExpired (with ttl_steps > 0); disk rows older

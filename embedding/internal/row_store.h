@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/mutex.h"
 #include "embedding/embedding_table.h"
 
 // The storage of one shard of the in-memory table: an index from key to slot
@@ -54,6 +55,10 @@ class KeyIndex {
   // Removes `key`; returns its slot, or -1 if it was absent. Never allocates.
   int64_t Erase(Key key, uint64_t hash);
 
+  // Grows (rehashes) now, if needed, so that `keys` keys in all fit without
+  // growing again. May throw std::bad_alloc, leaving the index as it was.
+  void Reserve(int64_t keys);
+
   // Rehashes into a smaller array when under 1/8 full, so that memory follows
   // the number of keys down after evictions. Keeps the index as it is if the
   // smaller array cannot be allocated.
@@ -79,15 +84,67 @@ class KeyIndex {
   int64_t grow_at_ = 0;
 };
 
+// Row chunks of one size reserved ahead of need for the RowArenas of a
+// table's shards (EmbeddingTable::Reserve): one region per Reserve, on
+// transparent huge pages (AdviseHugePages) and faulted in when reserved.
+// Rows are read and written at random: on 4 KiB pages nearly every access
+// misses the TLB (two page walks in a virtual machine), and every 4 KiB of
+// new rows is a page fault inside the training step. A chunk given back is
+// handed out again; the regions are freed with the pool. Arenas take their
+// chunks from the heap once the pool is empty.
+// Thread safety: all methods may be called concurrently.
+class ChunkPool {
+ public:
+  // REQUIRES: chunk_bytes > 0, a multiple of 4.
+  explicit ChunkPool(int64_t chunk_bytes);
+  ~ChunkPool();
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+  // Adds `chunks` chunks in a new region and faults it in. Returns false,
+  // the pool unchanged, when the memory cannot be allocated.
+  bool Reserve(int64_t chunks);
+  // A reserved chunk (uninitialised), or null when none is left.
+  float* Take();
+  // Whether `chunk` came from Take.
+  bool Owns(const float* chunk) const;
+  // Takes back a chunk from Take. REQUIRES: Owns(chunk).
+  void Give(float* chunk);
+  // Bytes of the chunks not handed out (reserved, or given back).
+  int64_t idle_bytes() const;
+
+ private:
+  struct Region {
+    char* begin;
+    char* end;
+  };
+  const int64_t chunk_bytes_;
+  mutable Mutex mu_;
+  std::vector<Region> regions_ GUARDED_BY(mu_);
+  // Chunks not handed out; the back one goes first.
+  std::vector<float*> free_ GUARDED_BY(mu_);
+  // Chunks in all regions.
+  int64_t total_chunks_ GUARDED_BY(mu_) = 0;
+};
+
 // Rows of row_floats floats, addressed by slot in [0, size()), in chunks that
 // never move. Rows are removed by moving the last row into the hole, so slots
-// stay dense and emptied chunks are freed: a row's address stays valid until
-// the next removal, which removals() counts.
-// Thread safety: none; the owner serialises access.
+// stay dense and emptied chunks are freed (or given back to the pool): a row's address stays valid
+// until the next removal, which removals() counts. Thread safety: none; the owner serialises
+// access.
 class RowArena {
  public:
-  // `chunk_bytes`: target bytes per chunk (at least one row per chunk).
-  RowArena(int64_t row_floats, int64_t chunk_bytes);
+  // `chunk_bytes`: target bytes per chunk (at least one row per chunk). With
+  // a `pool`, chunks come from it while it has any (and go back to it); its
+  // chunks must be ChunkBytesFor(row_floats, chunk_bytes) and it must
+  // outlive the arena.
+  RowArena(int64_t row_floats, int64_t chunk_bytes, ChunkPool* pool = nullptr);
+  ~RowArena();
+  RowArena(const RowArena&) = delete;
+  RowArena& operator=(const RowArena&) = delete;
+  // The bytes of each chunk of an arena made with these arguments.
+  static int64_t ChunkBytesFor(int64_t row_floats, int64_t chunk_bytes);
 
   int64_t size() const { return size_; }
   // RemoveLast calls so far: while it is unchanged, every row is where it was.
@@ -101,14 +158,21 @@ class RowArena {
   }
 
   float* row(int64_t slot) const {
-    return chunks_[slot >> chunk_shift_].get() + (slot & chunk_mask_) * row_floats_;
+    return chunks_[slot >> chunk_shift_] + (slot & chunk_mask_) * row_floats_;
   }
 
   // Makes room for one more row. May throw std::bad_alloc, leaving the arena
   // as it was.
   void ReserveOneMore() {
     if (size_ < static_cast<int64_t>(chunks_.size()) << chunk_shift_) return;
-    chunks_.push_back(std::make_unique_for_overwrite<float[]>(ChunkFloats()));
+    AddChunk();
+  }
+
+  // Sizes the list of chunks for `rows` rows in all, so that it does not
+  // grow (nor bytes() change) while rows are appended up to that many. May
+  // throw std::bad_alloc, leaving the arena as it was.
+  void ReserveChunkList(int64_t rows) {
+    chunks_.reserve(static_cast<size_t>((rows + chunk_mask_) >> chunk_shift_));
   }
 
   // Returns the slot of a new, uninitialised row. REQUIRES: ReserveOneMore()
@@ -122,11 +186,16 @@ class RowArena {
 
  private:
   int64_t ChunkFloats() const { return (int64_t{1} << chunk_shift_) * row_floats_; }
+  void AddChunk();
+  void FreeChunk(float* chunk);
 
-  int64_t row_floats_;
+  ChunkPool* pool_;
+  // 32 bits, beside chunk_shift_: the arena is part of every shard's bytes,
+  // which small budgets count.
+  int32_t row_floats_;
   int chunk_shift_ = 0;
   int64_t chunk_mask_ = 0;
-  std::vector<std::unique_ptr<float[]>> chunks_;
+  std::vector<float*> chunks_;  // Owned: from pool_ if it Owns them, else new[].
   int64_t size_ = 0;
   int64_t removals_ = 0;
 };

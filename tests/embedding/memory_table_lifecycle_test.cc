@@ -232,6 +232,37 @@ TEST(MemoryTableLifecycleTest, EvictingMostRowsReleasesMemoryAndKeepsTheOthersIn
   EXPECT_EQ(InitialRow(options, keys[1]), PullAll(*table, {keys[1]}));
 }
 
+// Room reserved ahead stays with the table when rows are evicted, and new
+// rows take it again: the table holds no more memory than the room.
+TEST(MemoryTableLifecycleTest, EvictedRowsLeaveTheirReservedRoomToNewRows) {
+  EmbeddingTableOptions options = SgdOptions(4);
+  options.ttl_steps = 5;
+  auto table = MakeTable(options);
+  const std::vector<Key> keys = DistinctKeys(40000, 31);
+  ASSERT_TRUE(table->Reserve(static_cast<int64_t>(keys.size())).ok());
+  const int64_t room_bytes = table->memory_bytes();
+  PullAll(*table, keys);
+  EXPECT_EQ(room_bytes, table->memory_bytes());
+
+  const std::vector<Key> kept(keys.begin(), keys.begin() + 4000);
+  table->set_step(10);
+  PullAll(*table, kept);
+  EXPECT_EQ(36000, table->EvictExpired());
+  // The index shrank; the rows' chunks went back to the room.
+  EXPECT_LT(table->memory_bytes(), room_bytes);
+  EXPECT_GT(table->memory_bytes(), room_bytes / 2);
+
+  const std::vector<Key> fresh = DistinctKeys(36000, 32);
+  const std::vector<float> fresh_rows = PullAll(*table, fresh);
+  EXPECT_EQ(40000, table->num_rows());
+  EXPECT_LE(table->memory_bytes(), room_bytes);
+  for (size_t i = 0; i < fresh.size(); i += 997) {
+    ASSERT_EQ(InitialRow(options, fresh[i]),
+              std::vector<float>(fresh_rows.begin() + i * 4, fresh_rows.begin() + (i + 1) * 4))
+        << i;
+  }
+}
+
 TEST(MemoryTableLifecycleTest, AFrequencyAdmittedKeyEvictedAndPushedGetsAFreshRow) {
   EmbeddingTableOptions options = SgdOptions(2);
   options.admission.kind = AdmissionOptions::Kind::kFrequency;

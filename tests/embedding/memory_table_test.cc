@@ -521,6 +521,61 @@ TEST(MemoryTableTest, MemoryBytesGrowWithRowsAndCountOptimizerState) {
   EXPECT_LT(adagrad_bytes, 100000 * (2 * 16 * 4) * 2);
 }
 
+// Rows made in room reserved ahead read and train exactly as in a table
+// without it, and making them allocates nothing: memory_bytes(), which
+// counts every chunk and index entry, stays where the reservation put it.
+TEST(MemoryTableTest, RowsMadeInReservedRoomAllocateNothingAndMatchATableWithout) {
+  EmbeddingTableOptions options;
+  options.dim = 16;
+  options.num_shards = 16;
+  options.optimizer.type = SparseOptimizer::kAdagrad;
+  auto reserved = MakeTable(options);
+  auto plain = MakeTable(options);
+  const std::vector<Key> keys = DistinctKeys(30000, 21);
+  const int64_t empty_bytes = reserved->memory_bytes();
+  ASSERT_TRUE(reserved->Reserve(static_cast<int64_t>(keys.size())).ok());
+  const int64_t room_bytes = reserved->memory_bytes();
+  // At least the weights and accumulators of every row.
+  EXPECT_GE(room_bytes - empty_bytes, 30000 * 2 * 16 * 4);
+  EXPECT_EQ(room_bytes, reserved->stats().memory_bytes);
+  EXPECT_EQ(0, reserved->num_rows());
+
+  RandomStream random(4);
+  for (size_t begin = 0; begin < keys.size(); begin += 1000) {
+    const std::vector<Key> batch(keys.begin() + begin, keys.begin() + begin + 1000);
+    ASSERT_EQ(PullAll(*plain, batch), PullAll(*reserved, batch)) << begin;
+    std::vector<float> grads(batch.size() * options.dim);
+    for (float& g : grads) g = static_cast<float>(random.NextBelow(1000)) / 500.0f - 1.0f;
+    ASSERT_TRUE(plain->Push(batch, grads.data()).ok());
+    ASSERT_TRUE(reserved->Push(batch, grads.data()).ok());
+    ASSERT_EQ(room_bytes, reserved->memory_bytes()) << begin;
+  }
+  EXPECT_EQ(PullAll(*plain, keys), PullAll(*reserved, keys));
+  // Room for what it holds already: nothing more.
+  ASSERT_TRUE(reserved->Reserve(static_cast<int64_t>(keys.size())).ok());
+  EXPECT_EQ(room_bytes, reserved->memory_bytes());
+  // Beyond the room, rows are made as without it.
+  const std::vector<Key> more = DistinctKeys(5000, 22);
+  EXPECT_EQ(PullAll(*plain, more), PullAll(*reserved, more));
+  EXPECT_GT(reserved->memory_bytes(), room_bytes);
+}
+
+TEST(MemoryTableTest, ReservingMoreThanTheMachineHasIsRefusedAndChangesNothing) {
+  EmbeddingTableOptions options;
+  options.dim = 16;
+  auto table = MakeTable(options);
+  const std::vector<Key> keys = DistinctKeys(100, 23);
+  const std::vector<float> rows = PullAll(*table, keys);
+  const int64_t bytes = table->memory_bytes();
+  const Status status = table->Reserve(int64_t{1} << 50);
+  EXPECT_EQ(StatusCode::kResourceExhausted, status.code()) << status;
+  EXPECT_THAT(status.message(), HasSubstr("embedding rows"));
+  EXPECT_EQ(bytes, table->memory_bytes());
+  EXPECT_EQ(StatusCode::kInvalidArgument, table->Reserve(-1).code());
+  EXPECT_EQ(rows, PullAll(*table, keys));
+  EXPECT_EQ(100, table->num_rows());
+}
+
 TEST(MemoryTableTest, ReportsItsDim) {
   EmbeddingTableOptions options;
   options.dim = 24;

@@ -214,6 +214,23 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(EmbeddingTableOptions::EvictionPolicy::kLru,
                                          EmbeddingTableOptions::EvictionPolicy::kLfu)));
 
+// A budgeted table keeps to its budget: it ignores a reservation.
+TEST_F(TieredTableTest, AReservationLeavesTheBudgetAsItIs) {
+  EmbeddingTableOptions options = BaseOptions();
+  options.memory_budget_bytes = 64 << 10;
+  options.disk_path = Path("disk");
+  auto table_or = NewEmbeddingTable(options);
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  const int64_t bytes = table_or.value()->memory_bytes();
+  ASSERT_TRUE(table_or.value()->Reserve(1000000).ok());
+  EXPECT_EQ(bytes, table_or.value()->memory_bytes());
+  RunOptions run;
+  run.steps = 30;
+  run.budget_bytes = options.memory_budget_bytes;
+  Train(*table_or.value(), run);
+  EXPECT_GT(table_or.value()->stats().disk_rows, 0);
+}
+
 TEST_F(TieredTableTest, ReadWriteAndEraseRowsRoundTripAcrossTiers) {
   EmbeddingTableOptions options = BaseOptions();
   options.memory_budget_bytes = 64 << 10;
@@ -687,6 +704,8 @@ TEST_F(TieredTableTest, RecentAndHotRowsStayInMemory) {
     };
     // 10000 rows, most of them on disk.
     for (Key begin = 0; begin < 10000; begin += 500) pull(range(begin, begin + 500));
+    fprintf(stderr, "DBG disk %ld mem %ld bytes %ld\n", (long)table.stats().disk_rows,
+            (long)table.stats().memory_rows, (long)table.stats().memory_bytes);
     ASSERT_GT(table.stats().disk_rows, 8000);
 
     const std::vector<Key> batch = range(2000, 2400);
