@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "core/random.h"
 #include "core/threads.h"
+#include "embedding/distinct_keys.h"
 #include "embedding/unique_keys.h"
 #include "engine/model_zoo.h"
 #include "io/batch_source.h"
@@ -89,6 +90,10 @@ Status ValidateTrainOptions(const TrainOptions& o) {
                                        "] (the job's threads)");
       }
     }
+  }
+  if (o.embedding_reserve_rows < -1) {
+    return Status::InvalidArgument("--embedding_reserve_rows must be >= -1 (-1: auto), got ",
+                                   o.embedding_reserve_rows);
   }
   if (o.max_staleness < 0) {
     return Status::InvalidArgument("--max_staleness must be >= 0, got ", o.max_staleness);
@@ -341,8 +346,29 @@ Status Trainer::CheckShape(const io::BatchSource& data) const {
                                  model.num_dense, " and ", model.num_slots);
 }
 
+Status Trainer::ReserveRows(int64_t rows, const std::string& why) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t before = table_->memory_bytes();
+  EMBER_RETURN_IF_ERROR(
+      table_->Reserve(rows).WithContext("reserving embedding rows (" + why + ")"));
+  LOG(INFO) << "embedding rows: room for " << rows << " (" << why << "), "
+            << (table_->memory_bytes() - before) / (1 << 20) << " MiB, in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+            << " s";
+  reserved_rows_ = rows;
+  return Status::OK();
+}
+
 Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
+  if (options_.embedding_reserve_rows == -1 && options_.embedding_memory_budget_bytes == 0 &&
+      options_.admission.kind == embedding::AdmissionOptions::Kind::kNone) {
+    embedding::DistinctKeyCounter distinct;
+    distinct.Add(train.all().keys);
+    const int64_t rows = distinct.Estimate() + distinct.Estimate() / 50;
+    const Status reserved = ReserveRows(rows, "the training data's distinct keys + 2%");
+    if (!reserved.ok()) LOG(WARNING) << reserved << "; rows are made as they come";
+  }
   io::DatasetBatchSourceOptions source_options;
   source_options.batch_size = options_.batch_size;
   source_options.num_epochs = options_.epochs;
@@ -353,8 +379,15 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
 }
 
 Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
+  // Fit(Dataset)'s reservation, if it made one, is this Fit's.
+  const int64_t reserved = std::exchange(reserved_rows_, 0);
   EMBER_RETURN_IF_ERROR(CheckShape(train));
   TrainReport report;
+  report.reserved_embedding_rows = reserved;
+  if (options_.embedding_reserve_rows > 0) {
+    EMBER_RETURN_IF_ERROR(ReserveRows(options_.embedding_reserve_rows, "--embedding_reserve_rows"));
+    report.reserved_embedding_rows = std::exchange(reserved_rows_, 0);
+  }
   // Resuming: the source seeks to where the checkpoint's batches ended, or,
   // when it cannot (or the checkpoint has no position), those batches are
   // read and dropped; either way training goes on with the batch after them.

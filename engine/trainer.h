@@ -61,6 +61,15 @@ struct TrainOptions {
   int64_t embedding_memory_budget_bytes = 0;
   // Directory of the disk tier (required with a budget).
   std::string embedding_dir;
+  // Embedding rows to make room for before the first step
+  // (EmbeddingTable::Reserve), so that creating rows in the steps neither
+  // faults in memory nor grows the key index. -1 (auto): when training on a
+  // Dataset into a table that gives every key a row in memory (no budget,
+  // no admission), room for the training data's distinct keys, estimated
+  // (DistinctKeyCounter) plus 2%; where the machine lacks the memory, a
+  // warning and no room. 0: none. > 0: that many rows in all, from any
+  // source; an error where the memory lacks.
+  int64_t embedding_reserve_rows = -1;
   // With a disk tier: prefetch the rows of the next batch while one trains.
   bool prefetch = true;
   // Sequential training (pipeline off): a thread at the lowest priority reads
@@ -159,6 +168,9 @@ struct TrainReport {
   int64_t last_checkpoint_step = -1;
   // The embedding table at the end of training.
   embedding::TableStats embedding;
+  // The rows room was made for before the first step
+  // (TrainOptions::embedding_reserve_rows); 0: none.
+  int64_t reserved_embedding_rows = 0;
 };
 
 // Trains a model through the stages read -> unique -> pull -> dense -> push,
@@ -241,6 +253,9 @@ class Trainer {
   Result<std::string> DataPosition(const io::BatchSource& data) const;
   // InvalidArgument unless `data` has the model's dense and slot counts.
   Status CheckShape(const io::BatchSource& data) const;
+  // Makes room for `rows` embedding rows (TrainOptions::embedding_reserve_rows):
+  // `why` says where the figure comes from, for the log and the error.
+  Status ReserveRows(int64_t rows, const std::string& why);
   Status Prepare(Step& step);
   Status Pull(Step& step);
   // Pulls the unique keys at positions `rows` of step.unique_keys into
@@ -264,6 +279,8 @@ class Trainer {
   // source there, or reads and drops the batches when it cannot.
   int64_t skip_batches_ = 0;
   std::string resume_position_;
+  // Rows of the reservation made for the coming Fit (ReserveRows).
+  int64_t reserved_rows_ = 0;
   // Set by FitSequential and FitPipelined: the data position after the last
   // batch trained, for the final checkpoint.
   std::string end_position_;

@@ -40,6 +40,7 @@ bool IsRatio(const char*, double value) { return value >= 0 && value <= 1; }
 bool IsNonNegativeDouble(const char*, double value) { return value >= 0; }
 bool IsPositive64(const char*, int64_t value) { return value > 0; }
 bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
+bool IsAutoOrNonNegative64(const char*, int64_t value) { return value >= -1; }
 }  // namespace
 
 DEFINE_string(train_data, "",
@@ -116,6 +117,12 @@ DEFINE_string(embedding_memory_budget, "",
 DEFINE_string(embedding_dir, "",
               "Directory of the embedding disk tier. Empty: a fresh temporary directory, "
               "removed when the run ends.");
+DEFINE_int64(embedding_reserve_rows, -1,
+             "Embedding rows to make room for before the first step, so that the steps do "
+             "not fault in memory or grow the key index for new rows. -1: for data loaded "
+             "into memory, without --embedding_memory_budget or --admission, its distinct "
+             "keys (estimated) plus 2%. 0: none. N > 0: N rows.");
+DEFINE_validator(embedding_reserve_rows, &IsAutoOrNonNegative64);
 DEFINE_bool(prefetch, true,
             "With a disk tier, load the rows of the next batch while the current one trains.");
 DEFINE_bool(read_ahead, true,
@@ -251,6 +258,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
     }
   }
   options.embedding_dir = FLAGS_embedding_dir;
+  options.embedding_reserve_rows = FLAGS_embedding_reserve_rows;
   options.prefetch = FLAGS_prefetch;
   options.read_ahead = FLAGS_read_ahead;
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
@@ -761,7 +769,8 @@ Status Train() {
     train_json.Add("stage_seconds", stages);
     train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted)
         .Add("resumed_from_step", report.resumed_from_step)
-        .Add("checkpoints_written", report.checkpoints_written);
+        .Add("checkpoints_written", report.checkpoints_written)
+        .Add("reserved_embedding_rows", report.reserved_embedding_rows);
     if (report.pipelined) {
       std::vector<double> staleness(report.staleness.rows.begin(), report.staleness.rows.end());
       train_json.AddRaw("staleness_rows", JsonNumberArray(staleness))

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 #include <gmock/gmock.h>
@@ -581,6 +582,47 @@ TEST_F(TrainerTest, ReadAheadTrainsExactlyAsReadingBetweenSteps) {
   }
 }
 
+// Room made for the embedding rows ahead changes no result. Auto makes
+// room for the data's distinct keys (+2%) when every key gets a row in
+// memory, and none with a budget or admission; a count makes that room.
+TEST_F(TrainerTest, ReservingEmbeddingRowsTrainsExactlyAsWithout) {
+  auto data = SyntheticData(3000);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const std::unordered_set<embedding::Key> keys(data->all().keys.begin(), data->all().keys.end());
+  const auto distinct = static_cast<double>(keys.size());
+  std::vector<float> expected;
+  for (const int64_t reserve : {int64_t{0}, int64_t{-1}, int64_t{500}, int64_t{100000}}) {
+    SCOPED_TRACE("embedding_reserve_rows " + std::to_string(reserve));
+    TrainOptions options = SmallOptions();
+    options.embedding_reserve_rows = reserve;
+    TrainReport report;
+    const std::vector<float> predictions = FitAndPredict(options, *data, nullptr, &report);
+    EXPECT_EQ(static_cast<int64_t>(keys.size()), report.embedding.rows);
+    if (reserve == -1) {
+      EXPECT_NEAR(1.02 * distinct, static_cast<double>(report.reserved_embedding_rows),
+                  0.02 * distinct);
+    } else {
+      EXPECT_EQ(reserve, report.reserved_embedding_rows);
+    }
+    if (reserve == 0) expected = predictions;
+    ASSERT_EQ(3000u, predictions.size());
+    ASSERT_EQ(expected, predictions);
+  }
+  for (const bool budget : {true, false}) {
+    SCOPED_TRACE(budget ? "with a budget" : "with admission");
+    TrainOptions options = SmallOptions();
+    if (budget) {
+      options.embedding_memory_budget_bytes = 64 << 10;
+      options.embedding_dir = (dir_ / "tier").string();
+    } else {
+      options.admission.kind = embedding::AdmissionOptions::Kind::kFrequency;
+    }
+    TrainReport report;
+    FitAndPredict(options, *data, nullptr, &report);
+    EXPECT_EQ(0, report.reserved_embedding_rows);
+  }
+}
+
 TEST_F(TrainerTest, SourceOfAnotherShapeIsInvalidArgument) {
   io::SyntheticOptions synthetic;
   synthetic.rows = 100;
@@ -644,6 +686,10 @@ TEST(TrainOptionsTest, UnknownModelAndBadValuesAreInvalidArgument) {
   options.timing_warmup_steps = -1;
   EXPECT_THAT(ValidateTrainOptions(options).message(),
               ::testing::HasSubstr("--timing_warmup_steps must be >= 0"));
+  options = TrainOptions();
+  options.embedding_reserve_rows = -2;
+  EXPECT_THAT(ValidateTrainOptions(options).message(),
+              ::testing::HasSubstr("--embedding_reserve_rows must be >= -1"));
   // The split of threads between stages: four counts within the job's.
   options = TrainOptions();
   options.threads = 2;

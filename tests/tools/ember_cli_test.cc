@@ -149,6 +149,13 @@ TEST_F(EmberCliTest, UnknownFlagValuesExitTwoNamingTheFlag) {
   }
 }
 
+TEST_F(EmberCliTest, RoomForMoreEmbeddingRowsThanTheMachineHasExitsThreeNamingTheFlag) {
+  CommandRun run = Ember("train --rows=500 --embedding_reserve_rows=1000000000000000");
+  EXPECT_EQ(3, run.exit_code) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("--embedding_reserve_rows")) << run.output;
+  EXPECT_NE(std::string::npos, run.output.find("MiB are available")) << run.output;
+}
+
 TEST_F(EmberCliTest, UnwritableMetricsPathFailsBeforeTraining) {
   CommandRun run = Ember("train --rows=500 --metrics_out=" + Path("missing_dir/m.json"));
   EXPECT_EQ(2, run.exit_code) << run.output;
