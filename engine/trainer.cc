@@ -355,19 +355,23 @@ Status Trainer::ReserveRows(int64_t rows, const std::string& why) {
             << (table_->memory_bytes() - before) / (1 << 20) << " MiB, in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
             << " s";
-  reserved_rows_ = rows;
   return Status::OK();
 }
 
 Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
+  int64_t reserved = 0;
   if (options_.embedding_reserve_rows == -1 && options_.embedding_memory_budget_bytes == 0 &&
       options_.admission.kind == embedding::AdmissionOptions::Kind::kNone) {
     embedding::DistinctKeyCounter distinct;
     distinct.Add(train.all().keys);
-    const int64_t rows = distinct.Estimate() + distinct.Estimate() / 50;
-    const Status reserved = ReserveRows(rows, "the training data's distinct keys + 2%");
-    if (!reserved.ok()) LOG(WARNING) << reserved << "; rows are made as they come";
+    const int64_t rows = distinct.Estimate() * 51 / 50;
+    const Status status = ReserveRows(rows, "the training data's distinct keys + 2%");
+    if (status.ok()) {
+      reserved = rows;
+    } else {
+      LOG(WARNING) << status << "; rows are made as they come";
+    }
   }
   io::DatasetBatchSourceOptions source_options;
   source_options.batch_size = options_.batch_size;
@@ -375,18 +379,18 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
   source_options.shuffle = options_.shuffle;
   source_options.seed = options_.seed;
   io::DatasetBatchSource source(train, source_options);
-  return Fit(source);
+  return FitSource(source, reserved);
 }
 
-Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
-  // Fit(Dataset)'s reservation, if it made one, is this Fit's.
-  const int64_t reserved = std::exchange(reserved_rows_, 0);
+Result<TrainReport> Trainer::Fit(io::BatchSource& train) { return FitSource(train, 0); }
+
+Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_rows) {
   EMBER_RETURN_IF_ERROR(CheckShape(train));
   TrainReport report;
-  report.reserved_embedding_rows = reserved;
+  report.reserved_embedding_rows = reserved_rows;
   if (options_.embedding_reserve_rows > 0) {
     EMBER_RETURN_IF_ERROR(ReserveRows(options_.embedding_reserve_rows, "--embedding_reserve_rows"));
-    report.reserved_embedding_rows = std::exchange(reserved_rows_, 0);
+    report.reserved_embedding_rows = options_.embedding_reserve_rows;
   }
   // Resuming: the source seeks to where the checkpoint's batches ended, or,
   // when it cannot (or the checkpoint has no position), those batches are

@@ -233,6 +233,9 @@ class Trainer {
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
           std::unique_ptr<DenseModel> model);
   std::vector<pipeline::Stage<Step>> TrainingStages();
+  // Fit(train) after Fit(Dataset) made room for `reserved_rows` rows (0:
+  // none), which the report gives.
+  Result<TrainReport> FitSource(io::BatchSource& train, int64_t reserved_rows);
   Status FitSequential(io::BatchSource& train, TrainReport* report,
                        const std::function<bool(int64_t)>& below_max_steps,
                        const std::function<void(Step&)>& done);
@@ -279,8 +282,6 @@ class Trainer {
   // source there, or reads and drops the batches when it cannot.
   int64_t skip_batches_ = 0;
   std::string resume_position_;
-  // Rows of the reservation made for the coming Fit (ReserveRows).
-  int64_t reserved_rows_ = 0;
   // Set by FitSequential and FitPipelined: the data position after the last
   // batch trained, for the final checkpoint.
   std::string end_position_;
