@@ -3,7 +3,7 @@
 # Idempotent: packages already present are left alone; safe to run again.
 # Usage: scripts/install_deps.sh [--with-bench-baseline]
 #   --with-bench-baseline  also installs the PyTorch baseline of tools/bench/run.sh:
-#                          python3-torch, python3-numpy and the OpenMP build of
+#                          python3-torch and the OpenMP build of
 #                          OpenBLAS (the pthread build fights torch's OpenMP threads).
 set -euo pipefail
 
@@ -16,11 +16,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin       # multi-process runs
   zlib1g-dev                       # gzip input
+  python3-numpy                    # tests/tools/bench_data_test.py (the bench suite's data)
   clang libclang-rt-dev libomp-dev # libFuzzer targets: libFuzzer and sanitizer
                                    # runtimes, OpenMP for clang (scripts/run_fuzz.sh)
 )
 if [[ "${1:-}" == "--with-bench-baseline" ]]; then
-  packages+=(python3-torch python3-numpy libopenblas0-openmp)
+  packages+=(python3-torch libopenblas0-openmp)
 fi
 
 sudo=""

@@ -113,8 +113,12 @@ def missing_files(name):
     return None
 
 
-def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot=0):
-    """Prepares dataset `name`; returns {"npz", "ember_flags", "examples"}."""
+def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot=0, fold=0,
+            folds=1):
+    """Prepares dataset `name`; returns {"npz", "ember_flags", "examples"}.
+    folds > 1: fold `fold` of a k-fold cross-validation (see _fold)."""
+    if folds > 1:
+        return _fold(name, work, fold, folds)
     npz = os.path.join(work, name + ".npz")
     if name == "generated":
         tsv = generated(ember, work, gen_rows, rows_per_slot)
@@ -246,3 +250,58 @@ def _talkingdata(work, npz, test_fraction):
     rows = _write_shuffled_csv(tsv, rows, seed=100)
     save_npz(npz, **_csv_arrays(rows, False, test_fraction))
     return flags
+
+
+def _fold(name, work, fold, folds):
+    """Fold `fold` (0-based) of `folds` of dataset `name` (see rotate_fold);
+    for the datasets with one held-out tail (not Frappe, whose test file is
+    given)."""
+    base = prepare(name, work)
+    flags = base["ember_flags"]
+    sources = [f.split("=", 1)[1] for f in flags if f.startswith("--train_data=")]
+    if len(sources) != 1 or any(f.startswith("--test_data=") for f in flags):
+        raise ValueError("%s has a test set of its own: it is not split into folds" % name)
+    stem = os.path.join(work, "%s_fold%dof%d" % (name, fold, folds))
+    if not (os.path.exists(stem + ".tsv") and os.path.exists(stem + ".npz")):
+        rotate_fold(sources[0], base["npz"], fold, folds, stem + ".tsv", stem + ".npz")
+    flags = ["--train_data=" + stem + ".tsv" if f.startswith("--train_data=") else
+             "--test_fraction=%r" % (1.0 / folds) if f.startswith("--test_fraction=") else f
+             for f in flags]
+    return {"npz": stem + ".npz", "ember_flags": flags, "examples": base["examples"]}
+
+
+def rotate_fold(src_tsv, src_npz, fold, folds, tsv, npz):
+    """Writes fold `fold` (0-based) of `folds` of a k-fold cross-validation:
+    the N examples of src_tsv (one per non-empty line) and src_npz rotated so
+    that the fold's h = llround(N / folds) examples (Ember's held-out count
+    for --test_fraction=1/folds) are the held-out tail, the rest in their
+    order before them. Fold k < folds - 1 holds examples [k * h, (k + 1) * h),
+    the last fold the last h: the unrotated split. When N is a multiple of
+    folds every example is tested once; otherwise the last two folds overlap
+    (folds * h > N) or examples [(folds - 1) * h, N - h) are never tested."""
+    if not 0 <= fold < folds:
+        raise ValueError("fold %d of %d" % (fold, folds))
+    with np.load(src_npz) as d:
+        arrays = {k: d[k] for k in d.files}
+    n = int(arrays["labels"].shape[0])
+    with open(src_tsv, "r") as f:
+        lines = [line if line.endswith("\n") else line + "\n" for line in f if line.strip()]
+    if len(lines) != n:
+        raise ValueError("%s: %d lines but %d examples in %s; lines and examples must match to "
+                         "rotate them" % (src_tsv, len(lines), n, src_npz))
+    h = held_out(n, 1.0 / folds)
+    if h == 0 or (folds - 1) * h > n:
+        raise ValueError("%s: %d examples cannot be split into %d folds" % (src_npz, n, folds))
+    shift = ((fold + 1) * h if fold + 1 < folds else n) % n
+    with open(tsv, "w") as f:
+        f.writelines(lines[shift:] + lines[:shift])
+    order = np.roll(np.arange(n), -shift)  # order[i] = (i + shift) % n
+    rotated = dict(labels=arrays["labels"][order], dense=arrays["dense"][order],
+                   ids=arrays["ids"][order], n_train=n - h, table_rows=arrays["table_rows"])
+    if "bag_ids" in arrays:
+        ends = np.append(arrays["bag_offsets"], len(arrays["bag_ids"]))
+        starts, lengths = ends[:-1][order], np.diff(ends)[order]
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        gather = np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+        rotated.update(bag_ids=arrays["bag_ids"][gather], bag_offsets=offsets)
+    save_npz(npz, **rotated)

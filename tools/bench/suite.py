@@ -11,7 +11,8 @@ inputs, weights and gradients, f32 sums and master weights), PyTorch with
 torch_ctr.py --precision=bf16 (autocast to bf16 around the forward); skipped,
 with a line saying why, on a CPU without bf16 GEMMs in hardware. Quality
 cases: Criteo, Frappe, MovieLens-100k and TalkingData, test AUC and logloss
-averaged over seeds. Each case runs the two engines alternately (Ember, then
+averaged over seeds (TalkingData's by 5-fold cross-validation per seed,
+--folds). Each case runs the two engines alternately (Ember, then
 PyTorch, --repeats times), and reports medians. The machine's limits are
 measured in the same run (tools/bench/machine_limits.py) and give each speed
 case a floor. Writes results.csv, results.md, results.svg and results.json
@@ -242,7 +243,10 @@ def add_floors(a, rows, limits, unique_rows):
         row["torch_of_floor"] = row["torch_sps"] / row["floor_sps"]
 
 
-def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1, precision="f32"):
+def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1, precision="f32",
+              pairs=None):
+    """pairs: (ember, torch) runs paired by test examples for the standard
+    errors of dAUC and dlogloss; default: ember_runs and torch_runs by seed."""
     row = {"data": dataset, "model": model, "threads": threads, "precision": precision,
            "runs": len(ember_runs), "seeds": seeds}
     for name, runs in (("ember", ember_runs), ("torch", torch_runs)):
@@ -253,16 +257,26 @@ def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1, p
     row["ratio"] = row["ember_sps"] / row["torch_sps"]
     row["auc_delta"] = row["ember_auc"] - row["torch_auc"]
     row["logloss_delta"] = row["ember_logloss"] - row["torch_logloss"]
+    paired_ember, paired_torch = pairs or (ember_runs, torch_runs)
     if seeds > 1:
-        # Standard error of the mean of the per-seed differences.
+        # Standard error of the mean of the paired runs' differences.
         for key in ("auc", "logloss"):
-            diffs = [e[key] - t[key] for e, t in zip(ember_runs, torch_runs)]
+            diffs = [e[key] - t[key] for e, t in zip(paired_ember, paired_torch)]
             row[key + "_delta_se"] = statistics.stdev(diffs) / len(diffs) ** 0.5
     stages = ember_runs[len(ember_runs) // 2].get("stage_seconds", {})
     seconds = ember_runs[len(ember_runs) // 2].get("train_seconds", 0)
     row["ember_busy"] = " ".join("%s %.0f%%" % (k, 100 * v / seconds)
                                  for k, v in stages.items()) if seconds else ""
     return row
+
+
+def fold_mean(runs):
+    """One seed's runs over the folds of a cross-validation as one run: mean
+    AUC and logloss, median samples/s, the largest peak RSS."""
+    return {"samples_per_sec": median(runs, "samples_per_sec"), "auc": mean(runs, "auc"),
+            "logloss": mean(runs, "logloss"), "rss_mib": max(r["rss_mib"] for r in runs),
+            "stage_seconds": runs[0].get("stage_seconds", {}),
+            "train_seconds": runs[0].get("train_seconds", 0)}
 
 
 def quality_cases(a):
@@ -272,21 +286,45 @@ def quality_cases(a):
         if missing:
             log("quality %s: skipped, %s not found (set EMBER_SHARED_DATA)" % (name, missing))
             continue
-        data = bench_data.prepare(name, a.work)
+        folds = a.folds.get(name, 1)
+        data = [bench_data.prepare(name, a.work, fold=k, folds=folds) for k in range(folds)]
         for model in a.quality_models:
-            log("quality %s %s, seeds %s" % (name, model, ",".join(map(str, a.seeds))))
-            ember_runs, torch_runs = [], []
+            log("quality %s %s, seeds %s%s" % (name, model, ",".join(map(str, a.seeds)),
+                                               ", %d folds each" % folds if folds > 1 else ""))
+            ember_runs, torch_runs, ember_all, torch_all = [], [], [], []
             for seed in a.seeds:
-                tag = "%s_%s_s%d" % (name, model, seed)
-                ember_runs.append(run_ember(a, data, model, a.quality_batch, 2, seed, a.epochs, tag,
-                                            0))
-                torch_runs.append(run_torch(a, data, model, a.quality_batch, 2, seed, a.epochs, tag, 0))
-                log("  seed %d: ember AUC %.4f logloss %.4f | torch AUC %.4f logloss %.4f" %
-                    (seed, ember_runs[-1]["auc"], ember_runs[-1]["logloss"], torch_runs[-1]["auc"],
+                ember_folds, torch_folds = [], []
+                for k, fold_data in enumerate(data):
+                    tag = "%s_%s_s%d" % (name, model, seed) + ("_f%d" % k if folds > 1 else "")
+                    ember_folds.append(run_ember(a, fold_data, model, a.quality_batch, 2, seed,
+                                                 a.epochs, tag, 0))
+                    torch_folds.append(run_torch(a, fold_data, model, a.quality_batch, 2, seed,
+                                                 a.epochs, tag, 0))
+                ember_all += ember_folds
+                torch_all += torch_folds
+                ember_runs.append(fold_mean(ember_folds) if folds > 1 else ember_folds[0])
+                torch_runs.append(fold_mean(torch_folds) if folds > 1 else torch_folds[0])
+                log("  seed %d%s: ember AUC %.4f logloss %.4f | torch AUC %.4f logloss %.4f" %
+                    (seed, " (mean of %d folds)" % folds if folds > 1 else "",
+                     ember_runs[-1]["auc"], ember_runs[-1]["logloss"], torch_runs[-1]["auc"],
                      torch_runs[-1]["logloss"]))
-            rows.append(summarise(name, model, 2, ember_runs, torch_runs, a.quality_batch,
-                                  seeds=len(a.seeds)))
+            # The runs of one seed and fold are tested on the same examples.
+            row = summarise(name, model, 2, ember_runs, torch_runs, a.quality_batch,
+                            seeds=len(a.seeds), pairs=(ember_all, torch_all))
+            row["folds"] = folds
+            rows.append(row)
     return rows
+
+
+def parse_folds(text):
+    """"talkingdata:5,criteo:5" -> {"talkingdata": 5, "criteo": 5}."""
+    folds = {}
+    for item in (t for t in text.split(",") if t):
+        name, _, k = item.partition(":")
+        if not k.isdigit() or int(k) < 2:
+            raise SystemExit("--folds: %r is not dataset:k with k >= 2" % item)
+        folds[name] = int(k)
+    return folds
 
 
 COLUMNS = [("data", "data", "%s"), ("model", "model", "%s"), ("threads", "threads", "%d"),
@@ -307,7 +345,7 @@ def fmt(row, key, f):
 
 def write_tables(a, rows, limits, meta):
     with open(os.path.join(a.out, "results.csv"), "w") as f:
-        keys = [k for k, _, _ in COLUMNS] + ["runs", "seeds", "floor_parts_ms", "ember_busy"]
+        keys = [k for k, _, _ in COLUMNS] + ["runs", "seeds", "folds", "floor_parts_ms", "ember_busy"]
         f.write(",".join(keys) + "\n")
         for r in rows:
             f.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
@@ -320,9 +358,14 @@ def write_tables(a, rows, limits, meta):
         lines.append("| " + " | ".join(fmt(r, k, f) for k, _, f in COLUMNS) + " |")
     lines += ["", "Speed: median of %d (DLRM 2 threads f32: %d) alternating runs per engine; quality: mean over seeds %s "
               "(AUC/logloss of generated cases: seed 1); d = Ember minus PyTorch, s.e. = standard error "
-              "of the mean per-seed difference. Floor: see machine limits below; "
-              "limits are the best of two rounds, before and after the speed cases.%s" %
+              "of the mean difference of the runs tested on the same examples (per seed, and per fold "
+              "where there are folds). Floor: see machine limits below; "
+              "limits are the best of two rounds, before and after the speed cases.%s%s" %
               (a.repeats, a.repeats + 1, ",".join(map(str, a.seeds)),
+               "".join(" %s: %d-fold cross-validation, each seed's AUC and logloss the mean of "
+                       "%d trainings, each tested on a different 1/%d of the examples." %
+                       (name, k, k, k)
+                       for name, k in a.folds.items() if any(r["data"] == name for r in rows)),
                " Precision bf16: Ember --dense_precision=bf16 (fully connected GEMMs on bf16 "
                "inputs, weights and gradients; f32 sums and master weights), PyTorch autocast to "
                "bf16 around the forward; the floor takes the bare bf16 GEMM rates."
@@ -370,6 +413,12 @@ def main():
     p.add_argument("--quality_batch", type=int, default=256)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--folds", default="talkingdata:5",
+                   help="dataset:k,...: quality datasets evaluated by k-fold cross-validation "
+                        "(each seed's AUC and logloss: the mean over k trainings, each tested on "
+                        "a different 1/k of the examples); the others keep their one held-out "
+                        "split. TalkingData's 20%% split holds ~45 positives, so one split's AUC "
+                        "varies by ~0.01 from seed to seed")
     p.add_argument("--sparse_optimizer", default="adagrad",
                    help="adagrad, rowwise_adagrad or sgd, for both engines")
     a = p.parse_args()
@@ -381,6 +430,7 @@ def main():
     a.datasets = [d for d in a.datasets.split(",") if d]
     a.quality_models = [m for m in a.quality_models.split(",") if m]
     a.seeds = [int(s) for s in a.seeds.split(",")]
+    a.folds = parse_folds(a.folds)
     a.logs = os.path.join(a.out, "logs")
     os.makedirs(a.logs, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
