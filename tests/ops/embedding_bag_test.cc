@@ -79,7 +79,7 @@ TEST(EmbeddingBagOpsTest, SumAndMeanPoolEachBagAndAnEmptyBagPoolsToZeros) {
 TEST(EmbeddingBagOpsTest, BackwardMatchesFiniteDifferences) {
   for (Pooling pooling : {Pooling::kSum, Pooling::kMean}) {
     for (int64_t num_bags : {1, 3, 17}) {
-      for (int64_t dim : {1, 5, 13}) {
+      for (int64_t dim : {1, 5, 13, 16, 32}) {
         SCOPED_TRACE(::testing::Message() << "mean=" << (pooling == Pooling::kMean)
                                           << " bags=" << num_bags << " D=" << dim);
         RandomStream rng(num_bags * 100 + dim);
@@ -128,6 +128,50 @@ TEST(EmbeddingBagOpsTest, ResultsAreBitIdenticalWithOneAndFourThreads) {
     }
     EXPECT_EQ(0, std::memcmp(outs[0].raw_data(), outs[1].raw_data(), outs[0].nbytes()));
     EXPECT_EQ(0, std::memcmp(drows[0].raw_data(), drows[1].raw_data(), drows[0].nbytes()));
+  }
+}
+
+// Widths that are multiples of 16 take a vector path; its sums must be the
+// scalar path's to the bit. The scalar path runs on one more column: the
+// columns both have must agree exactly.
+TEST(EmbeddingBagOpsTest, TheVectorPathSumsExactlyAsTheScalarPath) {
+  RandomStream rng(7);
+  const int64_t num_rows = 50, num_bags = 600;
+  const Bags bags = RandomBags(num_bags, num_rows, 5, rng);
+  for (int64_t dim : {16, 32}) {
+    const int64_t wide = dim + 1;
+    const Tensor rows_wide = RandomTensor({num_rows, wide}, rng);
+    const Tensor dout_wide = RandomTensor({num_bags, wide}, rng);
+    Tensor rows = Tensor::Empty({num_rows, dim}), dout = Tensor::Empty({num_bags, dim});
+    for (int64_t r = 0; r < num_rows; ++r) {
+      std::memcpy(rows.data<float>() + r * dim, rows_wide.data<float>() + r * wide,
+                  dim * sizeof(float));
+    }
+    for (int64_t b = 0; b < num_bags; ++b) {
+      std::memcpy(dout.data<float>() + b * dim, dout_wide.data<float>() + b * wide,
+                  dim * sizeof(float));
+    }
+    for (Pooling pooling : {Pooling::kSum, Pooling::kMean}) {
+      SCOPED_TRACE(::testing::Message() << "D=" << dim << " mean=" << (pooling == Pooling::kMean));
+      Tensor out = Tensor::Empty({num_bags, dim}), out_wide = Tensor::Empty({num_bags, wide});
+      Tensor drows = Tensor::Empty({num_rows, dim}), drows_wide = Tensor::Empty({num_rows, wide});
+      ASSERT_TRUE(EmbeddingBagForward(rows, bags.row_index, bags.offsets, pooling, &out).ok());
+      ASSERT_TRUE(
+          EmbeddingBagForward(rows_wide, bags.row_index, bags.offsets, pooling, &out_wide).ok());
+      ASSERT_TRUE(EmbeddingBagBackward(dout, bags.row_index, bags.offsets, pooling, &drows).ok());
+      ASSERT_TRUE(
+          EmbeddingBagBackward(dout_wide, bags.row_index, bags.offsets, pooling, &drows_wide).ok());
+      for (int64_t b = 0; b < num_bags; ++b) {
+        ASSERT_EQ(0, std::memcmp(out.data<float>() + b * dim, out_wide.data<float>() + b * wide,
+                                 dim * sizeof(float)))
+            << "bag " << b;
+      }
+      for (int64_t r = 0; r < num_rows; ++r) {
+        ASSERT_EQ(0, std::memcmp(drows.data<float>() + r * dim,
+                                 drows_wide.data<float>() + r * wide, dim * sizeof(float)))
+            << "row " << r;
+      }
+    }
   }
 }
 

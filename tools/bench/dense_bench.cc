@@ -1,6 +1,8 @@
 // Fully connected forward + backward at DLRM shapes, in GFLOP/s, beside a
 // plain oneDNN SGEMM of the same shapes measured in the same run, and the
-// same bare products in bf16.
+// same bare products in bf16; and the embedding-bag pooling of the DLRM step
+// (BM_EmbeddingBagStep, forward + backward) beside a bare copy of each bag's
+// row (BM_BagRowCopy).
 //   build/tools/bench/dense_bench [--threads=N] [--rounds=R] [--shapes=B/IN/OUT,...]
 //       [benchmark flags]
 // --shapes replaces the default DLRM layers (tools/bench/run.sh measures the
@@ -176,6 +178,78 @@ void BM_Bf16Gemm(benchmark::State& state) {
       benchmark::Counter(layer.Flops() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Embedding-bag pooling as the dense stage of the suite's DLRM case runs it:
+// 2048 x 26 bags of one row each, drawn from 30,000 pulled rows of `dim`
+// floats; the sum forward and its backward, on a ThreadArena of --threads.
+struct BagCase {
+  explicit BagCase(int64_t dim)
+      : rows(ember::Tensor::Empty({kRows, dim})),
+        row_index(ember::Tensor::Empty({kBags}, ember::DType::kI64)),
+        offsets(ember::Tensor::Empty({kBags + 1}, ember::DType::kI64)),
+        out(ember::Tensor::Empty({kBags, dim})),
+        drows(ember::Tensor::Empty({kRows, dim})) {
+    ember::RandomStream random(1);
+    float* r = rows.data<float>();
+    for (int64_t i = 0; i < rows.numel(); ++i) r[i] = static_cast<float>(random.Uniform(-1, 1));
+    int64_t* idx = row_index.data<int64_t>();
+    int64_t* off = offsets.data<int64_t>();
+    for (int64_t b = 0; b < kBags; ++b) {
+      idx[b] = static_cast<int64_t>(random.NextBelow(kRows));
+      off[b] = b;
+    }
+    off[kBags] = kBags;
+  }
+
+  bool Step() {
+    using ember::ops::Pooling;
+    return ember::ops::EmbeddingBagForward(rows, row_index, offsets, Pooling::kSum, &out).ok() &&
+           ember::ops::EmbeddingBagBackward(out, row_index, offsets, Pooling::kSum, &drows).ok();
+  }
+
+  // The baseline: each bag's row copied to its output, the forward's bare
+  // memory traffic, split over the arena's threads as the op splits bags.
+  void CopyRows() {
+    const int64_t dim = rows.dim(1);
+    const float* r = rows.data<float>();
+    const int64_t* idx = row_index.data<int64_t>();
+    float* o = out.data<float>();
+    ember::ParallelFor(0, kBags, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        std::memcpy(o + b * dim, r + idx[b] * dim, static_cast<size_t>(dim) * sizeof(float));
+      }
+    });
+    benchmark::DoNotOptimize(o);
+  }
+
+  static constexpr int64_t kBags = 2048 * 26, kRows = 30000;
+  ember::Tensor rows, row_index, offsets, out, drows;
+};
+
+void BM_EmbeddingBagStep(benchmark::State& state) {
+  BagCase bags(state.range(0));
+  ember::ThreadArena arena(g_threads);
+  for (auto _ : state) {
+    bool ok = false;
+    arena.Execute([&] { ok = bags.Step(); });
+    if (!ok) {
+      state.SkipWithError("embedding bag failed");
+      break;
+    }
+  }
+  state.counters["bags/s"] = benchmark::Counter(static_cast<double>(BagCase::kBags) *
+                                                    state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+
+void BM_BagRowCopy(benchmark::State& state) {
+  BagCase bags(state.range(0));
+  ember::ThreadArena arena(g_threads);
+  for (auto _ : state) arena.Execute([&] { bags.CopyRows(); });
+  state.counters["bags/s"] = benchmark::Counter(static_cast<double>(BagCase::kBags) *
+                                                    state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+
 // Seconds per call of `fn`, over `calls` calls.
 template <typename Fn>
 double SecondsPerCall(int calls, Fn fn) {
@@ -257,6 +331,10 @@ int main(int argc, char** argv) {
   // its bf16 cases.
   const bool bf16 = ember::ops::internal::CpuHasBf16();
   if (bf16) benchmark::RegisterBenchmark("BM_Bf16Gemm", BM_Bf16Gemm)->Apply(Shapes);
+  for (auto* bench : {benchmark::RegisterBenchmark("BM_EmbeddingBagStep", BM_EmbeddingBagStep),
+                      benchmark::RegisterBenchmark("BM_BagRowCopy", BM_BagRowCopy)}) {
+    bench->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
   ember::bench::RatioReporter reporter;
   std::printf("threads: %d (OpenMP, for oneDNN)\n", g_threads);
   if (!bf16) {
@@ -285,6 +363,13 @@ int main(int argc, char** argv) {
       std::printf("batch/in/out %-34s %.2f\n", ShapeName(shape).c_str(),
                   PairedRatio(shape[0], shape[1], shape[2], rounds));
     }
+  }
+  std::printf("\nEmbedding-bag forward + backward (2048 x 26 bags of one row) vs copying each "
+              "bag's row:\n");
+  for (const char* dim : {"16", "64"}) {
+    reporter.PrintRatio(std::string("dim ") + dim,
+                        std::string("BM_EmbeddingBagStep/") + dim + "/real_time",
+                        std::string("BM_BagRowCopy/") + dim + "/real_time", "bags/s");
   }
   benchmark::Shutdown();
   return 0;
