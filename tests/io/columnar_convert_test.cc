@@ -40,7 +40,7 @@ std::string CriteoLines(int n, int seed) {
     }
     for (int s = 0; s < 26; ++s) {
       text += "\t";
-      if ((r + s) % 9 != 0) text += "c" + std::to_string((r + s * 7) % 40);
+      if ((r + s) % 9 != 0) text.append("c").append(std::to_string((r + s * 7) % 40));
     }
     text += "\n";
   }

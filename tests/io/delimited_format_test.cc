@@ -371,7 +371,7 @@ TEST_F(DelimitedReadTest, LargeFileReadsIdenticallyWithOneAndTwoThreads) {
   for (int i = 0; i < 150000; ++i) {
     text += std::to_string(i % 7 == 0) + ",u" + std::to_string(i % 1000) + ",";
     for (int k = 0; k < i % 4; ++k) text += (k ? "|t" : "t") + std::to_string((i + k) % 50);
-    text += "," + std::to_string(i % 300) + "\n";
+    text.append(",").append(std::to_string(i % 300)).append("\n");
   }
   const std::string path = Write("big.csv", text);
   const auto format = Format("click=label,user=cat,tags=multi,price=dense", ',', true);

@@ -197,8 +197,8 @@ TEST(LibSvmFormatTest, RejectsBadOptions) {
 TEST_F(LibSvmTest, GzipReadsLikeThePlainFile) {
   std::string text;
   for (int i = 0; i < 2000; ++i) {
-    text += (i % 2 ? "1" : "-1") + (" " + std::to_string(i % 13) + ":1 ") +
-            std::to_string(20 + i % 7) + ":1\r\n";
+    text.append(i % 2 ? "1" : "-1").append(" ").append(std::to_string(i % 13)).append(":1 ");
+    text.append(std::to_string(20 + i % 7)).append(":1\r\n");
   }
   const auto format = LibSvm({0, 20});
   Result<Dataset> plain = ReadTextFiles({Write("a.libfm", text)}, *format, Strict());

@@ -110,7 +110,8 @@ TEST_F(StreamRegressionTest, PaddingWithShuffleBufferReturnsEveryGoodRecord) {
 TEST_F(StreamRegressionTest, GzipStreamsAreNotLeftOpenAcrossEpochs) {
   std::vector<std::string> paths;
   for (int f = 0; f < 120; ++f) {
-    paths.push_back(WriteGzip("f" + std::to_string(f) + ".tsv.gz", CriteoText(f * 24, 24)));
+    paths.push_back(WriteGzip(std::string("f").append(std::to_string(f)).append(".tsv.gz"),
+                              CriteoText(f * 24, 24)));
   }
   StreamReaderOptions options = Small();
   options.piece_bytes = 1024;  // ~4 pieces a file

@@ -209,7 +209,7 @@ TEST(RunPipelinedTest, AFailureInAnyStageStopsThePipelineWithItsError) {
     std::atomic<int64_t> last_done{-1};
     std::vector<Stage<Item>> stages;
     for (int s = 0; s < 3; ++s) {
-      stages.push_back({"s" + std::to_string(s), [=](Item& it) {
+      stages.push_back({std::string("s").append(std::to_string(s)), [=](Item& it) {
                           if (failing == s + 1 && it.index == 7) {
                             return Status::DataLoss("injected at s", s);
                           }
@@ -232,7 +232,8 @@ TEST(RunPipelinedTest, AFailureInAnyStageStopsThePipelineWithItsError) {
       EXPECT_EQ(StatusCode::kIOError, status.code());
     } else {
       EXPECT_EQ(StatusCode::kDataLoss, status.code());
-      EXPECT_THAT(status.message(), HasSubstr("stage s" + std::to_string(failing - 1)));
+      EXPECT_THAT(status.message(),
+                  HasSubstr(std::string("stage s").append(std::to_string(failing - 1))));
     }
     EXPECT_EQ(1, stop_calls.load());
     EXPECT_LT(last_done.load(), 7);

@@ -15,9 +15,10 @@ struct Item {
 
 TEST(RunSequentialTest, RunsEveryStageOnEveryItemInOrder) {
   std::vector<std::string> seen;
+  auto tag = [](std::string stage, int64_t index) { return stage.append(std::to_string(index)); };
   std::vector<Stage<Item>> stages = {
-      {"a", [&](Item& it) { seen.push_back("a" + std::to_string(it.index)); return Status::OK(); }},
-      {"b", [&](Item& it) { seen.push_back("b" + std::to_string(it.index)); return Status::OK(); }},
+      {"a", [&](Item& it) { seen.push_back(tag("a", it.index)); return Status::OK(); }},
+      {"b", [&](Item& it) { seen.push_back(tag("b", it.index)); return Status::OK(); }},
   };
   Item item;
   StageTimes times;
