@@ -245,8 +245,9 @@ def add_floors(a, rows, limits, unique_rows):
 
 def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1, precision="f32",
               pairs=None):
-    """pairs: (ember, torch) runs paired by test examples for the standard
-    errors of dAUC and dlogloss; default: ember_runs and torch_runs by seed."""
+    """pairs: (ember, torch) quality runs paired by test examples (same seed
+    and fold), for the standard errors of dAUC and dlogloss; none for speed
+    cases, whose runs repeat one seed."""
     row = {"data": dataset, "model": model, "threads": threads, "precision": precision,
            "runs": len(ember_runs), "seeds": seeds}
     for name, runs in (("ember", ember_runs), ("torch", torch_runs)):
@@ -257,11 +258,10 @@ def summarise(dataset, model, threads, ember_runs, torch_runs, batch, seeds=1, p
     row["ratio"] = row["ember_sps"] / row["torch_sps"]
     row["auc_delta"] = row["ember_auc"] - row["torch_auc"]
     row["logloss_delta"] = row["ember_logloss"] - row["torch_logloss"]
-    paired_ember, paired_torch = pairs or (ember_runs, torch_runs)
-    if seeds > 1:
+    if pairs is not None and len(pairs[0]) > 1:
         # Standard error of the mean of the paired runs' differences.
         for key in ("auc", "logloss"):
-            diffs = [e[key] - t[key] for e, t in zip(paired_ember, paired_torch)]
+            diffs = [e[key] - t[key] for e, t in zip(*pairs)]
             row[key + "_delta_se"] = statistics.stdev(diffs) / len(diffs) ** 0.5
     stages = ember_runs[len(ember_runs) // 2].get("stage_seconds", {})
     seconds = ember_runs[len(ember_runs) // 2].get("train_seconds", 0)
