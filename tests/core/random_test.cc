@@ -30,6 +30,20 @@ TEST(RandomStreamTest, SequenceIsPinnedAcrossPlatforms) {
   EXPECT_EQ(0x91af90fb696eaec2ULL, stream.NextU64());
 }
 
+// NextBelow (the epoch permutations) and UniformAt (the initial embedding
+// rows) are pinned too: tools/bench/ember_random.py reproduces them and
+// tests/tools/bench_data_test.py pins the same numbers.
+TEST(RandomStreamTest, NextBelowAndUniformAtArePinnedAcrossPlatforms) {
+  RandomStream stream(3, 9);
+  EXPECT_EQ(0u, stream.NextBelow(1));
+  EXPECT_EQ(0u, stream.NextBelow(2));
+  EXPECT_EQ(2u, stream.NextBelow(3));
+  EXPECT_EQ(4u, stream.NextBelow(10));
+  EXPECT_EQ(351903317958ULL, stream.NextBelow((1ULL << 40) + 7));
+  EXPECT_EQ(7856676843066978251ULL, stream.NextBelow((1ULL << 63) + 5));
+  EXPECT_EQ(0x1.294d45c694e84p-3, UniformAt(42, 123456789, 5));
+}
+
 TEST(RandomStreamTest, UniformDoublesHaveTheRightMoments) {
   RandomStream stream(7);
   double sum = 0, sum_sq = 0;

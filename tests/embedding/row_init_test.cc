@@ -51,5 +51,18 @@ TEST(InitRowWeightsTest, DiffersAcrossKeysSeedsAndElements) {
   EXPECT_EQ(distinct, 15);
 }
 
+// Pinned, with InitScale's 1/sqrt(dim) (0.5 for dim 4): a row's first value
+// must never change, and tools/bench/ember_random.py reproduces it (the PyTorch
+// baseline starts from Ember's rows; tests/tools/bench_data_test.py pins the
+// same numbers).
+TEST(InitRowWeightsTest, RowsArePinnedAcrossMachinesAndReleases) {
+  EmbeddingTableOptions options;
+  options.dim = 4;
+  ASSERT_EQ(0.5f, InitScale(options));
+  std::vector<float> row(4);
+  InitRowWeights(1, 123456789, InitScale(options), 4, row.data());
+  EXPECT_EQ((std::vector<float>{-0.00440706965f, 0.339627832f, 0.0832804963f, -0.466210991f}), row);
+}
+
 }  // namespace
 }  // namespace ember::embedding

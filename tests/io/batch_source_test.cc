@@ -88,6 +88,26 @@ TEST(DatasetBatchSourceTest, ShuffleGivesEachEpochItsOwnPermutationFixedByTheSee
   EXPECT_NE(epochs, Drain(other_seed, &sizes));
 }
 
+// An epoch's order is pinned by (seed, epoch): tools/bench/ember_random.py
+// reproduces it, so that the PyTorch baseline can train on Ember's batches,
+// and tests/tools/bench_data_test.py pins the same orders.
+TEST(DatasetBatchSourceTest, TheShuffledOrderIsPinnedAcrossPlatforms) {
+  const Dataset data = Numbered(10);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 3;
+  options.num_epochs = 2;
+  options.shuffle = true;
+  options.seed = 1;
+  std::vector<int> sizes;
+  DatasetBatchSource seed1(data, options);
+  const std::vector<std::vector<int>> epochs = Drain(seed1, &sizes);
+  ASSERT_EQ(2u, epochs.size());
+  EXPECT_EQ((std::vector<int>{6, 4, 3, 1, 7, 0, 5, 8, 2, 9}), epochs[0]);
+  options.seed = 7;
+  DatasetBatchSource seed7(data, options);
+  EXPECT_EQ((std::vector<int>{7, 3, 0, 8, 9, 1, 6, 4, 5, 2}), Drain(seed7, &sizes)[1]);
+}
+
 TEST(DatasetBatchSourceTest, EmptyDataHasNoBatches) {
   const Dataset data;
   DatasetBatchSource source(data, {});

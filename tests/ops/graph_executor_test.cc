@@ -122,6 +122,26 @@ TEST(GraphExecutorTest, AValueReadTwiceByOneNodeAndByOthersGetsEveryContribution
   }
 }
 
+// A He-uniform parameter's initial value is a pure function of (seed, name):
+// tools/bench/ember_random.py reproduces it, so that the PyTorch baseline can
+// start from Ember's weights, and tests/tools/bench_data_test.py pins the
+// same numbers.
+TEST(GraphExecutorTest, HeUniformInitialValuesArePinnedByTheSeedAndTheName) {
+  Graph graph(&DefaultOpRegistry());
+  const int x = *graph.AddInput("x", {3});
+  const int w = *graph.AddParameter("top.0.weight", {2, 3}, Initializer::kHeUniform, 3);
+  const int b = *graph.AddParameter("top.0.bias", {2}, Initializer::kZeros);
+  const int y = graph.AddNode("top.0", "fully_connected", {x, w, b}, OpAttrs())->at(0);
+  ASSERT_TRUE(graph.MarkOutput(y).ok());
+  auto executor = GraphExecutor::Create(&graph, 1);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_EQ(2u, (*executor)->parameters().size());
+  EXPECT_EQ((std::vector<float>{0.531345963f, -1.04143274f, 1.13220489f, -0.571366429f,
+                                -0.878497005f, 1.31195569f}),
+            Values((*executor)->parameters()[0]));
+  EXPECT_EQ((std::vector<float>{0.0f, 0.0f}), Values((*executor)->parameters()[1]));
+}
+
 TEST(GraphExecutorTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
   if (CudaDeviceAvailable()) GTEST_SKIP() << "checks the refusal where no CUDA device is present";
   Graph graph(&DefaultOpRegistry());

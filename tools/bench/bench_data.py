@@ -10,6 +10,9 @@ trains on:
   ids     i64 [N, S1]        single-valued slots, as rows of one fused table
   bag_ids, bag_offsets       (optional) one multi-valued slot, sum-pooled
   n_train, table_rows        rows before the test split; rows of the fused table
+  keys    u64 [table_rows]   (real data) Ember's key of each row's value, from
+                             which torch_ctr.py --start=ember draws Ember's
+                             initial rows (tools/bench/ember_random.py)
 
 Categorical values map to rows as Ember maps them to keys: every distinct
 value of a slot (the empty, missing value included) has a row of its own
@@ -27,6 +30,8 @@ import random
 import subprocess
 
 import numpy as np
+
+import ember_random
 
 SHARED = os.environ.get("EMBER_SHARED_DATA",
                         os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
@@ -58,14 +63,34 @@ class Indexer:
             bag_ids += offsets[s1]
         return int(sum(sizes))
 
+    def keys(self):
+        """Ember's key (io/feature_hash.h) of every row of the fused table
+        that fuse(..., rows_per_slot=0) made: slot s's values in order."""
+        return np.array([ember_random.hash_categorical(slot, value)
+                         for slot, vocab in enumerate(self.vocab) for value in vocab], np.uint64)
+
 
 def held_out(n, test_fraction):
     return int(math.floor(n * test_fraction + 0.5))  # std::llround for n * f >= 0
 
 
-def save_npz(path, labels, dense, ids, n_train, table_rows, bag_ids=None, bag_offsets=None):
+def _prepared(npz, *files):
+    """Whether a real dataset's npz (and its other files) were prepared, by
+    this version: with the rows' keys."""
+    if not all(os.path.exists(f) for f in (npz,) + files):
+        return False
+    with np.load(npz) as d:
+        return "keys" in d.files
+
+
+def save_npz(path, labels, dense, ids, n_train, table_rows, bag_ids=None, bag_offsets=None,
+             keys=None):
     arrays = dict(labels=np.asarray(labels, np.float32), dense=np.asarray(dense, np.float32),
                   ids=ids, n_train=np.int64(n_train), table_rows=np.int64(table_rows))
+    if keys is not None:
+        if len(keys) != table_rows:
+            raise ValueError("%d keys for %d table rows" % (len(keys), table_rows))
+        arrays.update(keys=np.asarray(keys, np.uint64))
     if bag_ids is not None:
         arrays.update(bag_ids=bag_ids, bag_offsets=bag_offsets)
     np.savez(path, **arrays)
@@ -86,8 +111,10 @@ def criteo_arrays(paths, rows_per_slot, test_fraction):
     ids = np.array(cats, np.int64)
     table_rows = idx.fuse(ids, None, rows_per_slot)
     n = len(labels)
+    # The generated cases' padded 1M-row tables have rows without a value.
     return dict(labels=labels, dense=np.array(dense, np.float32).reshape(n, 13), ids=ids,
-                n_train=n - held_out(n, test_fraction), table_rows=table_rows)
+                n_train=n - held_out(n, test_fraction), table_rows=table_rows,
+                keys=idx.keys() if rows_per_slot == 0 else None)
 
 
 def generated(ember, work, rows, vocabulary, seed=1):
@@ -128,7 +155,7 @@ def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot
     elif name == "criteo":
         tsv = os.path.join(SHARED, "criteo", "criteo_kaggle_8k.tsv")
         flags = ["--train_data=" + tsv, "--format=criteo", "--test_fraction=%g" % test_fraction]
-        if not os.path.exists(npz):
+        if not _prepared(npz):
             save_npz(npz, **criteo_arrays([tsv], 0, test_fraction))
     elif name == "frappe":
         flags = _frappe(npz)
@@ -146,9 +173,11 @@ def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot
 def _frappe(npz):
     train = os.path.join(SHARED, "frappe", "frappe.validation.libfm")
     test = os.path.join(SHARED, "frappe", "frappe.test.libfm")
+    # In memory (not streamed, the default with --test_data): each epoch is a
+    # permutation of all examples, which torch_ctr.py --start=ember repeats.
     flags = ["--train_data=" + train, "--test_data=" + test, "--format=libsvm",
-             "--field_starts=" + ",".join(map(str, FRAPPE_FIELD_STARTS))]
-    if os.path.exists(npz):
+             "--field_starts=" + ",".join(map(str, FRAPPE_FIELD_STARTS)), "--reader=memory"]
+    if _prepared(npz):
         return flags
     idx = Indexer(len(FRAPPE_FIELD_STARTS))
     labels, cats, n_train = [], [], 0
@@ -169,7 +198,8 @@ def _frappe(npz):
             n_train = len(labels)
     ids = np.array(cats, np.int64)
     table_rows = idx.fuse(ids, None, 0)
-    save_npz(npz, labels, np.zeros((len(labels), 0), np.float32), ids, n_train, table_rows)
+    save_npz(npz, labels, np.zeros((len(labels), 0), np.float32), ids, n_train, table_rows,
+             keys=idx.keys())
     return flags
 
 
@@ -200,7 +230,8 @@ def _csv_arrays(rows, multi_column, test_fraction):
     n = len(labels)
     return dict(labels=labels, dense=np.zeros((n, 0), np.float32), ids=ids,
                 n_train=n - held_out(n, test_fraction), table_rows=table_rows, bag_ids=bags,
-                bag_offsets=np.array(bag_offsets, np.int64) if multi_column else None)
+                bag_offsets=np.array(bag_offsets, np.int64) if multi_column else None,
+                keys=idx.keys())
 
 
 def _movielens(work, npz, test_fraction):
@@ -209,7 +240,7 @@ def _movielens(work, npz, test_fraction):
     tsv = os.path.join(work, "movielens.tsv")
     flags = ["--train_data=" + tsv, "--format=csv", "--delimiter=tab",
              "--schema=label,1-6=cat,7=multi:sep=pipe", "--test_fraction=%g" % test_fraction]
-    if os.path.exists(npz) and os.path.exists(tsv):
+    if _prepared(npz, tsv):
         return flags
     base = os.path.join(SHARED, "movielens-100k")
     users = {}
@@ -239,7 +270,7 @@ def _talkingdata(work, npz, test_fraction):
     tsv = os.path.join(work, "talkingdata.tsv")
     flags = ["--train_data=" + tsv, "--format=csv", "--delimiter=tab",
              "--schema=label,1-6=cat", "--test_fraction=%g" % test_fraction]
-    if os.path.exists(npz) and os.path.exists(tsv):
+    if _prepared(npz, tsv):
         return flags
     rows = []
     with open(os.path.join(SHARED, "talkingdata", "train_sample.csv")) as f:
@@ -262,7 +293,7 @@ def _fold(name, work, fold, folds):
     if len(sources) != 1 or any(f.startswith("--test_data=") for f in flags):
         raise ValueError("%s has a test set of its own: it is not split into folds" % name)
     stem = os.path.join(work, "%s_fold%dof%d" % (name, fold, folds))
-    if not (os.path.exists(stem + ".tsv") and os.path.exists(stem + ".npz")):
+    if not _prepared(stem + ".npz", stem + ".tsv"):
         rotate_fold(sources[0], base["npz"], fold, folds, stem + ".tsv", stem + ".npz")
     flags = ["--train_data=" + stem + ".tsv" if f.startswith("--train_data=") else
              "--test_fraction=%r" % (1.0 / folds) if f.startswith("--test_fraction=") else f
@@ -297,7 +328,8 @@ def rotate_fold(src_tsv, src_npz, fold, folds, tsv, npz):
         f.writelines(lines[shift:] + lines[:shift])
     order = np.roll(np.arange(n), -shift)  # order[i] = (i + shift) % n
     rotated = dict(labels=arrays["labels"][order], dense=arrays["dense"][order],
-                   ids=arrays["ids"][order], n_train=n - h, table_rows=arrays["table_rows"])
+                   ids=arrays["ids"][order], n_train=n - h, table_rows=arrays["table_rows"],
+                   keys=arrays.get("keys"))
     if "bag_ids" in arrays:
         ends = np.append(arrays["bag_offsets"], len(arrays["bag_ids"]))
         starts, lengths = ends[:-1][order], np.diff(ends)[order]

@@ -76,12 +76,13 @@ def common_flags(model, batch, threads, seed, epochs):
             "--threads=%d" % threads, "--seed=%d" % seed]
 
 
-def run_ember(a, data, model, batch, threads, seed, epochs, tag, warmup_steps, precision="f32"):
+def run_ember(a, data, model, batch, threads, seed, epochs, tag, warmup_steps, precision="f32",
+              extra=()):
     metrics = os.path.join(a.work, tag + ".ember.json")
     # The first warmup_steps steps are left out of the rate, as in run_torch.
     cmd = [a.ember, "train", "--dense_optimizer=adam", "--metrics_out=" + metrics,
            "--timing_warmup_steps=%d" % warmup_steps] + \
-        data["ember_flags"] + common_flags(model, batch, threads, seed, epochs)
+        data["ember_flags"] + common_flags(model, batch, threads, seed, epochs) + list(extra)
     if precision != "f32":
         cmd.append("--dense_precision=" + precision)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")  # as tools/bench/run_embedding_bench.sh
@@ -115,9 +116,11 @@ def torch_env(threads):
     return env
 
 
-def run_torch(a, data, model, batch, threads, seed, epochs, tag, warmup_steps, precision="f32"):
+def run_torch(a, data, model, batch, threads, seed, epochs, tag, warmup_steps, precision="f32",
+              extra=()):
     cmd = [a.python, os.path.join(HERE, "torch_ctr.py"), "--data=" + data["npz"],
-           "--warmup_steps=%d" % warmup_steps] + common_flags(model, batch, threads, seed, epochs)
+           "--warmup_steps=%d" % warmup_steps] + \
+        common_flags(model, batch, threads, seed, epochs) + list(extra)
     if precision != "f32":
         cmd.append("--precision=" + precision)
     log_path = os.path.join(a.logs, tag + ".torch.log")
@@ -279,6 +282,28 @@ def fold_mean(runs):
             "train_seconds": runs[0].get("train_seconds", 0)}
 
 
+# A start check's runs: one step at a learning rate too small to move a weight.
+FROZEN = ["--sparse_lr=1e-30", "--dense_lr=1e-30", "--max_steps=1"]
+
+
+def check_start(a, data, model):
+    """With --start=ember the baseline must start where Ember starts: the test
+    AUC and logloss of the initial model (one step that changes nothing) agree
+    within float rounding. Returns (dAUC, dlogloss); raises when they do not
+    agree, which would mean ember_random.py, a key or a parameter name no
+    longer follows Ember."""
+    tag = "start_%s_%s" % (os.path.basename(data["npz"])[:-4], model)
+    e = run_ember(a, data, model, a.quality_batch, 2, a.seeds[0], 1, tag, 0, extra=FROZEN)
+    t = run_torch(a, data, model, a.quality_batch, 2, a.seeds[0], 1, tag, 0,
+                  extra=FROZEN + ["--start=ember"])
+    d_auc, d_logloss = e["auc"] - t["auc"], e["logloss"] - t["logloss"]
+    if abs(d_auc) > 1e-4 or abs(d_logloss) > 1e-5:
+        raise RuntimeError("%s: the baseline does not start where Ember starts (initial model: "
+                           "AUC %.6f vs %.6f, logloss %.7f vs %.7f); see %s" % (
+                               tag, e["auc"], t["auc"], e["logloss"], t["logloss"], a.logs))
+    return d_auc, d_logloss
+
+
 def quality_cases(a):
     rows = []
     for name in a.datasets:
@@ -292,6 +317,10 @@ def quality_cases(a):
             log("quality %s %s, seeds %s%s" % (name, model, ",".join(map(str, a.seeds)),
                                                ", %d folds each" % folds if folds > 1 else ""))
             ember_runs, torch_runs, ember_all, torch_all = [], [], [], []
+            start = []
+            if a.start == "ember":
+                start = check_start(a, data[0], model)
+                log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
             for seed in a.seeds:
                 ember_folds, torch_folds = [], []
                 for k, fold_data in enumerate(data):
@@ -299,7 +328,7 @@ def quality_cases(a):
                     ember_folds.append(run_ember(a, fold_data, model, a.quality_batch, 2, seed,
                                                  a.epochs, tag, 0))
                     torch_folds.append(run_torch(a, fold_data, model, a.quality_batch, 2, seed,
-                                                 a.epochs, tag, 0))
+                                                 a.epochs, tag, 0, extra=["--start=" + a.start]))
                 ember_all += ember_folds
                 torch_all += torch_folds
                 ember_runs.append(fold_mean(ember_folds) if folds > 1 else ember_folds[0])
@@ -312,6 +341,8 @@ def quality_cases(a):
             row = summarise(name, model, 2, ember_runs, torch_runs, a.quality_batch,
                             seeds=len(a.seeds), pairs=(ember_all, torch_all))
             row["folds"] = folds
+            if start:
+                row["start_auc_delta"], row["start_logloss_delta"] = start
             rows.append(row)
     return rows
 
@@ -345,7 +376,8 @@ def fmt(row, key, f):
 
 def write_tables(a, rows, limits, meta):
     with open(os.path.join(a.out, "results.csv"), "w") as f:
-        keys = [k for k, _, _ in COLUMNS] + ["runs", "seeds", "folds", "floor_parts_ms", "ember_busy"]
+        keys = [k for k, _, _ in COLUMNS] + ["runs", "seeds", "folds", "floor_parts_ms", "ember_busy",
+                                             "start_auc_delta", "start_logloss_delta"]
         f.write(",".join(keys) + "\n")
         for r in rows:
             f.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
@@ -359,9 +391,14 @@ def write_tables(a, rows, limits, meta):
     lines += ["", "Speed: median of %d (DLRM 2 threads f32: %d) alternating runs per engine; quality: mean over seeds %s "
               "(AUC/logloss of generated cases: seed 1); d = Ember minus PyTorch, s.e. = standard error "
               "of the mean difference of the runs tested on the same examples (per seed, and per fold "
-              "where there are folds). Floor: see machine limits below; "
+              "where there are folds).%s Floor: see machine limits below; "
               "limits are the best of two rounds, before and after the speed cases.%s%s" %
               (a.repeats, a.repeats + 1, ",".join(map(str, a.seeds)),
+               " Real data: paired runs, PyTorch starting from Ember's initial weights and batch "
+               "order for the same seed (torch_ctr.py --start=ember; checked first for each "
+               "dataset and model: the initial models' test AUC and logloss agree within 1e-4 "
+               "and 1e-5), so that d is the engines' arithmetic, not the luck of the draw."
+               if a.start == "ember" and any("start_auc_delta" in r for r in rows) else "",
                "".join(" %s: %d-fold cross-validation, each seed's AUC and logloss the mean of "
                        "%d trainings, each tested on a different 1/%d of the examples." %
                        (name, k, k, k)
@@ -419,6 +456,11 @@ def main():
                         "a different 1/k of the examples); the others keep their one held-out "
                         "split. TalkingData's 20%% split holds ~45 positives, so one split's AUC "
                         "varies by ~0.01 from seed to seed")
+    p.add_argument("--start", default="ember", choices=["ember", "own"],
+                   help="the baseline's quality runs: ember = from Ember's initial weights and "
+                        "batch order for the same seed (torch_ctr.py --start=ember; paired runs "
+                        "that differ only by the engines' arithmetic; checked per dataset and "
+                        "model first); own = from PyTorch's own draws")
     p.add_argument("--sparse_optimizer", default="adagrad",
                    help="adagrad, rowwise_adagrad or sgd, for both engines")
     a = p.parse_args()

@@ -30,6 +30,13 @@ this CPU and falls back to generic kernels) and the OpenMP build of OpenBLAS
 (libopenblas0-openmp; the pthread build fights torch's OpenMP threads):
 tools/bench/run.sh does both.
 
+--start=ember starts where `ember train --seed=S` starts, for a paired
+comparison: Ember's initial embedding rows (by each row's key, which the .npz
+holds), Ember's initial dense weights (by parameter name) and Ember's batch
+order in every epoch, all reproduced from the seed (tools/bench/ember_random.py).
+The distributions are the ones above either way; with the same draws, two runs
+differ only by the engines' arithmetic, not by the luck of the draw.
+
 --precision=bf16 (Ember's --dense_precision=bf16) runs the forward under
 torch.autocast(cpu, bfloat16), PyTorch's own mixed precision for the CPU: the
 matrix products (the MLPs and the interaction's bmm) in bf16 with f32 sums
@@ -63,6 +70,7 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_data  # noqa: E402
+import ember_random  # noqa: E402
 
 
 def he_uniform_(tensor, fan_in):
@@ -138,6 +146,29 @@ class Ctr(torch.nn.Module):
         else:
             raise ValueError("unknown --model " + model)
 
+    def he_uniform_parameters(self):
+        """(Ember's name, parameter, fan_in) of each He-uniform weight, as
+        engine/model_zoo.cc names them: bottom.l / top.l (DLRM), linear.0 and
+        deep.l (DeepFM), cross.l and deep.l (DCN-v2); l counts Linear layers."""
+        out = []
+        for prefix in ("bottom", "top", "linear", "deep"):
+            if hasattr(self, prefix):
+                linears = [m for m in getattr(self, prefix) if isinstance(m, torch.nn.Linear)]
+                out += [("%s.%d.weight" % (prefix, l), m.weight, m.in_features)
+                        for l, m in enumerate(linears)]
+        if hasattr(self, "cross_w"):
+            out += [("cross.%d.weight" % l, w, 2 * w.shape[1]) for l, w in enumerate(self.cross_w)]
+        return out
+
+    @torch.no_grad()
+    def start_as_ember(self, seed, keys):
+        """Ember's initial weights for --seed=seed; biases and the FM scale
+        start at zero in both."""
+        self.emb.weight.copy_(torch.from_numpy(
+            ember_random.initial_rows(seed, keys, self.emb.weight.shape[1])))
+        for name, p, fan_in in self.he_uniform_parameters():
+            p.copy_(torch.from_numpy(ember_random.dense_init(seed, name, tuple(p.shape), fan_in)))
+
     def dense_parameters(self):
         return [p for n, p in self.named_parameters() if not n.startswith("emb.")]
 
@@ -205,6 +236,7 @@ def load(a):
     else:
         arrays = bench_data.criteo_arrays(a.train_data.split(","), 0, a.test_fraction)
     arrays.setdefault("bag_ids", None)
+    arrays.setdefault("keys", None)
     return arrays
 
 
@@ -238,6 +270,12 @@ def train(a, arrays):
         if has_bag else None
     num_slots = ids.shape[1] + (1 if has_bag else 0)
     model = Ctr(a.model, dense.shape[1], num_slots, int(arrays["table_rows"]), has_bag, a)
+    if a.start == "ember":
+        if arrays.get("keys") is None:
+            raise ValueError("--start=ember needs the rows' keys, which %s does not hold (a "
+                             "generated dataset's padded tables, or an .npz of an older "
+                             "bench_data.py: delete it to prepare it again)" % a.data)
+        model.start_as_ember(a.seed, arrays["keys"])
     if a.sparse_optimizer == "adagrad":
         sparse = torch.optim.Adagrad(model.emb.parameters(), lr=a.sparse_lr, eps=1e-8)
     elif a.sparse_optimizer == "rowwise_adagrad":
@@ -249,9 +287,12 @@ def train(a, arrays):
     adam = torch.optim.Adam(model.dense_parameters(), lr=a.dense_lr, foreach=True)
     generator = torch.Generator().manual_seed(a.seed)
     timed_seconds, timed_examples, steps = 0.0, 0, 0
-    for _ in range(a.epochs):
+    for epoch in range(a.epochs):
         # The epoch's shuffled copy, made before the clock starts (preloaded data).
-        order = torch.randperm(n_train, generator=generator)
+        if a.start == "ember":
+            order = torch.from_numpy(ember_random.epoch_order(a.seed, epoch, n_train))
+        else:
+            order = torch.randperm(n_train, generator=generator)
         batches = []
         for begin in range(0, n_train, a.batch_size):
             rows = order[begin:begin + a.batch_size]
@@ -259,6 +300,8 @@ def train(a, arrays):
             batches.append((dense[rows], ids[rows], labels[rows]) + bag)
         start = time.perf_counter() if steps >= a.warmup_steps else None
         for d, x, y, b_ids, b_off in batches:
+            if a.max_steps and steps == a.max_steps:
+                break
             if start is None and steps == a.warmup_steps:
                 start = time.perf_counter()
             with autocast(a):
@@ -313,6 +356,11 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--warmup_steps", type=int, default=0)
+    p.add_argument("--max_steps", type=int, default=0,
+                   help="stop after this many training steps; 0: no limit (ember's flag)")
+    p.add_argument("--start", default="own", choices=["own", "ember"],
+                   help="own: PyTorch's draws of the initial weights and batch order; ember: "
+                        "Ember's for the same --seed (needs an .npz with the rows' keys)")
     p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
                    help="the forward's matrix products: f32, or bf16 under autocast")
     a = p.parse_args()
