@@ -10,9 +10,11 @@ trains on:
   ids     i64 [N, S1]        single-valued slots, as rows of one fused table
   bag_ids, bag_offsets       (optional) one multi-valued slot, sum-pooled
   n_train, table_rows        rows before the test split; rows of the fused table
-  keys    u64 [table_rows]   (real data) Ember's key of each row's value, from
-                             which torch_ctr.py --start=ember draws Ember's
-                             initial rows (tools/bench/ember_random.py)
+  keys    u64 [K]            Ember's key of each row's value, from which
+                             torch_ctr.py --start=ember draws Ember's initial
+                             rows (tools/bench/ember_random.py)
+  key_rows i64 [K]           (generated data) the rows of those keys; without
+                             it the keys are those of rows 0..table_rows-1
 
 Categorical values map to rows as Ember maps them to keys: every distinct
 value of a slot (the empty, missing value included) has a row of its own
@@ -57,6 +59,7 @@ class Indexer:
         """Turns per-slot indices into fused-table rows; returns table_rows."""
         sizes = [max(len(v), rows_per_slot) for v in self.vocab]
         offsets = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+        self.offsets = offsets
         s1 = ids.shape[1]
         ids += offsets[None, :s1]
         if bag_ids is not None:
@@ -65,9 +68,15 @@ class Indexer:
 
     def keys(self):
         """Ember's key (io/feature_hash.h) of every row of the fused table
-        that fuse(..., rows_per_slot=0) made: slot s's values in order."""
+        that holds a value, after fuse(): slot s's values in order."""
         return np.array([ember_random.hash_categorical(slot, value)
                          for slot, vocab in enumerate(self.vocab) for value in vocab], np.uint64)
+
+    def key_rows(self):
+        """The rows of keys(): with padded slots (rows_per_slot larger than a
+        slot's values) not all rows hold a value."""
+        return np.concatenate([offset + np.arange(len(vocab), dtype=np.int64)
+                               for offset, vocab in zip(self.offsets, self.vocab)])
 
 
 def held_out(n, test_fraction):
@@ -75,8 +84,8 @@ def held_out(n, test_fraction):
 
 
 def _prepared(npz, *files):
-    """Whether a real dataset's npz (and its other files) were prepared, by
-    this version: with the rows' keys."""
+    """Whether a dataset's npz (and its other files) were prepared, by this
+    version: with the rows' keys."""
     if not all(os.path.exists(f) for f in (npz,) + files):
         return False
     with np.load(npz) as d:
@@ -84,13 +93,16 @@ def _prepared(npz, *files):
 
 
 def save_npz(path, labels, dense, ids, n_train, table_rows, bag_ids=None, bag_offsets=None,
-             keys=None):
+             keys=None, key_rows=None):
     arrays = dict(labels=np.asarray(labels, np.float32), dense=np.asarray(dense, np.float32),
                   ids=ids, n_train=np.int64(n_train), table_rows=np.int64(table_rows))
     if keys is not None:
-        if len(keys) != table_rows:
-            raise ValueError("%d keys for %d table rows" % (len(keys), table_rows))
+        rows = table_rows if key_rows is None else len(key_rows)
+        if len(keys) != rows:
+            raise ValueError("%d keys for %d rows" % (len(keys), rows))
         arrays.update(keys=np.asarray(keys, np.uint64))
+        if key_rows is not None:
+            arrays.update(key_rows=np.asarray(key_rows, np.int64))
     if bag_ids is not None:
         arrays.update(bag_ids=bag_ids, bag_offsets=bag_offsets)
     np.savez(path, **arrays)
@@ -113,8 +125,8 @@ def criteo_arrays(paths, rows_per_slot, test_fraction):
     n = len(labels)
     # The generated cases' padded 1M-row tables have rows without a value.
     return dict(labels=labels, dense=np.array(dense, np.float32).reshape(n, 13), ids=ids,
-                n_train=n - held_out(n, test_fraction), table_rows=table_rows,
-                keys=idx.keys() if rows_per_slot == 0 else None)
+                n_train=n - held_out(n, test_fraction), table_rows=table_rows, keys=idx.keys(),
+                key_rows=idx.key_rows() if rows_per_slot > 0 else None)
 
 
 def generated(ember, work, rows, vocabulary, seed=1):
@@ -150,7 +162,7 @@ def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot
     if name == "generated":
         tsv = generated(ember, work, gen_rows, rows_per_slot)
         flags = ["--train_data=" + tsv, "--format=criteo", "--test_fraction=%g" % test_fraction]
-        if not os.path.exists(npz):
+        if not _prepared(npz):
             save_npz(npz, **criteo_arrays([tsv], rows_per_slot, test_fraction))
     elif name == "criteo":
         tsv = os.path.join(SHARED, "criteo", "criteo_kaggle_8k.tsv")
@@ -329,7 +341,7 @@ def rotate_fold(src_tsv, src_npz, fold, folds, tsv, npz):
     order = np.roll(np.arange(n), -shift)  # order[i] = (i + shift) % n
     rotated = dict(labels=arrays["labels"][order], dense=arrays["dense"][order],
                    ids=arrays["ids"][order], n_train=n - h, table_rows=arrays["table_rows"],
-                   keys=arrays.get("keys"))
+                   keys=arrays.get("keys"), key_rows=arrays.get("key_rows"))
     if "bag_ids" in arrays:
         ends = np.append(arrays["bag_offsets"], len(arrays["bag_ids"]))
         starts, lengths = ends[:-1][order], np.diff(ends)[order]

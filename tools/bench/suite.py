@@ -203,9 +203,15 @@ def speed_cases(a, limits, data, unique_rows):
     rows = []
     cases = [(m, t, "f32") for m in a.speed_models for t in a.threads] + \
         [(m, t, "bf16") for m in a.bf16_models for t in a.threads]
+    checked = set()  # models whose start was checked
     for model, t, precision in cases:
         tag = "%s_t%d" % (model, t) + ("" if precision == "f32" else "_" + precision)
         log("speed %s %s, %d thread(s), %d examples" % (model, precision, t, data["examples"]))
+        start = ()
+        if a.start == "ember" and model not in checked:
+            checked.add(model)
+            start = check_start(a, data, model, 1)
+            log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
         ember_runs, torch_runs = [], []
         # The goal case (DLRM on 2 threads, f32) gets one more pair.
         repeats = a.repeats + (1 if (model, t, precision) == ("dlrm", 2, "f32") else 0)
@@ -214,12 +220,14 @@ def speed_cases(a, limits, data, unique_rows):
             ember_runs.append(run_ember(a, data, model, a.batch, t, 1, 1, run_tag,
                                         a.warmup_steps, precision))
             torch_runs.append(run_torch(a, data, model, a.batch, t, 1, 1, run_tag,
-                                        a.warmup_steps, precision))
+                                        a.warmup_steps, precision, extra=["--start=" + a.start]))
             log("  ember %.0f/s  torch %.0f/s  (load %.1f)" %
                 (ember_runs[-1]["samples_per_sec"], torch_runs[-1]["samples_per_sec"],
                  os.getloadavg()[0]))
         rows.append(summarise("generated", model, t, ember_runs, torch_runs, a.batch,
                               precision=precision))
+        if start:
+            rows[-1]["start_auc_delta"], rows[-1]["start_logloss_delta"] = start
     return rows
 
 
@@ -286,15 +294,15 @@ def fold_mean(runs):
 FROZEN = ["--sparse_lr=1e-30", "--dense_lr=1e-30", "--max_steps=1"]
 
 
-def check_start(a, data, model):
+def check_start(a, data, model, seed):
     """With --start=ember the baseline must start where Ember starts: the test
     AUC and logloss of the initial model (one step that changes nothing) agree
     within float rounding. Returns (dAUC, dlogloss); raises when they do not
     agree, which would mean ember_random.py, a key or a parameter name no
     longer follows Ember."""
     tag = "start_%s_%s" % (os.path.basename(data["npz"])[:-4], model)
-    e = run_ember(a, data, model, a.quality_batch, 2, a.seeds[0], 1, tag, 0, extra=FROZEN)
-    t = run_torch(a, data, model, a.quality_batch, 2, a.seeds[0], 1, tag, 0,
+    e = run_ember(a, data, model, a.quality_batch, 2, seed, 1, tag, 0, extra=FROZEN)
+    t = run_torch(a, data, model, a.quality_batch, 2, seed, 1, tag, 0,
                   extra=FROZEN + ["--start=ember"])
     d_auc, d_logloss = e["auc"] - t["auc"], e["logloss"] - t["logloss"]
     if abs(d_auc) > 1e-4 or abs(d_logloss) > 1e-5:
@@ -319,7 +327,7 @@ def quality_cases(a):
             ember_runs, torch_runs, ember_all, torch_all = [], [], [], []
             start = []
             if a.start == "ember":
-                start = check_start(a, data[0], model)
+                start = check_start(a, data[0], model, a.seeds[0])
                 log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
             for seed in a.seeds:
                 ember_folds, torch_folds = [], []
@@ -394,10 +402,10 @@ def write_tables(a, rows, limits, meta):
               "where there are folds).%s Floor: see machine limits below; "
               "limits are the best of two rounds, before and after the speed cases.%s%s" %
               (a.repeats, a.repeats + 1, ",".join(map(str, a.seeds)),
-               " Real data: paired runs, PyTorch starting from Ember's initial weights and batch "
-               "order for the same seed (torch_ctr.py --start=ember; checked first for each "
-               "dataset and model: the initial models' test AUC and logloss agree within 1e-4 "
-               "and 1e-5), so that d is the engines' arithmetic, not the luck of the draw."
+               " Paired runs: PyTorch starts from Ember's initial weights and batch order for the "
+               "same seed (torch_ctr.py --start=ember; checked first for each dataset and model: "
+               "the initial models' test AUC and logloss agree within 1e-4 and 1e-5), so that d "
+               "is the engines' arithmetic, not the luck of the draw."
                if a.start == "ember" and any("start_auc_delta" in r for r in rows) else "",
                "".join(" %s: %d-fold cross-validation, each seed's AUC and logloss the mean of "
                        "%d trainings, each tested on a different 1/%d of the examples." %
@@ -457,10 +465,10 @@ def main():
                         "split. TalkingData's 20%% split holds ~45 positives, so one split's AUC "
                         "varies by ~0.01 from seed to seed")
     p.add_argument("--start", default="ember", choices=["ember", "own"],
-                   help="the baseline's quality runs: ember = from Ember's initial weights and "
-                        "batch order for the same seed (torch_ctr.py --start=ember; paired runs "
-                        "that differ only by the engines' arithmetic; checked per dataset and "
-                        "model first); own = from PyTorch's own draws")
+                   help="the baseline's runs: ember = from Ember's initial weights and batch "
+                        "order for the same seed (torch_ctr.py --start=ember; paired runs whose "
+                        "AUC and logloss differ only by the engines' arithmetic; checked per "
+                        "dataset and model first); own = from PyTorch's own draws")
     p.add_argument("--sparse_optimizer", default="adagrad",
                    help="adagrad, rowwise_adagrad or sgd, for both engines")
     a = p.parse_args()

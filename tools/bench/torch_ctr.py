@@ -161,11 +161,16 @@ class Ctr(torch.nn.Module):
         return out
 
     @torch.no_grad()
-    def start_as_ember(self, seed, keys):
-        """Ember's initial weights for --seed=seed; biases and the FM scale
-        start at zero in both."""
-        self.emb.weight.copy_(torch.from_numpy(
-            ember_random.initial_rows(seed, keys, self.emb.weight.shape[1])))
+    def start_as_ember(self, seed, keys, key_rows=None):
+        """Ember's initial weights for --seed=seed: the rows of `keys` (rows
+        key_rows, or all rows in order) and every He-uniform weight; biases
+        and the FM scale start at zero in both. Rows without a key (padding
+        that no example reads) keep their draw."""
+        rows = torch.from_numpy(ember_random.initial_rows(seed, keys, self.emb.weight.shape[1]))
+        if key_rows is None:
+            self.emb.weight.copy_(rows)
+        else:
+            self.emb.weight[torch.from_numpy(key_rows)] = rows
         for name, p, fan_in in self.he_uniform_parameters():
             p.copy_(torch.from_numpy(ember_random.dense_init(seed, name, tuple(p.shape), fan_in)))
 
@@ -237,6 +242,7 @@ def load(a):
         arrays = bench_data.criteo_arrays(a.train_data.split(","), 0, a.test_fraction)
     arrays.setdefault("bag_ids", None)
     arrays.setdefault("keys", None)
+    arrays.setdefault("key_rows", None)
     return arrays
 
 
@@ -272,10 +278,10 @@ def train(a, arrays):
     model = Ctr(a.model, dense.shape[1], num_slots, int(arrays["table_rows"]), has_bag, a)
     if a.start == "ember":
         if arrays.get("keys") is None:
-            raise ValueError("--start=ember needs the rows' keys, which %s does not hold (a "
-                             "generated dataset's padded tables, or an .npz of an older "
-                             "bench_data.py: delete it to prepare it again)" % a.data)
-        model.start_as_ember(a.seed, arrays["keys"])
+            raise ValueError("--start=ember needs the rows' keys, which %s does not hold (an "
+                             ".npz of an older bench_data.py: delete it to prepare it again)"
+                             % a.data)
+        model.start_as_ember(a.seed, arrays["keys"], arrays["key_rows"])
     if a.sparse_optimizer == "adagrad":
         sparse = torch.optim.Adagrad(model.emb.parameters(), lr=a.sparse_lr, eps=1e-8)
     elif a.sparse_optimizer == "rowwise_adagrad":
