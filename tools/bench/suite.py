@@ -13,7 +13,10 @@ with a line saying why, on a CPU without bf16 GEMMs in hardware. Quality
 cases: Criteo, Frappe, MovieLens-100k and TalkingData, test AUC and logloss
 averaged over seeds (TalkingData's by 5-fold cross-validation per seed,
 --folds). Each case runs the two engines alternately (Ember, then
-PyTorch, --repeats times), and reports medians. The machine's limits are
+PyTorch, --repeats times), and reports medians. The baseline starts from
+Ember's initial weights and batch order for the same seed (--start=ember,
+checked for each dataset and model before its runs), so that the AUC and
+logloss columns compare the engines' arithmetic, not two draws. The machine's limits are
 measured in the same run (tools/bench/machine_limits.py) and give each speed
 case a floor. Writes results.csv, results.md, results.svg and results.json
 to --out.
