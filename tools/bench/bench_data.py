@@ -161,6 +161,7 @@ def prepare(name, work, ember=None, test_fraction=0.2, gen_rows=0, rows_per_slot
     npz = os.path.join(work, name + ".npz")
     if name == "generated":
         tsv = generated(ember, work, gen_rows, rows_per_slot)
+        npz = os.path.splitext(tsv)[0] + ".npz"  # one per size, as the TSV
         flags = ["--train_data=" + tsv, "--format=criteo", "--test_fraction=%g" % test_fraction]
         if not _prepared(npz):
             save_npz(npz, **criteo_arrays([tsv], rows_per_slot, test_fraction))
