@@ -16,9 +16,9 @@ averaged over seeds (TalkingData's by 5-fold cross-validation per seed,
 PyTorch, --repeats times), and reports medians. The baseline starts from
 Ember's initial weights and batch order for the same seed (--start=ember,
 checked for each dataset and model before its runs), so that the AUC and
-logloss columns compare the engines' arithmetic, not two draws. The machine's limits are
-measured in the same run (tools/bench/machine_limits.py) and give each speed
-case a floor. Writes results.csv, results.md, results.svg and results.json
+logloss columns compare the engines' arithmetic, not two draws. The
+machine's limits are measured in the same run (tools/bench/machine_limits.py)
+and give each speed case a floor. Writes results.csv, results.md, results.svg and results.json
 to --out.
 """
 import argparse
@@ -328,7 +328,7 @@ def quality_cases(a):
             log("quality %s %s, seeds %s%s" % (name, model, ",".join(map(str, a.seeds)),
                                                ", %d folds each" % folds if folds > 1 else ""))
             ember_runs, torch_runs, ember_all, torch_all = [], [], [], []
-            start = []
+            start = ()
             if a.start == "ember":
                 start = check_start(a, data[0], model, a.seeds[0])
                 log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
