@@ -90,8 +90,12 @@ class RandomStream:
 
 def uniform_at(seed, keys, index):
     """UniformAt(seed, key, index) for an array of keys (uint64)."""
-    return to_unit(hash_combine(hash_combine(np.uint64(seed), np.asarray(keys, np.uint64)),
-                                np.uint64(index)))
+    return _uniform_at_base(hash_combine(np.uint64(seed), np.asarray(keys, np.uint64)), index)
+
+
+def _uniform_at_base(base, index):
+    """UniformAt from base = HashCombine(seed, key), which a row's elements share."""
+    return to_unit(hash_combine(base, np.uint64(index)))
 
 
 def initial_rows(seed, keys, dim, init_scale=0.0):
@@ -99,10 +103,10 @@ def initial_rows(seed, keys, dim, init_scale=0.0):
     s * (2 * UniformAt(seed, key, e) - 1) in double, rounded to float, with
     s = init_scale, or 1/sqrt(dim) as a float (embedding/row_init.h)."""
     s = float(np.float32(init_scale if init_scale > 0 else 1.0 / math.sqrt(dim)))
-    keys = np.asarray(keys, np.uint64)
-    rows = np.empty((len(keys), dim), np.float32)
+    base = hash_combine(np.uint64(seed), np.asarray(keys, np.uint64))
+    rows = np.empty((len(base), dim), np.float32)
     for e in range(dim):
-        rows[:, e] = (s * (2.0 * uniform_at(seed, keys, e) - 1.0)).astype(np.float32)
+        rows[:, e] = (s * (2.0 * _uniform_at_base(base, e) - 1.0)).astype(np.float32)
     return rows
 
 
@@ -111,8 +115,13 @@ def name_hash(name):
     from 1469598103934665603 (FNV's offset basis is 14695981039346656037;
     Ember's is one digit short, and stays so: every model's initial weights
     depend on it)."""
-    h = 1469598103934665603
-    for c in name.encode():
+    return _fnv1a(name.encode(), 1469598103934665603)
+
+
+def _fnv1a(data, basis):
+    """FNV-1a 64 over bytes `data` from offset basis `basis`."""
+    h = basis
+    for c in data:
         h = ((h ^ c) * 0x100000001b3) & MASK
     return h
 
@@ -133,10 +142,7 @@ def hash_categorical(slot, value, slot_bits=SLOT_BITS):
     data = value.encode() if isinstance(value, str) else value
     if not data:
         return slot_part
-    h = 0xcbf29ce484222325
-    for c in data:
-        h = ((h ^ c) * 0x100000001b3) & MASK
-    hashed = mix64(h) & ((1 << value_bits) - 1)
+    hashed = mix64(_fnv1a(data, 0xcbf29ce484222325)) & ((1 << value_bits) - 1)
     return slot_part | (hashed or 1)
 
 

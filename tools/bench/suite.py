@@ -210,11 +210,10 @@ def speed_cases(a, limits, data, unique_rows):
     for model, t, precision in cases:
         tag = "%s_t%d" % (model, t) + ("" if precision == "f32" else "_" + precision)
         log("speed %s %s, %d thread(s), %d examples" % (model, precision, t, data["examples"]))
-        start = ()
+        start = {}
         if a.start == "ember" and model not in checked:
             checked.add(model)
             start = check_start(a, data, model, 1)
-            log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
         ember_runs, torch_runs = [], []
         # The goal case (DLRM on 2 threads, f32) gets one more pair.
         repeats = a.repeats + (1 if (model, t, precision) == ("dlrm", 2, "f32") else 0)
@@ -229,8 +228,7 @@ def speed_cases(a, limits, data, unique_rows):
                  os.getloadavg()[0]))
         rows.append(summarise("generated", model, t, ember_runs, torch_runs, a.batch,
                               precision=precision))
-        if start:
-            rows[-1]["start_auc_delta"], rows[-1]["start_logloss_delta"] = start
+        rows[-1].update(start)
     return rows
 
 
@@ -300,9 +298,9 @@ FROZEN = ["--sparse_lr=1e-30", "--dense_lr=1e-30", "--max_steps=1"]
 def check_start(a, data, model, seed):
     """With --start=ember the baseline must start where Ember starts: the test
     AUC and logloss of the initial model (one step that changes nothing) agree
-    within float rounding. Returns (dAUC, dlogloss); raises when they do not
-    agree, which would mean ember_random.py, a key or a parameter name no
-    longer follows Ember."""
+    within float rounding. Returns the row's start_auc_delta and
+    start_logloss_delta; raises when they do not agree, which would mean
+    ember_random.py, a key or a parameter name no longer follows Ember."""
     tag = "start_%s_%s" % (os.path.basename(data["npz"])[:-4], model)
     e = run_ember(a, data, model, a.quality_batch, 2, seed, 1, tag, 0, extra=FROZEN)
     t = run_torch(a, data, model, a.quality_batch, 2, seed, 1, tag, 0,
@@ -312,7 +310,8 @@ def check_start(a, data, model, seed):
         raise RuntimeError("%s: the baseline does not start where Ember starts (initial model: "
                            "AUC %.6f vs %.6f, logloss %.7f vs %.7f); see %s" % (
                                tag, e["auc"], t["auc"], e["logloss"], t["logloss"], a.logs))
-    return d_auc, d_logloss
+    log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % (d_auc, d_logloss))
+    return {"start_auc_delta": d_auc, "start_logloss_delta": d_logloss}
 
 
 def quality_cases(a):
@@ -328,10 +327,7 @@ def quality_cases(a):
             log("quality %s %s, seeds %s%s" % (name, model, ",".join(map(str, a.seeds)),
                                                ", %d folds each" % folds if folds > 1 else ""))
             ember_runs, torch_runs, ember_all, torch_all = [], [], [], []
-            start = ()
-            if a.start == "ember":
-                start = check_start(a, data[0], model, a.seeds[0])
-                log("  start check: initial model's dAUC %.1e, dlogloss %.1e" % start)
+            start = check_start(a, data[0], model, a.seeds[0]) if a.start == "ember" else {}
             for seed in a.seeds:
                 ember_folds, torch_folds = [], []
                 for k, fold_data in enumerate(data):
@@ -352,8 +348,7 @@ def quality_cases(a):
             row = summarise(name, model, 2, ember_runs, torch_runs, a.quality_batch,
                             seeds=len(a.seeds), pairs=(ember_all, torch_all))
             row["folds"] = folds
-            if start:
-                row["start_auc_delta"], row["start_logloss_delta"] = start
+            row.update(start)
             rows.append(row)
     return rows
 
@@ -409,7 +404,7 @@ def write_tables(a, rows, limits, meta):
                "same seed (torch_ctr.py --start=ember; checked first for each dataset and model: "
                "the initial models' test AUC and logloss agree within 1e-4 and 1e-5), so that d "
                "is the engines' arithmetic, not the luck of the draw."
-               if a.start == "ember" and any("start_auc_delta" in r for r in rows) else "",
+               if any("start_auc_delta" in r for r in rows) else "",
                "".join(" %s: %d-fold cross-validation, each seed's AUC and logloss the mean of "
                        "%d trainings, each tested on a different 1/%d of the examples." %
                        (name, k, k, k)
