@@ -12,6 +12,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadCommandLine = 1;  // gflags rejected a flag.
 inline constexpr int kExitUserError = 2;       // Bad input, flag value or file.
 inline constexpr int kExitInternalError = 3;   // I/O failure or a bug.
+// Plus the signal's number: training stopped by SIGINT (130) or SIGTERM (143)
+// after writing its checkpoint and summary, as a shell reports a process the
+// signal killed.
+inline constexpr int kExitSignalBase = 128;
 
 // Maps a failed Status to the exit code above.
 int ExitCodeFor(const Status& status);

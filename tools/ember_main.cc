@@ -10,6 +10,7 @@
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "tools/commands.h"
+#include "tools/stop_signals.h"
 
 namespace {
 
@@ -29,13 +30,16 @@ constexpr char kUsage[] =
     "\n"
     "`ember <command> --help` lists Ember's flags with their defaults.\n"
     "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
-    "3 I/O failure or internal error.";
+    "3 I/O failure or internal error, 128+N training stopped by signal N (SIGINT\n"
+    "130, SIGTERM 143) after writing its checkpoint.";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ember::EnsurePassiveOpenMpWaitPolicy(argv);
   ember::TuneProcessAllocator();
+  // Before any other thread exists, so that all inherit the blocked signals.
+  ember::tools::StartStopSignalThread();
   gflags::SetUsageMessage(kUsage);
   gflags::SetVersionString("0.1.0");
   if (argc < 2 || argv[1][0] == '-') {

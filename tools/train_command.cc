@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -30,6 +29,7 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 #include "tools/plan_flags.h"
+#include "tools/stop_signals.h"
 #include "tools/train_flags.h"
 
 namespace {
@@ -575,16 +575,10 @@ std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
   return summary;
 }
 
-// SIGINT/SIGTERM: the first asks training to stop after the batches already
-// read (the summary and evaluation still run); a second one exits at once.
+// SIGINT/SIGTERM during training (tools/stop_signals.h): the first asks it
+// to stop after the step in progress (the checkpoint, summary and evaluation
+// still run); a second one exits at once.
 std::atomic<bool> g_stop_requested{false};
-
-extern "C" void OnStopSignal(int signal) {
-  if (g_stop_requested.exchange(true)) {
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
-  }
-}
 
 std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
   char line[512];
@@ -613,7 +607,7 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
   return line;
 }
 
-Status Train() {
+Status Train(int* stopped_by) {
   LogEffectiveFlags({"tools/train_command.cc", "tools/format_flags.cc"});
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   // Fail now rather than after hours of training.
@@ -657,13 +651,13 @@ Status Train() {
     }
   }
   // A first SIGINT/SIGTERM ends training after the batches in flight.
-  g_stop_requested.store(false);
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
-  Result<engine::TrainReport> fit =
-      data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  Result<engine::TrainReport> fit = [&] {
+    StopOnSignal stop_on_signal(&g_stop_requested);
+    Result<engine::TrainReport> result =
+        data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
+    *stopped_by = stop_on_signal.signal();
+    return result;
+  }();
   if (data.train_stream) {
     data.train_source.stream = data.train_stream->stats();
     data.train_source.bad_lines = data.train_source.stream->bad_lines;
@@ -801,12 +795,15 @@ Status Train() {
 }  // namespace
 
 int RunTrain() {
-  const Status status = Train();
+  int stopped_by = 0;
+  const Status status = Train(&stopped_by);
   if (!status.ok()) {
     std::fprintf(stderr, "ember train: %s\n", status.ToString().c_str());
     return ExitCodeFor(status);
   }
-  return kExitOk;
+  // A job stopped by a signal has not finished, though everything it did is
+  // saved: a scheduler that sees a failure restarts it (with --resume).
+  return stopped_by != 0 ? kExitSignalBase + stopped_by : kExitOk;
 }
 
 }  // namespace ember::tools
