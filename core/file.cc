@@ -52,6 +52,14 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   return file->Commit();
 }
 
+Status RemoveFileDurably(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return Status::OK();
+    return Status::IOError(path, ": cannot remove: ", ErrnoText());
+  }
+  return FsyncDirectoryOf(path);
+}
+
 Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path) {
   // The counter keeps two writers of one process (to the same path, too)
   // apart; the pid keeps processes apart.

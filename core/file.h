@@ -61,6 +61,10 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// Removes the file at `path` and fsyncs its directory, so that the removal
+// survives a crash. OK if there is no file; IOError naming the path otherwise.
+Status RemoveFileDurably(const std::string& path);
+
 // Creates `path` and its parents if missing.
 Status MakeDirectories(const std::string& path);
 

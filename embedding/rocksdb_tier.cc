@@ -37,11 +37,17 @@
 #include <utility>
 #include <vector>
 
+#include "core/crash_point.h"
+#include "core/file.h"
+
 namespace ember::embedding {
 namespace {
 
 constexpr char kMetaColumnFamily[] = "ember_meta";
 constexpr char kRowBytesKey[] = "row_bytes";
+// Present in a tier's directory while its database is being created; see
+// CreateTierDatabase.
+constexpr char kCreatingMarker[] = "EMBER_TIER_CREATING";
 constexpr int kKeyBytes = 8;
 constexpr int64_t kMinBlockCacheBytes = int64_t{1} << 20;
 constexpr int64_t kMinWriteBufferBytes = int64_t{1} << 20;
@@ -416,11 +422,18 @@ Status PrepareDirectory(const RocksDbTierOptions& options) {
   return Status::OK();
 }
 
+// Whether `path` holds a RocksDB database (of any column families).
+bool HoldsDatabase(const rocksdb::DBOptions& db_options, const std::string& path,
+                   std::vector<std::string>* families) {
+  families->clear();
+  return rocksdb::DB::ListColumnFamilies(db_options, path, families).ok();
+}
+
 // Fails with InvalidArgument if `path` holds a RocksDB database whose column
 // families are not those of a tier. OK if it holds none (Open decides then).
 Status CheckIsTierOrAbsent(const rocksdb::DBOptions& db_options, const std::string& path) {
   std::vector<std::string> families;
-  if (!rocksdb::DB::ListColumnFamilies(db_options, path, &families).ok()) return Status::OK();
+  if (!HoldsDatabase(db_options, path, &families)) return Status::OK();
   std::sort(families.begin(), families.end());
   const std::vector<std::string> expected = {rocksdb::kDefaultColumnFamilyName, kMetaColumnFamily};
   if (families != expected) {
@@ -432,12 +445,69 @@ Status CheckIsTierOrAbsent(const rocksdb::DBOptions& db_options, const std::stri
   return Status::OK();
 }
 
+// Creating a tier is two steps in RocksDB (the database with its default
+// column family, then the meta family), so a crash between them would leave
+// a database that is neither absent nor a tier. A marker file written before
+// the first step and removed, durably, after the last says that whatever the
+// directory holds is an unfinished creation of ours: the next open destroys
+// it and creates the tier again (it held no database before the marker was
+// written, so nothing else is lost).
+Status CreateTierDatabase(const RocksDbTierOptions& options, rocksdb::DBOptions db_options) {
+  const std::string marker = options.path + "/" + kCreatingMarker;
+  EMBER_RETURN_IF_ERROR(WriteFileAtomic(marker, "an Ember tier is being created here\n"));
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = false;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status status = rocksdb::DB::Open(rocksdb::Options(db_options, MakeRowOptions(options)),
+                                             options.path, &raw);
+  if (!status.ok()) return FromRocksDb(status, options.path, "create");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  CrashPoint("tier.created_database");
+  rocksdb::ColumnFamilyHandle* meta = nullptr;
+  status = db->CreateColumnFamily(MakeMetaOptions(), kMetaColumnFamily, &meta);
+  if (!status.ok()) return FromRocksDb(status, options.path, "creating the meta column family");
+  status = db->DestroyColumnFamilyHandle(meta);
+  if (status.ok()) status = db->Close();
+  if (!status.ok()) return FromRocksDb(status, options.path, "closing the new database");
+  return RemoveFileDurably(marker);
+}
+
+// Destroys what an interrupted CreateTierDatabase left at `path`.
+Status DestroyUnfinishedTier(const rocksdb::DBOptions& db_options, const std::string& path) {
+  LOG(WARNING) << path << ": the creation of this tier was interrupted; creating it again";
+  std::vector<std::string> names;
+  if (HoldsDatabase(db_options, path, &names)) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const std::string& name : names) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    rocksdb::Status status = rocksdb::DestroyDB(path, rocksdb::Options(), families);
+    if (!status.ok()) return FromRocksDb(status, path, "destroying an unfinished tier");
+  }
+  EMBER_RETURN_IF_ERROR(MakeDirectories(path));  // DestroyDB removes an emptied directory.
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) {
   EMBER_RETURN_IF_ERROR(ValidateOptions(options));
   EMBER_RETURN_IF_ERROR(PrepareDirectory(options));
-  const rocksdb::DBOptions db_options = MakeDbOptions(options);
+  rocksdb::DBOptions db_options = MakeDbOptions(options);
+  bool created = false;
+  if (FileExists(options.path + "/" + kCreatingMarker)) {
+    if (!options.create_if_missing) {
+      return Status::IOError(options.path, ": the creation of this tier was interrupted (",
+                             kCreatingMarker, " is there) and create_if_missing is false");
+    }
+    EMBER_RETURN_IF_ERROR(DestroyUnfinishedTier(db_options, options.path));
+    created = true;
+  } else {
+    std::vector<std::string> families;
+    created = !HoldsDatabase(db_options, options.path, &families) && options.create_if_missing;
+  }
+  if (created) {
+    EMBER_RETURN_IF_ERROR(CreateTierDatabase(options, db_options));
+    db_options.error_if_exists = false;  // It exists now because it was just made.
+  }
   EMBER_RETURN_IF_ERROR(CheckIsTierOrAbsent(db_options, options.path));
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, MakeRowOptions(options)},

@@ -8,7 +8,9 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/crash_point.h"
 #include "core/status.h"
 #include "embedding/tier.h"
 #include "tests/embedding/tier_test_rows.h"
@@ -151,6 +154,61 @@ TEST_F(RocksDbTierTest, ADatabaseThatIsNotATierIsInvalidArgument) {
   ASSERT_FALSE(tier.ok());
   EXPECT_EQ(StatusCode::kInvalidArgument, tier.status().code()) << tier.status();
   EXPECT_THAT(tier.status().message(), HasSubstr("not an Ember tier"));
+}
+
+// A process killed after RocksDB made the database and before the tier's
+// column family existed left a directory that could never be opened again
+// ("not an Ember tier (column families: default)"). Now the next open
+// finishes the job: it creates the tier afresh.
+TEST_F(RocksDbTierTest, ATierWhoseCreationWasKilledIsCreatedAgainOnOpen) {
+  // "fast": the child is a fork at this point, with this test's directory.
+  GTEST_FLAG_SET(death_test_style, "fast");
+  const RocksDbTierOptions options = Options("killed");
+  EXPECT_EXIT(
+      {
+        SetCrashPointForTest("tier.created_database");
+        (void)NewRocksDbTier(options);
+        std::_Exit(0);  // Not reached when the crash point fires.
+      },
+      ::testing::KilledBySignal(SIGKILL), "killed at crash point tier.created_database");
+  // The killed creation's state: a database with the default family only.
+  std::vector<std::string> families;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), options.path, &families).ok());
+  EXPECT_EQ(families, std::vector<std::string>{rocksdb::kDefaultColumnFamilyName});
+
+  std::unique_ptr<Tier> tier = Open(options);
+  ASSERT_NE(tier, nullptr);
+  const std::vector<char> rows = RowsOf({7, 9}, 1, kRowBytes);
+  ASSERT_TRUE(tier->Put({7, 9}, rows.data()).ok());
+  ASSERT_TRUE(tier->Flush().ok());
+  tier.reset();
+  // Reopened as a finished tier (no marker left): the rows are there.
+  EXPECT_FALSE(std::filesystem::exists(options.path + "/EMBER_TIER_CREATING"));
+  tier = Open(options);
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(2 * kRowBytes);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(tier->Get({7, 9}, out.data(), &missing).ok());
+  EXPECT_THAT(missing, IsEmpty());
+  EXPECT_EQ(out, rows);
+}
+
+TEST_F(RocksDbTierTest, AKilledCreationIsAnErrorWithoutCreateIfMissing) {
+  // "fast": the child is a fork at this point, with this test's directory.
+  GTEST_FLAG_SET(death_test_style, "fast");
+  RocksDbTierOptions options = Options("killed");
+  EXPECT_EXIT(
+      {
+        SetCrashPointForTest("tier.created_database");
+        (void)NewRocksDbTier(options);
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGKILL), "crash point");
+  options.create_if_missing = false;
+  Result<std::unique_ptr<Tier>> tier = NewRocksDbTier(options);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(StatusCode::kIOError, tier.status().code()) << tier.status();
+  EXPECT_THAT(tier.status().message(), HasSubstr("creation of this tier was interrupted"));
 }
 
 TEST_F(RocksDbTierTest, AStoredRowOfTheWrongSizeIsDataLoss) {

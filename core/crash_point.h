@@ -1,0 +1,33 @@
+#pragma once
+
+// Crash points: named places where a crash test may kill the process, as
+// RocksDB's kill points. A place that must survive a crash at that exact
+// moment (between two writes of a checkpoint, between a database's creation
+// and its column family's) calls CrashPoint("name"); nothing happens unless
+// the process was asked to crash there, so the points stay in every build.
+//
+// Asking: the environment variable EMBER_CRASH_POINT=NAME kills the process
+// with SIGKILL the first time it reaches NAME; NAME@N the N-th time (N >= 1).
+// The variable is read once, at the first CrashPoint call. tools/crashtest
+// sets it in the jobs it kills; tests call SetCrashPointForTest in the child
+// of a death test.
+//
+// Thread safety: CrashPoint may be called from any thread.
+
+#include <string>
+#include <vector>
+
+namespace ember {
+
+void CrashPoint(const char* name);
+
+// Replaces the requested point ("NAME" or "NAME@N"; empty: none), as the
+// environment variable would have set it. For tests.
+void SetCrashPointForTest(const std::string& spec);
+
+// Every crash point of the code, for tools/crashtest to choose from. A point
+// that is added to the code is added here (a test checks that each listed
+// point is reached by the training job that the crash test runs).
+const std::vector<std::string>& KnownCrashPoints();
+
+}  // namespace ember
