@@ -41,7 +41,11 @@ inline F32x16 BroadcastF32x16(float x) {
 
 }  // namespace ember
 
-#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
+// ThreadSanitizer builds (EMBER_SANITIZE=thread) have one version: the
+// clones' ifunc resolvers run while the dynamic linker relocates, before the
+// TSan runtime is up, and their instrumented code crashes there.
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__)) && \
+    !defined(__SANITIZE_THREAD__)
 #define EMBER_MULTIVERSIONED __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define EMBER_MULTIVERSIONED

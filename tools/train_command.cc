@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/trace.h"
+#include "engine/model_hash.h"
 #include "engine/trainer.h"
 #include "io/columnar.h"
 #include "io/criteo.h"
@@ -205,6 +206,10 @@ DEFINE_validator(checkpoint_every_steps, &IsNonNegative64);
 DEFINE_bool(resume, true,
             "With --checkpoint_dir holding checkpoints: continue from the newest (with the same "
             "data and flags, the result of an uninterrupted run); false: refuse to start.");
+DEFINE_bool(model_hash, false,
+            "After training, print a hash of the whole trained state (dense weights and "
+            "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
+            "hashes mean bit-identical models. Costs a scan of the table.");
 DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
@@ -688,6 +693,13 @@ Status Train(int* stopped_by) {
               << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
+  std::string model_hash;
+  if (FLAGS_model_hash) {
+    EMBER_ASSIGN_OR_RETURN(const uint64_t hash,
+                           engine::HashTrainedModel(trainer->model(), trainer->table()));
+    model_hash = engine::ModelHashHex(hash);
+    std::printf("model hash: %s\n", model_hash.c_str());
+  }
   Result<engine::Metrics> evaluated =
       data.test_stream ? trainer->Evaluate(*data.test_stream) : trainer->Evaluate(data.test);
   if (data.test_stream) {
@@ -781,6 +793,7 @@ Status Train(int* stopped_by) {
         .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
         .Add("prepared_pulls", t.prepared_pulls);
     train_json.Add("embedding", embedding_json);
+    if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
     JsonObject input_json;
     input_json.Add("train", SourceJson(data.train_source));
     if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
