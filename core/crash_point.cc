@@ -81,15 +81,4 @@ void SetCrashPointForTest(const std::string& spec) {
   g_env_read.store(true, std::memory_order_release);
 }
 
-const std::vector<std::string>& KnownCrashPoints() {
-  static const std::vector<std::string> points = {
-      "tier.created_database",        // the tier's database made, its column family not yet
-      "checkpoint.dense_written",     // dense-<step>.bin renamed, embedding snapshot not begun
-      "checkpoint.snapshot_files",    // the snapshot's data files written, MANIFEST not yet
-      "checkpoint.snapshot_manifest", // MANIFEST written, the directory not yet renamed
-      "checkpoint.snapshot_renamed",  // the snapshot committed, old ones not yet removed
-  };
-  return points;
-}
-
 }  // namespace ember

@@ -12,10 +12,15 @@
 // sets it in the jobs it kills; tests call SetCrashPointForTest in the child
 // of a death test.
 //
+// The points: "tier.created_database" (embedding/rocksdb_tier.cc),
+// "checkpoint.dense_written" (engine/training_checkpoint.cc),
+// "checkpoint.snapshot_files", "checkpoint.snapshot_manifest" and
+// "checkpoint.snapshot_renamed" (embedding/checkpoint.cc). tools/crashtest
+// names them too, and fails when one it asks for is never reached.
+//
 // Thread safety: CrashPoint may be called from any thread.
 
 #include <string>
-#include <vector>
 
 namespace ember {
 
@@ -24,10 +29,5 @@ void CrashPoint(const char* name);
 // Replaces the requested point ("NAME" or "NAME@N"; empty: none), as the
 // environment variable would have set it. For tests.
 void SetCrashPointForTest(const std::string& spec);
-
-// Every crash point of the code, for tools/crashtest to choose from. A point
-// that is added to the code is added here (a test checks that each listed
-// point is reached by the training job that the crash test runs).
-const std::vector<std::string>& KnownCrashPoints();
 
 }  // namespace ember

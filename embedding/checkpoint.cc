@@ -14,6 +14,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/crash_point.h"
 #include "core/file.h"
 #include "core/json.h"
 #include "embedding/internal/checkpoint_format.h"
@@ -204,6 +205,7 @@ class SnapshotWriter {
   Status Commit(Manifest manifest, bool replace,
                 const std::function<Status(const std::string&)>& before_commit) {
     EMBER_RETURN_IF_ERROR(CloseFile());
+    CrashPoint("checkpoint.snapshot_files");
     manifest.rows = rows_;
     manifest.record_bytes = RecordBytes(manifest.row_floats);
     manifest.files = files_;
@@ -216,6 +218,7 @@ class SnapshotWriter {
       EMBER_RETURN_IF_ERROR(file->Close());
     }
     EMBER_RETURN_IF_ERROR(FsyncPath(temp_path_));
+    CrashPoint("checkpoint.snapshot_manifest");
     if (before_commit) EMBER_RETURN_IF_ERROR(before_commit(temp_path_));
     std::error_code ec;
     if (replace && fs::exists(final_path_, ec)) {
@@ -233,7 +236,9 @@ class SnapshotWriter {
       return Status::IOError(final_path_, ": rename from ", temp_path_, " failed: ", ErrnoText());
     }
     committed_ = true;
-    return FsyncPath(parent_);
+    EMBER_RETURN_IF_ERROR(FsyncPath(parent_));
+    CrashPoint("checkpoint.snapshot_renamed");
+    return Status::OK();
   }
 
  private:

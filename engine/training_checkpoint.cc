@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "core/crash_point.h"
 #include "core/file.h"
 
 namespace ember::engine {
@@ -184,6 +185,7 @@ Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
                                                        sizeof(digest))));
     EMBER_RETURN_IF_ERROR(file->Commit().WithContext("writing the dense checkpoint"));
   }
+  CrashPoint("checkpoint.dense_written");
   if (options_.after_dense_write) EMBER_RETURN_IF_ERROR(options_.after_dense_write());
   const bool full = saves_ % options_.full_every == 0;
   EMBER_RETURN_IF_ERROR((full ? embedding_.SaveFull(step) : embedding_.SaveDelta(step))
@@ -199,8 +201,12 @@ Status TrainingCheckpointer::RemoveUnreferencedDenseFiles() {
   for (const auto& s : snapshots) kept.insert(s.step);
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.dir, ec)) {
-    const int64_t step = DenseFileStep(entry.path().filename().string());
-    if (step >= 0 && kept.count(step) == 0) std::filesystem::remove(entry.path(), ec);
+    const std::string name = entry.path().filename().string();
+    const int64_t step = DenseFileStep(name);
+    // Also the temporary files of dense writes a crash interrupted
+    // ("dense-<step>.bin.tmp.<pid>.<n>"): no write is in progress now.
+    const bool temporary = name.starts_with(kDensePrefix) && name.find(".tmp.") != std::string::npos;
+    if ((step >= 0 && kept.count(step) == 0) || temporary) std::filesystem::remove(entry.path(), ec);
   }
   if (ec) return Status::IOError("cannot list or clean ", options_.dir, ": ", ec.message());
   return Status::OK();

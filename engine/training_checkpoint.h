@@ -34,7 +34,8 @@
 // chain and reads dense-S.bin, so a crash between the two writes leaves a
 // dense file nothing refers to (ignored, and removed by the next save) and
 // the previous checkpoint restorable. After a save, dense files of steps no
-// embedding snapshot has any more are removed.
+// embedding snapshot has any more are removed, and so are the temporary
+// files of dense writes that a crash interrupted.
 //
 // Full and delta embedding snapshots: the first save of a checkpointer and
 // every full_every-th one after it write every row; the others only the rows

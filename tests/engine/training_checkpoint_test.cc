@@ -294,10 +294,14 @@ TEST_F(TrainingCheckpointTest, InterruptedSaveKeepsThePreviousCheckpoint) {
   EXPECT_EQ(2.5f, weight.value.data<float>()[5]);
   EXPECT_EQ(6.0f, weight.slot.second_moment.data<float>()[5]);
   EXPECT_EQ(7, optimizer_steps);
-  // The next save commits and removes the orphan.
+  // A process killed while writing its dense file left the temporary file.
+  const std::string killed_write = Path("ckpt/dense-00000000000000000025.bin.tmp.4242.0");
+  std::ofstream(killed_write) << "half a dense file";
+  // The next save commits and removes the orphan and the temporary file.
   crash = false;
   ASSERT_TRUE((*checkpointer)->Save(30, state).ok());
   EXPECT_FALSE(std::filesystem::exists(Path("ckpt/dense-00000000000000000020.bin")));
+  EXPECT_FALSE(std::filesystem::exists(killed_write));
   EXPECT_TRUE(std::filesystem::exists(Path("ckpt/dense-00000000000000000030.bin")));
   // A table without change tracking cannot be checkpointed.
   table_options.track_changes = false;
