@@ -22,15 +22,18 @@
 //                    max(1, file_bytes / record_bytes) records.
 //   removed.bin      (deltas only) removed keys, uint64 little-endian.
 //
-// MANIFEST fields: format ("ember-embedding-snapshot"), version (1), kind
-// ("full", "delta" or "serving"), step, base_step (deltas: the step of the
-// snapshot they apply to; -1 otherwise), table_step (the table's step() when
-// saved), eviction_step (its eviction_step(): a restore expires again what
-// the saved table had expired lazily on disk; optional, -1 when absent), dim, row_floats, record_bytes, optimizer, rows, removed, and files:
-// [{name, records, bytes, hash}], where hash is the 16-hex-digit
-// Fnv1a64Words of the file's bytes. The manifest is what makes a directory a
-// snapshot: a reader trusts nothing in it that the manifest does not list,
-// and checks every file's size and hash before using it.
+// MANIFEST fields: format ("ember-embedding-snapshot"), version (2; version
+// 1, without manifest_hash, is read too), kind ("full", "delta" or
+// "serving"), step, base_step (deltas: the step of the snapshot they apply
+// to; -1 otherwise), table_step (the table's step() when saved),
+// eviction_step (its eviction_step(): a restore expires again what the saved
+// table had expired lazily on disk; optional, -1 when absent), dim,
+// row_floats, record_bytes, optimizer, rows, removed, files: [{name, records,
+// bytes, hash}], where hash is the 16-hex-digit Fnv1a64Words of the file's
+// bytes, and manifest_hash, the Fnv1a64Words of the manifest's text without
+// it (an edited field is refused as DataLoss). The manifest is what makes a
+// directory a snapshot: a reader trusts nothing in it that the manifest does
+// not list, and checks every file's size and hash before using it.
 //
 // Which snapshots a restore reads: the newest full snapshot (by step), then
 // every delta with a larger step, in step order; each delta's base_step must

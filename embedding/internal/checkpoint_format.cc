@@ -51,7 +51,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kFormat[] = "ember-embedding-snapshot";
-constexpr int64_t kVersion = 1;
+// Version 2 adds manifest_hash; version 1 manifests (without it) are read too.
+constexpr int64_t kVersion = 2;
 
 // Reads field `key` of `object` into `out`; false if missing or mistyped.
 bool GetInt(const JsonValue& object, const char* key, int64_t* out) {
@@ -106,7 +107,10 @@ std::string HexHash(uint64_t hash) {
   return text;
 }
 
-std::string ManifestToJson(const Manifest& m) {
+namespace {
+
+// Every field but manifest_hash, as `version` writes them.
+JsonObject ManifestObject(const Manifest& m, int64_t version) {
   std::string files = "[";
   for (size_t i = 0; i < m.files.size(); ++i) {
     JsonObject file;
@@ -121,7 +125,7 @@ std::string ManifestToJson(const Manifest& m) {
   files += m.files.empty() ? "]" : "\n  ]";
   JsonObject o;
   o.Add("format", kFormat)
-      .Add("version", kVersion)
+      .Add("version", version)
       .Add("kind", m.kind)
       .Add("step", m.step)
       .Add("base_step", m.base_step)
@@ -134,6 +138,25 @@ std::string ManifestToJson(const Manifest& m) {
       .Add("rows", m.rows)
       .Add("removed", m.removed)
       .AddRaw("files", files);
+  return o;
+}
+
+// The manifest's own checksum: of its text without the checksum, which a
+// reader rebuilds from the fields it parsed, so that an edit of any field
+// (a step, the table's step, a file's size) is caught, not only damage to
+// the data files.
+uint64_t ManifestHash(const Manifest& m) {
+  const std::string text = ManifestObject(m, kVersion).ToString();
+  Fnv1a64Words hash;
+  hash.Update(text.data(), text.size());
+  return hash.Digest();
+}
+
+}  // namespace
+
+std::string ManifestToJson(const Manifest& m) {
+  JsonObject o = ManifestObject(m, kVersion);
+  o.Add("manifest_hash", HexHash(ManifestHash(m)));
   return o.ToString();
 }
 
@@ -156,8 +179,9 @@ Result<Manifest> ReadManifest(const std::string& dir) {
       !GetInt(root, "version", &version)) {
     return Status::DataLoss(path, ": not an ", kFormat, " manifest");
   }
-  if (version != kVersion) {
-    return Status::DataLoss(path, ": format version ", version, ", this build reads ", kVersion);
+  if (version != 1 && version != kVersion) {
+    return Status::DataLoss(path, ": format version ", version, ", this build reads 1 to ",
+                            kVersion);
   }
   if (!GetString(root, "kind", &m.kind) || !GetInt(root, "step", &m.step) ||
       !GetInt(root, "base_step", &m.base_step) || !GetInt(root, "table_step", &m.table_step) ||
@@ -196,6 +220,16 @@ Result<Manifest> ReadManifest(const std::string& dir) {
   if (records != m.rows || removed != m.removed) {
     return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
                             " removed keys, manifest says ", m.rows, " and ", m.removed);
+  }
+  if (version >= 2) {
+    std::string stored;
+    if (!GetString(root, "manifest_hash", &stored)) {
+      return Status::DataLoss(path, ": missing \"manifest_hash\"");
+    }
+    if (stored != HexHash(ManifestHash(m))) {
+      return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
+                              "damaged manifest)");
+    }
   }
   return m;
 }

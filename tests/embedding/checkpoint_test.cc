@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -447,6 +448,49 @@ TEST_P(CheckpointTest, TruncatedManifestIsDataLoss) {
   EXPECT_EQ(StatusCode::kDataLoss, step.status().code()) << step.status();
   EXPECT_THAT(step.status().message(), HasSubstr(manifest));
   EXPECT_EQ(StatusCode::kDataLoss, ListCheckpoints(Options().dir).status().code());
+}
+
+// A manifest carries its own hash: an edit of any field (here the table's
+// step or its eviction step, which no data file's hash covers) is DataLoss
+// naming the manifest. A version 1 manifest, which has no such hash, is
+// still read.
+TEST_P(CheckpointTest, EditedManifestFieldIsDataLossAndVersionOneIsStillRead) {
+  auto table = NewTable();
+  Train(*table, 0, 5);
+  Checkpointer checkpointer(*table, Options());
+  ASSERT_TRUE(checkpointer.SaveFull(5).ok());
+  const std::string manifest = Path("ckpt/full-00000000000000000005/MANIFEST");
+  auto original = ReadFile(manifest);
+  ASSERT_TRUE(original.ok());
+  for (const char* field : {"table_step", "eviction_step"}) {
+    SCOPED_TRACE(field);
+    const std::regex pattern(std::string("\"") + field + "\": (-?[0-9]+)");
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(*original, match, pattern)) << *original;
+    const std::string edited = std::regex_replace(
+        *original, pattern, std::string("\"") + field + "\": " +
+                                std::to_string(std::stoll(match[1].str()) + 3));
+    ASSERT_NE(edited, *original);
+    std::ofstream(manifest, std::ios::trunc) << edited;
+    auto fresh = NewTable();
+    Checkpointer restorer(*fresh, Options());
+    Result<int64_t> step = restorer.RestoreLatest();
+    EXPECT_EQ(StatusCode::kDataLoss, step.status().code()) << step.status();
+    EXPECT_THAT(step.status().message(), HasSubstr("manifest_hash does not match"));
+    EXPECT_THAT(step.status().message(), HasSubstr(manifest));
+  }
+  // Written as version 1 did: no manifest_hash.
+  std::string version_one = std::regex_replace(*original, std::regex("\"version\": 2"),
+                                               "\"version\": 1");
+  version_one = std::regex_replace(version_one, std::regex(",\\s*\"manifest_hash\": \"[0-9a-f]+\""),
+                                   "");
+  ASSERT_EQ(std::string::npos, version_one.find("manifest_hash")) << version_one;
+  std::ofstream(manifest, std::ios::trunc) << version_one;
+  auto fresh = NewTable();
+  Checkpointer restorer(*fresh, Options());
+  Result<int64_t> step = restorer.RestoreLatest();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(5, *step);
 }
 
 TEST_P(CheckpointTest, MissingDeltaInTheChainIsDataLoss) {
