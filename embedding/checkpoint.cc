@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -312,9 +313,12 @@ struct ChainLink {
 // manifests checked against each other, the table and `optimizer`, and their
 // data files' sizes checked.
 Result<std::vector<ChainLink>> ReadChain(const std::string& dir,
-                                         const std::vector<SnapshotName>& names,
+                                         std::vector<SnapshotName> names,
                                          const EmbeddingTable& table,
-                                         const std::string& optimizer) {
+                                         const std::string& optimizer, int64_t max_step) {
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [&](const SnapshotName& n) { return n.step > max_step; }),
+              names.end());
   auto newest_full = std::find_if(names.rbegin(), names.rend(), [](const SnapshotName& n) {
     return n.kind == SnapshotInfo::Kind::kFull;
   });
@@ -460,6 +464,13 @@ Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string& dir) {
   return infos;
 }
 
+Result<std::vector<int64_t>> SnapshotSteps(const std::string& dir) {
+  EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(dir));
+  std::vector<int64_t> steps;
+  for (const SnapshotName& name : names) steps.push_back(name.step);
+  return steps;
+}
+
 // --- Checkpointer ------------------------------------------------------------
 
 Checkpointer::Checkpointer(EmbeddingTable& table, CheckpointOptions options)
@@ -574,10 +585,30 @@ Status Checkpointer::SaveDelta(int64_t step) {
 }
 
 Result<int64_t> Checkpointer::RestoreLatest() {
+  return RestoreAt(std::numeric_limits<int64_t>::max());
+}
+
+Status Checkpointer::SetAsideSnapshotsAfter(int64_t step) {
+  EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(options_.dir));
+  for (const SnapshotName& name : names) {
+    if (name.step <= step) continue;
+    const fs::path from(name.path);
+    const fs::path to = from.parent_path() / ("damaged-" + from.filename().string());
+    std::error_code ec;
+    fs::remove_all(to, ec);  // Set aside before, by an earlier restore.
+    fs::rename(from, to, ec);
+    if (ec) return Status::IOError(name.path, ": cannot set it aside: ", ec.message());
+    LOG(WARNING) << "Checkpoint: set aside " << name.path << " as " << to.string();
+  }
+  return FsyncPath(options_.dir);
+}
+
+Result<int64_t> Checkpointer::RestoreAt(int64_t step) {
   EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(options_.dir));
   // The whole chain is checked before the table is touched.
   EMBER_ASSIGN_OR_RETURN(std::vector<ChainLink> chain,
-                         ReadChain(options_.dir, names, table_, options_.optimizer));
+                         ReadChain(options_.dir, std::move(names), table_, options_.optimizer,
+                                   step));
   std::vector<Key> existing;
   EMBER_RETURN_IF_ERROR(table_.Scan([&](Key key, const float*) {
     existing.push_back(key);

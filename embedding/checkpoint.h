@@ -118,6 +118,12 @@ struct SnapshotInfo {
 // malformed, IOError if the directory cannot be read.
 Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir);
 
+// The steps of the snapshot directories in `dir` (full and delta), in
+// increasing order, by their names alone: no manifest is read, so a damaged
+// snapshot is listed too. NotFound if `dir` does not exist, IOError if it
+// cannot be read.
+Result<std::vector<int64_t>> SnapshotSteps(const std::string &dir);
+
 // The 64-bit hash of checkpoint files: FNV-1a over the bytes taken as
 // little-endian 64-bit words (the tail zero-padded into one last word), the
 // length mixed in, then SplitMix64's finaliser. Changing any single word
@@ -178,6 +184,15 @@ class Checkpointer {
   // On error the table's contents are unspecified (restore again or start
   // afresh); the checkpoint directory is never modified.
   Result<int64_t> RestoreLatest();
+  // As RestoreLatest, from the newest snapshot of step <= `step` (the newest
+  // full snapshot up to it and the deltas after that one up to it): an
+  // older checkpoint, when a newer one is damaged. NotFound if there is none.
+  Result<int64_t> RestoreAt(int64_t step);
+  // Renames the snapshots of steps after `step` to "damaged-<name>" (kept
+  // for inspection; nothing reads them), so that saves go on from the
+  // snapshot of `step` that was restored instead of a damaged newer one.
+  // IOError naming the snapshot if a rename fails.
+  Status SetAsideSnapshotsAfter(int64_t step);
 
  private:
   // Newest snapshot step in dir, or -1.

@@ -146,13 +146,12 @@ std::string TrainingCheckpointer::DensePath(int64_t step) const {
 }
 
 Result<int64_t> TrainingCheckpointer::NewestStep() const {
-  Result<std::vector<embedding::SnapshotInfo>> snapshots =
-      embedding::ListCheckpoints(options_.dir + "/embedding");
-  if (!snapshots.ok()) {
-    if (snapshots.status().code() == StatusCode::kNotFound) return int64_t{-1};
-    return snapshots.status();
+  Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(options_.dir + "/embedding");
+  if (!steps.ok()) {
+    if (steps.status().code() == StatusCode::kNotFound) return int64_t{-1};
+    return steps.status();
   }
-  return snapshots->empty() ? int64_t{-1} : snapshots->back().step;
+  return steps->empty() ? int64_t{-1} : steps->back();
 }
 
 Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
@@ -213,8 +212,32 @@ Status TrainingCheckpointer::RemoveUnreferencedDenseFiles() {
 }
 
 Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
-  EMBER_ASSIGN_OR_RETURN(const int64_t step, NewestStep());
-  if (step < 0) return Status::NotFound("no checkpoint in ", options_.dir);
+  Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(options_.dir + "/embedding");
+  if (!steps.ok() && steps.status().code() != StatusCode::kNotFound) return steps.status();
+  if (!steps.ok() || steps->empty()) return Status::NotFound("no checkpoint in ", options_.dir);
+  // Newest first; a damaged one (DataLoss) gives way to the one before it.
+  Status newest_error;
+  for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
+    Result<int64_t> restored = RestoreStep(*it, dense);
+    if (restored.ok()) {
+      if (it != steps->rbegin()) {
+        LOG(WARNING) << "restored the checkpoint of step " << *it << " instead of the newest, of "
+                     << steps->back() << ": " << newest_error;
+        EMBER_RETURN_IF_ERROR(embedding_.SetAsideSnapshotsAfter(*it));
+      }
+      return restored;
+    }
+    if (restored.status().code() != StatusCode::kDataLoss) return restored.status();
+    if (it == steps->rbegin()) {
+      newest_error = restored.status();
+    } else {
+      LOG(WARNING) << "the checkpoint of step " << *it << " is damaged too: " << restored.status();
+    }
+  }
+  return newest_error.WithContext("no checkpoint in " + options_.dir + " is undamaged");
+}
+
+Result<int64_t> TrainingCheckpointer::RestoreStep(int64_t step, const DenseState& dense) {
   const std::string path = DensePath(step);
   Result<std::string> read = ReadFile(path);
   if (!read.ok()) {
@@ -293,7 +316,7 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
     return Status::DataLoss(path, ": ", bytes.size() - sizeof(uint64_t) - in.pos(),
                             " unexpected bytes after the parameters");
   }
-  Result<int64_t> embedding_step = embedding_.RestoreLatest();
+  Result<int64_t> embedding_step = embedding_.RestoreAt(step);
   if (!embedding_step.ok()) {
     return embedding_step.status().WithContext("restoring the embedding table");
   }

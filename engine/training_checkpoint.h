@@ -100,17 +100,21 @@ class TrainingCheckpointer {
   // On error the previous checkpoint stays restorable.
   Status Save(int64_t step, const DenseState& dense);
 
-  // The step of the newest checkpoint in dir, or -1 if there is none. Reads
-  // manifests only.
+  // The step of the newest checkpoint in dir, or -1 if there is none. By the
+  // snapshots' names: reads nothing in them.
   Result<int64_t> NewestStep() const;
 
-  // Loads the newest checkpoint into the table and `dense` and returns its
-  // step. NotFound if dir holds none; DataLoss naming the file if the dense
-  // file is missing, short, malformed or fails its hash, or the embedding
-  // snapshot is damaged (see embedding/checkpoint.h); InvalidArgument if the
-  // checkpoint belongs to another model or optimizer. The dense state is
-  // only changed once the whole file has been checked; on error the table's
-  // contents are unspecified (restore again or start afresh).
+  // Loads the newest undamaged checkpoint into the table and `dense` and
+  // returns its step. A checkpoint is damaged (DataLoss) when its dense file
+  // is missing, short, malformed or fails its hash, or its embedding
+  // snapshots are (see embedding/checkpoint.h); then the one before it is
+  // tried, and so on, with a warning naming what was skipped, and the
+  // snapshots newer than the one restored are set aside as damaged-* so
+  // that saves go on from it. NotFound if dir holds none; the newest one's
+  // DataLoss if none is undamaged; InvalidArgument if the checkpoint belongs
+  // to another model or optimizer. The dense state is only changed once the
+  // whole file has been checked; on error the table's contents are
+  // unspecified (restore again or start afresh).
   Result<int64_t> Restore(const DenseState& dense);
 
   const std::string& dir() const { return options_.dir; }
@@ -118,6 +122,9 @@ class TrainingCheckpointer {
  private:
   TrainingCheckpointer(embedding::EmbeddingTable& table, TrainingCheckpointOptions options);
   std::string DensePath(int64_t step) const;
+  // Restore from the checkpoint of `step` (its dense file and the embedding
+  // snapshots up to it).
+  Result<int64_t> RestoreStep(int64_t step, const DenseState& dense);
   // Removes dense files whose step no embedding snapshot has.
   Status RemoveUnreferencedDenseFiles();
 

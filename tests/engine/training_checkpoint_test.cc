@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -243,6 +244,69 @@ TEST_F(TrainingCheckpointTest, RestoreRefusesMissingDamagedAndForeignCheckpoints
     std::filesystem::remove(dense);
     EXPECT_EQ(StatusCode::kDataLoss, (*trainer)->Restore().status().code());
   }
+}
+
+// A damaged newest checkpoint (its dense file, or its embedding snapshot's
+// manifest) gives way to the one before it, which resumes to the
+// uninterrupted job's model; the damaged snapshot is set aside so that saves
+// go on. When every checkpoint is damaged, the newest one's DataLoss.
+TEST_F(TrainingCheckpointTest, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
+  TrainReport report;
+  const std::vector<float> reference = Train(SmallOptions(), false, &report);
+  ASSERT_EQ(48, report.steps);
+  for (const char* damage : {"dense file", "snapshot manifest"}) {
+    SCOPED_TRACE(damage);
+    TrainOptions options = SmallOptions();
+    options.checkpoint_dir = Path(std::string("ckpt-") + damage);
+    options.checkpoint_every_steps = 5;
+    options.max_steps = 22;  // Checkpoints of steps 5, 10, 15, 20 and 22.
+    Train(options, false, &report);
+    ASSERT_EQ(22, report.last_checkpoint_step);
+    // Step 22's snapshot, full or delta as the cadence made it.
+    std::string snapshot;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(options.checkpoint_dir + "/embedding")) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with("-00000000000000000022")) snapshot = name;
+    }
+    ASSERT_FALSE(snapshot.empty());
+    const std::string target =
+        std::string(damage) == "dense file"
+            ? options.checkpoint_dir + "/dense-00000000000000000022.bin"
+            : options.checkpoint_dir + "/embedding/" + snapshot + "/MANIFEST";
+    auto bytes = ReadFile(target);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    std::string damaged = *bytes;
+    if (std::string(damage) == "dense file") {
+      damaged[damaged.size() / 3] ^= 0x04;
+    } else {
+      damaged = std::regex_replace(damaged, std::regex("\"table_step\": 21"),
+                                   "\"table_step\": 22");
+    }
+    ASSERT_NE(damaged, *bytes);
+    std::ofstream(target, std::ios::binary | std::ios::trunc) << damaged;
+
+    options.max_steps = 0;
+    int64_t restored = -1;
+    EXPECT_EQ(reference, Train(options, true, &report, &restored));
+    EXPECT_EQ(20, restored);
+    EXPECT_EQ(28, report.steps);
+    EXPECT_TRUE(std::filesystem::exists(options.checkpoint_dir + "/embedding/damaged-" + snapshot));
+  }
+  // Every checkpoint damaged: DataLoss, the newest one's.
+  TrainOptions options = SmallOptions();
+  options.checkpoint_dir = Path("all-damaged");
+  options.checkpoint_every_steps = 5;
+  options.max_steps = 10;
+  Train(options, false, &report);
+  for (const char* step : {"00000000000000000005", "00000000000000000010"}) {
+    std::ofstream(options.checkpoint_dir + "/dense-" + step + ".bin", std::ios::trunc) << "x";
+  }
+  auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
+  ASSERT_TRUE(trainer.ok());
+  const Status status = (*trainer)->Restore().status();
+  EXPECT_EQ(StatusCode::kDataLoss, status.code()) << status;
+  EXPECT_NE(std::string::npos, status.message().find("dense-00000000000000000010.bin")) << status;
 }
 
 // A crash between the dense file and the embedding snapshot leaves the
