@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include "core/threads.h"
+#include "io/internal/text_parsing.h"
 #include "io/text_file.h"
 
 namespace ember::io {
@@ -156,6 +157,9 @@ Status FileReader::Read(const std::string& path) {
 Result<size_t> FileReader::StartFile(std::string_view text, bool eof) {
   std::string_view header;
   size_t header_bytes = 0;
+  if (!format_.has_header() && text.starts_with(internal::kUtf8ByteOrderMark)) {
+    header_bytes = internal::kUtf8ByteOrderMark.size();  // Not part of line 1.
+  }
   if (format_.has_header()) {
     // Fill stops short of a full buffer only at the end of the file.
     if (text.empty()) return size_t{0};
@@ -167,8 +171,9 @@ Result<size_t> FileReader::StartFile(std::string_view text, bool eof) {
     header_bytes = newline == std::string_view::npos ? text.size() : newline + 1;
     header = text.substr(0, std::min(newline, text.size()));
     if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
-    // Spreadsheet software starts CSV files with a UTF-8 byte order mark.
-    if (header.starts_with("\xEF\xBB\xBF")) header.remove_prefix(3);
+    if (header.starts_with(internal::kUtf8ByteOrderMark)) {
+      header.remove_prefix(internal::kUtf8ByteOrderMark.size());
+    }
     lines_before_ = 1;
   }
   Result<std::unique_ptr<LineParser>> parser = format_.NewLineParser(header);

@@ -11,6 +11,7 @@
 
 #include "core/random.h"
 #include "io/internal/mapped_file.h"
+#include "io/internal/text_parsing.h"
 #include "io/internal/xxhash64.h"
 #include "io/text_file.h"
 #include "io/text_reader.h"
@@ -104,8 +105,7 @@ std::vector<IndexedPiece> ScanChunk(const char* data, int64_t data_begin, int64_
 Result<std::unique_ptr<LineParser>> MakeParser(const TextFormat& format, std::string_view header,
                                                const std::string& path) {
   if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
-  // Spreadsheet software starts CSV files with a UTF-8 byte order mark.
-  if (header.starts_with("\xEF\xBB\xBF")) header.remove_prefix(3);
+  if (header.starts_with(kUtf8ByteOrderMark)) header.remove_prefix(kUtf8ByteOrderMark.size());
   Result<std::unique_ptr<LineParser>> parser = format.NewLineParser(header);
   if (!parser.ok()) {
     return parser.status().WithContext(format.has_header() ? path + ":1" : path);
@@ -122,6 +122,9 @@ Status IndexPlainFile(const TextFormat& format, int64_t piece_bytes, int32_t id,
   file->bytes = size;
   int64_t data_begin = 0;
   std::string_view header;
+  if (!format.has_header() && std::string_view(data, size).starts_with(kUtf8ByteOrderMark)) {
+    data_begin = static_cast<int64_t>(kUtf8ByteOrderMark.size());  // Not part of line 1.
+  }
   if (format.has_header()) {
     if (size == 0) return Status::OK();  // No header, no lines.
     const size_t scan = std::min<size_t>(size, kMaxHeaderBytes);
@@ -243,7 +246,6 @@ Status IndexGzipFile(const TextFormat& format, int64_t piece_bytes, int32_t id, 
   std::optional<GzipLineScanner> scanner;
   if (!format.has_header()) {
     EMBER_ASSIGN_OR_RETURN(file->parser, MakeParser(format, "", file->path));
-    scanner.emplace(id, 0, piece_bytes, pieces);
   }
   std::string header;
   int64_t offset = 0;
@@ -251,6 +253,14 @@ Status IndexGzipFile(const TextFormat& format, int64_t piece_bytes, int32_t id, 
     EMBER_ASSIGN_OR_RETURN(const size_t n, text->Read(buffer.get(), kGzipWindowBytes));
     if (n == 0) break;
     size_t pos = 0;
+    if (!format.has_header() && !scanner.has_value()) {
+      // The first window (a gzip window holds far more than 3 bytes): a byte
+      // order mark there is not part of line 1.
+      if (std::string_view(buffer.get(), n).starts_with(kUtf8ByteOrderMark)) {
+        pos = kUtf8ByteOrderMark.size();
+      }
+      scanner.emplace(id, static_cast<int64_t>(pos), piece_bytes, pieces);
+    }
     if (!scanner.has_value()) {
       const void* newline = std::memchr(buffer.get(), '\n', n);
       pos = newline ? static_cast<const char*>(newline) - buffer.get() + 1 : n;

@@ -17,6 +17,10 @@
 
 namespace ember::io::internal {
 
+// The UTF-8 byte order mark that spreadsheet software and some exporters put
+// at the start of a text file: not part of its first line, header or not.
+inline constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
 // Longest excerpt of a field quoted in a bad-line message.
 inline constexpr size_t kMaxQuotedBytes = 32;
 

@@ -403,6 +403,32 @@ TEST_F(StreamReaderTest, BadLinesAreCountedAndNumberedLikeReadTextFiles) {
   EXPECT_THAT(expected.bad_lines().first_examples[0], HasSubstr("a.tsv:121: bad label"));
 }
 
+// Plain and gzipped files without a header that start with a byte order mark
+// stream the examples the text reader reads, with no bad line.
+TEST_F(StreamReaderTest, AByteOrderMarkIsNotPartOfTheFirstLine) {
+  Result<std::unique_ptr<TextFormat>> format = NewCriteoFormat();
+  ASSERT_TRUE(format.ok()) << format.status();
+  std::string text = "\xEF\xBB\xBF";
+  for (int i = 0; i < 50; ++i) {
+    text += std::to_string(i % 2);
+    for (int c = 0; c < 13; ++c) text.append("\t").append(std::to_string(i + c));
+    for (int c = 0; c < 26; ++c) text.append("\t").append(std::to_string(1000 + 7 * i + c));
+    text += "\n";
+  }
+  const std::vector<std::string> paths = {Write("bom.tsv", text), WriteGzip("bom.tsv.gz", text)};
+  const Result<Dataset> expected = ReadTextFiles(paths, **format, Lenient());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(100, expected->size());
+  EXPECT_EQ(0, expected->bad_lines().bad_lines);
+  const Result<std::unique_ptr<StreamReader>> reader =
+      StreamReader::OpenText(paths, **format, SmallPieces());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const StreamRun run = ReadStream(reader->get());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  ExpectSameBatch(expected->all(), Concat(run));
+  EXPECT_EQ(0, run.stats.bad_lines.bad_lines);
+}
+
 TEST_F(StreamReaderTest, FilesWithAHeaderNumberTheirLinesFromIt) {
   DelimitedFormatOptions csv;
   csv.schema = *ParseSchemaSpec("y=label,a=cat,b=dense:raw");

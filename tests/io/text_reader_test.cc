@@ -145,6 +145,20 @@ TEST_F(TextReaderTest, HeaderLineIsSkippedButCountsForLineNumbers) {
   EXPECT_THAT(data->bad_lines().first_examples, ElementsAre(HasSubstr("data.txt:3: bad label")));
 }
 
+// A byte order mark before the first line of a file without a header is not
+// part of that line (it made a valid first line's label bad).
+TEST_F(TextReaderTest, AByteOrderMarkIsNotPartOfTheFirstLine) {
+  const TestFormat format(/*header=*/false);
+  Result<Dataset> data = ReadText(format, "\xEF\xBB\xBF" "1 a\n0 b\n");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(2, data->size());
+  EXPECT_EQ(0, data->bad_lines().bad_lines);
+  Result<Dataset> plain = ReadText(format, "1 a\n0 b\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->all().keys, data->all().keys);
+  EXPECT_EQ(plain->all().labels, data->all().labels);
+}
+
 TEST_F(TextReaderTest, HeaderTheFormatRejectsFailsNamingTheFile) {
   const TestFormat format(/*header=*/true);
   Result<Dataset> data = ReadText(format, "label stuff\n1 a\n");
