@@ -20,12 +20,13 @@ enum class BadLineReason : int {
   kBadFeature,         // A malformed feature: "idx:val", "slot:feasign", ...
   kUnknownSlot,        // A feature names a slot or field the format does not have.
   kLineTooLong,        // Over kMaxLineBytes (text_reader.h), whatever it holds.
+  kBinaryData,         // A NUL byte: not text (a file's zero-filled tail after a crash).
 };
-inline constexpr int kNumBadLineReasons = 7;
+inline constexpr int kNumBadLineReasons = 8;
 
 // The name used in reports and messages: "column count", "bad label",
 // "unparsable integer", "unparsable number", "bad feature", "unknown slot",
-// "line too long".
+// "line too long", "binary data".
 const char* BadLineReasonName(BadLineReason reason);
 
 // What a format says about a line it rejects.

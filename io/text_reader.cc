@@ -357,6 +357,8 @@ const char* BadLineReasonName(BadLineReason reason) {
       return "unknown slot";
     case BadLineReason::kLineTooLong:
       return "line too long";
+    case BadLineReason::kBinaryData:
+      return "binary data";
   }
   return "unknown";
 }
@@ -392,8 +394,13 @@ void ParseLines(std::string_view text, const LineParser& parser, const TextLayou
     ++out->lines;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     LineError error;
+    const void* nul = nullptr;
     if (line.size() > kMaxLineBytes) {
       error = LineError{BadLineReason::kLineTooLong, StrCat(line.size(), " bytes")};
+    } else if ((nul = std::memchr(line.data(), '\0', line.size())) != nullptr) {
+      // Hashed as a categorical value it would pass as a feature.
+      error = LineError{BadLineReason::kBinaryData,
+                        StrCat("a NUL byte at byte ", static_cast<const char*>(nul) - line.data() + 1)};
     } else {
       const size_t labels = rows.labels.size();
       const size_t dense = rows.dense.size();

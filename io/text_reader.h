@@ -29,7 +29,8 @@ struct TextReadOptions {
   int threads = 0;
 };
 
-// A longer line is a bad line of its own ("line too long"), whatever it holds.
+// A longer line is a bad line of its own ("line too long"), whatever it holds;
+// so is a line with a NUL byte ("binary data"), in every format.
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 // Bad lines kept as examples in a report.
 inline constexpr size_t kMaxBadLineExamples = 5;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/status.h"
 #include "io/feature_hash.h"
@@ -9,8 +10,23 @@
 namespace ember::io::internal {
 
 std::string Quote(std::string_view field) {
-  if (field.size() <= kMaxQuotedBytes) return ember::internal::StrCat("\"", field, "\"");
-  return ember::internal::StrCat("\"", field.substr(0, kMaxQuotedBytes), "...\"");
+  const bool cut = field.size() > kMaxQuotedBytes;
+  if (cut) field = field.substr(0, kMaxQuotedBytes);
+  std::string quoted = "\"";
+  for (const char c : field) {
+    const auto byte = static_cast<unsigned char>(c);
+    // A control byte (a NUL, an escape sequence) would reach the terminal
+    // or log as it is.
+    if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", byte);
+      quoted += escaped;
+    } else {
+      quoted += c;
+    }
+  }
+  quoted += cut ? "...\"" : "\"";
+  return quoted;
 }
 
 bool ParseFiniteDouble(std::string_view text, double* value) {

@@ -24,7 +24,8 @@ inline constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 // Longest excerpt of a field quoted in a bad-line message.
 inline constexpr size_t kMaxQuotedBytes = 32;
 
-// `field` in double quotes, cut to kMaxQuotedBytes followed by "..." if longer.
+// `field` in double quotes, cut to kMaxQuotedBytes followed by "..." if
+// longer, with control bytes (a NUL, an escape) written as \xNN.
 std::string Quote(std::string_view field);
 
 // Splits `line` at every `delimiter` byte, keeping empty fields. Stores the

@@ -157,6 +157,10 @@ std::vector<BadLineCase> BadLineCases() {
       {"unparsable integer", Line("1", {{13, "99999999999999999999"}}), "I13="},
       {"unparsable integer", Line("1", {{5, " 7"}}), "I5=\" 7\""},
       {"line too long", too_long, "bytes"},
+      // A NUL inside a categorical value would hash as a feature; it is not text.
+      {"binary data", Line("1", {{20, std::string("ab\0cd", 5)}}), "a NUL byte at byte"},
+      // Control bytes are quoted escaped, never printed raw.
+      {"unparsable integer", Line("1", {{3, "1\x1b[2J"}}), "I3=\"1\\x1b[2J\""},
   };
 }
 
