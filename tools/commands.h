@@ -27,6 +27,17 @@ int RunGenData();
 int RunConvert();
 int RunPlan();
 
+// A flag of Ember's with its effective value (gflags' text of it).
+struct EffectiveFlag {
+  std::string name;
+  std::string value;
+  bool is_default = true;
+};
+
+// Every flag defined in `flag_files` (e.g. "tools/train_command.cc") and in
+// common_flags.cc, sorted by name.
+std::vector<EffectiveFlag> EffectiveFlags(const std::vector<std::string>& flag_files);
+
 // Logs every flag defined in `flag_files` (e.g. "tools/train_command.cc",
 // "tools/format_flags.cc") and in common_flags.cc with its effective value,
 // once at start-up.

@@ -25,18 +25,24 @@ int ExitCodeFor(const Status& status) {
   }
 }
 
-void LogEffectiveFlags(const std::vector<std::string>& flag_files) {
+std::vector<EffectiveFlag> EffectiveFlags(const std::vector<std::string>& flag_files) {
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
-  LOG(INFO) << "effective configuration:";
+  std::vector<EffectiveFlag> ours;
   for (const auto& flag : flags) {
-    bool ours = flag.filename.find("tools/common_flags.cc") != std::string::npos;
+    bool listed = flag.filename.find("tools/common_flags.cc") != std::string::npos;
     for (const std::string& file : flag_files) {
-      ours = ours || flag.filename.find(file) != std::string::npos;
+      listed = listed || flag.filename.find(file) != std::string::npos;
     }
-    if (!ours) continue;
-    LOG(INFO) << "  --" << flag.name << "=" << flag.current_value
-              << (flag.is_default ? "" : "  (set)");
+    if (listed) ours.push_back({flag.name, flag.current_value, flag.is_default});
+  }
+  return ours;
+}
+
+void LogEffectiveFlags(const std::vector<std::string>& flag_files) {
+  LOG(INFO) << "effective configuration:";
+  for (const EffectiveFlag& flag : EffectiveFlags(flag_files)) {
+    LOG(INFO) << "  --" << flag.name << "=" << flag.value << (flag.is_default ? "" : "  (set)");
   }
 }
 

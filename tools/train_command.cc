@@ -29,6 +29,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
+#include "tools/job_flags.h"
 #include "tools/plan_flags.h"
 #include "tools/stop_signals.h"
 #include "tools/train_flags.h"
@@ -204,8 +205,10 @@ DEFINE_int64(checkpoint_every_steps, 1000,
              "With --checkpoint_dir: steps between checkpoints; 0: only the final one.");
 DEFINE_validator(checkpoint_every_steps, &IsNonNegative64);
 DEFINE_bool(resume, true,
-            "With --checkpoint_dir holding checkpoints: continue from the newest (with the same "
-            "data and flags, the result of an uninterrupted run); false: refuse to start.");
+            "With --checkpoint_dir holding checkpoints: continue from the newest, giving the "
+            "result of an uninterrupted run; the flags that decide that result must be those "
+            "recorded in <checkpoint_dir>/job.flags (how long to train, outputs, threads, "
+            "--pipeline and the disk tier may change). false: refuse to start.");
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
@@ -580,6 +583,10 @@ std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
   return summary;
 }
 
+// The files whose flags configure a training job.
+const std::vector<std::string> kTrainFlagFiles = {"tools/train_command.cc",
+                                                  "tools/format_flags.cc"};
+
 // SIGINT/SIGTERM during training (tools/stop_signals.h): the first asks it
 // to stop after the step in progress (the checkpoint, summary and evaluation
 // still run); a second one exits at once.
@@ -613,7 +620,7 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
 }
 
 Status Train(int* stopped_by) {
-  LogEffectiveFlags({"tools/train_command.cc", "tools/format_flags.cc"});
+  LogEffectiveFlags(kTrainFlagFiles);
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   // Fail now rather than after hours of training.
   for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
@@ -649,10 +656,13 @@ Status Train(int* stopped_by) {
                                      "; pass --resume to continue it, or choose another directory");
     }
     if (newest >= 0) {
+      EMBER_RETURN_IF_ERROR(CheckResumeFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
       Result<int64_t> step = trainer->Restore();
       if (!step.ok()) return step.status().WithContext("--checkpoint_dir");
       LOG(INFO) << "resumed from the checkpoint of step " << *step << " in "
                 << FLAGS_checkpoint_dir;
+    } else {
+      EMBER_RETURN_IF_ERROR(RecordJobFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
     }
   }
   // A first SIGINT/SIGTERM ends training after the batches in flight.

@@ -663,6 +663,40 @@ TEST_F(EmberCliTest, CheckpointedTrainingResumesAndRefusesToStartOverWithoutResu
       << refused.output;
 }
 
+// The first run records the job's flags; a resume that changes one that
+// decides the model (--seed, --sparse_lr) is refused naming each with both
+// values, and one that changes only how long to train, the threads or the
+// outputs goes on. The record is a flagfile that runs the job again.
+TEST_F(EmberCliTest, AResumeWithFlagsThatChangeTheModelIsRefusedNamingThem) {
+  const std::string common = "train --rows=4000 --plan=off " + std::string(kSmallModel) +
+                             " --checkpoint_dir=" + Path("ck") + " --checkpoint_every_steps=10";
+  CommandRun first = Ember(common + " --max_steps=12");
+  ASSERT_EQ(0, first.exit_code) << first.output;
+  auto recorded = ember::ReadFile(Path("ck/job.flags"));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_NE(std::string::npos, recorded->find("--seed=1\n")) << *recorded;
+  EXPECT_EQ(std::string::npos, recorded->find("--max_steps")) << *recorded;
+
+  CommandRun changed = Ember(common + " --seed=2 --sparse_lr=0.5");
+  EXPECT_EQ(2, changed.exit_code) << changed.output;
+  EXPECT_NE(std::string::npos, changed.output.find("--seed=2, the checkpointed job had '1'"))
+      << changed.output;
+  EXPECT_NE(std::string::npos, changed.output.find("--sparse_lr=0.5")) << changed.output;
+  EXPECT_NE(std::string::npos, changed.output.find("--flagfile=" + Path("ck/job.flags")))
+      << changed.output;
+
+  CommandRun resumed =
+      Ember(common + " --max_steps=20 --threads=2 --metrics_out=" + Path("m.json"));
+  ASSERT_EQ(0, resumed.exit_code) << resumed.output;
+  EXPECT_NE(std::string::npos, resumed.output.find("resumed from the checkpoint of step 12"))
+      << resumed.output;
+  CommandRun again = Ember("train --flagfile=" + Path("ck/job.flags") + " --checkpoint_dir=" +
+                           Path("ck") + " --max_steps=25");
+  ASSERT_EQ(0, again.exit_code) << again.output;
+  EXPECT_NE(std::string::npos, again.output.find("resumed from the checkpoint of step 20"))
+      << again.output;
+}
+
 // SIGTERM, as a preemptible scheduler sends it, at many moments of
 // sequential and pipelined training: the job stops after the step in
 // progress, writes its checkpoint, exits 143, and the resumed job ends with

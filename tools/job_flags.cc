@@ -1,0 +1,95 @@
+#include "tools/job_flags.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "core/file.h"
+#include "tools/commands.h"
+
+namespace ember::tools {
+
+const std::vector<std::string> kMayChangeOnResume = {
+    // How long to train.
+    "max_steps", "epochs",
+    // Outputs, checkpoints and reporting.
+    "checkpoint_dir", "checkpoint_every_steps", "resume", "metrics_out", "trace_file",
+    "model_hash", "watchdog_seconds",
+    // Placement of the work: bit for bit the same model (thread counts,
+    // --pipeline with --max_staleness=0, the disk tier and its prefetch).
+    "threads", "stage_threads", "plan", "recalibrate", "cluster", "pipeline", "read_ahead",
+    "prefetch", "early_pulls", "embedding_memory_budget", "embedding_dir",
+    // Evaluation only.
+    "test_data"};
+
+namespace {
+
+bool MayChange(const std::string& name) {
+  return std::find(kMayChangeOnResume.begin(), kMayChangeOnResume.end(), name) !=
+         kMayChangeOnResume.end();
+}
+
+}  // namespace
+
+std::string JobFlagsPath(const std::string& checkpoint_dir) {
+  return checkpoint_dir + "/job.flags";
+}
+
+Status RecordJobFlags(const std::string& checkpoint_dir,
+                      const std::vector<std::string>& flag_files) {
+  std::string text =
+      "# The flags of the job checkpointed here; a resume must repeat them (tools/job_flags.h).\n";
+  for (const EffectiveFlag& flag : EffectiveFlags(flag_files)) {
+    if (!MayChange(flag.name)) text += "--" + flag.name + "=" + flag.value + "\n";
+  }
+  return WriteFileAtomic(JobFlagsPath(checkpoint_dir), text);
+}
+
+Status CheckResumeFlags(const std::string& checkpoint_dir,
+                        const std::vector<std::string>& flag_files) {
+  const std::string path = JobFlagsPath(checkpoint_dir);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() != StatusCode::kNotFound) return text.status();
+    LOG(WARNING) << path << " is missing (a checkpoint of an older Ember): the resumed job's "
+                 << "flags cannot be checked against the checkpointed job's";
+    return Status::OK();
+  }
+  std::map<std::string, std::string> now;
+  for (const EffectiveFlag& flag : EffectiveFlags(flag_files)) now[flag.name] = flag.value;
+  std::string differences;
+  int line_number = 0;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    const std::string_view line(text->data() + start, end - start);
+    start = end + 1;
+    ++line_number;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t equals = line.find('=');
+    if (!line.starts_with("--") || equals == std::string_view::npos) {
+      return Status::DataLoss(path, ":", line_number, ": expected --name=value");
+    }
+    const std::string name(line.substr(2, equals - 2));
+    const std::string recorded(line.substr(equals + 1));
+    if (MayChange(name)) continue;
+    auto it = now.find(name);
+    if (it == now.end()) {
+      differences += "\n  --" + name + " (recorded as '" + recorded + "') is no longer a flag";
+    } else if (it->second != recorded) {
+      differences += "\n  --" + name + "=" + it->second + ", the checkpointed job had '" +
+                     recorded + "'";
+    }
+  }
+  if (differences.empty()) return Status::OK();
+  return Status::InvalidArgument(
+      "--checkpoint_dir ", checkpoint_dir, " holds a job with other flags; a resume with these "
+      "would not give the model of an uninterrupted run:", differences,
+      "\n(resume with the job's flags, e.g. --flagfile=", path,
+      ", or start afresh with another --checkpoint_dir)");
+}
+
+}  // namespace ember::tools

@@ -1,0 +1,39 @@
+#pragma once
+
+// The flags a checkpointed job resumes with. A resume gives the result of an
+// uninterrupted run only with the flags that decide that result (the model,
+// the data and how it is read, the seed, the optimizers, the table, ...), so
+// the first run of a job records them in its checkpoint directory, as a
+// flagfile, and a resume with any of them changed is refused, naming each.
+// Flags that say how long to train (--max_steps, --epochs), where outputs go,
+// how often to checkpoint, and how the work is spread over threads, stages
+// and memory tiers (which leave the result as it is: the determinism and
+// equivalence tests) may change; kMayChangeOnResume lists them.
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ember::tools {
+
+// Names of the flags a resume may change.
+extern const std::vector<std::string> kMayChangeOnResume;
+
+// "<checkpoint_dir>/job.flags": one --name=value line per recorded flag (a
+// flagfile: `ember train --flagfile=<dir>/job.flags` runs the job again).
+std::string JobFlagsPath(const std::string& checkpoint_dir);
+
+// Writes the effective values of the flags of `flag_files` (see
+// EffectiveFlags) but those of kMayChangeOnResume, atomically. IOError
+// naming the file on failure.
+Status RecordJobFlags(const std::string& checkpoint_dir, const std::vector<std::string>& flag_files);
+
+// InvalidArgument naming every recorded flag whose effective value now
+// differs (with both values), or that this build no longer has. OK when
+// there is no record (a checkpoint of an older Ember; a warning says so).
+// DataLoss naming the file if it is malformed.
+Status CheckResumeFlags(const std::string& checkpoint_dir,
+                        const std::vector<std::string>& flag_files);
+
+}  // namespace ember::tools
