@@ -175,16 +175,17 @@ Status Trainer::Prepare(Step& step) {
   const int64_t nnz = static_cast<int64_t>(batch.keys.size());
   const int64_t unique = static_cast<int64_t>(step.unique_keys.size());
   step.row_index = Tensor::Empty({nnz}, DType::kI64);
-  std::memcpy(step.row_index.raw_data(), step.key_rows.data(), nnz * sizeof(int64_t));
+  // std::copy, not memcpy: any of these may be empty (no dense features, no
+  // keys), whose data() may be null, which memcpy may not be given.
+  std::copy_n(step.key_rows.data(), nnz, step.row_index.data<int64_t>());
   step.offsets = Tensor::Empty({static_cast<int64_t>(batch.offsets.size())}, DType::kI64);
-  std::memcpy(step.offsets.raw_data(), batch.offsets.data(),
-              batch.offsets.size() * sizeof(int64_t));
+  std::copy(batch.offsets.begin(), batch.offsets.end(), step.offsets.data<int64_t>());
   step.rows = Tensor::Empty({unique, dim});
   step.pooled = Tensor::Empty({b, int64_t{batch.num_slots} * dim});
   step.dense = Tensor::Empty({b, batch.num_dense});
-  std::memcpy(step.dense.raw_data(), batch.dense.data(), batch.dense.size() * sizeof(float));
+  std::copy(batch.dense.begin(), batch.dense.end(), step.dense.data<float>());
   step.labels = Tensor::Empty({b, batch.num_labels});
-  std::memcpy(step.labels.raw_data(), batch.labels.data(), batch.labels.size() * sizeof(float));
+  std::copy(batch.labels.begin(), batch.labels.end(), step.labels.data<float>());
   return Status::OK();
 }
 

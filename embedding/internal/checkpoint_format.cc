@@ -268,7 +268,7 @@ Status CheckFileSizes(const std::string& dir, const Manifest& m) {
 
 std::vector<Key> DecodeKeys(const std::string& bytes) {
   std::vector<Key> keys(bytes.size() / 8);
-  std::memcpy(keys.data(), bytes.data(), 8 * keys.size());
+  if (!keys.empty()) std::memcpy(keys.data(), bytes.data(), 8 * keys.size());  // data() may be null.
   return keys;
 }
 
