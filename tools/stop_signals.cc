@@ -46,14 +46,14 @@ void WaitForSignals() {
   while (true) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      if (g_stop == nullptr || g_signal.load() != 0) DieOf(signal);
-      g_signal.store(signal);
-      g_stop->store(true);
-    }
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_stop == nullptr || g_signal.load() != 0) DieOf(signal);
+    // Logged before the flag is set: once it is, the job may end and the
+    // process exit, destroying glog under a thread still logging.
     LOG(WARNING) << strsignal(signal) << ": stopping after the step in progress (send it again "
                  << "to stop at once, without a checkpoint)";
+    g_signal.store(signal);
+    g_stop->store(true);
   }
 }
 
