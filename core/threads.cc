@@ -23,6 +23,25 @@
 #include "core/mutex.h"
 
 namespace ember {
+namespace {
+
+// Debian's oneTBB is not built with ThreadSanitizer, so TSan does not see that
+// a task starts after the code that spawned it and that parallel_for and
+// task_arena::execute return after their tasks: everything a task reads or
+// writes looks racy. Under TSan these say so by hand, through one sync
+// address per call: the caller releases before the tasks (which acquire) and
+// acquires after them (which release).
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+void HappensBefore(void* sync) { __tsan_release(sync); }
+void HappensAfter(void* sync) { __tsan_acquire(sync); }
+#else
+void HappensBefore(void*) {}
+void HappensAfter(void*) {}
+#endif
+
+}  // namespace
 
 struct ThreadArena::Impl {
   explicit Impl(int threads) : arena(threads) {}
@@ -35,7 +54,16 @@ ThreadArena::ThreadArena(int threads)
 
 ThreadArena::~ThreadArena() = default;
 
-void ThreadArena::Execute(const std::function<void()>& fn) { impl_->arena.execute(fn); }
+void ThreadArena::Execute(const std::function<void()>& fn) {
+  char sync;
+  HappensBefore(&sync);
+  impl_->arena.execute([&] {
+    HappensAfter(&sync);
+    fn();
+    HappensBefore(&sync);
+  });
+  HappensAfter(&sync);
+}
 
 struct BackgroundThread::Impl {
   Mutex mu;
@@ -103,8 +131,15 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain,
     body(begin, end);
     return;
   }
+  char sync;
+  HappensBefore(&sync);
   tbb::parallel_for(tbb::blocked_range<int64_t>(begin, end, grain),
-                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      HappensAfter(&sync);
+                      body(r.begin(), r.end());
+                      HappensBefore(&sync);
+                    });
+  HappensAfter(&sync);
 }
 
 int HardwareThreads() {

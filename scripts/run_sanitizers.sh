@@ -43,8 +43,7 @@ if [[ "$which" == address || "$which" == all ]]; then
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 if [[ "$which" == thread || "$which" == all ]]; then
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
-  # TSan needs the old mmap layout on kernels with 32-bit mmap randomisation.
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$PWD/scripts/tsan.supp"
   run_suite thread build-tsan -LE crash
   unset TSAN_OPTIONS
 fi

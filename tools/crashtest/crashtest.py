@@ -179,9 +179,9 @@ class Crashtest:
             if kind == "point":
                 point = self.rng.choice(points)
                 # Early checkpoints are reached by every run, later ones only
-                # by runs that resumed early: mostly small counts. A run
-                # creates its tier twice (opened, emptied, opened again).
-                nth = self.rng.choice([1, 2] if point in DISK_POINTS else [1, 1, 2, 2, 3, 5, 8])
+                # by runs that resumed early: mostly small counts. A restarted
+                # run creates its tier once (a fresh one twice).
+                nth = 1 if point in DISK_POINTS else self.rng.choice([1, 1, 2, 2, 3, 5, 8])
                 env["EMBER_CRASH_POINT"] = f"{point}@{nth}"
                 self.points_asked[point] += 1
                 label = f"{point}@{nth}"
