@@ -23,6 +23,10 @@ enum class StatusCode {
   kCancelled,
   kUnimplemented,
   kInternal,
+  // A wait ran out of time: a peer did not answer within a timeout.
+  kDeadlineExceeded,
+  // A peer or service is gone: a rank left or aborted its communicator.
+  kUnavailable,
 };
 
 // Returns a short name such as "InvalidArgument".
@@ -63,6 +67,8 @@ class [[nodiscard]] Status {
   EMBER_STATUS_FACTORY(Cancelled)
   EMBER_STATUS_FACTORY(Unimplemented)
   EMBER_STATUS_FACTORY(Internal)
+  EMBER_STATUS_FACTORY(DeadlineExceeded)
+  EMBER_STATUS_FACTORY(Unavailable)
 #undef EMBER_STATUS_FACTORY
 
   bool ok() const { return code_ == StatusCode::kOk; }

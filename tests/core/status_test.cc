@@ -38,6 +38,30 @@ TEST(StatusTest, FactoryConcatenatesMessageParts) {
   EXPECT_EQ("InvalidArgument: file.tsv:12: expected 40 columns, got 7", status.ToString());
 }
 
+TEST(StatusTest, StatusCodeNameNamesEveryCode) {
+  EXPECT_STREQ("OK", StatusCodeName(StatusCode::kOk));
+  EXPECT_STREQ("InvalidArgument", StatusCodeName(StatusCode::kInvalidArgument));
+  EXPECT_STREQ("NotFound", StatusCodeName(StatusCode::kNotFound));
+  EXPECT_STREQ("AlreadyExists", StatusCodeName(StatusCode::kAlreadyExists));
+  EXPECT_STREQ("IOError", StatusCodeName(StatusCode::kIOError));
+  EXPECT_STREQ("OutOfRange", StatusCodeName(StatusCode::kOutOfRange));
+  EXPECT_STREQ("FailedPrecondition", StatusCodeName(StatusCode::kFailedPrecondition));
+  EXPECT_STREQ("ResourceExhausted", StatusCodeName(StatusCode::kResourceExhausted));
+  EXPECT_STREQ("DataLoss", StatusCodeName(StatusCode::kDataLoss));
+  EXPECT_STREQ("Cancelled", StatusCodeName(StatusCode::kCancelled));
+  EXPECT_STREQ("Unimplemented", StatusCodeName(StatusCode::kUnimplemented));
+  EXPECT_STREQ("Internal", StatusCodeName(StatusCode::kInternal));
+  EXPECT_STREQ("DeadlineExceeded", StatusCodeName(StatusCode::kDeadlineExceeded));
+  EXPECT_STREQ("Unavailable", StatusCodeName(StatusCode::kUnavailable));
+}
+
+TEST(StatusTest, DeadlineExceededAndUnavailableFactoriesSetTheirCodes) {
+  Status late = Status::DeadlineExceeded("all_reduce #12: rank 3 did not answer within 5 s");
+  EXPECT_EQ(StatusCode::kDeadlineExceeded, late.code());
+  EXPECT_EQ("DeadlineExceeded: all_reduce #12: rank 3 did not answer within 5 s", late.ToString());
+  EXPECT_EQ(StatusCode::kUnavailable, Status::Unavailable("rank 1 left").code());
+}
+
 TEST(StatusTest, WithContextPrefixesErrorsAndKeepsOk) {
   EXPECT_EQ("reading: gone", Status::NotFound("gone").WithContext("reading").message());
   EXPECT_TRUE(Status::OK().WithContext("reading").ok());
