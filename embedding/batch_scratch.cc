@@ -1,7 +1,9 @@
-// A batch's keys grouped by shard (MemoryTable::Group), and the scratch that
-// holds them: a pool kept between batches, the keys grouped ahead of their
-// Pull (PrepareKeys) and the resolved Pulls kept for the Push of the same
-// keys (see embedding/internal/memory_table.h).
+// BatchScratchPool: a batch's keys grouped by shard, the scratch that holds
+// them kept between batches, the keys grouped ahead of their Pull
+// (PrepareKeys) and the resolved Pulls kept for the Push of the same keys
+// (see embedding/internal/batch_scratch.h).
+
+#include "embedding/internal/batch_scratch.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -11,16 +13,18 @@
 
 #include "core/mutex.h"
 #include "core/random.h"
-#include "embedding/internal/memory_table.h"
 
 namespace ember::embedding::internal {
 
-std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
+BatchScratchPool::BatchScratchPool(int num_shards, bool with_io, int64_t keep_io_bytes)
+    : num_shards_(num_shards), with_io_(with_io), keep_io_bytes_(keep_io_bytes) {}
+
+std::unique_ptr<BatchScratch> BatchScratchPool::Take() {
   {
-    MutexLock lock(scratch_mu_);
-    if (!free_scratch_.empty()) {
-      std::unique_ptr<BatchScratch> scratch = std::move(free_scratch_.back());
-      free_scratch_.pop_back();
+    MutexLock lock(mu_);
+    if (!free_.empty()) {
+      std::unique_ptr<BatchScratch> scratch = std::move(free_.back());
+      free_.pop_back();
       return scratch;
     }
   }
@@ -28,28 +32,28 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeScratch() {
   scratch->status.resize(num_shards_);
   scratch->all_rows.resize(num_shards_);
   scratch->removals.resize(num_shards_);
-  if (disk_ != nullptr) scratch->io.resize(num_shards_);
+  if (with_io_) scratch->io.resize(num_shards_);
   return scratch;
 }
 
-void MemoryTable::ReturnScratch(std::unique_ptr<BatchScratch> scratch) {
+void BatchScratchPool::Return(std::unique_ptr<BatchScratch> scratch) {
   // Reads for Lookup and snapshots fill a shard's row buffer with all of its
   // keys at once: give such buffers back rather than keep them for every
   // later batch.
-  const size_t keep_bytes = 2 * kIoChunkRows * sizeof(float) * row_floats_;
+  const size_t keep_bytes = static_cast<size_t>(keep_io_bytes_);
   for (ShardIo& io : scratch->io) {
     if (io.rows.capacity() > keep_bytes) std::vector<char>().swap(io.rows);
   }
-  MutexLock lock(scratch_mu_);
-  free_scratch_.push_back(std::move(scratch));
+  MutexLock lock(mu_);
+  free_.push_back(std::move(scratch));
 }
 
-std::vector<std::unique_ptr<BatchScratch>>& MemoryTable::KeptList(Kept kind) {
+std::vector<std::unique_ptr<BatchScratch>>& BatchScratchPool::KeptList(Kept kind) {
   return kind == Kept::kPrepared ? prepared_ : resolved_pulls_;
 }
 
-void MemoryTable::Keep(Kept kind, const std::vector<Key>& keys,
-                       std::unique_ptr<BatchScratch> scratch) {
+void BatchScratchPool::Keep(Kept kind, const std::vector<Key>& keys,
+                            std::unique_ptr<BatchScratch> scratch) {
   // More than a pipeline's usual batches in flight between pull and push;
   // scratch never taken (a Pull whose keys are never pushed as such: the
   // trainer's partial early pulls, calibration; keys prepared and then
@@ -60,7 +64,7 @@ void MemoryTable::Keep(Kept kind, const std::vector<Key>& keys,
   scratch->kept_copy.assign(keys.begin(), keys.end());
   std::unique_ptr<BatchScratch> oldest;
   {
-    MutexLock lock(scratch_mu_);
+    MutexLock lock(mu_);
     std::vector<std::unique_ptr<BatchScratch>>& kept = KeptList(kind);
     if (kept.size() >= kMaxKept) {
       oldest = std::move(kept.front());
@@ -68,13 +72,13 @@ void MemoryTable::Keep(Kept kind, const std::vector<Key>& keys,
     }
     kept.push_back(std::move(scratch));
   }
-  if (oldest != nullptr) ReturnScratch(std::move(oldest));
+  if (oldest != nullptr) Return(std::move(oldest));
 }
 
-std::unique_ptr<BatchScratch> MemoryTable::TakeKept(Kept kind, const std::vector<Key>& keys) {
+std::unique_ptr<BatchScratch> BatchScratchPool::TakeKept(Kept kind, const std::vector<Key>& keys) {
   std::unique_ptr<BatchScratch> batch;
   {
-    MutexLock lock(scratch_mu_);
+    MutexLock lock(mu_);
     std::vector<std::unique_ptr<BatchScratch>>& kept = KeptList(kind);
     for (size_t i = kept.size(); i-- > 0;) {
       if (kept[i]->kept_keys == keys.data() && kept[i]->kept_copy.size() == keys.size()) {
@@ -89,20 +93,31 @@ std::unique_ptr<BatchScratch> MemoryTable::TakeKept(Kept kind, const std::vector
   // The caller may have refilled the same array since: the grouping must
   // still describe it, key for key.
   if (!std::equal(keys.begin(), keys.end(), batch->kept_copy.begin())) {
-    ReturnScratch(std::move(batch));
+    Return(std::move(batch));
     return nullptr;
   }
   return batch;
 }
 
-void MemoryTable::PrepareKeys(const std::vector<Key>& keys) {
+void BatchScratchPool::Prepare(const std::vector<Key>& keys) {
   if (keys.empty()) return;
-  std::unique_ptr<BatchScratch> batch = TakeScratch();
+  std::unique_ptr<BatchScratch> batch = Take();
   Group(keys, *batch);
   Keep(Kept::kPrepared, keys, std::move(batch));
 }
 
-void MemoryTable::Group(const std::vector<Key>& keys, BatchScratch& batch) const {
+std::unique_ptr<BatchScratch> BatchScratchPool::GroupForPull(const std::vector<Key>& keys) {
+  std::unique_ptr<BatchScratch> batch = TakeKept(Kept::kPrepared, keys);
+  if (batch != nullptr) {
+    prepared_pulls_.fetch_add(1, std::memory_order_relaxed);
+    return batch;
+  }
+  batch = Take();
+  Group(keys, *batch);
+  return batch;
+}
+
+void BatchScratchPool::Group(const std::vector<Key>& keys, BatchScratch& batch) const {
   const int64_t n = static_cast<int64_t>(keys.size());
   batch.begin.assign(num_shards_ + 1, 0);
   batch.shard_of.resize(n);

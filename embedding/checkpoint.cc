@@ -19,6 +19,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "embedding/internal/checkpoint_format.h"
+#include "embedding/stored_rows.h"
 
 namespace ember::embedding {
 namespace {
@@ -312,10 +313,9 @@ struct ChainLink {
 // The newest full snapshot in `names` and the deltas after it, with their
 // manifests checked against each other, the table and `optimizer`, and their
 // data files' sizes checked.
-Result<std::vector<ChainLink>> ReadChain(const std::string& dir,
-                                         std::vector<SnapshotName> names,
-                                         const EmbeddingTable& table,
-                                         const std::string& optimizer, int64_t max_step) {
+Result<std::vector<ChainLink>> ReadChain(const std::string& dir, std::vector<SnapshotName> names,
+                                         int dim, int64_t row_floats, const std::string& optimizer,
+                                         int64_t max_step) {
   names.erase(std::remove_if(names.begin(), names.end(),
                              [&](const SnapshotName& n) { return n.step > max_step; }),
               names.end());
@@ -331,10 +331,10 @@ Result<std::vector<ChainLink>> ReadChain(const std::string& dir,
                               ", but the snapshots before it end at step ",
                               chain.back().manifest.step);
     }
-    if (m.dim != table.dim() || m.row_floats != table.row_floats()) {
+    if (m.dim != dim || m.row_floats != row_floats) {
       return Status::InvalidArgument(it->path, ": rows of dim ", m.dim, " and ", m.row_floats,
-                                     " floats; the table has dim ", table.dim(), " and ",
-                                     table.row_floats(), " floats");
+                                     " floats; the table has dim ", dim, " and ", row_floats,
+                                     " floats");
     }
     if (!m.optimizer.empty() && !optimizer.empty() && m.optimizer != optimizer) {
       return Status::InvalidArgument(it->path, ": saved with optimizer ", m.optimizer,
@@ -372,7 +372,7 @@ void RemoveOldSnapshots(const std::string& dir, int keep) {
 
 // Writes the stored rows of `keys` (sorted) to `writer`; keys without a row
 // go to `vanished`.
-Status WriteStoredRows(EmbeddingTable& table, const std::vector<Key>& keys, SnapshotWriter& writer,
+Status WriteStoredRows(StoredRows& table, const std::vector<Key>& keys, SnapshotWriter& writer,
                        std::vector<Key>* vanished) {
   const int64_t row_floats = table.row_floats();
   std::vector<float> rows;
@@ -397,7 +397,7 @@ Status WriteStoredRows(EmbeddingTable& table, const std::vector<Key>& keys, Snap
 }
 
 // Applies the records of `bytes` (key + row_floats floats each) with WriteRows.
-Status WriteRecords(EmbeddingTable& table, const std::string& bytes, int64_t row_floats) {
+Status WriteRecords(StoredRows& table, const std::string& bytes, int64_t row_floats) {
   const int64_t record_bytes = RecordBytes(row_floats);
   const int64_t records = static_cast<int64_t>(bytes.size()) / record_bytes;
   std::vector<Key> keys;
@@ -415,7 +415,7 @@ Status WriteRecords(EmbeddingTable& table, const std::string& bytes, int64_t row
   return Status::OK();
 }
 
-Status EraseKeys(EmbeddingTable& table, const std::vector<Key>& keys) {
+Status EraseKeys(StoredRows& table, const std::vector<Key>& keys) {
   for (size_t begin = 0; begin < keys.size(); begin += kBatchRows) {
     const size_t end = std::min(keys.size(), begin + kBatchRows);
     EMBER_RETURN_IF_ERROR(
@@ -425,7 +425,7 @@ Status EraseKeys(EmbeddingTable& table, const std::vector<Key>& keys) {
 }
 
 // Applies one verified snapshot (full or delta) to the table.
-Status ApplySnapshot(EmbeddingTable& table, const std::string& dir, const Manifest& m) {
+Status ApplySnapshot(StoredRows& table, const std::string& dir, const Manifest& m) {
   for (const FileEntry& file : m.files) {
     EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(dir, file));
     if (file.name == kRemovedFile) {
@@ -474,7 +474,7 @@ Result<std::vector<int64_t>> SnapshotSteps(const std::string& dir) {
 // --- Checkpointer ------------------------------------------------------------
 
 Checkpointer::Checkpointer(EmbeddingTable& table, CheckpointOptions options)
-    : table_(table), options_(std::move(options)) {}
+    : table_(table), rows_(table.stored_rows()), options_(std::move(options)) {}
 
 Result<int64_t> Checkpointer::NewestStep() const {
   EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(options_.dir));
@@ -491,25 +491,25 @@ Status Checkpointer::SaveFull(int64_t step) {
                                    ", but the directory already holds step ", newest);
   }
   RemoveTemporaries(options_.dir, "");
-  SnapshotWriter writer(options_.dir, SnapshotDirName("full", step), "rows", table_.row_floats(),
+  SnapshotWriter writer(options_.dir, SnapshotDirName("full", step), "rows", rows_.row_floats(),
                         options_.file_bytes, options_.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   EMBER_RETURN_IF_ERROR(
-      table_.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
+      rows_.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
   Manifest m;
   m.kind = "full";
   m.step = step;
   m.table_step = table_.step();
-  m.eviction_step = table_.eviction_step();
+  m.eviction_step = rows_.eviction_step();
   m.dim = table_.dim();
-  m.row_floats = table_.row_floats();
+  m.row_floats = rows_.row_floats();
   m.optimizer = options_.optimizer;
   EMBER_RETURN_IF_ERROR(writer.Commit(std::move(m), /*replace=*/false, options_.before_commit));
 
   // Nothing changed the table since Scan, so what TakeChanges reports is
   // covered by the snapshot.
   std::vector<Key> changed, removed;
-  table_.TakeChanges(&changed, &removed);
+  rows_.TakeChanges(&changed, &removed);
   pending_changed_.clear();
   pending_removed_.clear();
   base_step_ = step;
@@ -523,7 +523,7 @@ Status Checkpointer::SaveFull(int64_t step) {
 
 Status Checkpointer::SaveDelta(int64_t step) {
   if (options_.dir.empty()) return Status::InvalidArgument("CheckpointOptions.dir is empty");
-  if (!table_.tracks_changes()) {
+  if (!rows_.tracks_changes()) {
     return Status::FailedPrecondition(
         "a delta snapshot needs a table made with EmbeddingTableOptions::track_changes");
   }
@@ -553,16 +553,16 @@ Status Checkpointer::SaveDelta(int64_t step) {
 
   // From here on a failure keeps the changes in pending_* for the next try.
   std::vector<Key> changed, removed;
-  table_.TakeChanges(&changed, &removed);
+  rows_.TakeChanges(&changed, &removed);
   pending_changed_ = Union(Difference(pending_changed_, removed), changed);
   pending_removed_ = Union(Difference(pending_removed_, changed), removed);
 
-  const int64_t row_floats = table_.row_floats();
+  const int64_t row_floats = rows_.row_floats();
   SnapshotWriter writer(options_.dir, SnapshotDirName("delta", step), "rows", row_floats,
                         options_.file_bytes, options_.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
   std::vector<Key> vanished;  // Reported changed but gone: saved as removed.
-  EMBER_RETURN_IF_ERROR(WriteStoredRows(table_, pending_changed_, writer, &vanished));
+  EMBER_RETURN_IF_ERROR(WriteStoredRows(rows_, pending_changed_, writer, &vanished));
   const std::vector<Key> all_removed = Union(pending_removed_, vanished);
   EMBER_RETURN_IF_ERROR(writer.AddRemovedKeys(all_removed));
   Manifest m;
@@ -570,7 +570,7 @@ Status Checkpointer::SaveDelta(int64_t step) {
   m.step = step;
   m.base_step = base_step_;
   m.table_step = table_.step();
-  m.eviction_step = table_.eviction_step();
+  m.eviction_step = rows_.eviction_step();
   m.dim = table_.dim();
   m.row_floats = row_floats;
   m.optimizer = options_.optimizer;
@@ -607,24 +607,24 @@ Result<int64_t> Checkpointer::RestoreAt(int64_t step) {
   EMBER_ASSIGN_OR_RETURN(std::vector<SnapshotName> names, ListSnapshotNames(options_.dir));
   // The whole chain is checked before the table is touched.
   EMBER_ASSIGN_OR_RETURN(std::vector<ChainLink> chain,
-                         ReadChain(options_.dir, std::move(names), table_, options_.optimizer,
-                                   step));
+                         ReadChain(options_.dir, std::move(names), table_.dim(), rows_.row_floats(),
+                                   options_.optimizer, step));
   std::vector<Key> existing;
-  EMBER_RETURN_IF_ERROR(table_.Scan([&](Key key, const float*) {
+  EMBER_RETURN_IF_ERROR(rows_.Scan([&](Key key, const float*) {
     existing.push_back(key);
     return Status::OK();
   }));
-  EMBER_RETURN_IF_ERROR(EraseKeys(table_, existing));
+  EMBER_RETURN_IF_ERROR(EraseKeys(rows_, existing));
   for (const ChainLink& link : chain) {
-    EMBER_RETURN_IF_ERROR(ApplySnapshot(table_, link.path, link.manifest));
+    EMBER_RETURN_IF_ERROR(ApplySnapshot(rows_, link.path, link.manifest));
   }
   const int64_t chain_step = chain.back().manifest.step;
   table_.set_step(chain.back().manifest.table_step);
   // Rows the saved table had expired lazily (on disk) are in the snapshots
   // (a delta never lists them as removed): expire them again.
-  table_.RestoreEvictionStep(chain.back().manifest.eviction_step);
+  rows_.RestoreEvictionStep(chain.back().manifest.eviction_step);
   std::vector<Key> changed, removed;
-  table_.TakeChanges(&changed, &removed);
+  rows_.TakeChanges(&changed, &removed);
   pending_changed_.clear();
   pending_removed_.clear();
   base_step_ = chain_step;
@@ -648,16 +648,16 @@ Status ExportForServing(EmbeddingTable& table, const std::string& path,
     return Status::InvalidArgument(path, ": directory ", parent, " does not exist");
   }
   RemoveTemporaries(parent, name);
+  StoredRows& rows = table.stored_rows();
   SnapshotWriter writer(parent, name, "vectors", table.dim(), options.file_bytes,
                         options.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
-  EMBER_RETURN_IF_ERROR(
-      table.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
+  EMBER_RETURN_IF_ERROR(rows.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
   Manifest m;
   m.kind = "serving";
   m.step = options.step;
   m.table_step = table.step();
-  m.eviction_step = table.eviction_step();
+  m.eviction_step = rows.eviction_step();
   m.dim = table.dim();
   m.row_floats = table.dim();
   EMBER_RETURN_IF_ERROR(writer.Commit(std::move(m), /*replace=*/true, options.before_commit));

@@ -17,7 +17,7 @@
 //
 //   rows-NNNNN.bin   fixed-size records: key (uint64, little-endian), then
 //                    row_floats float32 (little-endian) exactly as
-//                    EmbeddingTable::Scan gives them (weights, optimizer
+//                    StoredRows::Scan gives them (weights, optimizer
 //                    state, metadata). A file holds at most
 //                    max(1, file_bytes / record_bytes) records.
 //   removed.bin      (deltas only) removed keys, uint64 little-endian.
@@ -26,14 +26,15 @@
 // 1, without manifest_hash, is read too), kind ("full", "delta" or
 // "serving"), step, base_step (deltas: the step of the snapshot they apply
 // to; -1 otherwise), table_step (the table's step() when saved),
-// eviction_step (its eviction_step(): a restore expires again what the saved
-// table had expired lazily on disk; optional, -1 when absent), dim,
-// row_floats, record_bytes, optimizer, rows, removed, files: [{name, records,
-// bytes, hash}], where hash is the 16-hex-digit Fnv1a64Words of the file's
-// bytes, and manifest_hash, the Fnv1a64Words of the manifest's text without
-// it (an edited field is refused as DataLoss). The manifest is what makes a
-// directory a snapshot: a reader trusts nothing in it that the manifest does
-// not list, and checks every file's size and hash before using it.
+// eviction_step (its StoredRows::eviction_step(): a restore expires again
+// what the saved table had expired lazily on disk; optional, -1 when
+// absent), dim, row_floats, record_bytes, optimizer, rows, removed, files:
+// [{name, records, bytes, hash}], where hash is the 16-hex-digit
+// Fnv1a64Words of the file's bytes, and manifest_hash, the Fnv1a64Words of
+// the manifest's text without it (an edited field is refused as DataLoss).
+// The manifest is what makes a directory a snapshot: a reader trusts nothing
+// in it that the manifest does not list, and checks every file's size and
+// hash before using it.
 //
 // Which snapshots a restore reads: the newest full snapshot (by step), then
 // every delta with a larger step, in step order; each delta's base_step must
@@ -51,12 +52,12 @@
 // for the next save to remove). So a failed or interrupted save leaves the
 // previous snapshots restorable and adds no visible snapshot.
 //
-// Consistency: saves and restores read or write the table with Scan,
-// ReadRows, WriteRows, EraseRows and TakeChanges, which REQUIRE that nothing
-// else uses the table meanwhile (no Pull, Push, Prefetch, set_step or
-// EvictExpired). The trainer calls them between steps, so every row's
-// weights, optimizer state and metadata in a snapshot come from the same
-// step.
+// Consistency: saves and restores read or write the table's stored rows
+// (embedding/stored_rows.h) with Scan, ReadRows, WriteRows, EraseRows and
+// TakeChanges, which REQUIRE that nothing else uses the table meanwhile (no
+// Pull, Push, Prefetch, set_step or EvictExpired). The trainer calls them
+// between steps, so every row's weights, optimizer state and metadata in a
+// snapshot come from the same step.
 
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,7 @@
 
 #include "core/status.h"
 #include "embedding/embedding_table.h"
+#include "embedding/stored_rows.h"
 
 namespace ember::embedding {
 
@@ -147,7 +149,8 @@ class Fnv1a64Words {
 //
 // Thread safety: none; one Checkpointer per directory (saves from two
 // processes into one directory are not supported). It borrows `table`, which
-// must outlive it; see the consistency rule at the top of this file.
+// must outlive it, and its stored_rows(); see the consistency rule at the top
+// of this file.
 class Checkpointer {
  public:
   Checkpointer(EmbeddingTable &table, CheckpointOptions options);
@@ -199,6 +202,7 @@ class Checkpointer {
   Result<int64_t> NewestStep() const;
 
   EmbeddingTable &table_;
+  StoredRows &rows_;  // table_.stored_rows()
   const CheckpointOptions options_;
   // Step of the snapshot that the table's change tracking (plus the pending
   // changes below) is relative to; -1 if none is known.

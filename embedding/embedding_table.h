@@ -1,11 +1,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -157,21 +154,25 @@ struct EmbeddingTableOptions {
   // They run outside the caller's arena: count them in the machine's thread
   // budget. Default: 2.
   int prefetch_threads = 2;
-  // Keep the keys changed and removed since the last TakeChanges (for delta
-  // checkpoints): 8 bytes per such key, outside memory_budget_bytes. Off by
+  // Keep the keys changed and removed since the last StoredRows::TakeChanges
+  // (for delta checkpoints): 8 bytes per such key, outside memory_budget_bytes. Off by
   // default, so that a table nobody checkpoints does not grow a list.
   bool track_changes = false;
 };
 
-// Receives one stored row: its key and row_floats() floats (weights, then
-// optimizer state, then metadata), valid only during the call.
-using RowVisitor = std::function<Status(Key key, const float* row)>;
+class StoredRows;
 
-// An unbounded in-memory embedding table: 64-bit key -> row (vector,
-// optimizer state and RowMeta). A row is created the first time its key is
-// pulled (once admitted, see AdmissionOptions), with a value that depends only
-// on (seed, key), never on thread count or order; a key whose row was evicted
-// gets that same initial row again.
+// An unbounded embedding table: 64-bit key -> row (vector, optimizer state
+// and RowMeta), as a training step uses it. A row is created the first time
+// its key is pulled (once admitted, see AdmissionOptions), with a value that
+// depends only on (seed, key), never on thread count or order; a key whose
+// row was evicted gets that same initial row again.
+//
+// This is the hot path: what the pipeline's stages call. Whole stored rows
+// (checkpoints, exports, inspection) are behind stored_rows(), so that a
+// table wrapping another (a key-sharded table over ranks, a fault-injecting
+// test table) implements the step's methods and hands out the wrapped
+// table's stored rows.
 //
 // Steps: the table keeps a current step, set by the caller with set_step()
 // (e.g. to the index of the batch about to be pulled). Pulls stamp it on the
@@ -185,7 +186,7 @@ using RowVisitor = std::function<Status(Key key, const float* row)>;
 //
 // Thread safety: all methods may be called concurrently; calls touching the
 // same key are serialised per shard, and the result of racing Pull/Push on one
-// key is one of the two orders.
+// key is one of the two orders. stored_rows() says what may run beside it.
 class EmbeddingTable {
  public:
   virtual ~EmbeddingTable() = default;
@@ -193,7 +194,8 @@ class EmbeddingTable {
   // Copies the rows of `keys` into `out` (keys.size() x dim floats), creating
   // rows for keys never seen once they are admitted; keys not admitted read as
   // zeros. Counts the Pull in each row's RowMeta and stamps step() on it.
-  // Parallel over shards in the caller's arena.
+  // Parallel over shards in the caller's arena. InvalidArgument if `out` is
+  // null for a non-empty `keys`.
   // REQUIRES: keys are distinct; out has room for keys.size() * dim() floats.
   virtual Status Pull(const std::vector<Key>& keys, float* out) = 0;
 
@@ -201,6 +203,7 @@ class EmbeddingTable {
   // (keys.size() x dim floats, one summed gradient per key). Keys without a
   // row are created first if they are admitted (without counting as a Pull);
   // the gradients of the others are dropped. Leaves RowMeta as it was.
+  // InvalidArgument if `grads` is null for a non-empty `keys`.
   // REQUIRES: keys are distinct.
   virtual Status Push(const std::vector<Key>& keys, const float* grads) = 0;
 
@@ -218,25 +221,16 @@ class EmbeddingTable {
   virtual int64_t step() const = 0;
 
   // Removes every row with step() - last_seen_step > ttl_steps and returns
-  // how many; returns 0 when ttl_steps is 0. Releases their memory (the
-  // remaining rows are compacted). A pass over all rows: call it every few
-  // hundred steps, not every step.
+  // how many it removed now; returns 0 when ttl_steps is 0. Releases their
+  // memory (the remaining rows are compacted). A table with a disk tier
+  // removes the expired rows that tier holds when it next reads them (see
+  // embedding/tiered_table.h): they read as absent from this call on, and
+  // count in stats().evicted_rows once removed. A pass over all rows in
+  // memory: call it every few hundred steps, not every step.
   virtual int64_t EvictExpired() = 0;
-  // The step() of the last EvictExpired, or -1 if there was none. Rows the
-  // disk tier holds are expired lazily, when next read, against this step;
-  // checkpoints save it.
-  virtual int64_t eviction_step() const { return -1; }
-  // After a restore of rows (see embedding/checkpoint.h): what an
-  // EvictExpired at `step` (>= 0; -1: none) would have removed is removed,
-  // and eviction_step() becomes `step`, so that a restored table holds and
-  // expires the same rows as the table that was saved. A no-op without TTL.
-  // REQUIRES: no concurrent Pull, Push or Prefetch.
-  virtual void RestoreEvictionStep(int64_t step) { (void)step; }
-
-  // The bookkeeping of `key`'s row, or nullopt if it has no row.
-  virtual std::optional<RowMeta> row_meta(Key key) const = 0;
 
   virtual int dim() const = 0;
+  // Rows held, in every tier.
   virtual int64_t num_rows() const = 0;
   // Bytes held by rows, optimizer state, row metadata, index and admission
   // sketch.
@@ -245,10 +239,10 @@ class EmbeddingTable {
   virtual TableStats stats() const = 0;
 
   // --- Tiers --------------------------------------------------------------
-  // Starts loading the rows of `keys` that live in the disk tier into memory,
-  // in the background, so that a later Pull finds them there. Changes no
-  // value and no metadata; a no-op without a disk tier. Errors surface in
-  // the next Pull or Push.
+  // Starts loading the rows of `keys` that live in a disk tier into memory,
+  // in the background, so that a later Pull finds them there. A hint: changes
+  // no value and no metadata, and does nothing in a table without a disk
+  // tier. Errors surface in the next Pull or Push.
   virtual void Prefetch(const std::vector<Key>& keys) = 0;
 
   // --- Read-ahead -------------------------------------------------------------
@@ -257,8 +251,8 @@ class EmbeddingTable {
   // that reads the next batch while the current one trains. A hint: a Pull
   // whose keys were not prepared, or changed since, does that work itself,
   // with the same result. Changes no row. May run concurrently with Pull
-  // and Push of other keys. A no-op by default.
-  virtual void PrepareKeys(const std::vector<Key>& keys) { (void)keys; }
+  // and Push of other keys.
+  virtual void PrepareKeys(const std::vector<Key>& keys) = 0;
 
   // --- Capacity ---------------------------------------------------------------
   // Makes room now for `rows` rows in all (the rows it holds count), so that
@@ -267,55 +261,23 @@ class EmbeddingTable {
   // keys its data has. The room counts in memory_bytes() from now on and
   // stays with the table when rows are removed. A hint: rows beyond it are
   // made as without it, and a table with a disk tier (which keeps to its
-  // budget) ignores it. ResourceExhausted when the memory is more than the
-  // machine has available (AvailableMemoryBytes): nothing is reserved; or
-  // when an allocation fails: part of the room may be made. Rows are
+  // budget) makes no room. ResourceExhausted when the memory is more than
+  // the machine has available (AvailableMemoryBytes): nothing is reserved;
+  // or when an allocation fails: part of the room may be made. Rows are
   // unchanged either way. InvalidArgument for rows < 0. May run
-  // concurrently with Pull and Push. OK and nothing done by default.
-  virtual Status Reserve(int64_t rows) {
-    (void)rows;
-    return Status::OK();
-  }
+  // concurrently with Pull and Push.
+  virtual Status Reserve(int64_t rows) = 0;
 
-  // --- Snapshots (used by embedding/checkpoint.h) ---------------------------
-  // REQUIRES for all of these: no concurrent Pull, Push or Prefetch.
-  //
-  // Floats of one stored row: dim weights, the optimizer state, metadata.
-  virtual int64_t row_floats() const = 0;
-  // Visits every row of every tier once, in no particular order.
-  virtual Status Scan(const RowVisitor& visit) = 0;
-  // Copies the stored rows of `keys` into `rows` (keys.size() x row_floats());
-  // the indices of keys without a row go to `missing` (their rows are left
-  // untouched).
-  virtual Status ReadRows(const std::vector<Key>& keys, float* rows,
-                          std::vector<int64_t>* missing) = 0;
-  // Inserts or overwrites whole rows as Scan/ReadRows give them.
-  virtual Status WriteRows(const std::vector<Key>& keys, const float* rows) = 0;
-  // Removes the rows of `keys` (absent keys are ignored).
-  virtual Status EraseRows(const std::vector<Key>& keys) = 0;
-  // Keys whose row was created or changed (by Push, WriteRows, or a Pull
-  // that created it), and keys whose row was removed (TTL, EraseRows), since
-  // the previous call; clears both sets. Both are sorted and disjoint.
-  // Both stay empty unless the table was made with track_changes.
-  virtual void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) = 0;
-  // Whether changes are tracked (EmbeddingTableOptions::track_changes).
-  virtual bool tracks_changes() const = 0;
-  // The admission state of keys without a row (frequency admission's
-  // sketches), as bytes for a checkpoint; empty when there is none.
-  virtual Status SaveAdmissionState(std::string* out) {
-    out->clear();
-    return Status::OK();
-  }
-  // Loads what SaveAdmissionState wrote, from a table with the same options.
-  // InvalidArgument when the bytes do not fit this table's admission state.
-  virtual Status RestoreAdmissionState(std::string_view state) {
-    if (state.empty()) return Status::OK();
-    return Status::InvalidArgument("this table keeps no admission state, the checkpoint has ",
-                                   state.size(), " bytes of it");
-  }
+  // --- Stored rows ------------------------------------------------------------
+  // The table's stored rows (embedding/stored_rows.h), for checkpoints,
+  // exports and inspection; it lives as long as the table. Its methods (but
+  // row_meta) REQUIRE that no method of this table runs meanwhile.
+  virtual StoredRows& stored_rows() = 0;
 };
 
-// An in-memory table. Fails with InvalidArgument naming the field on invalid
+// An in-memory table: a memory tier without a budget and nothing behind it
+// (see embedding/tiered_table.h for one with a budget in front of a disk
+// tier). Fails with InvalidArgument naming the field on invalid
 // options: dim outside [1, 2^20], num_shards outside [1, 2^16], a non-finite
 // init_scale, ttl_steps < 0, admission options outside their documented
 // ranges, or optimizer options that ValidateSparseOptimizerOptions

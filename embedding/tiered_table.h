@@ -11,11 +11,17 @@ namespace ember::embedding {
 // A table whose memory tier holds at most options.memory_budget_bytes, in
 // front of `disk` (which the table owns); NewEmbeddingTable calls it with a
 // RocksDB tier at options.disk_path. Tests pass an in-memory or a faulty
-// tier. `disk` must be empty and hold rows of row_floats() * 4 bytes.
-// Fails with InvalidArgument as NewEmbeddingTable does (disk_path is not
-// used), if disk is null, or if its row_bytes() does not match.
+// tier. `disk` must be empty and hold rows of StoredRows::row_floats() * 4
+// bytes. Fails with InvalidArgument as NewEmbeddingTable does (disk_path is
+// not used), if disk is null, or if its row_bytes() does not match.
 //
-// Design (the .cc files of internal/memory_table.h have the details):
+// Design: the table wraps the memory tier (embedding/internal/memory_tier.h,
+// the same unit NewMemoryTable's table is made of, here with a budget and an
+// eviction policy) in front of `disk`. The memory tier holds rows and picks
+// the rows to evict; the tiered table reads what it lacks from `disk` and
+// writes its victims there, shard by shard under the memory tier's shard
+// lock (embedding/internal/tiered_table.h and its .cc files have the
+// details).
 // * Budget: each of the num_shards shards may hold
 //   (memory_budget_bytes - table overhead) / num_shards bytes, counting its
 //   row arena (weights, optimizer state, RowMeta, change epoch, LRU links),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "embedding/checkpoint.h"
+#include "embedding/stored_rows.h"
 
 namespace ember::engine {
 namespace {
@@ -27,10 +28,11 @@ Result<uint64_t> HashTrainedModel(DenseModel& model, embedding::EmbeddingTable& 
     HashTensor(p.slot.first_moment, &hash);
     HashTensor(p.slot.second_moment, &hash);
   }
-  const int64_t row_floats = table.row_floats();
+  embedding::StoredRows& stored = table.stored_rows();
+  const int64_t row_floats = stored.row_floats();
   std::vector<embedding::Key> keys;
   std::vector<float> rows;
-  EMBER_RETURN_IF_ERROR(table.Scan([&](embedding::Key key, const float* row) {
+  EMBER_RETURN_IF_ERROR(stored.Scan([&](embedding::Key key, const float* row) {
     keys.push_back(key);
     rows.insert(rows.end(), row, row + row_floats);
     return Status::OK();

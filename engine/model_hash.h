@@ -16,8 +16,9 @@ namespace ember::engine {
 
 // Fnv1a64Words (embedding/checkpoint.h) over, in order: every dense
 // parameter's value and optimizer state (parameters() order, host copies),
-// then every embedding row (key, then its row_floats floats as Scan gives
-// them: weights, optimizer state, metadata) in increasing key order.
+// then every embedding row (key, then its row_floats floats as
+// StoredRows::Scan gives them: weights, optimizer state, metadata) in
+// increasing key order.
 // REQUIRES: the model and the table are quiescent (no step running).
 // Errors: the table's Scan and the model's copy to the host.
 Result<uint64_t> HashTrainedModel(DenseModel& model, embedding::EmbeddingTable& table);

@@ -10,6 +10,7 @@
 
 #include "core/crash_point.h"
 #include "core/file.h"
+#include "embedding/stored_rows.h"
 
 namespace ember::engine {
 namespace {
@@ -130,7 +131,7 @@ Result<std::unique_ptr<TrainingCheckpointer>> TrainingCheckpointer::Create(
     return Status::InvalidArgument("keep_full_snapshots must be >= 1, got ",
                                    options.keep_full_snapshots);
   }
-  if (!table.tracks_changes()) {
+  if (!table.stored_rows().tracks_changes()) {
     return Status::InvalidArgument(
         "the embedding table does not track changes (needed for delta checkpoints)");
   }
@@ -173,7 +174,7 @@ Status TrainingCheckpointer::Save(int64_t step, const DenseState& dense) {
       EMBER_RETURN_IF_ERROR(out.PutTensor(p->slot.second_moment));
     }
     std::string admission;
-    EMBER_RETURN_IF_ERROR(table_.SaveAdmissionState(&admission));
+    EMBER_RETURN_IF_ERROR(table_.stored_rows().SaveAdmissionState(&admission));
     EMBER_RETURN_IF_ERROR(out.Put(static_cast<uint64_t>(admission.size())));
     EMBER_RETURN_IF_ERROR(out.Write(admission.data(), admission.size()));
     const std::string& position = dense.data_position ? *dense.data_position : std::string();
@@ -325,7 +326,7 @@ Result<int64_t> TrainingCheckpointer::RestoreStep(int64_t step, const DenseState
                             ", expected ", step);
   }
   EMBER_RETURN_IF_ERROR(
-      table_
+      table_.stored_rows()
           .RestoreAdmissionState(std::string_view(bytes).substr(admission_offset, admission_size))
           .WithContext(path));
   for (const Piece& piece : pieces) {

@@ -17,79 +17,26 @@
 #include "embedding/embedding_table.h"
 #include "embedding/faulty_tier.h"
 #include "embedding/rocksdb_tier.h"
+#include "embedding/stored_rows.h"
 #include "embedding/tier.h"
+#include "tests/embedding/table_test_data.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::embedding {
 namespace {
 
-using ::testing::ElementsAreArray;
+using test::BatchKeys;
+using test::Gradients;
+using test::KeysOf;
+using test::RunOptions;
+using test::SortedRows;
+using test::StoredRow;
+using test::TrainOnBatches;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr int kDim = 8;
 constexpr int kShards = 8;
-constexpr int64_t kUniverse = 20000;
-
-// Distinct keys of batch `step`: Zipf-like draws (u^4 puts most mass on few
-// keys), spread over the key space by an odd multiplier.
-std::vector<Key> BatchKeys(uint64_t seed, int64_t step, int draws) {
-  RandomStream random(seed, static_cast<uint64_t>(step));
-  std::vector<Key> keys(draws);
-  for (Key& key : keys) {
-    const double u = static_cast<double>(random.NextU64() >> 11) * 0x1.0p-53;
-    key = static_cast<Key>(u * u * u * u * kUniverse) * 0x9e3779b97f4a7c15ULL;
-  }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  // A batch order that is not sorted.
-  for (size_t i = keys.size(); i > 1; --i) std::swap(keys[i - 1], keys[random.NextBelow(i)]);
-  return keys;
-}
-
-std::vector<float> Gradients(const std::vector<Key>& keys, int64_t step) {
-  std::vector<float> grads(keys.size() * kDim);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    for (int e = 0; e < kDim; ++e) {
-      grads[i * kDim + e] = static_cast<float>(UniformAt(keys[i], step, e) - 0.5);
-    }
-  }
-  return grads;
-}
-
-struct StoredRow {
-  Key key;
-  std::vector<float> row;
-  // Bitwise: the metadata floats are bit-copied integers, some of them NaNs.
-  bool operator==(const StoredRow& other) const {
-    return key == other.key && row.size() == other.row.size() &&
-           std::memcmp(row.data(), other.row.data(), row.size() * sizeof(float)) == 0;
-  }
-};
-
-// Every stored row, sorted by key; fails the test if a key comes twice.
-std::vector<StoredRow> SortedRows(EmbeddingTable& table) {
-  std::vector<StoredRow> rows;
-  const int64_t floats = table.row_floats();
-  EXPECT_TRUE(table
-                  .Scan([&](Key key, const float* row) {
-                    rows.push_back({key, std::vector<float>(row, row + floats)});
-                    return Status::OK();
-                  })
-                  .ok());
-  std::sort(rows.begin(), rows.end(),
-            [](const StoredRow& a, const StoredRow& b) { return a.key < b.key; });
-  for (size_t i = 1; i < rows.size(); ++i) {
-    EXPECT_NE(rows[i - 1].key, rows[i].key) << "Scan visited a key twice";
-  }
-  return rows;
-}
-
-std::vector<Key> KeysOf(const std::vector<StoredRow>& rows) {
-  std::vector<Key> keys;
-  for (const StoredRow& row : rows) keys.push_back(row.key);
-  return keys;
-}
 
 EmbeddingTableOptions BaseOptions() {
   EmbeddingTableOptions options;
@@ -99,38 +46,6 @@ EmbeddingTableOptions BaseOptions() {
   options.admission.sketch_width = 1024;
   options.track_changes = true;
   return options;
-}
-
-struct RunOptions {
-  int steps = 120;
-  int draws = 400;
-  bool prefetch = false;
-  // Checked after every call when > 0.
-  int64_t budget_bytes = 0;
-};
-
-// Runs Pull/Push over the batches and returns every pulled value.
-std::vector<float> Train(EmbeddingTable& table, const RunOptions& run) {
-  std::vector<float> pulled;
-  std::vector<float> out;
-  for (int step = 0; step < run.steps; ++step) {
-    table.set_step(step);
-    if (step % 10 == 9) table.EvictExpired();
-    const std::vector<Key> keys = BatchKeys(1, step, run.draws);
-    if (run.prefetch) table.Prefetch(BatchKeys(1, step + 1, run.draws));
-    out.assign(keys.size() * kDim, -1.0f);
-    EXPECT_TRUE(table.Pull(keys, out.data()).ok());
-    if (run.budget_bytes > 0) {
-      EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Pull";
-    }
-    pulled.insert(pulled.end(), out.begin(), out.end());
-    const std::vector<float> grads = Gradients(keys, step);
-    EXPECT_TRUE(table.Push(keys, grads.data()).ok());
-    if (run.budget_bytes > 0) {
-      EXPECT_LE(table.memory_bytes(), run.budget_bytes) << "after Push";
-    }
-  }
-  return pulled;
 }
 
 class TieredTableTest : public test::TempDirTest {};
@@ -164,7 +79,7 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
   auto memory = NewEmbeddingTable(options);
   ASSERT_TRUE(memory.ok()) << memory.status();
   RunOptions run;
-  const std::vector<float> expected_pulls = Train(*memory.value(), run);
+  const std::vector<float> expected_pulls = TrainOnBatches(*memory.value(), run);
   const std::vector<StoredRow> expected_rows = SortedRows(*memory.value());
 
   options.memory_budget_bytes = static_cast<int64_t>(fraction * memory.value()->memory_bytes());
@@ -174,7 +89,7 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
   ASSERT_TRUE(tiered.ok()) << tiered.status();
   run.prefetch = prefetch;
   run.budget_bytes = options.memory_budget_bytes;
-  const std::vector<float> pulls = Train(*tiered.value(), run);
+  const std::vector<float> pulls = TrainOnBatches(*tiered.value(), run);
   ASSERT_EQ(expected_pulls.size(), pulls.size());
   EXPECT_EQ(0, std::memcmp(expected_pulls.data(), pulls.data(), pulls.size() * sizeof(float)));
   const std::vector<StoredRow> rows = SortedRows(*tiered.value());
@@ -227,69 +142,8 @@ TEST_F(TieredTableTest, AReservationLeavesTheBudgetAsItIs) {
   RunOptions run;
   run.steps = 30;
   run.budget_bytes = options.memory_budget_bytes;
-  Train(*table_or.value(), run);
+  TrainOnBatches(*table_or.value(), run);
   EXPECT_GT(table_or.value()->stats().disk_rows, 0);
-}
-
-TEST_F(TieredTableTest, ReadWriteAndEraseRowsRoundTripAcrossTiers) {
-  EmbeddingTableOptions options = BaseOptions();
-  options.memory_budget_bytes = 64 << 10;
-  options.disk_path = Path("disk");
-  auto table_or = NewEmbeddingTable(options);
-  ASSERT_TRUE(table_or.ok()) << table_or.status();
-  EmbeddingTable& table = *table_or.value();
-  RunOptions run;
-  run.steps = 30;
-  Train(table, run);
-  const std::vector<StoredRow> rows = SortedRows(table);
-  ASSERT_GT(table.stats().disk_rows, 0);
-  const int64_t floats = table.row_floats();
-
-  // ReadRows finds every row, in either tier, plus a missing key.
-  std::vector<Key> keys = KeysOf(rows);
-  keys.push_back(12345);
-  std::vector<float> read(keys.size() * floats, -7.0f);
-  std::vector<int64_t> missing;
-  ASSERT_TRUE(table.ReadRows(keys, read.data(), &missing).ok());
-  EXPECT_THAT(missing, ElementsAreArray({static_cast<int64_t>(rows.size())}));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(0, std::memcmp(rows[i].row.data(), &read[i * floats], floats * sizeof(float)));
-  }
-
-  // WriteRows overwrites every row (both tiers) and adds new keys.
-  std::vector<Key> write_keys = KeysOf(rows);
-  std::vector<float> written = read;
-  written.resize(rows.size() * floats);
-  for (int64_t i = 0; i < static_cast<int64_t>(rows.size()); ++i) {
-    written[i * floats] += 1.0f;
-  }
-  for (Key extra : {Key{1}, Key{2}, Key{3}}) {
-    write_keys.push_back(extra);
-    written.insert(written.end(), rows[0].row.begin(), rows[0].row.end());
-  }
-  ASSERT_TRUE(table.WriteRows(write_keys, written.data()).ok());
-  std::vector<Key> changed;
-  std::vector<Key> removed;
-  table.TakeChanges(&changed, &removed);
-  EXPECT_EQ(write_keys.size(), changed.size());
-  EXPECT_LE(table.memory_bytes(), options.memory_budget_bytes);
-  std::vector<float> reread(write_keys.size() * floats);
-  ASSERT_TRUE(table.ReadRows(write_keys, reread.data(), &missing).ok());
-  EXPECT_THAT(missing, IsEmpty());
-  for (size_t i = 0; i < write_keys.size(); ++i) {
-    // Equal except the key inside the row's metadata, which WriteRows sets.
-    ASSERT_EQ(0, std::memcmp(&written[i * floats], &reread[i * floats], kDim * sizeof(float)));
-  }
-  EXPECT_EQ(static_cast<int64_t>(write_keys.size()), table.num_rows());
-
-  // EraseRows removes rows of both tiers; absent keys are ignored.
-  std::vector<Key> erase(write_keys.begin(), write_keys.begin() + write_keys.size() / 2);
-  erase.push_back(999999);
-  ASSERT_TRUE(table.EraseRows(erase).ok());
-  ASSERT_TRUE(table.ReadRows(write_keys, reread.data(), &missing).ok());
-  EXPECT_EQ(static_cast<int64_t>(write_keys.size() / 2), static_cast<int64_t>(missing.size()));
-  EXPECT_EQ(static_cast<int64_t>(write_keys.size() - write_keys.size() / 2), table.num_rows());
-  EXPECT_EQ(write_keys.size() - write_keys.size() / 2, SortedRows(table).size());
 }
 
 // Loading a row leaves a stale copy on disk (memory wins); erasing or
@@ -307,9 +161,9 @@ TEST_F(TieredTableTest, StaleDiskCopiesAreHiddenAndDeletedWithTheirRows) {
   EmbeddingTable& table = *table_or.value();
   RunOptions run;
   run.steps = 30;
-  Train(table, run);
+  TrainOnBatches(table, run);
   ASSERT_GT(table.stats().disk_rows, 0);
-  const int64_t floats = table.row_floats();
+  const int64_t floats = table.stored_rows().row_floats();
   auto on_disk = [&](Key key) {
     std::vector<char> row(tier->row_bytes());
     std::vector<int64_t> missing;
@@ -339,7 +193,7 @@ TEST_F(TieredTableTest, StaleDiskCopiesAreHiddenAndDeletedWithTheirRows) {
   ASSERT_TRUE(table.Push(disk_keys, grads.data()).ok());
   std::vector<float> rows(disk_keys.size() * floats);
   std::vector<int64_t> missing;
-  ASSERT_TRUE(table.ReadRows(disk_keys, rows.data(), &missing).ok());
+  ASSERT_TRUE(table.stored_rows().ReadRows(disk_keys, rows.data(), &missing).ok());
   ASSERT_THAT(missing, IsEmpty());
   // Scan shows each key once, with its memory row.
   const std::vector<StoredRow> scanned = SortedRows(table);
@@ -353,10 +207,10 @@ TEST_F(TieredTableTest, StaleDiskCopiesAreHiddenAndDeletedWithTheirRows) {
 
   // Erasing the first removes its disk copy, stale or not.
   const int64_t before = table.num_rows();
-  ASSERT_TRUE(table.EraseRows({disk_keys[0]}).ok());
+  ASSERT_TRUE(table.stored_rows().EraseRows({disk_keys[0]}).ok());
   EXPECT_FALSE(on_disk(disk_keys[0]));
   EXPECT_EQ(before - 1, table.num_rows());
-  ASSERT_TRUE(table.ReadRows({disk_keys[0]}, rows.data(), &missing).ok());
+  ASSERT_TRUE(table.stored_rows().ReadRows({disk_keys[0]}, rows.data(), &missing).ok());
   EXPECT_EQ(1u, missing.size());
   consistent();
 
@@ -369,73 +223,9 @@ TEST_F(TieredTableTest, StaleDiskCopiesAreHiddenAndDeletedWithTheirRows) {
   table.set_step(run.steps + 20);
   EXPECT_GT(table.EvictExpired(), 0);
   EXPECT_FALSE(on_disk(disk_keys[1]));
-  ASSERT_TRUE(table.ReadRows({disk_keys[1]}, rows.data(), &missing).ok());
+  ASSERT_TRUE(table.stored_rows().ReadRows({disk_keys[1]}, rows.data(), &missing).ok());
   EXPECT_EQ(1u, missing.size());
   consistent();
-}
-
-TEST_F(TieredTableTest, TakeChangesReportsChangesButNotSpillsOrReloads) {
-  EmbeddingTableOptions options = BaseOptions();
-  options.ttl_steps = 5;
-  options.memory_budget_bytes = 48 << 10;
-  options.disk_path = Path("disk");
-  auto table_or = NewEmbeddingTable(options);
-  ASSERT_TRUE(table_or.ok()) << table_or.status();
-  EmbeddingTable& table = *table_or.value();
-  std::vector<Key> changed;
-  std::vector<Key> removed;
-
-  std::vector<Key> first(300);
-  for (size_t i = 0; i < first.size(); ++i) first[i] = 1000 + i;
-  std::vector<float> out(4000 * kDim);
-  ASSERT_TRUE(table.Pull(first, out.data()).ok());
-  table.TakeChanges(&changed, &removed);
-  std::vector<Key> sorted_first = first;
-  std::sort(sorted_first.begin(), sorted_first.end());
-  EXPECT_EQ(sorted_first, changed);
-  EXPECT_THAT(removed, IsEmpty());
-
-  // Creating many more rows spills `first`; pulling it again reloads it.
-  std::vector<Key> second(3000);
-  for (size_t i = 0; i < second.size(); ++i) second[i] = 100000 + i;
-  ASSERT_TRUE(table.Pull(second, out.data()).ok());
-  table.TakeChanges(&changed, &removed);
-  EXPECT_EQ(second.size(), changed.size());
-  ASSERT_TRUE(table.Pull(first, out.data()).ok());
-  ASSERT_GT(table.stats().disk_hits, 0);
-  table.TakeChanges(&changed, &removed);
-  EXPECT_THAT(changed, IsEmpty());
-  EXPECT_THAT(removed, IsEmpty());
-
-  // Push changes rows wherever they are; EraseRows removes them.
-  const std::vector<Key> pushed = {first[0], first[1], second[5]};
-  const std::vector<float> grads = Gradients(pushed, 0);
-  ASSERT_TRUE(table.Push(pushed, grads.data()).ok());
-  const std::vector<Key> erased = {second[7], first[2]};
-  ASSERT_TRUE(table.EraseRows(erased).ok());
-  table.TakeChanges(&changed, &removed);
-  std::vector<Key> expected_changed = pushed;
-  std::sort(expected_changed.begin(), expected_changed.end());
-  std::vector<Key> expected_removed = erased;
-  std::sort(expected_removed.begin(), expected_removed.end());
-  EXPECT_EQ(expected_changed, changed);
-  EXPECT_EQ(expected_removed, removed);
-
-  // TTL: keys of `first` pulled at step 0, kept alive by nothing, expire.
-  table.set_step(100);
-  const std::vector<Key> alive = {second[0]};
-  ASSERT_TRUE(table.Pull(alive, out.data()).ok());
-  table.EvictExpired();
-  const std::vector<Key> disk_or_memory = {first[3], second[1]};
-  ASSERT_TRUE(table.Pull(disk_or_memory, out.data()).ok());  // recreates them
-  table.TakeChanges(&changed, &removed);
-  for (Key key : disk_or_memory) {
-    EXPECT_TRUE(std::binary_search(changed.begin(), changed.end(), key)) << key;
-  }
-  EXPECT_FALSE(std::binary_search(changed.begin(), changed.end(), alive[0]));
-  EXPECT_TRUE(std::binary_search(removed.begin(), removed.end(), first[4]) ||
-              table.row_meta(first[4]) == std::nullopt);
-  EXPECT_EQ(std::nullopt, table.row_meta(first[4]));
 }
 
 // Runs batches against `table` until a call fails; returns the failed call's
@@ -447,7 +237,7 @@ int RunUntilError(EmbeddingTable& table, int steps, Status* error) {
     out.resize(keys.size() * kDim);
     *error = table.Pull(keys, out.data());
     if (!error->ok()) return 2 * step;
-    const std::vector<float> grads = Gradients(keys, step);
+    const std::vector<float> grads = Gradients(keys, step, kDim);
     *error = table.Push(keys, grads.data());
     if (!error->ok()) return 2 * step + 1;
   }
@@ -464,7 +254,7 @@ std::vector<StoredRow> ReferenceAfter(EmbeddingTableOptions options, int calls) 
     out.resize(keys.size() * kDim);
     EXPECT_TRUE(table->Pull(keys, out.data()).ok());
     if (2 * step + 1 >= calls) break;
-    const std::vector<float> grads = Gradients(keys, step);
+    const std::vector<float> grads = Gradients(keys, step, kDim);
     EXPECT_TRUE(table->Push(keys, grads.data()).ok());
   }
   return SortedRows(*table);
@@ -575,7 +365,7 @@ TEST_F(TieredTableTest, ConcurrentPullsOfDisjointKeysWithPrefetchMatchTheSequent
       const std::vector<Key> keys = keys_of(thread, step);
       out.resize(keys.size() * kDim);
       ASSERT_TRUE(table.Pull(keys, out.data()).ok());
-      const std::vector<float> grads = Gradients(keys, step);
+      const std::vector<float> grads = Gradients(keys, step, kDim);
       ASSERT_TRUE(table.Push(keys, grads.data()).ok());
     }
   };
@@ -628,7 +418,7 @@ TEST_F(TieredTableTest, ANewTableDropsTheRowsAnEarlierTableLeftOnDisk) {
     auto table = NewEmbeddingTable(options).value();
     RunOptions run;
     run.steps = 10;
-    Train(*table, run);
+    TrainOnBatches(*table, run);
     ASSERT_GT(table->stats().disk_rows, 0);
   }
   auto table = NewEmbeddingTable(options).value();
@@ -652,20 +442,6 @@ TEST_F(TieredTableTest, ANewTableDropsTheRowsAnEarlierTableLeftOnDisk) {
   ASSERT_TRUE(tier->Get({7}, row.data(), &absent).ok());
   EXPECT_TRUE(absent.empty());
   EXPECT_EQ(std::string(8, 'x'), row);
-}
-
-TEST_F(TieredTableTest, MemoryTableScansAndRoundTripsRows) {
-  auto table = NewMemoryTable(BaseOptions()).value();
-  RunOptions run;
-  run.steps = 10;
-  Train(*table, run);
-  const std::vector<StoredRow> rows = SortedRows(*table);
-  EXPECT_EQ(static_cast<size_t>(table->num_rows()), rows.size());
-  auto copy = NewMemoryTable(BaseOptions()).value();
-  std::vector<float> flat;
-  for (const StoredRow& row : rows) flat.insert(flat.end(), row.row.begin(), row.row.end());
-  ASSERT_TRUE(copy->WriteRows(KeysOf(rows), flat.data()).ok());
-  EXPECT_TRUE(rows == SortedRows(*copy));
 }
 
 }  // namespace
@@ -704,8 +480,6 @@ TEST_F(TieredTableTest, RecentAndHotRowsStayInMemory) {
     };
     // 10000 rows, most of them on disk.
     for (Key begin = 0; begin < 10000; begin += 500) pull(range(begin, begin + 500));
-    fprintf(stderr, "DBG disk %ld mem %ld bytes %ld\n", (long)table.stats().disk_rows,
-            (long)table.stats().memory_rows, (long)table.stats().memory_bytes);
     ASSERT_GT(table.stats().disk_rows, 8000);
 
     const std::vector<Key> batch = range(2000, 2400);
@@ -790,7 +564,7 @@ std::vector<Key> KeyRange(Key begin, Key end) {
 // wait for them before they start (an empty ReadRows does nothing else).
 void WaitForPrefetch(EmbeddingTable& table) {
   std::vector<int64_t> missing;
-  ASSERT_TRUE(table.ReadRows({}, nullptr, &missing).ok());
+  ASSERT_TRUE(table.stored_rows().ReadRows({}, nullptr, &missing).ok());
 }
 
 // LFU would evict the freshly prefetched rows first (they are the least
@@ -847,7 +621,7 @@ TEST_F(TieredTableTest, PrefetchWithAnyNumberOfLoadersGivesTheValuesOfTheMemoryT
   options.ttl_steps = 15;
   auto memory = NewEmbeddingTable(options).value();
   RunOptions run;
-  const std::vector<float> expected_pulls = Train(*memory, run);
+  const std::vector<float> expected_pulls = TrainOnBatches(*memory, run);
   const std::vector<StoredRow> expected_rows = SortedRows(*memory);
 
   for (int loaders : {1, 3, 8}) {
@@ -869,7 +643,7 @@ TEST_F(TieredTableTest, PrefetchWithAnyNumberOfLoadersGivesTheValuesOfTheMemoryT
     });
     run.prefetch = true;
     run.budget_bytes = 0;  // the second caller's pins may hold rows during a call
-    const std::vector<float> pulls = Train(tiered, run);
+    const std::vector<float> pulls = TrainOnBatches(tiered, run);
     prefetcher.join();
     ASSERT_EQ(expected_pulls.size(), pulls.size());
     EXPECT_EQ(0, std::memcmp(expected_pulls.data(), pulls.data(), pulls.size() * sizeof(float)));

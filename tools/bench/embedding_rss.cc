@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
+#include "embedding/stored_rows.h"
 #include "tools/bench/key_batches.h"
 
 DEFINE_int64(budget_mib, 64, "memory_budget_bytes of the table, in MiB.");
@@ -216,7 +217,7 @@ double TrainTable(ember::ThreadArena& arena) {
     if (!table.ok()) {
       LOG(ERROR) << "cannot create the table: " << table.status().ToString();
     } else {
-      const int64_t row_floats = (*table)->row_floats();
+      const int64_t row_floats = (*table)->stored_rows().row_floats();
       if (row_floats != AdagradRowFloats(FLAGS_dim)) {
         LOG(WARNING) << "rows are " << row_floats << " floats, not " << AdagradRowFloats(FLAGS_dim)
                      << "; sizing the table by the former";

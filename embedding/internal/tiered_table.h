@@ -1,0 +1,167 @@
+#pragma once
+
+// NewTieredTable's table: a memory tier with a budget (memory_tier.h) in
+// front of a Tier (embedding/tier.h). See embedding/tiered_table.h for the
+// design; tiered_table.cc (the hot path), tiered_shard.cc (loading,
+// write-back and TTL of disk rows), tiered_prefetch.cc (the Prefetch
+// loaders) and tiered_table_rows.cc (stored rows) implement it.
+//
+// A key's row is its memory row if the memory tier's shard holds the key,
+// else its disk row. Loading a row leaves the disk copy in place, stale from
+// then on (this saves a Delete per load); writing back overwrites it, and
+// erasing or TTL-evicting a memory row deletes it. Every read (Scan,
+// ReadRows, Lookup, row_meta) looks in memory first. All of a shard's work
+// on both tiers happens under the memory tier's lock of that shard, which
+// also guards the shard's NextTierShard.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/mutex.h"
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "embedding/internal/memory_tier.h"
+#include "embedding/stored_rows.h"
+#include "embedding/tier.h"
+
+namespace ember::embedding::internal {
+
+// Rows per batched disk read or write of a shard: large enough that RocksDB's
+// per-call costs vanish, small enough that the row buffers each shard keeps
+// between batches (outside the budget) stay a few tens of KiB.
+constexpr int64_t kIoChunkRows = 128;
+
+// One Prefetch call: its keys, and the step until which their rows are
+// spared by eviction.
+struct PrefetchRequest {
+  std::vector<Key> keys;
+  // The table's step when Prefetch was called.
+  int64_t step = 0;
+  int64_t pin_until_step = 0;
+};
+
+// A background thread that loads the Prefetch keys of the shards s with
+// s % loaders == its index, from its own bounded queue of requests.
+struct PrefetchLoader {
+  std::deque<std::shared_ptr<const PrefetchRequest>> queue;
+  bool busy = false;
+  std::thread thread;
+};
+
+// Thread safety: as EmbeddingTable and StoredRows say. options.
+// prefetch_threads background threads owned by the table serve Prefetch,
+// each for its own subset of the shards; the StoredRows methods wait until
+// they are idle before they start.
+class TieredTable final : public EmbeddingTable, public StoredRows {
+ public:
+  // May throw std::bad_alloc. REQUIRES: the options passed NewTieredTable's
+  // checks; disk is empty and holds rows of row_floats() * 4 bytes.
+  TieredTable(const EmbeddingTableOptions& options, std::unique_ptr<Tier> disk);
+  ~TieredTable() override;
+  TieredTable(const TieredTable&) = delete;
+  TieredTable& operator=(const TieredTable&) = delete;
+
+  // --- EmbeddingTable (tiered_table.cc, tiered_prefetch.cc) ---
+  Status Pull(const std::vector<Key>& keys, float* out) override;
+  Status Push(const std::vector<Key>& keys, const float* grads) override;
+  Status Lookup(const std::vector<Key>& keys, float* out) override;
+  void set_step(int64_t step) override { memory_.set_step(step); }
+  int64_t step() const override { return memory_.step(); }
+  int64_t EvictExpired() override { return EvictExpiredAt(memory_.step()); }
+  int dim() const override { return memory_.dim(); }
+  int64_t num_rows() const override;
+  int64_t memory_bytes() const override { return memory_.memory_bytes(); }
+  TableStats stats() const override;
+  void Prefetch(const std::vector<Key>& keys) override;
+  void PrepareKeys(const std::vector<Key>& keys) override { memory_.batches().Prepare(keys); }
+  // The budget holds the memory tier to it: validates `rows` and makes no
+  // room.
+  Status Reserve(int64_t rows) override { return memory_.Reserve(rows); }
+  StoredRows& stored_rows() override { return *this; }
+
+  // --- StoredRows (tiered_table_rows.cc) ---
+  int64_t row_floats() const override { return memory_.row_floats(); }
+  std::optional<RowMeta> row_meta(Key key) const override;
+  Status Scan(const RowVisitor& visit) override;
+  Status ReadRows(const std::vector<Key>& keys, float* rows,
+                  std::vector<int64_t>* missing) override;
+  Status WriteRows(const std::vector<Key>& keys, const float* rows) override;
+  Status EraseRows(const std::vector<Key>& keys) override;
+  void TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed) override;
+  bool tracks_changes() const override { return memory_.options().track_changes; }
+  Status SaveAdmissionState(std::string* out) override { return memory_.SaveAdmissionState(out); }
+  Status RestoreAdmissionState(std::string_view state) override {
+    return memory_.RestoreAdmissionState(state);
+  }
+  int64_t eviction_step() const override;
+  void RestoreEvictionStep(int64_t step) override;
+
+  // Bytes of the table outside its shards: counted in memory_bytes() and
+  // taken off the budget.
+  static int64_t OverheadBytes(int num_shards);
+
+ private:
+  // --- tiered_table.cc ---
+  // Resolves the keys of shard s in `batch` to rows: memory's, then rows
+  // loaded from disk, then new rows of the admitted keys neither holds.
+  Status ResolveRows(Shard& shard, int s, Access access, int64_t step, BatchScratch& batch) const
+      REQUIRES(shard.mu);
+  // EvictExpired as if step() were `step`: the memory tier's TTL pass,
+  // deleting the disk copies of the rows it removed.
+  int64_t EvictExpiredAt(int64_t step);
+  Status TakePrefetchError();
+
+  // --- tiered_shard.cc ---
+  // Whether a row read from disk with `meta` was removed by TTL: it expired
+  // at the last EvictExpired, which saw only memory rows.
+  bool ExpiredOnDisk(const float* meta) const;
+  // Reads io.keys from disk; loads each row that has not expired into memory
+  // (io.slots[i]: its slot, or -1) and deletes the expired rows from disk.
+  // On error memory is as it was.
+  Status LoadFromDisk(Shard& shard, Access access, ShardIo& io) const REQUIRES(shard.mu);
+  // Writes the memory tier's victims to disk and drops them until the shard
+  // is within its budget (one Put per kIoChunkRows rows, almost always one
+  // round). On error the rows not yet written stay in memory.
+  Status WriteBack(Shard& shard, ShardIo& io) const REQUIRES(shard.mu);
+  // Copies the rows of io.keys that live only on disk and have not expired
+  // into io.rows; io.slots[i] = i if found, -1 if not. Changes nothing.
+  Status ReadDiskRows(ShardIo& io) const;
+  // Deletes the disk copies of the rows TTL removed from memory.
+  void DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
+
+  // --- tiered_prefetch.cc ---
+  void PrefetchLoop(int loader);
+  // Loads the rows of request.keys that belong to `loader`'s shards.
+  void PrefetchBatch(const PrefetchRequest& request, int loader);
+  // Pins `keys` (all of shard s) and loads those of them that live on disk:
+  // the disk is read without the shard's lock, then the rows that neither
+  // memory nor disk changed meanwhile are inserted under it.
+  Status PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
+                       BatchScratch& batch) const;
+  // Returns when every prefetch queue is empty and every loader idle.
+  void WaitForPrefetch();
+
+  MemoryTier memory_;
+  const std::unique_ptr<Tier> disk_;
+
+  // Prefetch: one bounded queue of requests per loader; prefetch_mu_ guards
+  // every loader's queue and busy flag.
+  Mutex prefetch_mu_;
+  CondVar prefetch_cv_;
+  std::vector<std::unique_ptr<PrefetchLoader>> loaders_;
+  bool prefetch_closed_ GUARDED_BY(prefetch_mu_) = false;
+  // The first error of the worker not yet returned by a Pull or Push.
+  Status prefetch_error_ GUARDED_BY(prefetch_mu_);
+  // Whether prefetch_error_ is set: lets Pull and Push skip the mutex. Set
+  // with release after prefetch_error_ under the mutex, read with acquire.
+  std::atomic<bool> has_prefetch_error_{false};
+};
+
+}  // namespace ember::embedding::internal

@@ -1,0 +1,474 @@
+// MemoryTier: creating, resolving, reading and updating rows, TTL and
+// statistics (see embedding/internal/memory_tier.h for the contract and
+// embedding/internal/memory_shard.h for the layout).
+//
+// A batch is grouped by shard in one counting-sort pass; then each shard,
+// under its own lock taken once per batch, resolves its keys to rows (the
+// index lookups prefetched a few keys ahead) and copies or updates them (the
+// rows prefetched a few keys ahead). Shards run in parallel in the caller's
+// arena; there is no tier-wide lock.
+
+#include "embedding/internal/memory_tier.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "core/allocator.h"
+#include "core/mutex.h"
+#include "core/random.h"
+#include "core/status.h"
+#include "core/threads.h"
+#include "embedding/row_init.h"
+#include "embedding/sparse_optimizer.h"
+
+namespace ember::embedding::internal {
+namespace {
+
+// Target bytes of one chunk of the row arena.
+constexpr int64_t kChunkBytes = int64_t{64} << 10;
+// With a budget, chunks are at most this fraction of a shard's budget, so
+// that the arena's granularity (and its one spare chunk) costs little of it.
+constexpr int64_t kChunksPerShardBudget = 16;
+// Keys looked ahead when prefetching index buckets and rows.
+constexpr int64_t kPrefetchDistance = 16;
+// Floats after the stored row: the change epoch.
+constexpr int64_t kEpochFloats = 1;
+// Entries of an empty KeyIndex (row_store.cc's kMinIndexCapacity).
+constexpr int64_t kMinIndexBytes = 16 * 16;
+// Salts that keep the admission hashes independent of row initialisation.
+constexpr uint64_t kSketchSalt = 0x5ce7c4a3b1d2e9f1ULL;
+constexpr uint64_t kProbabilitySalt = 0x9a1b7e3cd4f20865ULL;
+constexpr uint64_t kPolicySalt = 0x3c6ef372fe94f82bULL;
+
+// Records a Pull at `step`: frequency + 1 (saturating), last seen = step.
+void TouchMeta(int64_t step, float* meta) {
+  uint32_t frequency;
+  std::memcpy(&frequency, meta + 4, sizeof(frequency));
+  if (frequency != std::numeric_limits<uint32_t>::max()) ++frequency;
+  std::memcpy(meta + 2, &step, sizeof(step));
+  std::memcpy(meta + 4, &frequency, sizeof(frequency));
+}
+
+bool Budgeted(const EmbeddingTableOptions& options) { return options.memory_budget_bytes > 0; }
+
+EvictionPolicy::Kind PolicyKind(const EmbeddingTableOptions& options, bool budgeted) {
+  if (!budgeted) return EvictionPolicy::Kind::kNone;
+  return options.eviction_policy == EmbeddingTableOptions::EvictionPolicy::kLfu
+             ? EvictionPolicy::Kind::kLfu
+             : EvictionPolicy::Kind::kLru;
+}
+
+int64_t StrideFloats(const EmbeddingTableOptions& options, bool budgeted) {
+  return MemoryTier::StoredRowFloats(options) + kEpochFloats +
+         EvictionPolicy::LinkFloats(PolicyKind(options, budgeted));
+}
+
+int64_t SketchBytesPerShard(const EmbeddingTableOptions& options) {
+  const AdmissionOptions& admission = options.admission;
+  if (admission.kind != AdmissionOptions::Kind::kFrequency) return 0;
+  const int64_t width = (admission.sketch_width + options.num_shards - 1) / options.num_shards;
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(width))) *
+         admission.sketch_depth * static_cast<int64_t>(sizeof(uint32_t));
+}
+
+int64_t ShardBudgetBytes(const MemoryTierOptions& options) {
+  if (!Budgeted(options.table)) return 0;
+  return (options.table.memory_budget_bytes - options.overhead_bytes) / options.table.num_shards;
+}
+
+}  // namespace
+
+int64_t MemoryTier::StoredRowFloats(const EmbeddingTableOptions& options) {
+  return options.dim + StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
+}
+
+int64_t MemoryTier::MinShardBytes(const EmbeddingTableOptions& options) {
+  const int64_t stride_bytes = 4 * StrideFloats(options, /*budgeted=*/true);
+  // One row needs its chunk and the spare chunk the arena may keep (chunks
+  // are one row at this budget), and the chunk table.
+  return static_cast<int64_t>(sizeof(Shard)) + kMinIndexBytes + SketchBytesPerShard(options) +
+         2 * stride_bytes + 4 * static_cast<int64_t>(sizeof(void*));
+}
+
+MemoryTier::MemoryTier(const MemoryTierOptions& options)
+    : options_(options.table),
+      dim_(options_.dim),
+      num_shards_(options_.num_shards),
+      meta_offset_(options_.dim + StateFloatsPerRow(options_.optimizer.type, options_.dim)),
+      row_floats_(meta_offset_ + kMetaFloats),
+      stride_floats_(StrideFloats(options_, Budgeted(options_))),
+      init_scale_(InitScale(options_)),
+      admission_seed_(HashCombine(options_.seed, kProbabilitySalt)),
+      overhead_bytes_(options.overhead_bytes),
+      budget_(ShardBudgetBytes(options), stride_floats_, meta_offset_),
+      chunk_pool_(Budgeted(options_) ? nullptr
+                                     : std::make_unique<ChunkPool>(
+                                           RowArena::ChunkBytesFor(stride_floats_, kChunkBytes))),
+      batches_(options_.num_shards, options.io_chunk_rows > 0,
+               2 * options.io_chunk_rows * int64_t{sizeof(float)} * row_floats_) {
+  const AdmissionOptions& admission = options_.admission;
+  int64_t chunk_bytes = kChunkBytes;
+  if (Budgeted(options_)) {
+    chunk_bytes = std::clamp(budget_.shard_budget_bytes() / kChunksPerShardBudget,
+                             stride_floats_ * int64_t{4}, kChunkBytes);
+  }
+  const EvictionPolicy::Kind policy_kind = PolicyKind(options_, Budgeted(options_));
+  shards_.reserve(num_shards_);
+  for (int s = 0; s < num_shards_; ++s) {
+    std::unique_ptr<CountMinSketch> sketch;
+    if (admission.kind == AdmissionOptions::Kind::kFrequency) {
+      // The shards split the table's counters between them.
+      const int64_t width = (admission.sketch_width + num_shards_ - 1) / num_shards_;
+      sketch = std::make_unique<CountMinSketch>(width, admission.sketch_depth,
+                                                HashCombine(options_.seed, kSketchSalt));
+    }
+    const EvictionPolicy policy(policy_kind, row_floats_ + kEpochFloats, meta_offset_,
+                                HashCombine(HashCombine(options_.seed, kPolicySalt), s));
+    shards_.push_back(std::make_unique<Shard>(stride_floats_, chunk_bytes, chunk_pool_.get(),
+                                              std::move(sketch), policy));
+  }
+}
+
+int64_t MemoryTier::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
+  // Allocate first, so that a failure leaves index and arena consistent.
+  shard.index.ReserveOneMore();
+  shard.rows.ReserveOneMore();
+  const int64_t slot = shard.rows.Append();
+  float* row = shard.rows.row(slot);
+  InitRowWeights(options_.seed, key, init_scale_, dim_, row);
+  InitOptimizerState(options_.optimizer, dim_, row + dim_);
+  WriteMeta(StoredMeta{key, step, 0}, row + meta_offset_);
+  const uint32_t unmarked = 0;
+  std::memcpy(row + row_floats_, &unmarked, sizeof(unmarked));
+  shard.index.Insert(key, hash, slot);
+  shard.policy.Inserted(shard.rows, slot);
+  ++shard.counters.admitted;
+  return slot;
+}
+
+int64_t MemoryTier::InsertRow(Shard& shard, Key key, uint64_t hash, const float* row) const {
+  shard.index.ReserveOneMore();
+  shard.rows.ReserveOneMore();
+  const int64_t slot = shard.rows.Append();
+  float* dst = shard.rows.row(slot);
+  std::memcpy(dst, row, sizeof(float) * row_floats_);
+  const uint32_t unmarked = 0;
+  std::memcpy(dst + row_floats_, &unmarked, sizeof(unmarked));
+  shard.index.Insert(key, hash, slot);
+  shard.policy.Inserted(shard.rows, slot);
+  return slot;
+}
+
+void MemoryTier::RemoveSlot(Shard& shard, int64_t slot) const {
+  float* row = shard.rows.row(slot);
+  const Key key = ReadMeta(row + meta_offset_).key;
+  shard.policy.Removed(shard.rows, slot);
+  shard.index.Erase(key, Mix64(key));
+  const int64_t last = shard.rows.size() - 1;
+  if (slot != last) {
+    const float* last_row = shard.rows.row(last);
+    const Key moved = ReadMeta(last_row + meta_offset_).key;
+    std::memcpy(row, last_row, sizeof(float) * stride_floats_);
+    shard.index.SetSlot(moved, Mix64(moved), slot);
+    shard.policy.Moved(shard.rows, last, slot);
+  }
+  shard.rows.RemoveLast();
+}
+
+void MemoryTier::WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash,
+                          const float* row) const {
+  float* dst;
+  if (slot < 0) {
+    dst = shard.rows.row(InsertRow(shard, key, hash, row));
+  } else {
+    dst = shard.rows.row(slot);
+    std::memcpy(dst, row, sizeof(float) * row_floats_);
+  }
+  StoredMeta meta = ReadMeta(dst + meta_offset_);
+  meta.key = key;  // the row's key is the caller's, whatever the row says
+  WriteMeta(meta, dst + meta_offset_);
+  MarkChanged(shard, dst);
+}
+
+void MemoryTier::MarkChanged(Shard& shard, float* row) const {
+  if (!options_.track_changes) return;
+  float* epoch_float = row + row_floats_;
+  uint32_t epoch;
+  std::memcpy(&epoch, epoch_float, sizeof(epoch));
+  if (epoch == shard.epoch) return;
+  std::memcpy(epoch_float, &shard.epoch, sizeof(epoch));
+  std::vector<Key>& changed = shard.changed;
+  if (changed.size() == changed.capacity() && changed.size() >= 1024) {
+    // A key is appended again after it left memory and came back; dedupe
+    // before growing so that the list stays within twice the keys changed.
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  }
+  changed.push_back(ReadMeta(row + meta_offset_).key);
+}
+
+void MemoryTier::RecordChanged(Shard& shard, const std::vector<Key>& keys) const {
+  if (options_.track_changes) shard.changed.insert(shard.changed.end(), keys.begin(), keys.end());
+}
+
+void MemoryTier::RecordRemoved(Shard& shard, const std::vector<Key>& keys) const {
+  if (options_.track_changes) shard.removed.insert(shard.removed.end(), keys.begin(), keys.end());
+}
+
+void MemoryTier::RecordRemoved(Shard& shard, Key key) const {
+  if (options_.track_changes) shard.removed.push_back(key);
+}
+
+bool MemoryTier::Admit(Shard& shard, Key key, Access access, int64_t step) const {
+  const AdmissionOptions& admission = options_.admission;
+  switch (admission.kind) {
+    case AdmissionOptions::Kind::kNone:
+      return true;
+    case AdmissionOptions::Kind::kFrequency: {
+      const uint32_t count =
+          access == Access::kPull ? shard.sketch->Add(key) : shard.sketch->Estimate(key);
+      return count >= admission.min_count;
+    }
+    case AdmissionOptions::Kind::kProbability:
+      return access == Access::kPull &&
+             UniformAt(admission_seed_, key, static_cast<uint64_t>(step)) < admission.probability;
+  }
+  return false;
+}
+
+int64_t MemoryTier::CreateIfAdmitted(Shard& shard, Key key, uint64_t hash, Access access,
+                                     int64_t step) const {
+  if (!Admit(shard, key, access, step)) {
+    ++(access == Access::kPull ? shard.counters.rejected : shard.counters.dropped);
+    return -1;
+  }
+  const int64_t slot = CreateRow(shard, key, hash, step);
+  MarkChanged(shard, shard.rows.row(slot));
+  return slot;
+}
+
+void MemoryTier::ResolveRows(Shard& shard, int s, Access access, int64_t step,
+                             BatchScratch& batch) const {
+  const int64_t begin = batch.begin[s];
+  const int64_t end = batch.begin[s + 1];
+  CountMinSketch* sketch = shard.sketch.get();
+  for (int64_t k = begin; k < end; ++k) {
+    if (k + kPrefetchDistance < end) {
+      shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
+      // Most lookups of a table with admission that is still filling miss;
+      // their counters are read next.
+      if (sketch != nullptr) sketch->Prefetch(batch.keys[k + kPrefetchDistance]);
+    }
+    const Key key = batch.keys[k];
+    int64_t slot = shard.index.Find(key, batch.hashes[k]);
+    if (slot < 0 && Admit(shard, key, access, step)) {
+      slot = CreateRow(shard, key, batch.hashes[k], step);
+      MarkChanged(shard, shard.rows.row(slot));
+    }
+    if (slot < 0) {
+      ++(access == Access::kPull ? shard.counters.rejected : shard.counters.dropped);
+      batch.rows[k] = nullptr;
+      continue;
+    }
+    float* row = shard.rows.row(slot);
+    // The caller's pass over the rows comes right after this one; a shard's
+    // rows of one batch fit in L2, so start loading them now.
+    __builtin_prefetch(row);
+    batch.rows[k] = row;
+  }
+}
+
+void MemoryTier::FindResident(Shard& shard, int s, BatchScratch& batch, ShardIo& missing) const {
+  const int64_t begin = batch.begin[s];
+  const int64_t end = batch.begin[s + 1];
+  missing.keys.clear();
+  missing.positions.clear();
+  for (int64_t k = begin; k < end; ++k) {
+    if (k + kPrefetchDistance < end) shard.index.Prefetch(batch.hashes[k + kPrefetchDistance]);
+    const int64_t slot = shard.index.Find(batch.keys[k], batch.hashes[k]);
+    if (slot < 0) {
+      batch.rows[k] = nullptr;
+      missing.keys.push_back(batch.keys[k]);
+      missing.positions.push_back(k);
+      continue;
+    }
+    shard.policy.Accessed(shard.rows, slot);
+    batch.rows[k] = shard.rows.row(slot);
+  }
+}
+
+void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step, float* out) const {
+  batch.removals[s] = shard.rows.removals();
+  batch.all_rows[s] = 1;
+  const size_t row_bytes = sizeof(float) * dim_;
+  const int64_t end = batch.begin[s + 1];
+  for (int64_t k = batch.begin[s]; k < end; ++k) {
+    if (k + kPrefetchDistance < end) __builtin_prefetch(batch.rows[k + kPrefetchDistance]);
+    float* row = batch.rows[k];
+    float* dst = out + batch.positions[k] * dim_;
+    if (row == nullptr) {
+      std::memset(dst, 0, row_bytes);
+      batch.all_rows[s] = 0;
+      continue;
+    }
+    std::memcpy(dst, row, row_bytes);
+    TouchMeta(step, row + meta_offset_);
+  }
+}
+
+void MemoryTier::ApplyGradients(Shard& shard, int s, const BatchScratch& batch,
+                                const float* grads) const {
+  const SparseOptimizerOptions& optimizer = options_.optimizer;
+  const int64_t end = batch.begin[s + 1];
+  uint32_t epoch;
+  for (int64_t k = batch.begin[s]; k < end; ++k) {
+    if (k + kPrefetchDistance < end) __builtin_prefetch(batch.rows[k + kPrefetchDistance]);
+    float* row = batch.rows[k];
+    if (row == nullptr) continue;  // not admitted: the gradient is dropped
+    ApplySparseOptimizer(optimizer, dim_, grads + batch.positions[k] * dim_, row, row + dim_);
+    std::memcpy(&epoch, row + row_floats_, sizeof(epoch));
+    if (epoch != shard.epoch) MarkChanged(shard, row);
+  }
+}
+
+std::optional<RowMeta> MemoryTier::ResidentMeta(const Shard& shard, Key key, uint64_t hash) const {
+  const int64_t slot = shard.index.Find(key, hash);
+  if (slot < 0) return std::nullopt;
+  const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+  return RowMeta{meta.frequency, meta.last_seen_step};
+}
+
+void MemoryTier::ReadAbsent(Key key, float* dst) const {
+  if (options_.admission.kind != AdmissionOptions::Kind::kNone) {
+    std::memset(dst, 0, sizeof(float) * dim_);
+  } else {
+    InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
+  }
+}
+
+int64_t MemoryTier::EvictShard(Shard& shard, int64_t step, const ExpiredFn& on_expired) const {
+  MutexLock lock(shard.mu);
+  int64_t evicted = 0;
+  int64_t slot = 0;
+  std::vector<Key> expired;
+  while (slot < shard.rows.size()) {
+    const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
+    if (step - meta.last_seen_step <= options_.ttl_steps) {
+      ++slot;
+      continue;
+    }
+    // The slot is examined again: it now holds the shard's last row.
+    RemoveSlot(shard, slot);
+    RecordRemoved(shard, meta.key);
+    if (on_expired) expired.push_back(meta.key);
+    ++evicted;
+  }
+  if (evicted > 0) shard.index.ShrinkIfSparse();
+  shard.counters.evicted += evicted;
+  if (!expired.empty()) on_expired(shard, expired);
+  return evicted;
+}
+
+int64_t MemoryTier::EvictExpiredAt(int64_t step, const ExpiredFn& on_expired) {
+  if (options_.ttl_steps == 0) return 0;
+  // Before any shard is locked: a reader that loads a row from the tier
+  // behind after its shard was swept must see this step.
+  last_evict_step_.store(step, std::memory_order_relaxed);
+  std::vector<int64_t> evicted(num_shards_, 0);
+  ParallelFor(0, num_shards_, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) evicted[s] = EvictShard(*shards_[s], step, on_expired);
+  });
+  int64_t total = 0;
+  for (int64_t count : evicted) total += count;
+  return total;
+}
+
+int64_t MemoryTier::num_rows() const {
+  int64_t rows = 0;
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    rows += shard->index.size();
+  }
+  return rows;
+}
+
+int64_t MemoryTier::memory_bytes() const {
+  int64_t bytes = overhead_bytes_;
+  if (chunk_pool_ != nullptr) bytes += chunk_pool_->idle_bytes();
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    bytes += ShardBytes(*shard);
+  }
+  return bytes;
+}
+
+TableStats MemoryTier::BaseStats() const {
+  TableStats stats;
+  stats.memory_bytes = overhead_bytes_;
+  if (chunk_pool_ != nullptr) stats.memory_bytes += chunk_pool_->idle_bytes();
+  stats.prepared_pulls = batches_.prepared_pulls();
+  return stats;
+}
+
+void MemoryTier::AddShardStats(const Shard& shard, TableStats* stats) const {
+  const MemoryCounters& c = shard.counters;
+  stats->rows += shard.index.size();
+  stats->memory_bytes += ShardBytes(shard);
+  stats->admitted_keys += c.admitted;
+  stats->rejected_keys += c.rejected;
+  stats->dropped_gradients += c.dropped;
+  stats->evicted_rows += c.evicted;
+}
+
+Status MemoryTier::Reserve(int64_t rows) {
+  if (rows < 0) return Status::InvalidArgument("Reserve: rows must be >= 0, got ", rows);
+  if (chunk_pool_ == nullptr) return Status::OK();  // A budget holds the rows to it.
+  const int64_t more = rows - num_rows();
+  if (more <= 0) return Status::OK();
+  const int64_t rows_per_chunk = chunk_pool_->chunk_bytes() / (stride_floats_ * 4);
+  // A shard's new rows fill the rest of its last chunk, then whole chunks:
+  // at most one chunk per shard beyond what the rows fill.
+  const int64_t chunks = (more + rows_per_chunk - 1) / rows_per_chunk + num_shards_;
+  // Each shard's share of the keys, and 4 standard deviations of the spread
+  // of a hash partition above it.
+  const double share = static_cast<double>(more) / num_shards_;
+  const int64_t shard_keys = static_cast<int64_t>(std::ceil(share + 4 * std::sqrt(share)));
+  // An index entry is 16 bytes at a load of 0.35 to 0.7: at most ~46 bytes.
+  const double bytes =
+      static_cast<double>(chunks) * static_cast<double>(chunk_pool_->chunk_bytes()) +
+      static_cast<double>(shard_keys) * num_shards_ * 46.0;
+  const int64_t available = AvailableMemoryBytes();
+  if (available >= 0 && bytes > static_cast<double>(available)) {
+    return Status::ResourceExhausted("room for ", more, " more embedding rows needs ",
+                                     std::llround(bytes / (1 << 20)), " MiB, ", available >> 20,
+                                     " MiB are available");
+  }
+  if (!chunk_pool_->Reserve(chunks)) {
+    return Status::ResourceExhausted("could not allocate ", std::llround(bytes / (1 << 20)),
+                                     " MiB for ", more, " more embedding rows");
+  }
+  for (const auto& shard : shards_) {
+    MutexLock lock(shard->mu);
+    try {
+      shard->index.Reserve(shard->index.size() + shard_keys);
+      shard->rows.ReserveChunkList(shard->rows.size() + shard_keys);
+    } catch (const std::bad_alloc&) {
+      return Status::ResourceExhausted("could not grow the key index for ", more,
+                                       " more embedding rows");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace ember::embedding::internal

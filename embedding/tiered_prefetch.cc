@@ -1,0 +1,174 @@
+// Prefetch of internal::TieredTable: background loaders that read the rows
+// of upcoming batches from disk into the memory tier, each for its own
+// subset of the shards, and pin them there until their Pull. See
+// embedding/tiered_table.h for the design.
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "core/mutex.h"
+#include "core/random.h"
+#include "core/status.h"
+#include "embedding/internal/tiered_table.h"
+
+namespace ember::embedding::internal {
+namespace {
+
+// Key batches Prefetch may queue before it blocks: enough to run a few
+// batches ahead of the Pulls, few enough to bound the keys held.
+constexpr size_t kPrefetchQueueDepth = 4;
+
+}  // namespace
+
+void TieredTable::Prefetch(const std::vector<Key>& keys) {
+  if (keys.empty()) return;
+  std::shared_ptr<PrefetchRequest> request;
+  try {
+    request = std::make_shared<PrefetchRequest>();
+    request->keys = keys;
+  } catch (const std::bad_alloc&) {
+    return;  // a hint: skipping it changes no result
+  }
+  // The Pull these keys are for comes at most a queue's depth of Prefetches
+  // later (Prefetch blocks beyond that), and the step normally advances once
+  // per Pull; the margin covers a caller that sets the step just before or
+  // after its Prefetch.
+  request->step = step();
+  request->pin_until_step = request->step + static_cast<int64_t>(kPrefetchQueueDepth) + 1;
+  MutexLock lock(prefetch_mu_);
+  prefetch_cv_.Wait(prefetch_mu_, [&] {
+    if (prefetch_closed_) return true;
+    for (const auto& loader : loaders_) {
+      if (loader->queue.size() >= kPrefetchQueueDepth) return false;
+    }
+    return true;
+  });
+  if (prefetch_closed_) return;
+  for (auto& loader : loaders_) loader->queue.push_back(request);
+  prefetch_cv_.NotifyAll();
+}
+
+void TieredTable::WaitForPrefetch() {
+  MutexLock lock(prefetch_mu_);
+  prefetch_cv_.Wait(prefetch_mu_, [&] {
+    for (const auto& loader : loaders_) {
+      if (!loader->queue.empty() || loader->busy) return false;
+    }
+    return true;
+  });
+}
+
+void TieredTable::PrefetchLoop(int index) {
+  PrefetchLoader& loader = *loaders_[index];
+  while (true) {
+    std::shared_ptr<const PrefetchRequest> request;
+    {
+      MutexLock lock(prefetch_mu_);
+      prefetch_cv_.Wait(prefetch_mu_, [&] { return prefetch_closed_ || !loader.queue.empty(); });
+      if (prefetch_closed_) return;
+      request = std::move(loader.queue.front());
+      loader.queue.pop_front();
+      loader.busy = true;
+      // Prefetch may be waiting for room.
+      prefetch_cv_.NotifyAll();
+    }
+    PrefetchBatch(*request, index);
+    request.reset();
+    MutexLock lock(prefetch_mu_);
+    loader.busy = false;
+    prefetch_cv_.NotifyAll();
+  }
+}
+
+void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
+  const int loaders = static_cast<int>(loaders_.size());
+  const int num_shards = memory_.num_shards();
+  BatchScratchPool& batches = memory_.batches();
+  std::unique_ptr<BatchScratch> batch = batches.Take();
+  Status first;
+  try {
+    // The keys of this loader's shards, grouped by shard like a Pull's.
+    std::vector<Key> mine;
+    mine.reserve(request.keys.size() / loaders + 1);
+    for (Key key : request.keys) {
+      if (memory_.ShardOf(Mix64(key)) % loaders == loader) mine.push_back(key);
+    }
+    batches.Group(mine, *batch);
+    // Shard by shard on this thread: Pulls in the caller's arena keep their
+    // threads, the loaders' shards are disjoint, and a shard's lock is not
+    // held while its rows are read from disk.
+    for (int s = loader; s < num_shards && first.ok(); s += loaders) {
+      if (batch->begin[s] == batch->begin[s + 1]) continue;
+      first = PrefetchShard(memory_.shard(s), s, request, *batch);
+    }
+  } catch (const std::bad_alloc&) {
+    first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
+  }
+  batches.Return(std::move(batch));
+  if (first.ok()) return;
+  LOG_EVERY_N(WARNING, 100) << "embedding prefetch failed: " << first;
+  MutexLock lock(prefetch_mu_);
+  if (prefetch_error_.ok()) prefetch_error_ = std::move(first);
+  // Release: pairs with the acquire in TakePrefetchError.
+  has_prefetch_error_.store(true, std::memory_order_release);
+}
+
+Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
+                                  BatchScratch& batch) const {
+  ShardIo& io = batch.io[s];
+  io.keys.clear();
+  int64_t version;
+  {
+    MutexLock lock(shard.mu);
+    // Rows already in memory are pinned too: they must still be there when
+    // the Pull comes.
+    memory_.budget().Pin(shard, s, request.pin_until_step, memory_.step(), batch);
+    for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
+      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0) io.keys.push_back(batch.keys[k]);
+    }
+    version = shard.next.version;
+  }
+  if (io.keys.empty()) return Status::OK();
+  EMBER_RETURN_IF_ERROR(ReadDiskRows(io));
+  const int64_t row_bytes = sizeof(float) * memory_.row_floats();
+  const int64_t meta_offset = memory_.meta_offset();
+  MutexLock lock(shard.mu);
+  int64_t read = 0;
+  for (int64_t slot : io.slots) read += slot >= 0;
+  shard.next.disk_reads += read;
+  // A write or delete of this shard's disk rows since the read may have
+  // replaced what was read (a row loaded, updated and written back again):
+  // the rows are only a hint, so drop them all rather than tell which.
+  if (shard.next.version != version) return Status::OK();
+  int64_t inserted = 0;
+  for (size_t i = 0; i < io.keys.size(); ++i) {
+    if (io.slots[i] < 0) continue;  // absent or expired: the Pull decides
+    const Key key = io.keys[i];
+    const uint64_t hash = Mix64(key);
+    // A Pull or Push loaded or created it meanwhile: memory's row is newer.
+    if (shard.index.Find(key, hash) >= 0) continue;
+    const char* row = io.rows.data() + i * row_bytes;
+    // TTL may have run since the read.
+    alignas(float) float meta[kMetaFloats];
+    std::memcpy(meta, row + meta_offset * sizeof(float), sizeof(meta));
+    if (ExpiredOnDisk(meta)) continue;
+    // Pulled after the Prefetch and evicted since: the loaders are behind
+    // and the Pull this row was for has most likely come and gone. Loading
+    // it would only push out a row that a coming Pull needs.
+    if (ReadMeta(meta).last_seen_step > request.step) continue;
+    // InsertRow copies with memcpy, so the byte buffer needs no alignment.
+    memory_.InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
+    ++inserted;
+  }
+  shard.next.prefetched += inserted;
+  shard.next.disk_rows -= inserted;
+  return WriteBack(shard, io);
+}
+
+}  // namespace ember::embedding::internal
