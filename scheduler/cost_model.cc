@@ -194,18 +194,19 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   const int cores = std::max(1, graph_->devices[setup.cpu].cores);
   // A replica's share of the host's memory bandwidth.
   const double gbps = cpu.memory_gbps / std::max(1, setup.replicas_per_host);
-  std::array<double, kNumStages> seconds{};
+  PerStage<double> seconds;
 
   // read: the batch is gathered out of the dataset; at the calibrated rate
   // per id, or bounded by the memory bandwidth the batch's bytes need.
   const ops::OpCost read = program.StageCost(Stage::kRead, false);
-  seconds[0] = std::max(ids * cpu.read_ns_per_id * 1e-9, 2.0 * read.bytes * b / (gbps * 1e9)) +
-               options_.cpu_call_overhead_us * 1e-6;
+  seconds[Stage::kRead] =
+      std::max(ids * cpu.read_ns_per_id * 1e-9, 2.0 * read.bytes * b / (gbps * 1e9)) +
+      options_.cpu_call_overhead_us * 1e-6;
   // unique: hash every id; pipelined, also sort the distinct ones for the
   // staleness gate (one thread: std::sort), which sequential runs skip.
-  seconds[1] = ids * cpu.unique_ns_per_key * 1e-9;
+  seconds[Stage::kUnique] = ids * cpu.unique_ns_per_key * 1e-9;
   if (setup.pipelined) {
-    seconds[1] += u * std::log2(std::max(2.0, u)) * cpu.sort_ns_per_key_log2 * 1e-9;
+    seconds[Stage::kUnique] += u * std::log2(std::max(2.0, u)) * cpu.sort_ns_per_key_log2 * 1e-9;
   }
   // pull and push: per distinct id, at the calibrated per-row cost (dim 16)
   // and per extra float; rows created during the run cost a push each.
@@ -227,8 +228,9 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       1e-9;
   const double batches = std::max(1.0, program.sparse.training_examples / b);
   const double new_rows = rows / batches;
-  seconds[2] = (u * pull_row + new_rows * push_row) / speedup(setup.threads[2]);
-  seconds[4] = u * push_row / speedup(setup.threads[4]);
+  seconds[Stage::kPull] =
+      (u * pull_row + new_rows * push_row) / speedup(setup.threads[Stage::kPull]);
+  seconds[Stage::kPush] = u * push_row / speedup(setup.threads[Stage::kPush]);
 
   // The memory tier: the rows it lacks cost a pull from the disk tier (read,
   // insert, evict and write back another) and a push (update, spill), at
@@ -266,41 +268,47 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     // The rows the run creates end up on disk but for those memory holds:
     // making each (in the pull) evicts and writes back another.
     const double spilled = new_rows * std::max(0.0, 1.0 - held / std::max(1.0, rows));
-    seconds[2] += spilled * tier.tier_create_us_per_row * 1e-6 / speedup(setup.threads[2]);
+    seconds[Stage::kPull] +=
+        spilled * tier.tier_create_us_per_row * 1e-6 / speedup(setup.threads[Stage::kPull]);
     // A miss reads a block from the device (its random-read time, waiting
     // on no core) and decodes, inserts and evicts (CPU); the calibrated cost
     // per miss includes both, so it is at least the read.
     const double read_us = tier.random_reads_per_sec > 0 ? 1e6 / tier.random_reads_per_sec : 0.0;
     const double miss_us = std::max(tier.tier_pull_us_per_miss, read_us);
     const double pull_miss = cost.disk_rows * miss_us * 1e-6;
-    seconds[4] += cost.disk_rows * tier.tier_push_us_per_miss * 1e-6 / speedup(setup.threads[4]);
+    seconds[Stage::kPush] +=
+        cost.disk_rows * tier.tier_push_us_per_miss * 1e-6 / speedup(setup.threads[Stage::kPush]);
     if (setup.prefetch) {
       disk_seconds = pull_miss / speedup(options_.prefetch_threads);
       // The prefetcher's threads keep cores busy only while not waiting on
       // the device.
       disk_cores = options_.prefetch_threads * (miss_us - read_us) / miss_us;
     } else {
-      seconds[2] += pull_miss / speedup(setup.threads[2]);
-      pull_wait_seconds = cost.disk_rows * read_us * 1e-6 / speedup(setup.threads[2]);
+      seconds[Stage::kPull] += pull_miss / speedup(setup.threads[Stage::kPull]);
+      pull_wait_seconds = cost.disk_rows * read_us * 1e-6 / speedup(setup.threads[Stage::kPull]);
     }
   }
 
   // dense: every dense op, pooling included, and the optimizer.
   const bool gpu = graph_->devices[setup.dense_device].kind == DeviceKind::kGpu;
-  const int dense_threads = gpu ? 1 : setup.threads[3];
-  seconds[3] = DenseStageSeconds(program, setup.batch, setup.dense_device, dense_threads);
+  const int dense_threads = gpu ? 1 : setup.threads[Stage::kDense];
+  seconds[Stage::kDense] =
+      DenseStageSeconds(program, setup.batch, setup.dense_device, dense_threads);
 
-  std::array<SimStage, kNumStages> trainer;
-  for (int s = 0; s < kNumStages; ++s) {
+  PerStage<SimStage> trainer;
+  for (Stage s : kAllStages) {
     const double scale = (setup.pipelined ? scales_.pipelined : scales_.sequential)[s];
-    trainer[s] = SimStage{StageName(static_cast<Stage>(s)), seconds[s] * scale, 1.0, -1, 1};
-    trainer[s].cores = std::min<double>(cores, s == 3 ? dense_threads : setup.threads[s]);
+    trainer[s] = SimStage{StageName(s), seconds[s] * scale, 1.0, -1, 1};
+    trainer[s].cores =
+        std::min<double>(cores, s == Stage::kDense ? dense_threads : setup.threads[s]);
   }
   // The dense stage's oneDNN ops run as an OpenMP team: on cores shared
   // with the sparse stages it goes at the pace of its slowest thread.
-  trainer[3].team = !gpu;
+  trainer[Stage::kDense].team = !gpu;
   // A pull that reads the disk tier itself waits on the device part of it.
-  if (seconds[2] > 0) trainer[2].cores *= 1.0 - pull_wait_seconds / seconds[2];
+  if (seconds[Stage::kPull] > 0) {
+    trainer[Stage::kPull].cores *= 1.0 - pull_wait_seconds / seconds[Stage::kPull];
+  }
   // Host <-> device copies of the pooled vectors, their gradients, the dense
   // features and labels (pinned buffers over PCIe), on the replica's own
   // link.
@@ -319,8 +327,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   // (part of the dense stage: the optimizer needs them); the ids and rows of
   // a sharded table cross the network both ways.
   if (setup.replicas > 1) {
-    trainer[3].seconds += RingAllReduceSeconds(4.0 * program.dense_parameters, setup.replicas,
-                                               setup.ring_gbps, setup.ring_latency_us);
+    trainer[Stage::kDense].seconds += RingAllReduceSeconds(
+        4.0 * program.dense_parameters, setup.replicas, setup.ring_gbps, setup.ring_latency_us);
   }
   double a2a = 0.0;
   if (setup.sparse_hosts > 1) {
@@ -336,28 +344,28 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     cost.stages.push_back(stage);
     return static_cast<int>(cost.stages.size()) - 1;
   };
-  cost.stage_index[0] = add(trainer[0]);
-  cost.stage_index[1] = add(trainer[1]);
+  cost.stage_index[Stage::kRead] = add(trainer[Stage::kRead]);
+  cost.stage_index[Stage::kUnique] = add(trainer[Stage::kUnique]);
   if (disk_seconds > 0 && setup.prefetch) {
     add({"disk", disk_seconds, disk_cores, -1, 1});
   }
   if (setup.early_pulls) {
     const double late =
         program.LateFraction(setup.batch, std::max(1, setup.depth - 1), setup.staleness);
-    SimStage early = trainer[2];
+    SimStage early = trainer[Stage::kPull];
     early.name = "pull.early";
     early.seconds *= 1.0 - late;
-    trainer[2].seconds *= late;
+    trainer[Stage::kPull].seconds *= late;
     add(early);
   }
-  cost.stage_index[2] = add(trainer[2]);
+  cost.stage_index[Stage::kPull] = add(trainer[Stage::kPull]);
   // The two all-to-alls share the host's network link (pool 1).
   if (a2a > 0) add({"alltoall_fwd", a2a, 1.0, -1, 1, 1});
   if (h2d > 0) add({"h2d", h2d, 0.0, -1, 1});
-  cost.stage_index[3] = add(trainer[3]);
+  cost.stage_index[Stage::kDense] = add(trainer[Stage::kDense]);
   if (d2h > 0) add({"d2h", d2h, 0.0, -1, 1});
   if (a2a > 0) add({"alltoall_bwd", a2a, 1.0, -1, 1, 1});
-  cost.stage_index[4] = add(trainer[4]);
+  cost.stage_index[Stage::kPush] = add(trainer[Stage::kPush]);
   return cost;
 }
 
@@ -370,12 +378,10 @@ const Ring& CostModel::RingOf(const std::vector<int>& devices) const {
   return rings_.emplace(devices, std::move(ring)).first->second;
 }
 
-void CostModel::Refine(const std::vector<double>& predicted, const std::vector<double>& measured,
+void CostModel::Refine(const PerStage<double>& predicted, const PerStage<double>& measured,
                        bool pipelined) {
-  std::array<double, kNumStages>& scale = pipelined ? scales_.pipelined : scales_.sequential;
-  for (int s = 0; s < kNumStages && s < static_cast<int>(predicted.size()) &&
-                  s < static_cast<int>(measured.size());
-       ++s) {
+  PerStage<double>& scale = pipelined ? scales_.pipelined : scales_.sequential;
+  for (Stage s : kAllStages) {
     if (predicted[s] > 0 && measured[s] > 0) scale[s] *= measured[s] / predicted[s];
   }
 }

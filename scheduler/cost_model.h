@@ -8,7 +8,6 @@
 // time there; measured stage times of a real run refine it (a factor per
 // stage).
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +16,7 @@
 #include "scheduler/program.h"
 #include "scheduler/resource_graph.h"
 #include "scheduler/simulator.h"
+#include "scheduler/stage.h"
 
 namespace ember::scheduler {
 
@@ -41,8 +41,8 @@ struct CostModelOptions {
 // One configuration of a step, as the planner varies it.
 struct StepSetup {
   int64_t batch = 256;
-  // Threads of each Stage (read, unique, pull, dense, push).
-  std::array<int, kNumStages> threads{1, 1, 1, 1, 1};
+  // Threads of each stage.
+  PerStage<int> threads = PerStage<int>::Filled(1);
   // The CPU socket of the sparse stages and the device of the dense stage
   // (a CPU socket or a GPU), indices into ResourceGraph::devices.
   int cpu = 0;
@@ -79,8 +79,8 @@ struct StepCost {
   // [pull.early], pull, [all-to-all], [host to device], dense (with its all-reduce),
   // [device to host], [all-to-all], push.
   std::vector<SimStage> stages;
-  // Where the trainer's stages (read, unique, pull, dense, push) are in it.
-  std::array<int, kNumStages> stage_index{};
+  // Where each of the trainer's stages is in it.
+  PerStage<int> stage_index;
   double unique_ids = 0.0;  // Distinct ids per batch.
   double disk_rows = 0.0;   // Rows read from the disk tier per batch.
   double hit_rate = 1.0;    // Of the memory tier.
@@ -108,8 +108,8 @@ struct DenseMeasurement {
 // Factors on the predicted time of the trainer's stages, learnt from
 // measured runs (CostModel::Refine), for pipelined and sequential runs.
 struct StageScales {
-  std::array<double, kNumStages> pipelined{1, 1, 1, 1, 1};
-  std::array<double, kNumStages> sequential{1, 1, 1, 1, 1};
+  PerStage<double> pipelined = PerStage<double>::Filled(1.0);
+  PerStage<double> sequential = PerStage<double>::Filled(1.0);
 };
 
 // A ring of devices for a collective: its order, slowest hop and largest
@@ -162,12 +162,11 @@ class CostModel {
   double RowBytes(const Program& program, int cpu) const;
 
   // Scales the time of the trainer's stages by measured / predicted (busy
-  // seconds per batch of the same configuration); a stage measured as 0 or
-  // not predicted keeps its factor.
+  // seconds per batch of the same configuration); a stage measured or
+  // predicted as 0 keeps its factor.
   // Pipelined and sequential runs are refined apart: their stages contend
   // for cores differently.
-  void Refine(const std::vector<double>& predicted, const std::vector<double>& measured,
-              bool pipelined);
+  void Refine(const PerStage<double>& predicted, const PerStage<double>& measured, bool pipelined);
   const StageScales& stage_scales() const { return scales_; }
   // Points with seconds <= 0 are ignored.
   void set_dense_measurement(DenseMeasurement measurement);

@@ -21,9 +21,9 @@ double DenseSeconds(const Program& program, const CostModel& cost, int64_t batch
   setup.batch = batch;
   setup.cpu = cpu;
   setup.dense_device = device;
-  setup.threads[3] = cost.graph().devices[cpu].cores;
+  setup.threads[Stage::kDense] = cost.graph().devices[cpu].cores;
   const StepCost step = cost.Estimate(program, setup);
-  double seconds = step.stages[step.stage_index[3]].seconds;
+  double seconds = step.stages[step.stage_index[Stage::kDense]].seconds;
   for (const SimStage& s : step.stages) {
     if (s.name == "h2d" || s.name == "d2h") seconds = std::max(seconds, s.seconds);
   }

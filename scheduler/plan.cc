@@ -41,8 +41,9 @@ std::string Plan::ToText() const {
       "plan for %s: batch %lld, %s (depth %d, max staleness %d, early pulls %s), %d threads "
       "(read %d, unique %d, pull %d, dense %d, push %d)\n",
       model.c_str(), static_cast<long long>(batch_size), pipeline ? "pipelined" : "sequential",
-      pipeline_depth, max_staleness, early_pulls ? "on" : "off", threads, stage_threads[0],
-      stage_threads[1], stage_threads[2], stage_threads[3], stage_threads[4]);
+      pipeline_depth, max_staleness, early_pulls ? "on" : "off", threads,
+      stage_threads[Stage::kRead], stage_threads[Stage::kUnique], stage_threads[Stage::kPull],
+      stage_threads[Stage::kDense], stage_threads[Stage::kPush]);
   out += line;
   out += "placement:\n";
   std::map<std::string, std::string> by_device;
@@ -229,15 +230,18 @@ Result<Plan> ParsePlanJson(const std::string& text, const std::string& path) {
     if (split->type != JsonValue::Type::kArray || split->items.size() != kNumStages) {
       return Status::InvalidArgument(path, ": stage_threads: expected ", kNumStages, " numbers");
     }
-    for (int s = 0; s < kNumStages; ++s) {
-      const double t = Number(&split->items[s]);
-      if (split->items[s].type != JsonValue::Type::kNumber || !(t >= 1 && t <= plan.threads) ||
+    // The array lists the stages in the order of kAllStages.
+    for (size_t i = 0; i < kAllStages.size(); ++i) {
+      const Stage stage = kAllStages[i];
+      const JsonValue& item = split->items[i];
+      const double t = Number(&item);
+      if (item.type != JsonValue::Type::kNumber || !(t >= 1 && t <= plan.threads) ||
           t != std::floor(t)) {
-        return Status::InvalidArgument(
-            path, ": stage_threads[", s, "] (", StageName(static_cast<Stage>(s)), ") is ", t,
-            "; expected a whole number of threads in [1, ", plan.threads, "] (the plan's threads)");
+        return Status::InvalidArgument(path, ": stage_threads[", i, "] (", StageName(stage),
+                                       ") is ", t, "; expected a whole number of threads in [1, ",
+                                       plan.threads, "] (the plan's threads)");
       }
-      plan.stage_threads[s] = static_cast<int>(t);
+      plan.stage_threads[stage] = static_cast<int>(t);
     }
   }
   if (const JsonValue* device = root.Find("dense_device");

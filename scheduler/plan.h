@@ -6,7 +6,6 @@
 // bottleneck, samples/s, and the memory, disk and bandwidth each device
 // needs. `ember plan` prints and saves it; `ember train --plan=FILE` runs it.
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -16,6 +15,7 @@
 #include "core/status.h"
 #include "scheduler/program.h"
 #include "scheduler/resource_graph.h"
+#include "scheduler/stage.h"
 
 namespace ember::scheduler {
 
@@ -60,8 +60,8 @@ struct Plan {
   bool prefetch = true;
   // Pipelined: pulls read the rows no batch in flight updates at once.
   bool early_pulls = true;
-  // Threads of read, unique, pull, dense, push.
-  std::array<int, kNumStages> stage_threads{1, 1, 1, 1, 1};
+  // Threads of each stage.
+  PerStage<int> stage_threads = PerStage<int>::Filled(1);
   // Data-parallel dense replicas (GPUs) in ring order, and the hosts the
   // table is sharded over; one replica and one host on a single machine.
   std::vector<std::string> replicas;

@@ -75,11 +75,15 @@ void AddNeeds(const Program& program, const CostModel& cost, const Placement& pl
 
 }  // namespace
 
-std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline) {
+PerStage<int> TrainerStageThreads(int threads, bool pipeline) {
   threads = std::max(1, threads);
-  if (!pipeline) return {threads, threads, threads, threads, threads};
+  if (!pipeline) return PerStage<int>::Filled(threads);
+  PerStage<int> split = PerStage<int>::Filled(1);
   const int sparse = std::max(1, threads / 4);
-  return {1, 1, sparse, threads, sparse};
+  split[Stage::kPull] = sparse;
+  split[Stage::kDense] = threads;
+  split[Stage::kPush] = sparse;
+  return split;
 }
 
 Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const PlanKnobs& knobs,
@@ -123,8 +127,9 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   sim.pool_capacity = {1.0};  // The network link: one all-to-all at full speed.
   if (knobs.pipeline) {
     // Bounded staleness: pull i completes after push i - (k + 1).
-    stages[step.stage_index[2]].waits_for = step.stage_index[4];
-    stages[step.stage_index[2]].lag = knobs.staleness + 1;
+    SimStage& pull = stages[step.stage_index[Stage::kPull]];
+    pull.waits_for = step.stage_index[Stage::kPush];
+    pull.lag = knobs.staleness + 1;
   }
   const SimResult result = SimulatePipeline(stages, sim);
 
@@ -152,7 +157,7 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   for (size_t s = 0; s < stages.size(); ++s) {
     StagePrediction p;
     p.name = stages[s].name;
-    const bool on_dense = static_cast<int>(s) == step.stage_index[3];
+    const bool on_dense = static_cast<int>(s) == step.stage_index[Stage::kDense];
     p.device = stages[s].pool > 0 ? "network"
                : stages[s].cores == 0
                    ? "pcie"
@@ -304,8 +309,8 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
       }
       if (options.free_split && best.pipeline) {
         // Each sparse stage's threads in turn, the rest as they are.
-        if (best.split == std::array<int, kNumStages>{}) best.split = best_plan.stage_threads;
-        for (int s : {1, 2, 4, 3}) {
+        if (best.split == PerStage<int>()) best.split = best_plan.stage_threads;
+        for (Stage s : {Stage::kUnique, Stage::kPull, Stage::kPush, Stage::kDense}) {
           c.clear();
           for (int t : threads) {
             if (t > best.threads) break;

@@ -8,7 +8,6 @@
 // the samples/s predicted by the cost model and a discrete-event simulation
 // of the pipeline, until no knob changes.
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "scheduler/placer.h"
 #include "scheduler/plan.h"
 #include "scheduler/program.h"
+#include "scheduler/stage.h"
 
 namespace ember::scheduler {
 
@@ -32,9 +32,9 @@ struct PlanKnobs {
   // Pipelined: pull at once the rows no batch in flight updates, and wait
   // for pushes only for the others (TrainOptions::early_pulls).
   bool early_pulls = true;
-  // Threads per stage when pipelined (read, unique, pull, dense, push; each
-  // at most `threads`); all zero: the trainer's default (TrainerStageThreads).
-  std::array<int, kNumStages> split{};
+  // Threads per stage when pipelined (each at most `threads`); all zero: the
+  // trainer's default (TrainerStageThreads).
+  PerStage<int> split;
 };
 
 struct PlannerOptions {
@@ -69,7 +69,7 @@ struct PlannerOptions {
 // here, so that the planner costs what runs): pipelined, 1 for reading
 // and unique, a quarter (at least 1) for pull and push, all for dense;
 // sequential, all for every stage.
-std::array<int, kNumStages> TrainerStageThreads(int threads, bool pipeline);
+PerStage<int> TrainerStageThreads(int threads, bool pipeline);
 
 // The plan for fixed `knobs`: placement, predictions and needs.
 // Errors of Place.

@@ -59,22 +59,6 @@ ops::OpCost Scaled(ops::OpCost c, double per) { return {c.flops / per, c.bytes /
 
 }  // namespace
 
-const char* StageName(Stage stage) {
-  switch (stage) {
-    case Stage::kRead:
-      return "read";
-    case Stage::kUnique:
-      return "unique";
-    case Stage::kPull:
-      return "pull";
-    case Stage::kDense:
-      return "dense";
-    case Stage::kPush:
-      return "push";
-  }
-  return "?";
-}
-
 double ExpectedDistinct(int64_t vocabulary, double exponent, double draws) {
   if (vocabulary <= 0 || draws <= 0) return 0.0;
   return Memoized(1, vocabulary, exponent, draws, [&] {

@@ -18,13 +18,9 @@
 #include "core/status.h"
 #include "ops/graph.h"
 #include "ops/op_cost.h"
+#include "scheduler/stage.h"
 
 namespace ember::scheduler {
-
-// The stages of a training step, in order (engine/trainer.h).
-enum class Stage { kRead = 0, kUnique, kPull, kDense, kPush };
-inline constexpr int kNumStages = 5;
-const char* StageName(Stage stage);
 
 struct ProgramOp {
   std::string name;

@@ -76,12 +76,10 @@ TEST(CostModelTest, RefineScalesEachStageByMeasuredOverPredicted) {
   const ResourceGraph graph = OneHost(2, 10.0, 20.0, 10.0);
   CostModel cost(&graph);
   cost.Refine({1.0, 2.0, 4.0, 0.0, 1.0}, {2.0, 1.0, 4.0, 3.0, 0.0}, /*pipelined=*/true);
-  EXPECT_EQ((std::array<double, kNumStages>{2.0, 0.5, 1.0, 1.0, 1.0}),
-            cost.stage_scales().pipelined);
+  EXPECT_EQ((PerStage<double>{2.0, 0.5, 1.0, 1.0, 1.0}), cost.stage_scales().pipelined);
   cost.Refine({1.0, 1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 2.0, 2.0, 2.0}, true);
-  EXPECT_EQ((std::array<double, kNumStages>{4.0, 1.0, 2.0, 2.0, 2.0}),
-            cost.stage_scales().pipelined);
-  EXPECT_EQ((std::array<double, kNumStages>{1, 1, 1, 1, 1}), cost.stage_scales().sequential);
+  EXPECT_EQ((PerStage<double>{4.0, 1.0, 2.0, 2.0, 2.0}), cost.stage_scales().pipelined);
+  EXPECT_EQ((PerStage<double>{1, 1, 1, 1, 1}), cost.stage_scales().sequential);
 }
 
 TEST(CostModelTest, RefinedScalesMultiplyThePredictedStageTimes) {
@@ -93,7 +91,7 @@ TEST(CostModelTest, RefinedScalesMultiplyThePredictedStageTimes) {
   const StepCost before = cost.Estimate(program, setup);
   cost.Refine({1, 1, 1, 1, 1}, {1, 1, 1, 3, 1}, /*pipelined=*/false);
   const StepCost after = cost.Estimate(program, setup);
-  const int dense = before.stage_index[3];
+  const int dense = before.stage_index[Stage::kDense];
   EXPECT_DOUBLE_EQ(3 * before.stages[dense].seconds, after.stages[dense].seconds);
   setup.pipelined = true;  // Refined for sequential runs only.
   EXPECT_DOUBLE_EQ(before.stages[dense].seconds,
@@ -112,12 +110,12 @@ TEST(CostModelTest, OnlyPipelinedRunsPayForSortingTheUniqueKeys) {
   setup.pipelined = false;
   const StepCost sequential = cost.Estimate(program, setup);
   const double ids = program.sparse.ids_per_example * setup.batch;
-  EXPECT_DOUBLE_EQ(ids * 30e-9, sequential.stages[sequential.stage_index[1]].seconds);
+  EXPECT_DOUBLE_EQ(ids * 30e-9, sequential.stages[sequential.stage_index[Stage::kUnique]].seconds);
   setup.pipelined = true;
   const StepCost pipelined = cost.Estimate(program, setup);
   const double u = pipelined.unique_ids;
   EXPECT_DOUBLE_EQ(ids * 30e-9 + u * std::log2(u) * 5e-9,
-                   pipelined.stages[pipelined.stage_index[1]].seconds);
+                   pipelined.stages[pipelined.stage_index[Stage::kUnique]].seconds);
 }
 
 TEST(CostModelTest, TheDenseStageIsATeamOnACpuNotOnAGpu) {
@@ -126,11 +124,11 @@ TEST(CostModelTest, TheDenseStageIsATeamOnACpuNotOnAGpu) {
   const CostModel cost(&graph);
   StepSetup setup;
   const StepCost on_cpu = cost.Estimate(program, setup);
-  EXPECT_TRUE(on_cpu.stages[on_cpu.stage_index[3]].team);
-  EXPECT_FALSE(on_cpu.stages[on_cpu.stage_index[2]].team);
+  EXPECT_TRUE(on_cpu.stages[on_cpu.stage_index[Stage::kDense]].team);
+  EXPECT_FALSE(on_cpu.stages[on_cpu.stage_index[Stage::kPull]].team);
   setup.dense_device = graph.DevicesOf(DeviceKind::kGpu)[0];
   const StepCost on_gpu = cost.Estimate(program, setup);
-  EXPECT_FALSE(on_gpu.stages[on_gpu.stage_index[3]].team);
+  EXPECT_FALSE(on_gpu.stages[on_gpu.stage_index[Stage::kDense]].team);
 }
 
 // A miss of the memory tier costs at least the disk's random read; the
@@ -171,11 +169,11 @@ TEST(CostModelTest, RowsCreatedBeyondTheMemoryTierCostASpillEach) {
   const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
   StepSetup setup;
   setup.memory_budget_bytes = 64 << 20;
-  setup.threads = {1, 1, 1, 1, 1};
+  setup.threads = PerStage<int>::Filled(1);
   auto pull = [&](double create_us) {
     graph.devices[disk].rates.tier_create_us_per_row = create_us;
     const StepCost step = CostModel(&graph).Estimate(program, setup);
-    return step.stages[step.stage_index[2]].seconds;
+    return step.stages[step.stage_index[Stage::kPull]].seconds;
   };
   const CostModel cost(&graph);
   const double rows = program.TableRows();

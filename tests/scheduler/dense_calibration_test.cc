@@ -296,10 +296,10 @@ double DenseStage(const CostModel& cost, const Program& program, int64_t batch, 
   StepSetup setup;
   setup.batch = batch;
   setup.pipelined = false;
-  setup.threads = {threads, threads, threads, threads, threads};
+  setup.threads = PerStage<int>::Filled(threads);
   setup.dense_device = device;
   const StepCost step = cost.Estimate(program, setup);
-  return step.stages[step.stage_index[3]].seconds;
+  return step.stages[step.stage_index[Stage::kDense]].seconds;
 }
 
 TEST(DenseMeasurementCostTest, WithoutAMeasurementTheDenseStageIsTheRoofline) {

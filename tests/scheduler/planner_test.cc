@@ -14,9 +14,9 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 TEST(TrainerStageThreadsTest, MatchesTheTrainersSplit) {
-  EXPECT_EQ((std::array<int, kNumStages>{1, 1, 2, 8, 2}), TrainerStageThreads(8, true));
-  EXPECT_EQ((std::array<int, kNumStages>{1, 1, 1, 2, 1}), TrainerStageThreads(2, true));
-  EXPECT_EQ((std::array<int, kNumStages>{3, 3, 3, 3, 3}), TrainerStageThreads(3, false));
+  EXPECT_EQ((PerStage<int>{1, 1, 2, 8, 2}), TrainerStageThreads(8, true));
+  EXPECT_EQ((PerStage<int>{1, 1, 1, 2, 1}), TrainerStageThreads(2, true));
+  EXPECT_EQ((PerStage<int>{3, 3, 3, 3, 3}), TrainerStageThreads(3, false));
 }
 
 TEST(PredictPlanTest, SamplesPerSecondIsTheBatchOverTheSimulatedStepTime) {
@@ -142,8 +142,8 @@ TEST(MakePlanTest, AFreeSplitGivesTheSparseStagesTheCoresADenseGpuStageLeaves) {
   ASSERT_TRUE(free->dense_device.is_cuda());
   EXPECT_GT(free->predicted_samples_per_sec, 1.05 * fixed->predicted_samples_per_sec)
       << free->ToText() << fixed->ToText();
-  const int pull = free->stage_threads[static_cast<int>(Stage::kPull)];
-  const int push = free->stage_threads[static_cast<int>(Stage::kPush)];
+  const int pull = free->stage_threads[Stage::kPull];
+  const int push = free->stage_threads[Stage::kPush];
   EXPECT_GT(std::max(pull, push), 2) << free->ToText();
   for (int t : free->stage_threads) {
     EXPECT_GE(t, 1);
