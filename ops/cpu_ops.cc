@@ -9,6 +9,7 @@
 #include "ops/dropout.h"
 #include "ops/fm_interaction.h"
 #include "ops/moe_routing.h"
+#include "ops/moe_routing_ops.h"
 #include "ops/op_registry.h"
 
 namespace ember::ops {
@@ -524,7 +525,7 @@ Status RegisterCpuOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("softmax", DeviceType::kCpu, SoftmaxCpu()));
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(MixtureDef()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("mixture", DeviceType::kCpu, MixtureCpu()));
-  return Status::OK();
+  return RegisterMoeRoutingOps(registry);
 }
 
 }  // namespace ember::ops

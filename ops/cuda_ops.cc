@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/dense_ops_cuda.h"
+#include "ops/moe_routing_ops.h"
 #include "ops/op_registry.h"
 
 namespace ember::ops {
@@ -318,6 +319,10 @@ Status RegisterCudaOps(OpRegistry* registry) {
   // MMoE's mixture is newer than the other operators: registered with it.
   if (registry->FindOp("mixture").ok()) {
     EMBER_RETURN_IF_ERROR(registry->RegisterKernel("mixture", kCuda, MixtureCuda()));
+  }
+  // The routing operators, likewise (ops/moe_routing_ops_cuda.cc).
+  if (registry->FindOp("moe_route").ok()) {
+    EMBER_RETURN_IF_ERROR(RegisterMoeRoutingCudaKernels(registry));
   }
   return Status::OK();
 }

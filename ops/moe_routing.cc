@@ -217,6 +217,15 @@ Result<int64_t> MoeCapacity(int64_t num_tokens, int64_t num_experts, int k,
   return static_cast<int64_t>(slots);
 }
 
+Result<int64_t> MoeRoutingCapacity(int64_t num_tokens, int64_t num_experts,
+                                   const MoeRoutingOptions& options) {
+  // MoeCapacity checks k and the counts also when options.capacity is used.
+  EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
+                         MoeCapacity(num_tokens, num_experts, options.k,
+                                     options.capacity < 0 ? options.capacity_factor : 1.0));
+  return options.capacity < 0 ? capacity : options.capacity;
+}
+
 Result<MoeRouting> RouteTopK(const Tensor& probs, const MoeRoutingOptions& options) {
   constexpr const char* kOp = "RouteTopK";
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "probs", probs, DType::kF32, 2));
@@ -225,7 +234,7 @@ Result<MoeRouting> RouteTopK(const Tensor& probs, const MoeRoutingOptions& optio
     return Status::InvalidArgument(kOp, ": probs must have at least one expert, got ",
                                    probs.DebugString());
   }
-  Result<int64_t> capacity_or = MoeCapacity(batch, experts, options.k, options.capacity_factor);
+  Result<int64_t> capacity_or = MoeRoutingCapacity(batch, experts, options);
   if (!capacity_or.ok()) return capacity_or.status().WithContext(kOp);
   const int64_t capacity = *capacity_or;
   EMBER_RETURN_IF_ERROR(CheckProbs(kOp, probs));

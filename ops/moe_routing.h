@@ -41,6 +41,10 @@ struct MoeRoutingOptions {
   // Slots per expert = ceil(capacity_factor * k * B / E); see MoeCapacity.
   // REQUIRES: finite and > 0. Default: 1.25.
   double capacity_factor = 1.25;
+  // When >= 0, the slots per expert, in place of capacity_factor's (which is
+  // then not read): the graph operators (ops/moe_routing_ops.h) size the
+  // buffers by the batch's rows. Default: -1, from capacity_factor.
+  int64_t capacity = -1;
   // When true a token's gate weights are its top-k probabilities divided by
   // their sum (GShard's top-2 gate); the sum runs over all k choices, dropped
   // ones included, so a kept weight does not change when a sibling choice is
@@ -72,14 +76,20 @@ struct MoeRouting {
 // expert. InvalidArgument for num_tokens < 0, num_experts < 1, k outside
 // [1, num_experts] or a capacity_factor that is not finite and > 0.
 Result<int64_t> MoeCapacity(int64_t num_tokens, int64_t num_experts, int k, double capacity_factor);
+// The buffer rows per expert that RouteTopK gives `num_tokens` tokens:
+// options.capacity when >= 0, else MoeCapacity's. The errors of MoeCapacity
+// (k and the counts are checked either way).
+Result<int64_t> MoeRoutingCapacity(int64_t num_tokens, int64_t num_experts,
+                                   const MoeRoutingOptions& options);
 
 // Routes each token of probs[B, E] to its top-k experts. Tokens claim slots in
 // token order (token 0 first), and a token's choices in rank order; a choice
-// whose expert already holds `capacity` tokens is dropped. (GShard instead
-// serves every token's first choice before any second choice; with k = 1 the
-// two agree.) The returned tensors are new. InvalidArgument for options out of
-// range and for probs that are negative or not finite (naming the element),
-// and, with normalize_gates, for a token whose top-k probabilities sum to 0.
+// whose expert already holds `capacity` tokens (MoeRoutingCapacity) is
+// dropped. (GShard instead serves every token's first choice before any
+// second choice; with k = 1 the two agree.) The returned tensors are new.
+// InvalidArgument for options out of range and for probs that are negative or
+// not finite (naming the element), and, with normalize_gates, for a token
+// whose top-k probabilities sum to 0.
 Result<MoeRouting> RouteTopK(const Tensor& probs, const MoeRoutingOptions& options);
 
 // dprobs[B, E] from dgate[B, k], with the routing held fixed: the gradient of

@@ -149,8 +149,9 @@ class OpRegistry {
 // dot_interaction and fm_interaction (attr features: the input is that many
 // vectors side by side), add, cross_layer (x0, xl, weight, bias; output 1
 // saves z), cross_layer_low_rank (x0, xl, u, v, bias; outputs 1 and 2 save t
-// and z), dropout (attrs rate, seed; identity outside training), softmax and
-// mixture (gate [E], experts [E * H] -> [H]).
+// and z), dropout (attrs rate, seed; identity outside training), softmax,
+// mixture (gate [E], experts [E * H] -> [H]), and the mixture-of-experts
+// routing moe_route, moe_dispatch and moe_combine (ops/moe_routing_ops.h).
 Status RegisterCpuOps(OpRegistry* registry);
 
 // Registers a CUDA kernel (queued on KernelContext::stream) for every

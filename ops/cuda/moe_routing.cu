@@ -10,6 +10,7 @@
 
 #include "ops/cuda/common.h"
 #include "ops/dense_ops_cuda.h"
+#include "ops/moe_routing_cuda.h"
 
 namespace ember::ops {
 namespace {
@@ -286,6 +287,27 @@ __global__ void MixtureExpertGradientKernel(const float* gate, const float* dout
   }
 }
 
+// The routing value of the graph operators: [B, 2, k] f32, experts then slots.
+__global__ void EncodeRoutingKernel(const int32_t* expert, const int32_t* slot, int64_t batch,
+                                    int64_t k, float* encoded) {
+  EMBER_FOR_EACH_INDEX(i, batch * k) {
+    const int64_t b = i / k, j = i % k;
+    encoded[b * 2 * k + j] = static_cast<float>(expert[i]);
+    encoded[(b * 2 + 1) * k + j] = static_cast<float>(slot[i]);
+  }
+}
+
+__global__ void DecodeRoutingKernel(const float* encoded, int64_t batch, int64_t k, int32_t* expert,
+                                    int32_t* slot) {
+  EMBER_FOR_EACH_INDEX(i, batch * k) {
+    const int64_t b = i / k, j = i % k;
+    // moe_route writes exact integers; anything else converts saturating
+    // (NaN to 0), and the routing kernels skip indices out of range.
+    expert[i] = __float2int_rn(encoded[b * 2 * k + j]);
+    slot[i] = __float2int_rn(encoded[(b * 2 + 1) * k + j]);
+  }
+}
+
 #undef EMBER_FOR_EACH_INDEX
 #undef EMBER_FOR_EACH_WARP_ROW
 
@@ -390,7 +412,7 @@ Result<MoeRouting> RouteTopKCuda(const Tensor& probs, const MoeRoutingOptions& o
     return Status::InvalidArgument(kOp, ": probs must have at least one expert, got ",
                                    probs.DebugString());
   }
-  Result<int64_t> capacity_or = MoeCapacity(batch, experts, options.k, options.capacity_factor);
+  Result<int64_t> capacity_or = MoeRoutingCapacity(batch, experts, options);
   if (!capacity_or.ok()) return capacity_or.status().WithContext(kOp);
   const int64_t capacity = *capacity_or;
   EMBER_RETURN_IF_ERROR(cuda::CheckFitsInt(kOp, "tokens x k", batch * k));
@@ -653,6 +675,42 @@ Status MixtureBackwardCuda(const Tensor& gate, const Tensor& experts, const Tens
     EMBER_RETURN_IF_ERROR(cuda::CheckLaunch(kOp, "MixtureExpertGradientKernel"));
   }
   return Status::OK();
+}
+
+Status EncodeMoeRoutingCuda(const MoeRouting& routing, Tensor* encoded, CudaStream& stream) {
+  constexpr const char* kOp = "EncodeMoeRoutingCuda";
+  const Device device = Device::Cuda(stream.device());
+  int64_t batch = 0, k = 0;
+  EMBER_RETURN_IF_ERROR(CheckRouting(kOp, routing, device, &batch, &k));
+  EMBER_RETURN_IF_ERROR(
+      cuda::CheckDeviceOutput(kOp, "encoded", encoded, DType::kF32, {batch, 2, k}, device));
+  EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
+  if (batch * k == 0) return Status::OK();
+  EncodeRoutingKernel<<<cuda::GridFor(batch * k, kThreads), kThreads, 0, cuda::Native(stream)>>>(
+      routing.expert.data<int32_t>(), routing.slot.data<int32_t>(), batch, k,
+      encoded->data<float>());
+  return cuda::CheckLaunch(kOp, "EncodeRoutingKernel");
+}
+
+Status DecodeMoeRoutingCuda(const Tensor& encoded, MoeRouting* routing, CudaStream& stream) {
+  constexpr const char* kOp = "DecodeMoeRoutingCuda";
+  const Device device = Device::Cuda(stream.device());
+  EMBER_RETURN_IF_ERROR(cuda::CheckDeviceRank(kOp, "encoded", encoded, DType::kF32, 3, device));
+  const int64_t batch = encoded.dim(0), k = encoded.dim(2);
+  if (encoded.dim(1) != 2) {
+    return Status::InvalidArgument(kOp, ": encoded is ", encoded.DebugString(),
+                                   ", expected [B, 2, k]");
+  }
+  EMBER_RETURN_IF_ERROR(cuda::UseDevice(kOp, stream));
+  EMBER_ASSIGN_OR_RETURN(routing->expert,
+                         Tensor::Allocate({batch, k}, DType::kI32, device, stream.allocator()));
+  EMBER_ASSIGN_OR_RETURN(routing->slot,
+                         Tensor::Allocate({batch, k}, DType::kI32, device, stream.allocator()));
+  if (batch * k == 0) return Status::OK();
+  DecodeRoutingKernel<<<cuda::GridFor(batch * k, kThreads), kThreads, 0, cuda::Native(stream)>>>(
+      encoded.data<float>(), batch, k, routing->expert.data<int32_t>(),
+      routing->slot.data<int32_t>());
+  return cuda::CheckLaunch(kOp, "DecodeRoutingKernel");
 }
 
 }  // namespace ember::ops

@@ -1,0 +1,138 @@
+#pragma once
+
+// The dense half of a CTR model: a graph of registered operators
+// (ops/graph.h) run by a GraphExecutor, with its parameters' optimizer state.
+// The graph's inputs are "dense" [num_dense] (absent for data without dense
+// features) and "pooled" [pooled width] (the pooled embeddings of every
+// slot), in that order; its one output is a logit per task. Which graph is
+// the model's business (engine/model_zoo.h builds the zoo's); this class only
+// runs it, on the CPU or on a CUDA device. Its callers hand it host tensors
+// either way.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/dense_optimizer.h"
+#include "ops/graph.h"
+#include "ops/graph_executor.h"
+#include "ops/precision.h"
+
+namespace ember::ops {
+
+// Where and how a DenseModel runs.
+struct DenseModelOptions {
+  // Seeds the parameters' initial values (GraphExecutor::Create): the same
+  // seed gives the same values on every device.
+  uint64_t seed = 1;
+  // Where the parameters, gradients, optimizer state and activations live.
+  Device device = Device::Cpu();
+  // The GEMM arithmetic of the fully connected layers (ops/precision.h).
+  ComputePrecision precision = ComputePrecision::kF32;
+  // On the CPU: the row shards each batch runs in (GraphExecutor::
+  // set_row_shards): 0, one per thread of the arena that runs the step; 1,
+  // none (every kernel on the whole batch with all the threads).
+  int cpu_row_shards = 0;
+};
+
+// A trainable tensor with its gradient and optimizer state, on the model's
+// device.
+struct Parameter {
+  Tensor value;
+  Tensor grad;
+  DenseOptimizerSlot slot;
+};
+
+// On a CUDA device, Forward and Backward copy their host inputs in and their
+// results out on the model's stream through device buffers kept from step to
+// step (reallocated only when a batch is larger than any before), and wait for
+// the stream before returning; OptimizerStep queues its updates without
+// waiting (the next call orders after them).
+// Thread safety: none; one model belongs to one dense stage.
+class DenseModel {
+ public:
+  // Runs `graph` (see the top of this file for its inputs and output).
+  // InvalidArgument when the graph's inputs or outputs are not those, or on
+  // bad options; FailedPrecondition for a CUDA device when Ember was built
+  // without CUDA or the device is absent.
+  static Result<std::unique_ptr<DenseModel>> Create(std::unique_ptr<Graph> graph,
+                                                    const DenseModelOptions& options);
+
+  // logits[B, num_tasks] from dense[B, num_dense] (not read when num_dense is 0)
+  // and pooled[B, num_slots * dim], all on the host. On the CPU the inputs
+  // must stay alive and unchanged until Backward. `*logits` is valid until the
+  // next Forward. InvalidArgument naming an input on the wrong device or of
+  // the wrong shape.
+  Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits);
+  // From dlogits[B, num_tasks] (after Forward), fills every parameter's grad and
+  // dpooled[B, num_slots * dim] (both host tensors; dpooled allocated by the
+  // caller).
+  Status Backward(const Tensor& dlogits, Tensor* dpooled);
+
+  // Gives every parameter zeroed optimizer state for `options` on the model's
+  // device (on the CPU: NewDenseOptimizerSlot).
+  Status InitOptimizer(const DenseOptimizerOptions& options);
+  // One update of every parameter from its grad (after Backward), in
+  // parameters() order, on the model's device (on the CPU:
+  // DenseOptimizerStep). `step` counts updates from 1. REQUIRES:
+  // InitOptimizer with the same options.
+  Status OptimizerStep(const DenseOptimizerOptions& options, int64_t step);
+
+  // The parameters, on the model's device: on a CUDA device their tensors
+  // cannot be read or written from the host (use the copies below).
+  std::vector<Parameter*> parameters();
+  // Host copies of every parameter's value and optimizer state (grad left
+  // undefined; a slot tensor the optimizer does not use stays undefined), in
+  // parameters() order: what a checkpoint saves. Waits for the stream.
+  Result<std::vector<Parameter>> ParametersToHost();
+  // Overwrites every parameter's value and optimizer state from host
+  // tensors laid out as ParametersToHost gives them (what a checkpoint
+  // restores). Waits for the stream. InvalidArgument, with nothing changed,
+  // when the count or a tensor's size differs.
+  Status ParametersFromHost(const std::vector<Parameter>& host);
+
+  const Device& device() const { return options_.device; }
+  const DenseModelOptions& options() const { return options_; }
+  // Per example: dense features (0: the graph has no "dense" input), pooled
+  // embedding floats, and logits (tasks).
+  int64_t num_dense() const { return num_dense_; }
+  int64_t pooled_width() const { return pooled_width_; }
+  int num_tasks() const { return num_tasks_; }
+  const Graph& graph() const { return *graph_; }
+  // Forward multiply-adds x2 of one example (from the graph's op costs).
+  int64_t forward_flops_per_example() const;
+
+ private:
+  DenseModel(const DenseModelOptions& options, std::unique_ptr<Graph> graph,
+             std::unique_ptr<GraphExecutor> executor);
+
+  // A view of `shape` on the first elements of `*buffer` (on the model's
+  // device, or pinned host memory when `pinned`), which grows when too small.
+  Result<Tensor> Reusable(Tensor* buffer, std::vector<int64_t> shape, bool pinned);
+  // On a CUDA device: runs `body` and, when it fails, waits for the stream
+  // (copies from the caller's tensors may still be queued) before returning
+  // its error.
+  Status WaitingOnFailure(const std::function<Status()>& body);
+  // Copies host `tensor` (named `what` in errors) into a reusable buffer on
+  // the device and returns the device view.
+  Result<Tensor> CopyIn(const char* what, const Tensor& tensor, Tensor* buffer);
+
+  DenseModelOptions options_;
+  int64_t num_dense_ = 0;
+  int64_t pooled_width_ = 0;
+  int num_tasks_ = 1;
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<GraphExecutor> executor_;
+  std::vector<Parameter> parameters_;
+  std::vector<Tensor> inputs_;  // Of the executor: on its device.
+  // Reusable buffers of a model on a CUDA device (unused on the CPU).
+  Tensor dense_buffer_, pooled_buffer_, dlogits_buffer_, dpooled_buffer_;
+  Tensor logits_host_;  // Pinned.
+};
+
+}  // namespace ember::ops

@@ -1,0 +1,55 @@
+#pragma once
+
+// The mixture-of-experts routing of ops/moe_routing.h as registry operators
+// (ops/op_registry.h), so that a model graph can route tokens to experts. A
+// graph value is f32 and per example, so the routing and the expert buffers
+// travel in that form:
+//
+//   probs [E] --moe_route--> gate [k], routing [2, k]
+//   x [H], routing --moe_dispatch--> buffers [S, H]
+//   expert_out [S, H], gate, routing --moe_combine--> out [H]
+//
+//  * routing [2, k] of token b: row 0 its k experts, row 1 their slots (-1
+//    for a choice dropped for lack of capacity), as f32 holding exact
+//    integers (MoeRouting's expert and slot). It has no gradient: the ops
+//    that read it give it zeros, and moe_route ignores what reaches it.
+//  * buffers [S, H] per token (attr "slots" S): the batch's B * S rows hold
+//    the experts' buffers [E, capacity, H] first, capacity =
+//    MoeSlotCapacity(B, E, S), then zero rows up to B * S. An expert's
+//    buffer is thus rows [e * capacity, (e + 1) * capacity) of the batch's
+//    buffers viewed as [B * S, H]; an op that applies the experts reads them
+//    there, and expert_out follows the same layout (its padding rows are
+//    not read).
+//
+// The attrs: moe_route "k" (experts per token, 1 <= k <= E; default 1),
+// "slots" (S >= 1; default k) and "normalize" (1: GShard's normalised gates,
+// MoeRoutingOptions::normalize_gates; default 0); moe_dispatch "experts" (E)
+// and "slots" (S, those of its moe_route); moe_combine "experts" (E).
+// The capacity depends on the batch and slots are claimed in token order, so
+// none of the three computes a row from that row alone (not rows_independent).
+// Costs are those of ops/moe_routing.h at the batch's capacity, plus the
+// padding rows written.
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "ops/op_registry.h"
+
+namespace ember::ops {
+
+// floor(batch * slots / experts): the buffer rows per expert when a batch of
+// `batch` tokens keeps `slots` rows per token for `experts` experts, so that
+// the experts' buffers fit in the batch's rows (a capacity factor of
+// slots / k, rounded down; 0 when the batch has fewer rows than experts).
+// REQUIRES: batch >= 0, slots >= 1, experts >= 1.
+int64_t MoeSlotCapacity(int64_t batch, int64_t experts, int64_t slots);
+
+// Registers moe_route, moe_dispatch and moe_combine with their CPU kernels
+// (RegisterCpuOps calls it). AlreadyExists when they already are.
+Status RegisterMoeRoutingOps(OpRegistry* registry);
+
+// Registers their CUDA kernels (RegisterCudaOps calls it in a CUDA build);
+// RegisterMoeRoutingOps must have run first.
+Status RegisterMoeRoutingCudaKernels(OpRegistry* registry);
+
+}  // namespace ember::ops
