@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "engine/model_zoo.h"
+#include "engine/model_registry.h"
 #include "engine/trainer.h"
 #include "io/batch.h"
 #include "io/dataset.h"
+#include "scheduler/stage.h"
 
 namespace ember::engine {
 namespace {
@@ -48,7 +49,7 @@ std::vector<double> DenseSpans(const Tracer& tracer, size_t first) {
   std::vector<double> seconds;
   const std::vector<Tracer::Event> events = tracer.Events();
   for (size_t i = first; i < events.size(); ++i) {
-    if (events[i].name == "dense") seconds.push_back(events[i].duration_us * 1e-6);
+    if (events[i].name == scheduler::StageName(scheduler::Stage::kDense)) seconds.push_back(events[i].duration_us * 1e-6);
   }
   return seconds;
 }
@@ -72,24 +73,18 @@ std::string Widths(const std::vector<int>& widths) {
 Result<double> TimeDenseStep(const DenseStepTimingOptions& options) {
   const ModelOptions& model = options.model;
   TrainOptions train;
-  train.model = model.name;
-  train.embedding_dim = model.embedding_dim;
-  train.bottom_mlp = model.bottom_mlp;
-  train.top_mlp = model.top_mlp;
-  train.cross_layers = model.cross_layers;
-  train.cross_rank = model.cross_rank;
-  train.num_experts = model.num_experts;
-  train.expert_mlp = model.expert_mlp;
+  train.model = model;
+  train.table.dim = model.embedding_dim;
   train.batch_size = static_cast<int>(options.batch);
   train.threads = options.threads;
   train.seed = model.seed;
   train.shuffle = false;
   train.dense_optimizer = options.optimizer;
-  train.pipeline = false;
+  train.pipeline.pipelined = false;
   train.show_progress = false;
-  train.watchdog_seconds = 0.0;
+  train.pipeline.watchdog_seconds = 0.0;
   Tracer tracer;
-  train.tracer = &tracer;
+  train.pipeline.tracer = &tracer;
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                          Trainer::Create(train, model.num_dense, model.num_slots, model.num_tasks));
 
@@ -111,15 +106,15 @@ std::string DenseStepDescriptor(const ModelOptions& model,
                      " slots=" + std::to_string(model.num_slots) +
                      " dim=" + std::to_string(model.embedding_dim) +
                      " tasks=" + std::to_string(model.num_tasks);
-  const std::vector<std::string> models = ModelNames();
-  const bool known = std::find(models.begin(), models.end(), model.name) != models.end();
-  if (model.name == "dlrm" || !known) text += " bottom=" + Widths(model.bottom_mlp);
-  if (model.name == "dcn_v2" || !known) {
-    text += " cross=" + std::to_string(model.cross_layers) +
-            " rank=" + std::to_string(model.cross_rank);
-  }
-  if (model.name == "mmoe" || !known) {
-    text += " experts=" + std::to_string(model.num_experts) + " expert=" + Widths(model.expert_mlp);
+  // The model's own fields; every field any model uses for a name that is
+  // not known.
+  Result<const ModelSpec*> spec = DefaultModelRegistry().Find(model.name);
+  if (spec.ok()) {
+    if ((*spec)->describe) text += (*spec)->describe(model);
+  } else {
+    text += " bottom=" + Widths(model.bottom_mlp) + " cross=" + std::to_string(model.cross_layers) +
+            " rank=" + std::to_string(model.cross_rank) +
+            " experts=" + std::to_string(model.num_experts) + " expert=" + Widths(model.expert_mlp);
   }
   text += " top=" + Widths(model.top_mlp) + " optimizer=" + ops::DenseOptimizerName(optimizer.type);
   return text;

@@ -1,212 +1,24 @@
 #include "engine/model.h"
 
-#include <array>
 #include <utility>
 
-#include "core/allocator.h"
-#include "core/tensor_copy.h"
 #include "engine/model_zoo.h"
-#include "ops/dense_ops_cuda.h"
 
 namespace ember::engine {
-namespace {
 
-// A parameter's tensors in checkpoint order.
-std::array<Tensor*, 3> StateTensors(Parameter& p) {
-  return {&p.value, &p.slot.first_moment, &p.slot.second_moment};
+ops::DenseModelOptions DenseModelOptionsOf(const ModelOptions& options) {
+  ops::DenseModelOptions dense;
+  dense.seed = options.seed;
+  dense.device = options.device;
+  dense.precision = options.precision;
+  dense.cpu_row_shards = options.cpu_row_shards;
+  return dense;
 }
-std::array<const Tensor*, 3> StateTensors(const Parameter& p) {
-  return {&p.value, &p.slot.first_moment, &p.slot.second_moment};
-}
 
-}  // namespace
-
-Result<std::unique_ptr<DenseModel>> DenseModel::Create(const ModelOptions& options) {
+Result<std::unique_ptr<DenseModel>> NewDenseModel(const ModelOptions& options) {
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ops::Graph> graph,
                          BuildModelGraph(options, ops::DefaultOpRegistry()));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ops::GraphExecutor> executor,
-                         ops::GraphExecutor::Create(graph.get(), options.seed, options.device));
-  EMBER_RETURN_IF_ERROR(executor->set_precision(options.precision));
-  EMBER_RETURN_IF_ERROR(
-      executor->set_row_shards(options.cpu_row_shards).WithContext("the dense model"));
-  return std::unique_ptr<DenseModel>(
-      new DenseModel(options, std::move(graph), std::move(executor)));
-}
-
-DenseModel::DenseModel(const ModelOptions& options, std::unique_ptr<ops::Graph> graph,
-                       std::unique_ptr<ops::GraphExecutor> executor)
-    : options_(options), graph_(std::move(graph)), executor_(std::move(executor)) {
-  // Parameter shares the executor's tensors (Tensor shares its storage).
-  for (size_t i = 0; i < executor_->parameters().size(); ++i) {
-    parameters_.push_back(Parameter{executor_->parameters()[i], executor_->gradients()[i], {}});
-  }
-}
-
-Result<Tensor> DenseModel::Reusable(Tensor* buffer, std::vector<int64_t> shape, bool pinned) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (!buffer->defined() || buffer->numel() < n) {
-    EMBER_ASSIGN_OR_RETURN(
-        *buffer, pinned ? Tensor::Allocate({n}, DType::kF32, Device::Cpu(), PinnedHostAllocator())
-                        : Tensor::Allocate({n}, DType::kF32, device()));
-  }
-  return buffer->Slice(0, n).Reshape(std::move(shape));
-}
-
-Result<Tensor> DenseModel::CopyIn(const char* what, const Tensor& tensor, Tensor* buffer) {
-  if (!tensor.defined() || !tensor.device().is_cpu() || tensor.dtype() != DType::kF32) {
-    return Status::InvalidArgument("the dense model on ", device().ToString(), " takes ", what,
-                                   " as an f32 host tensor, got ",
-                                   tensor.defined() ? tensor.DebugString() : "none");
-  }
-  EMBER_ASSIGN_OR_RETURN(Tensor on_device, Reusable(buffer, tensor.shape(), /*pinned=*/false));
-  EMBER_RETURN_IF_ERROR(CopyTensor(tensor, &on_device, executor_->stream()));
-  return on_device;
-}
-
-Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits) {
-  inputs_.clear();
-  if (device().is_cpu()) {
-    if (options_.num_dense > 0) inputs_.push_back(dense);
-    inputs_.push_back(pooled);
-    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
-    *logits = executor_->output(0);
-    return Status::OK();
-  }
-  return WaitingOnFailure([&]() -> Status {
-    if (options_.num_dense > 0) {
-      EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("dense", dense, &dense_buffer_));
-      inputs_.push_back(on_device);
-    }
-    EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("pooled", pooled, &pooled_buffer_));
-    inputs_.push_back(on_device);
-    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
-    const Tensor& out = executor_->output(0);
-    EMBER_ASSIGN_OR_RETURN(Tensor host, Reusable(&logits_host_, out.shape(), /*pinned=*/true));
-    EMBER_RETURN_IF_ERROR(CopyTensor(out, &host, executor_->stream()));
-    EMBER_RETURN_IF_ERROR(executor_->stream()->Synchronize().WithContext("the dense forward"));
-    *logits = host;
-    return Status::OK();
-  });
-}
-
-Status DenseModel::WaitingOnFailure(const std::function<Status()>& body) {
-  const Status status = body();
-  // Copies from the caller's tensors may still be queued: the caller may
-  // reuse its tensors once this returns.
-  if (!status.ok()) executor_->stream()->Synchronize().IgnoreError();
-  return status;
-}
-
-Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
-  if (inputs_.empty()) return Status::FailedPrecondition("Backward before Forward");
-  std::vector<Tensor*> input_grads(inputs_.size(), nullptr);
-  if (device().is_cpu()) {
-    input_grads.back() = dpooled;
-    return executor_->Backward({dlogits}, input_grads);
-  }
-  const Tensor& pooled = inputs_.back();
-  if (dpooled == nullptr || !dpooled->defined() || !dpooled->device().is_cpu() ||
-      dpooled->dtype() != DType::kF32 || dpooled->numel() != pooled.numel()) {
-    return Status::InvalidArgument(
-        "the dense model on ", device().ToString(), " writes dpooled to an f32 host tensor of ",
-        pooled.numel(), " elements, got ",
-        dpooled != nullptr && dpooled->defined() ? dpooled->DebugString() : "none");
-  }
-  return WaitingOnFailure([&]() -> Status {
-    EMBER_ASSIGN_OR_RETURN(Tensor dlogits_on_device, CopyIn("dlogits", dlogits, &dlogits_buffer_));
-    EMBER_ASSIGN_OR_RETURN(Tensor dpooled_on_device,
-                           Reusable(&dpooled_buffer_, pooled.shape(), /*pinned=*/false));
-    input_grads.back() = &dpooled_on_device;
-    EMBER_RETURN_IF_ERROR(executor_->Backward({dlogits_on_device}, input_grads));
-    EMBER_RETURN_IF_ERROR(CopyTensor(dpooled_on_device, dpooled, executor_->stream()));
-    return executor_->stream()->Synchronize().WithContext("the dense backward");
-  });
-}
-
-Status DenseModel::InitOptimizer(const ops::DenseOptimizerOptions& options) {
-  for (Parameter& p : parameters_) {
-    if (device().is_cpu()) {
-      p.slot = ops::NewDenseOptimizerSlot(options, p.value);
-      continue;
-    }
-    EMBER_ASSIGN_OR_RETURN(p.slot,
-                           ops::NewDenseOptimizerSlotCuda(options, p.value, *executor_->stream()));
-  }
-  return Status::OK();
-}
-
-Status DenseModel::OptimizerStep(const ops::DenseOptimizerOptions& options, int64_t step) {
-  for (Parameter& p : parameters_) {
-    EMBER_RETURN_IF_ERROR(device().is_cpu()
-                              ? ops::DenseOptimizerStep(options, step, p.grad, &p.value, &p.slot)
-                              : ops::DenseOptimizerStepCuda(options, step, p.grad, &p.value,
-                                                            &p.slot, *executor_->stream()));
-  }
-  return Status::OK();
-}
-
-std::vector<Parameter*> DenseModel::parameters() {
-  std::vector<Parameter*> params;
-  for (Parameter& p : parameters_) params.push_back(&p);
-  return params;
-}
-
-Result<std::vector<Parameter>> DenseModel::ParametersToHost() {
-  std::vector<Parameter> host(parameters_.size());
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    const std::array<const Tensor*, 3> from = StateTensors(std::as_const(parameters_[i]));
-    const std::array<Tensor*, 3> to = StateTensors(host[i]);
-    for (size_t t = 0; t < from.size(); ++t) {
-      if (!from[t]->defined()) continue;
-      *to[t] = Tensor::Empty(from[t]->shape());
-      EMBER_RETURN_IF_ERROR(CopyTensor(*from[t], to[t], executor_->stream()));
-    }
-  }
-  if (executor_->stream() != nullptr) {
-    EMBER_RETURN_IF_ERROR(executor_->stream()->Synchronize().WithContext("copying parameters"));
-  }
-  return host;
-}
-
-Status DenseModel::ParametersFromHost(const std::vector<Parameter>& host) {
-  if (host.size() != parameters_.size()) {
-    return Status::InvalidArgument("the model has ", parameters_.size(), " parameters, got ",
-                                   host.size());
-  }
-  // Check everything before changing anything.
-  for (size_t i = 0; i < host.size(); ++i) {
-    const std::array<Tensor*, 3> to = StateTensors(parameters_[i]);
-    const std::array<const Tensor*, 3> from = StateTensors(host[i]);
-    for (size_t t = 0; t < to.size(); ++t) {
-      const bool fits =
-          from[t]->defined() == to[t]->defined() &&
-          (!to[t]->defined() || (from[t]->device().is_cpu() && from[t]->dtype() == DType::kF32 &&
-                                 from[t]->numel() == to[t]->numel()));
-      if (!fits) {
-        return Status::InvalidArgument("parameter ", i, " tensor ", t, ": expected ",
-                                       to[t]->defined() ? to[t]->DebugString() : "none", ", got ",
-                                       from[t]->defined() ? from[t]->DebugString() : "none");
-      }
-    }
-  }
-  for (size_t i = 0; i < host.size(); ++i) {
-    const std::array<Tensor*, 3> to = StateTensors(parameters_[i]);
-    const std::array<const Tensor*, 3> from = StateTensors(host[i]);
-    for (size_t t = 0; t < to.size(); ++t) {
-      if (to[t]->defined()) EMBER_RETURN_IF_ERROR(CopyTensor(*from[t], to[t], executor_->stream()));
-    }
-  }
-  if (executor_->stream() == nullptr) return Status::OK();
-  return executor_->stream()->Synchronize().WithContext("copying parameters");
-}
-
-int64_t DenseModel::forward_flops_per_example() const {
-  double flops = 0;
-  for (size_t n = 0; n < graph_->nodes().size(); ++n) {
-    flops += graph_->NodeCost(static_cast<int>(n), 1, /*backward=*/false).flops;
-  }
-  return static_cast<int64_t>(flops);
+  return DenseModel::Create(std::move(graph), DenseModelOptionsOf(options));
 }
 
 }  // namespace ember::engine

@@ -71,13 +71,17 @@ std::string DenseStateDescriptor(const std::string& model_name, const std::strin
                                  const std::vector<Parameter*>& parameters);
 
 struct TrainingCheckpointOptions {
+  // Where checkpoints go; empty: no checkpoints.
   std::string dir;
+  // Training (engine/trainer.h) writes one every every_steps steps (0: none
+  // on the way) and when it ends, finished or stopped.
+  int64_t every_steps = 0;
   // An embedding snapshot with every row on the first save and every
   // full_every-th save after it; deltas otherwise. >= 1.
   int full_every = 10;
   // Full embedding snapshots kept (older checkpoints are removed); >= 1.
   int keep_full_snapshots = 2;
-  // Name of the sparse optimizer, checked on restore.
+  // Name of the sparse optimizer, checked on restore (the trainer sets it).
   std::string sparse_optimizer;
   // Test seam: called after the dense file is committed and before the
   // embedding snapshot is written; an error stops the save there, as a

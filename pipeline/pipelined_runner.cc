@@ -25,15 +25,14 @@ double SecondsSince(Clock::time_point start) {
 // The shared state of one run.
 class Run {
  public:
-  Run(const std::vector<std::string>& names, const std::vector<std::function<Status(int)>>& stages,
+  Run(const std::vector<Stage>& ids, const std::vector<std::function<Status(int)>>& stages,
       const std::function<void(int64_t, int)>& done, const PipelineOptions& options)
-      : names_(names),
+      : ids_(ids),
         stages_(stages),
         done_(done),
         options_(options),
         queues_(stages.size()),
         closed_(stages.size(), false),
-        busy_seconds_(stages.size() + 1, 0.0),
         busy_since_us_(stages.size()),
         current_item_(stages.size()) {
     for (int slot = 0; slot < options.slots; ++slot) free_slots_.push_back(slot);
@@ -55,9 +54,10 @@ class Run {
     watchdog_cv_.notify_all();
     if (watchdog.joinable()) watchdog.join();
     if (stats != nullptr) {
-      stats->times.names = {"read"};
-      stats->times.names.insert(stats->times.names.end(), names_.begin(), names_.end());
-      stats->times.busy_seconds = busy_seconds_;
+      stats->times.busy_seconds[Stage::kRead] = read_seconds_;
+      for (size_t s = 0; s < ids_.size(); ++s) {
+        stats->times.busy_seconds[ids_[s]] = stage_seconds_[s];
+      }
       stats->times.items = completed_;
       stats->wall_seconds = SecondsSince(start);
       stats->stalls = stalls_.load();
@@ -82,10 +82,10 @@ class Run {
       const Clock::time_point begin = Clock::now();
       Result<bool> more(false);
       {
-        TraceSpan span(options_.tracer, "read", "stage", index);
+        TraceSpan span(options_.tracer, StageName(Stage::kRead), "stage", index);
         more = read(index, slot);
       }
-      busy_seconds_[0] += SecondsSince(begin);
+      read_seconds_ += SecondsSince(begin);
       if (!more.ok()) {
         Fail(more.status());
         break;
@@ -102,11 +102,10 @@ class Run {
 
   // The worker of stage s.
   void Work(size_t s) {
-    const int threads =
-        s < options_.stage_threads.size() ? std::max(0, options_.stage_threads[s]) : 0;
+    const int threads = std::max(0, options_.stage_threads[ids_[s]]);
     std::unique_ptr<ThreadArena> arena;
     if (threads > 0) arena = std::make_unique<ThreadArena>(threads);
-    const int nice = s < options_.stage_nice.size() ? options_.stage_nice[s] : 0;
+    const int nice = options_.stage_nice[ids_[s]];
     if (nice > 0) LowerThisThreadsPriority(nice);
     const bool last = s + 1 == stages_.size();
     while (true) {
@@ -125,7 +124,7 @@ class Run {
           std::chrono::duration_cast<std::chrono::microseconds>(begin.time_since_epoch()).count());
       Status status;
       {
-        TraceSpan span(options_.tracer, names_[s].c_str(), "stage", index);
+        TraceSpan span(options_.tracer, StageName(ids_[s]), "stage", index);
         if (arena) {
           arena->Execute([&] {
             SetOpenMpThreads(threads);
@@ -136,9 +135,9 @@ class Run {
         }
       }
       busy_since_us_[s].store(-1);
-      busy_seconds_[s + 1] += SecondsSince(begin);
+      stage_seconds_[s] += SecondsSince(begin);
       if (!status.ok()) {
-        Fail(status.WithContext("stage " + names_[s]));
+        Fail(status.WithContext(std::string("stage ") + StageName(ids_[s])));
         break;
       }
       if (last) {
@@ -200,9 +199,9 @@ class Run {
         ++stalls_;
         lock.unlock();
         if (options_.on_stall) {
-          options_.on_stall(names_[s], item, seconds);
+          options_.on_stall(ids_[s], item, seconds);
         } else {
-          LOG(WARNING) << "watchdog: stage " << names_[s] << " has been on batch " << item
+          LOG(WARNING) << "watchdog: stage " << StageName(ids_[s]) << " has been on batch " << item
                        << " for " << seconds << " s without progress";
         }
         lock.lock();
@@ -210,7 +209,7 @@ class Run {
     }
   }
 
-  const std::vector<std::string>& names_;
+  const std::vector<Stage>& ids_;
   const std::vector<std::function<Status(int)>>& stages_;
   const std::function<void(int64_t, int)>& done_;
   const PipelineOptions& options_;
@@ -225,9 +224,9 @@ class Run {
   bool finished_ = false;
   Status error_;
   int64_t completed_ = 0;
-  // Written by one thread each (the reader: [0], worker s: [s + 1]), read
-  // after the joins.
-  std::vector<double> busy_seconds_;
+  // Written by one thread each (the reader; worker s), read after the joins.
+  double read_seconds_ = 0.0;
+  std::vector<double> stage_seconds_ = std::vector<double>(ids_.size(), 0.0);
   std::vector<std::atomic<int64_t>> busy_since_us_;  // -1: idle.
   std::vector<std::atomic<int64_t>> current_item_;
   std::atomic<int64_t> stalls_{0};
@@ -235,13 +234,20 @@ class Run {
 
 }  // namespace
 
-Status RunPipelinedSlots(const std::vector<std::string>& names,
+Status RunPipelinedSlots(const std::vector<Stage>& ids,
                          const std::vector<std::function<Status(int)>>& stages,
                          const std::function<Result<bool>(int64_t, int)>& read,
                          const std::function<void(int64_t, int)>& done,
                          const PipelineOptions& options, PipelineStats* stats) {
-  if (names.size() != stages.size() || stages.empty()) {
-    return Status::InvalidArgument("a pipeline needs one name per stage and at least one stage");
+  if (ids.size() != stages.size() || stages.empty()) {
+    return Status::InvalidArgument("a pipeline needs one id per stage and at least one stage");
+  }
+  for (size_t s = 0; s < ids.size(); ++s) {
+    const bool repeated = std::find(ids.begin(), ids.begin() + s, ids[s]) != ids.begin() + s;
+    if (ids[s] == Stage::kRead || repeated) {
+      return Status::InvalidArgument("a pipeline's stages after reading are distinct and not ",
+                                     "\"read\"; stage ", s, " is \"", StageName(ids[s]), "\"");
+    }
   }
   if (options.slots < 1) {
     return Status::InvalidArgument("a pipeline needs at least one slot, got ", options.slots);
@@ -249,7 +255,7 @@ Status RunPipelinedSlots(const std::vector<std::string>& names,
   if (!(options.watchdog_seconds >= 0)) {
     return Status::InvalidArgument("watchdog_seconds must be >= 0, got ", options.watchdog_seconds);
   }
-  Run run(names, stages, done, options);
+  Run run(ids, stages, done, options);
   return run.Execute(read, stats);
 }
 

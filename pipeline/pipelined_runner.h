@@ -29,23 +29,23 @@ struct PipelineOptions {
   // Items in flight (slots); >= 1. With 1 the stages take turns, as in
   // RunSequential.
   int slots = 4;
-  // Per stage (in stage order; missing entries mean 0): > 0 runs the stage
-  // in a oneTBB arena of that many threads, with as many OpenMP threads for
-  // oneDNN; 0 runs it on its worker thread alone (one thread).
-  std::vector<int> stage_threads;
-  // Per stage (in stage order; missing entries mean 0): a nice increment for
+  // Per stage (0 by default): > 0 runs the stage in a oneTBB arena of that
+  // many threads, with as many OpenMP threads for oneDNN; 0 runs it on its
+  // worker thread alone (one thread).
+  PerStage<int> stage_threads;
+  // Per stage (0 by default): a nice increment for
   // the stage's worker thread (Linux thread priorities). On a machine with
   // fewer cores than busy threads, stages off the critical path given a
   // positive value yield the cores to the others instead of preempting them
   // mid-way (an OpenMP team with one thread preempted waits at its next
   // barrier for it). They still run at full speed on idle cores.
-  std::vector<int> stage_nice;
+  PerStage<int> stage_nice;
   // Report a stage that has been on one item for longer than this; 0: no
   // watchdog.
   double watchdog_seconds = 0.0;
-  // Called (from the watchdog thread) with the stage's name, the item index
-  // and the seconds it has been on it; the default logs a warning.
-  std::function<void(const std::string& stage, int64_t item, double seconds)> on_stall;
+  // Called (from the watchdog thread) with the stage, the item index and the
+  // seconds it has been on it; the default logs a warning.
+  std::function<void(Stage stage, int64_t item, double seconds)> on_stall;
   // Called once when the pipeline stops early (an error), from the thread
   // that saw the error, so that stages blocked on their own conditions can
   // be released. Must be thread-safe.
@@ -56,7 +56,7 @@ struct PipelineOptions {
 
 // What a run measured.
 struct PipelineStats {
-  // Busy time of "read" followed by every stage.
+  // Busy time of reading and of every stage.
   StageTimes times;
   // Seconds from the start of the run to its end.
   double wall_seconds = 0.0;
@@ -65,11 +65,12 @@ struct PipelineStats {
 };
 
 // Non-template core: stages and callbacks address items by slot.
-//   read(index, slot) fills slot `slot` with item `index`: true, false when
-//     there are no more items, or an error.
-//   stages[s](slot) runs stage s on the item in `slot`.
+//   read(index, slot) fills slot `slot` with item `index` (the read stage):
+//     true, false when there are no more items, or an error.
+//   stages[s](slot) runs stage ids[s] on the item in `slot`; the ids are
+//     distinct and none is Stage::kRead.
 //   done(index, slot), when set, runs after the last stage, in item order.
-Status RunPipelinedSlots(const std::vector<std::string>& names,
+Status RunPipelinedSlots(const std::vector<Stage>& ids,
                          const std::vector<std::function<Status(int)>>& stages,
                          const std::function<Result<bool>(int64_t, int)>& read,
                          const std::function<void(int64_t, int)>& done,
@@ -78,19 +79,19 @@ Status RunPipelinedSlots(const std::vector<std::string>& names,
 // RunPipelinedSlots over `items` (one per slot; options.slots is taken from
 // items.size()).
 template <typename Item>
-Status RunPipelined(const std::vector<Stage<Item>>& stages, std::vector<Item>& items,
+Status RunPipelined(const std::vector<StageWork<Item>>& stages, std::vector<Item>& items,
                     const std::function<Result<bool>(int64_t, Item&)>& read,
                     const std::function<void(Item&)>& done, PipelineOptions options,
                     PipelineStats* stats) {
-  std::vector<std::string> names;
+  std::vector<Stage> ids;
   std::vector<std::function<Status(int)>> runs;
-  for (const Stage<Item>& stage : stages) {
-    names.push_back(stage.name);
+  for (const StageWork<Item>& stage : stages) {
+    ids.push_back(stage.stage);
     runs.push_back([&items, &stage](int slot) { return stage.run(items[slot]); });
   }
   options.slots = static_cast<int>(items.size());
   return RunPipelinedSlots(
-      names, runs, [&](int64_t index, int slot) { return read(index, items[slot]); },
+      ids, runs, [&](int64_t index, int slot) { return read(index, items[slot]); },
       done ? std::function<void(int64_t, int)>(
                  [&](int64_t, int slot) { done(items[slot]); })
            : std::function<void(int64_t, int)>(),

@@ -20,6 +20,7 @@
 #include "scheduler/calibration.h"
 #include "scheduler/cluster_file.h"
 #include "scheduler/dense_calibration.h"
+#include "scheduler/stage.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/train_flags.h"
@@ -74,7 +75,7 @@ Result<engine::ModelOptions> ModelOptionsFromFlags() {
   model.name = FLAGS_model;
   model.num_dense = FLAGS_num_dense;
   model.num_slots = FLAGS_num_slots;
-  model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : (model.name == "mmoe" ? 2 : 1);
+  model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : engine::DefaultTaskCount(model.name);
   model.embedding_dim = FLAGS_embedding_dim;
   model.cross_layers = FLAGS_cross_layers;
   model.cross_rank = FLAGS_cross_rank;
@@ -152,8 +153,9 @@ scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
   for (auto [mode, scale] :
        {std::pair{"pipelined", &scales.pipelined}, std::pair{"sequential", &scales.sequential}}) {
     const JsonValue* part = json->Find(mode);
-    for (int s = 0; part && s < scheduler::kNumStages; ++s) {
-      const JsonValue* v = part->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
+    if (!part) continue;
+    for (scheduler::Stage s : scheduler::kAllStages) {
+      const JsonValue* v = part->Find(scheduler::StageName(s));
       if (v && v->type == JsonValue::Type::kNumber) {
         (*scale)[s] = std::max(0.01, std::atof(v->text.c_str()));
       }
@@ -163,7 +165,7 @@ scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
 }
 
 // Measured seconds per batch of each stage in a --metrics_out file.
-Result<std::vector<double>> MeasuredStageSeconds(const std::string& path) {
+Result<scheduler::PerStage<double>> MeasuredStageSeconds(const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   EMBER_ASSIGN_OR_RETURN(const JsonValue root, scheduler::ParseJsonAt(text, path));
   const JsonValue* train = root.Find("train");
@@ -174,9 +176,9 @@ Result<std::vector<double>> MeasuredStageSeconds(const std::string& path) {
                                    ": expected train.stage_seconds and train.steps > 0 "
                                    "(a --metrics_out file of ember train)");
   }
-  std::vector<double> seconds(scheduler::kNumStages, 0.0);
-  for (int s = 0; s < scheduler::kNumStages; ++s) {
-    const JsonValue* v = stages->Find(scheduler::StageName(static_cast<scheduler::Stage>(s)));
+  scheduler::PerStage<double> seconds;
+  for (scheduler::Stage s : scheduler::kAllStages) {
+    const JsonValue* v = stages->Find(scheduler::StageName(s));
     if (v) seconds[s] = std::atof(v->text.c_str()) / std::atof(steps->text.c_str());
   }
   return seconds;
@@ -277,7 +279,13 @@ Result<PlanInputs> PlanInputsFromFlags() {
                                    ": expected 4 counts (unique, pull, dense, push)");
   }
   // Read runs on the trainer's own thread; the others as given.
-  if (!split.empty()) in.start.split = {1, split[0], split[1], split[2], split[3]};
+  if (!split.empty()) {
+    in.start.split = scheduler::PerStage<int>::Filled(1);
+    in.start.split[scheduler::Stage::kUnique] = split[0];
+    in.start.split[scheduler::Stage::kPull] = split[1];
+    in.start.split[scheduler::Stage::kDense] = split[2];
+    in.start.split[scheduler::Stage::kPush] = split[3];
+  }
 
   scheduler::PlannerOptions& planner = in.planner;
   EMBER_ASSIGN_OR_RETURN(const std::vector<int64_t> threads,
@@ -315,17 +323,16 @@ Result<PlanInputs> PlanInputsFromFlags() {
     EMBER_ASSIGN_OR_RETURN(in.dense, CalibrateDense(in, model, calibration));
   }
   if (!FLAGS_plan_refine_from.empty()) {
-    EMBER_ASSIGN_OR_RETURN(const std::vector<double> measured,
+    EMBER_ASSIGN_OR_RETURN(const scheduler::PerStage<double> measured,
                            MeasuredStageSeconds(FLAGS_plan_refine_from));
     scheduler::CostModel cost = PlanCostModel(in);
     EMBER_ASSIGN_OR_RETURN(const scheduler::Plan predicted,
                            scheduler::PredictPlan(in.program, cost, in.start, planner.placer));
-    std::vector<double> predicted_seconds(scheduler::kNumStages, 0.0);
+    scheduler::PerStage<double> predicted_seconds;
     // By name: a plan's stages are read, unique, [disk], [pull.early], pull,
     // ...; the trainer measures pull.early and pull together as pull.
-    for (int s = 0; s < scheduler::kNumStages; ++s) {
-      const std::string name = scheduler::StageName(static_cast<scheduler::Stage>(s));
-      predicted_seconds[s] = 0.0;
+    for (scheduler::Stage s : scheduler::kAllStages) {
+      const std::string name = scheduler::StageName(s);
       for (const scheduler::StagePrediction& p : predicted.stages) {
         if (p.name == name || p.name == name + ".early") predicted_seconds[s] += p.seconds;
       }
@@ -337,8 +344,8 @@ Result<PlanInputs> PlanInputsFromFlags() {
     for (auto [mode, scale] : {std::pair{"pipelined", &in.stage_scales.pipelined},
                                std::pair{"sequential", &in.stage_scales.sequential}}) {
       JsonObject part;
-      for (int s = 0; s < scheduler::kNumStages; ++s) {
-        part.Add(scheduler::StageName(static_cast<scheduler::Stage>(s)), (*scale)[s]);
+      for (scheduler::Stage s : scheduler::kAllStages) {
+        part.Add(scheduler::StageName(s), (*scale)[s]);
       }
       saved.Add(mode, part);
     }
@@ -353,19 +360,17 @@ Result<PlanInputs> PlanInputsFromFlags() {
 void ApplyPlanToOptions(const scheduler::Plan& plan, engine::TrainOptions* options) {
   options->threads = plan.threads;
   options->batch_size = static_cast<int>(plan.batch_size);
-  options->pipeline = plan.pipeline;
-  options->pipeline_depth = plan.pipeline_depth;
-  options->max_staleness = plan.max_staleness;
-  options->embedding_memory_budget_bytes = plan.embedding_memory_budget_bytes;
-  options->prefetch = plan.prefetch;
-  options->early_pulls = plan.early_pulls;
+  options->pipeline.pipelined = plan.pipeline;
+  options->pipeline.depth = plan.pipeline_depth;
+  options->pipeline.max_staleness = plan.max_staleness;
+  options->table.memory_budget_bytes = plan.embedding_memory_budget_bytes;
+  options->pipeline.prefetch = plan.prefetch;
+  options->pipeline.early_pulls = plan.early_pulls;
   // The trainer runs one dense replica: the plan's first.
-  options->dense_device = plan.dense_device;
+  options->model.device = plan.dense_device;
   // The trainer's stages: unique, pull, dense, push (read is its own thread).
-  options->stage_threads.clear();
-  if (plan.pipeline) {
-    options->stage_threads.assign(plan.stage_threads.begin() + 1, plan.stage_threads.end());
-  }
+  options->pipeline.stage_threads = plan.pipeline ? plan.stage_threads : scheduler::PerStage<int>();
+  options->pipeline.stage_threads[scheduler::Stage::kRead] = 0;
 }
 
 Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
@@ -373,7 +378,7 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     const scheduler::ResourceGraph resources = scheduler::DiscoverLocalHost();
     scheduler::PlanRequest request;
     request.threads = FLAGS_threads;
-    request.dense_device = options->dense_device;
+    request.dense_device = options->model.device;
     EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
     LOG(INFO) << resources.Summary();
     LOG(INFO) << "plan: " << plan.rationale;
@@ -392,8 +397,8 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     EMBER_ASSIGN_OR_RETURN(plan, scheduler::MakePlan(in.program, cost, in.planner, in.start));
     LOG(INFO) << in.graph.Summary();
     // Keep a budget the user gave even if the planner found the table fits.
-    if (options->embedding_memory_budget_bytes > 0) {
-      plan.embedding_memory_budget_bytes = options->embedding_memory_budget_bytes;
+    if (options->table.memory_budget_bytes > 0) {
+      plan.embedding_memory_budget_bytes = options->table.memory_budget_bytes;
     }
   } else {
     EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(FLAGS_plan));
@@ -407,11 +412,11 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
                                      " threads; this host has ", HardwareThreads());
     }
   }
-  const Device asked = options->dense_device;
+  const Device asked = options->model.device;
   ApplyPlanToOptions(plan, options);
   // A device the user named wins over the plan's.
-  if (FLAGS_dense_device != "auto") options->dense_device = asked;
-  LOG(INFO) << "plan (" << FLAGS_plan << "): dense on " << options->dense_device.ToString()
+  if (FLAGS_dense_device != "auto") options->model.device = asked;
+  LOG(INFO) << "plan (" << FLAGS_plan << "): dense on " << options->model.device.ToString()
             << ", batch " << plan.batch_size << ", " << (plan.pipeline ? "pipelined" : "sequential")
             << ", depth " << plan.pipeline_depth << ", staleness " << plan.max_staleness
             << ", early pulls " << (plan.early_pulls ? "on" : "off") << ", " << plan.threads

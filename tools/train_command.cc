@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "core/trace.h"
 #include "engine/model_hash.h"
+#include "engine/model_zoo.h"
 #include "engine/trainer.h"
 #include "io/columnar.h"
 #include "io/criteo.h"
@@ -223,14 +224,14 @@ namespace {
 
 Result<engine::TrainOptions> TrainOptionsFromFlags() {
   engine::TrainOptions options;
-  options.model = FLAGS_model;
-  options.cross_layers = FLAGS_cross_layers;
-  options.cross_rank = FLAGS_cross_rank;
-  options.num_experts = FLAGS_num_experts;
-  EMBER_ASSIGN_OR_RETURN(options.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
-  options.embedding_dim = FLAGS_embedding_dim;
-  EMBER_ASSIGN_OR_RETURN(options.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
-  EMBER_ASSIGN_OR_RETURN(options.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
+  options.model.name = FLAGS_model;
+  options.model.cross_layers = FLAGS_cross_layers;
+  options.model.cross_rank = FLAGS_cross_rank;
+  options.model.num_experts = FLAGS_num_experts;
+  EMBER_ASSIGN_OR_RETURN(options.model.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
+  options.table.dim = FLAGS_embedding_dim;
+  EMBER_ASSIGN_OR_RETURN(options.model.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
+  EMBER_ASSIGN_OR_RETURN(options.model.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
   options.batch_size = FLAGS_batch_size;
   options.epochs = FLAGS_epochs;
   options.max_steps = FLAGS_max_steps;
@@ -238,58 +239,61 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.threads = FLAGS_threads;
   options.seed = FLAGS_seed;
   options.shuffle = FLAGS_shuffle;
-  EMBER_ASSIGN_OR_RETURN(options.sparse_optimizer.type,
+  EMBER_ASSIGN_OR_RETURN(options.table.optimizer.type,
                          embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer));
-  options.sparse_optimizer.learning_rate = static_cast<float>(FLAGS_sparse_lr);
-  options.sparse_optimizer.ftrl_beta = static_cast<float>(FLAGS_ftrl_beta);
-  options.sparse_optimizer.l1 = static_cast<float>(FLAGS_ftrl_l1);
-  options.sparse_optimizer.l2 = static_cast<float>(FLAGS_ftrl_l2);
+  options.table.optimizer.learning_rate = static_cast<float>(FLAGS_sparse_lr);
+  options.table.optimizer.ftrl_beta = static_cast<float>(FLAGS_ftrl_beta);
+  options.table.optimizer.l1 = static_cast<float>(FLAGS_ftrl_l1);
+  options.table.optimizer.l2 = static_cast<float>(FLAGS_ftrl_l2);
   using Admission = embedding::AdmissionOptions::Kind;
   if (FLAGS_admission == "none") {
-    options.admission.kind = Admission::kNone;
+    options.table.admission.kind = Admission::kNone;
   } else if (FLAGS_admission == "frequency") {
-    options.admission.kind = Admission::kFrequency;
+    options.table.admission.kind = Admission::kFrequency;
   } else if (FLAGS_admission == "probability") {
-    options.admission.kind = Admission::kProbability;
+    options.table.admission.kind = Admission::kProbability;
   } else {
     return Status::InvalidArgument("--admission=", FLAGS_admission,
                                    " is not known; use none, frequency or probability");
   }
-  options.admission.min_count = FLAGS_admission_min_count;
-  options.admission.probability = FLAGS_admission_probability;
-  options.embedding_ttl_steps = FLAGS_embedding_ttl_steps;
+  options.table.admission.min_count = FLAGS_admission_min_count;
+  options.table.admission.probability = FLAGS_admission_probability;
+  options.table.ttl_steps = FLAGS_embedding_ttl_steps;
   if (!FLAGS_embedding_memory_budget.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.embedding_memory_budget_bytes,
+    EMBER_ASSIGN_OR_RETURN(options.table.memory_budget_bytes,
                            ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
-    if (options.embedding_memory_budget_bytes == 0) {
+    if (options.table.memory_budget_bytes == 0) {
       return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
     }
   }
-  options.embedding_dir = FLAGS_embedding_dir;
+  options.table.disk_path = FLAGS_embedding_dir;
   options.embedding_reserve_rows = FLAGS_embedding_reserve_rows;
-  options.prefetch = FLAGS_prefetch;
-  options.read_ahead = FLAGS_read_ahead;
+  options.pipeline.prefetch = FLAGS_prefetch;
+  options.pipeline.read_ahead = FLAGS_read_ahead;
   EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
                          ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
   if (FLAGS_pipeline != "on" && FLAGS_pipeline != "off") {
     return Status::InvalidArgument("--pipeline=", FLAGS_pipeline, " is not known; use on or off");
   }
-  options.pipeline = FLAGS_pipeline == "on";
+  options.pipeline.pipelined = FLAGS_pipeline == "on";
   Result<ops::ComputePrecision> precision = ops::ParseComputePrecision(FLAGS_dense_precision);
   if (!precision.ok()) return precision.status().WithContext("--dense_precision");
-  options.dense_precision = *precision;
-  options.dense_row_shards = FLAGS_dense_row_shards;
+  options.model.precision = *precision;
+  options.model.cpu_row_shards = FLAGS_dense_row_shards;
   if (FLAGS_dense_device != "auto") {
     Result<Device> device = ParseDevice(FLAGS_dense_device);
     if (!device.ok()) return device.status().WithContext("--dense_device");
-    options.dense_device = *device;
+    options.model.device = *device;
   }
-  options.pipeline_depth = FLAGS_pipeline_depth;
-  EMBER_ASSIGN_OR_RETURN(options.stage_threads, ParseWidths("stage_threads", FLAGS_stage_threads));
-  options.max_staleness = FLAGS_max_staleness;
-  options.early_pulls = FLAGS_early_pulls;
-  options.watchdog_seconds = FLAGS_watchdog_seconds;
+  options.pipeline.depth = FLAGS_pipeline_depth;
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> stage_threads,
+                         ParseWidths("stage_threads", FLAGS_stage_threads));
+  EMBER_ASSIGN_OR_RETURN(options.pipeline.stage_threads,
+                         pipeline::WorkerStageThreads(stage_threads));
+  options.pipeline.max_staleness = FLAGS_max_staleness;
+  options.pipeline.early_pulls = FLAGS_early_pulls;
+  options.pipeline.watchdog_seconds = FLAGS_watchdog_seconds;
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }
@@ -331,7 +335,7 @@ struct Shape {
 Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions& read,
                                std::vector<double>* bayes_auc) {
   EMBER_ASSIGN_OR_RETURN(io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
-  if (FLAGS_tasks == 0 && FLAGS_model == "mmoe") synthetic.num_tasks = 2;
+  if (FLAGS_tasks == 0) synthetic.num_tasks = engine::DefaultTaskCount(FLAGS_model);
   const bool criteo_shape = synthetic.num_dense == io::kCriteoDense &&
                             synthetic.num_slots == io::kCriteoSlots &&
                             synthetic.multi_hot_slots == 0 && synthetic.num_tasks == 1;
@@ -563,21 +567,19 @@ JsonObject SourceJson(const Source& source) {
 // over the slowest one).
 std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
   std::string summary;
-  double total = 0;
-  for (double s : times.busy_seconds) total += s;
-  const int bottleneck = times.Bottleneck();
-  for (size_t i = 0; i < times.names.size(); ++i) {
+  const std::optional<pipeline::Stage> bottleneck = times.Bottleneck();
+  for (pipeline::Stage s : pipeline::kAllStages) {
     char part[112];
-    std::snprintf(part, sizeof(part), "%s%s %.2fs (busy %.0f%%)%s", i ? ", " : "",
-                  times.names[i].c_str(), times.busy_seconds[i],
-                  seconds > 0 ? 100.0 * times.busy_seconds[i] / seconds : 0.0,
-                  static_cast<int>(i) == bottleneck ? " <- bottleneck" : "");
+    std::snprintf(part, sizeof(part), "%s%s %.2fs (busy %.0f%%)%s", summary.empty() ? "" : ", ",
+                  pipeline::StageName(s), times.busy_seconds[s],
+                  seconds > 0 ? 100.0 * times.busy_seconds[s] / seconds : 0.0,
+                  s == bottleneck ? " <- bottleneck" : "");
     summary += part;
   }
-  if (bottleneck >= 0 && times.busy_seconds[bottleneck] > 0) {
+  if (bottleneck) {
     char part[96];
     std::snprintf(part, sizeof(part), "; ideal pipeline speed-up %.2fx",
-                  total / times.busy_seconds[bottleneck]);
+                  times.TotalSeconds() / times.busy_seconds[*bottleneck]);
     summary += part;
   }
   return summary;
@@ -633,18 +635,18 @@ Status Train(int* stopped_by) {
   TempDir temp_dir;
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads));
   TempDir embedding_temp_dir;
-  if (options.embedding_memory_budget_bytes > 0 && options.embedding_dir.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.embedding_dir, embedding_temp_dir.Create("ember-train"));
+  if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
+    EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
   }
-  if (options.embedding_memory_budget_bytes == 0) TuneProcessAllocatorWithoutMemoryBudget();
+  if (options.table.memory_budget_bytes == 0) TuneProcessAllocatorWithoutMemoryBudget();
   std::unique_ptr<Tracer> tracer;
   if (!FLAGS_trace_file.empty()) {
     tracer = std::make_unique<Tracer>();
-    options.tracer = tracer.get();
+    options.pipeline.tracer = tracer.get();
   }
   options.stop_requested = &g_stop_requested;
-  options.checkpoint_dir = FLAGS_checkpoint_dir;
-  options.checkpoint_every_steps = FLAGS_checkpoint_every_steps;
+  options.checkpoint.dir = FLAGS_checkpoint_dir;
+  options.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
   EMBER_ASSIGN_OR_RETURN(auto trainer,
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
@@ -680,14 +682,12 @@ Status Train(int* stopped_by) {
   EMBER_RETURN_IF_ERROR(fit.status());
   const engine::TrainReport& report = *fit;
   LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
-  // stage_threads are the last stages of stage_times (a pipelined run's
-  // times start with "read", the trainer's own thread).
+  // Reading runs on the trainer's own thread.
   std::string threads;
-  const std::vector<std::string>& names = report.stage_times.names;
-  const size_t n = std::min(report.stage_threads.size(), names.size());
-  for (size_t i = 0; i < n; ++i) {
-    threads += (i ? ", " : "") + names[names.size() - n + i] + " " +
-               std::to_string(report.stage_threads[report.stage_threads.size() - n + i]);
+  for (pipeline::Stage s : pipeline::kAllStages) {
+    if (s == pipeline::Stage::kRead) continue;
+    threads += (threads.empty() ? "" : ", ") + std::string(pipeline::StageName(s)) + " " +
+               std::to_string(report.stage_threads[s]);
   }
   LOG(INFO) << "stage threads: " << threads;
   if (report.pipelined) {
@@ -779,8 +779,8 @@ Status Train(int* stopped_by) {
         .Add("timing_warmup_steps", FLAGS_timing_warmup_steps)
         .Add("seconds", report.train_seconds).Add("last_epoch_loss", report.last_epoch_loss);
     JsonObject stages;
-    for (size_t i = 0; i < report.stage_times.names.size(); ++i) {
-      stages.Add(report.stage_times.names[i], report.stage_times.busy_seconds[i]);
+    for (pipeline::Stage s : pipeline::kAllStages) {
+      stages.Add(pipeline::StageName(s), report.stage_times.busy_seconds[s]);
     }
     train_json.Add("stage_seconds", stages);
     train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted)
@@ -808,7 +808,7 @@ Status Train(int* stopped_by) {
     input_json.Add("train", SourceJson(data.train_source));
     if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
     JsonObject root;
-    root.Add("model", options.model).Add("test", test_json).Add("train", train_json);
+    root.Add("model", options.model.name).Add("test", test_json).Add("train", train_json);
     root.Add("input", input_json);
     EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_metrics_out, root.ToString()));
   }

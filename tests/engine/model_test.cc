@@ -65,7 +65,7 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferences) {
   options.num_experts = 3;
   options.expert_mlp = {5, 3};
   options.seed = 7;
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
   RandomStream random(batch * 100 + num_dense * 10 + num_slots);
   const int64_t pooled_width = 4 * num_slots;
@@ -158,7 +158,7 @@ TEST(ModelZooTest, MmoeHasAGatedMixturePerTaskAndOnlyItTakesSeveralTasks) {
   ModelOptions options;
   options.name = "mmoe";
   options.num_tasks = 3;
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
   const ops::Graph& graph = (*model)->graph();
   ASSERT_EQ(1u, graph.outputs().size());
@@ -172,13 +172,13 @@ TEST(ModelZooTest, MmoeHasAGatedMixturePerTaskAndOnlyItTakesSeveralTasks) {
   EXPECT_EQ(3, softmaxes);
   for (const char* name : {"dlrm", "deepfm", "wide_deep", "dcn_v2"}) {
     options.name = name;
-    auto single = DenseModel::Create(options);
+    auto single = NewDenseModel(options);
     EXPECT_EQ(StatusCode::kInvalidArgument, single.status().code()) << name;
     EXPECT_NE(std::string::npos, single.status().message().find("--model=mmoe")) << name;
   }
   options.name = "mmoe";
   options.num_experts = 0;
-  EXPECT_EQ(StatusCode::kInvalidArgument, DenseModel::Create(options).status().code());
+  EXPECT_EQ(StatusCode::kInvalidArgument, NewDenseModel(options).status().code());
 }
 
 TEST(ModelZooTest, EveryModelBuildsAGraphWithOneLogitAndCostsItsWork) {
@@ -186,7 +186,7 @@ TEST(ModelZooTest, EveryModelBuildsAGraphWithOneLogitAndCostsItsWork) {
     SCOPED_TRACE(name);
     ModelOptions options;
     options.name = name;
-    auto model = DenseModel::Create(options);
+    auto model = NewDenseModel(options);
     ASSERT_TRUE(model.ok()) << model.status();
     const ops::Graph& graph = (*model)->graph();
     ASSERT_EQ(1u, graph.outputs().size());
@@ -198,7 +198,7 @@ TEST(ModelZooTest, EveryModelBuildsAGraphWithOneLogitAndCostsItsWork) {
   }
   ModelOptions unknown;
   unknown.name = "resnet";
-  auto model = DenseModel::Create(unknown);
+  auto model = NewDenseModel(unknown);
   EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
   EXPECT_NE(std::string::npos, model.status().message().find("dlrm")) << model.status();
 }
@@ -210,7 +210,7 @@ TEST(DlrmTest, WithoutDenseFeaturesThereIsNoBottomMlp) {
   options.embedding_dim = 4;
   options.bottom_mlp = {8};
   options.top_mlp = {5};
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
   // The top MLP only: [3 slots x 4 + 3 pairs] -> 5 -> 1, weights and biases.
   const std::vector<Parameter*> params = (*model)->parameters();
@@ -227,9 +227,9 @@ TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
   options.num_dense = 13;
   options.embedding_dim = 16;
   options.bottom_mlp = {64, 32};
-  auto implicit = DenseModel::Create(options);
+  auto implicit = NewDenseModel(options);
   options.bottom_mlp = {64, 32, 16};
-  auto explicit_last = DenseModel::Create(options);
+  auto explicit_last = NewDenseModel(options);
   ASSERT_TRUE(implicit.ok() && explicit_last.ok());
   std::vector<Parameter*> a = (*implicit)->parameters(), b = (*explicit_last)->parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -240,7 +240,7 @@ TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
 TEST(DlrmTest, NonPositiveWidthIsInvalidArgument) {
   ModelOptions options;
   options.bottom_mlp = {64, 0};
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
   EXPECT_NE(std::string::npos, model.status().message().find("--bottom_mlp"));
 }
@@ -252,7 +252,7 @@ TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
   options.embedding_dim = 4;
   options.bottom_mlp = {4};
   options.top_mlp = {4};
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok());
   Tensor dense = Tensor::Zeros({3, 2}), pooled = Tensor::Zeros({3, 7}), logits;
   EXPECT_EQ(StatusCode::kInvalidArgument, (*model)->Forward(dense, pooled, &logits).code());
@@ -277,18 +277,17 @@ ModelOptions SmallOptions(const std::string& name) {
 
 // A forward and backward of `model` on random inputs and labels from `seed`.
 void TrainingPass(DenseModel& model, uint64_t seed, int64_t batch) {
-  const ModelOptions& o = model.options();
   RandomStream random(seed);
-  Tensor dense = Tensor::Empty({batch, o.num_dense});
-  Tensor pooled = Tensor::Empty({batch, int64_t{o.num_slots} * o.embedding_dim});
+  Tensor dense = Tensor::Empty({batch, model.num_dense()});
+  Tensor pooled = Tensor::Empty({batch, model.pooled_width()});
   FillRandom(dense, random, 1.0);
   FillRandom(pooled, random, 0.5);
-  const int64_t outputs = batch * o.num_tasks;
+  const int64_t outputs = batch * model.num_tasks();
   Tensor labels = Tensor::Empty({outputs});
   for (int64_t i = 0; i < outputs; ++i) labels.data<float>()[i] = static_cast<float>(i % 2);
   Tensor logits;
   ASSERT_TRUE(model.Forward(dense, pooled, &logits).ok());
-  Tensor dlogits = Tensor::Empty({batch, o.num_tasks});
+  Tensor dlogits = Tensor::Empty({batch, model.num_tasks()});
   Tensor flat_dlogits = dlogits.Reshape({outputs});
   ASSERT_TRUE(
       ops::SigmoidCrossEntropyWithLogits(logits.Reshape({outputs}), labels, &flat_dlogits).ok());
@@ -316,8 +315,8 @@ TEST(DenseModelTest, OptimizerStepIsTheCpuOptimizerOverEveryParameter) {
   adam.weight_decay = 0.01f;
   for (const std::string& name : ModelNames()) {
     SCOPED_TRACE(name);
-    auto model = DenseModel::Create(SmallOptions(name));
-    auto reference = DenseModel::Create(SmallOptions(name));
+    auto model = NewDenseModel(SmallOptions(name));
+    auto reference = NewDenseModel(SmallOptions(name));
     ASSERT_TRUE(model.ok() && reference.ok());
     ASSERT_TRUE((*model)->InitOptimizer(adam).ok());
     // What the trainer does with the parameters of a model on the CPU.
@@ -338,10 +337,10 @@ TEST(DenseModelTest, OptimizerStepIsTheCpuOptimizerOverEveryParameter) {
 TEST(DenseModelTest, ParametersCopyToTheHostAndBackWithTheirOptimizerState) {
   ops::DenseOptimizerOptions adagrad;
   adagrad.type = ops::DenseOptimizer::kAdagrad;
-  auto trained = DenseModel::Create(SmallOptions("dcn_v2"));
+  auto trained = NewDenseModel(SmallOptions("dcn_v2"));
   ModelOptions other_seed = SmallOptions("dcn_v2");
   other_seed.seed = 8;
-  auto restored = DenseModel::Create(other_seed);
+  auto restored = NewDenseModel(other_seed);
   ASSERT_TRUE(trained.ok() && restored.ok());
   ASSERT_TRUE((*trained)->InitOptimizer(adagrad).ok());
   ASSERT_TRUE((*restored)->InitOptimizer(adagrad).ok());
@@ -376,7 +375,7 @@ TEST(DenseModelTest, ACudaDeviceIsRefusedSayingWhyWhenThereIsNone) {
   if (CudaDeviceAvailable()) GTEST_SKIP() << "checks the refusal where no CUDA device is present";
   ModelOptions options = SmallOptions("dlrm");
   options.device = Device::Cuda(0);
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   EXPECT_EQ(StatusCode::kFailedPrecondition, model.status().code()) << model.status();
   EXPECT_THAT(model.status().message(),
               ::testing::HasSubstr(CudaCompiledIn() ? "0 CUDA device(s) are present"

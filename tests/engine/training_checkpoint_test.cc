@@ -69,13 +69,13 @@ class TrainingCheckpointTest : public test::TempDirTest {
 
   static TrainOptions SmallOptions() {
     TrainOptions options;
-    options.bottom_mlp = {32, 16};
-    options.top_mlp = {32, 16};
+    options.model.bottom_mlp = {32, 16};
+    options.model.top_mlp = {32, 16};
     options.batch_size = 128;
     options.epochs = 2;  // 48 steps; shuffled per epoch.
     options.threads = 2;
     options.show_progress = false;
-    options.checkpoint_full_every = 2;  // Full and delta embedding snapshots.
+    options.checkpoint.full_every = 2;  // Full and delta embedding snapshots.
     return options;
   }
 
@@ -134,17 +134,17 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
                         Case{"sequential, frequency admission", false, false, 0, true}}) {
     SCOPED_TRACE(c.name);
     TrainOptions options = SmallOptions();
-    options.pipeline = c.pipeline;
-    options.embedding_ttl_steps = c.ttl;
+    options.pipeline.pipelined = c.pipeline;
+    options.table.ttl_steps = c.ttl;
     if (c.frequency_admission) {
       // Keys need 3 pulls for a row: the counts of keys not yet admitted
       // must survive the restore.
-      options.admission.kind = embedding::AdmissionOptions::Kind::kFrequency;
-      options.admission.min_count = 3;
+      options.table.admission.kind = embedding::AdmissionOptions::Kind::kFrequency;
+      options.table.admission.min_count = 3;
     }
-    if (c.disk_tier) options.embedding_memory_budget_bytes = 64 << 10;
+    if (c.disk_tier) options.table.memory_budget_bytes = 64 << 10;
     auto fresh_tier = [&] {
-      if (c.disk_tier) options.embedding_dir = Path("tier" + std::to_string(tier++));
+      if (c.disk_tier) options.table.disk_path = Path("tier" + std::to_string(tier++));
     };
     fresh_tier();
     TrainReport report;
@@ -154,15 +154,15 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
     EXPECT_EQ(0, report.checkpoints_written);
 
     // Checkpoints every 5 steps: the same model, and a last checkpoint at 48.
-    options.checkpoint_dir = Path(std::string("every5-") + c.name);
-    options.checkpoint_every_steps = 5;
+    options.checkpoint.dir = Path(std::string("every5-") + c.name);
+    options.checkpoint.every_steps = 5;
     fresh_tier();
     EXPECT_EQ(reference, Train(options, false, &report));
     EXPECT_EQ(10, report.checkpoints_written);  // 5, 10, ..., 45 and 48.
     EXPECT_EQ(48, report.last_checkpoint_step);
 
     // Stopped by max_steps after 21 steps, resumed without the limit.
-    options.checkpoint_dir = Path(std::string("limit-") + c.name);
+    options.checkpoint.dir = Path(std::string("limit-") + c.name);
     options.max_steps = 21;
     fresh_tier();
     Train(options, false, &report);
@@ -177,7 +177,7 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
     EXPECT_EQ(27, report.steps);
 
     // Stopped by a request (what SIGINT does) after the batches read by then.
-    options.checkpoint_dir = Path(std::string("stop-") + c.name);
+    options.checkpoint.dir = Path(std::string("stop-") + c.name);
     fresh_tier();
     std::atomic<bool> stop{false};
     options.stop_requested = &stop;
@@ -198,7 +198,7 @@ TEST_F(TrainingCheckpointTest, ResumedTrainingEqualsUninterruptedTrainingBitForB
 
 TEST_F(TrainingCheckpointTest, RestoreRefusesMissingDamagedAndForeignCheckpoints) {
   TrainOptions options = SmallOptions();
-  options.checkpoint_dir = Path("ckpt");
+  options.checkpoint.dir = Path("ckpt");
   options.max_steps = 6;
   {
     auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
@@ -211,7 +211,7 @@ TEST_F(TrainingCheckpointTest, RestoreRefusesMissingDamagedAndForeignCheckpoints
   {
     // Another model: InvalidArgument naming both.
     TrainOptions other = options;
-    other.top_mlp = {32, 8};
+    other.model.top_mlp = {32, 8};
     auto trainer = Trainer::Create(other, data_.num_dense(), data_.num_slots());
     ASSERT_TRUE(trainer.ok());
     const Status status = (*trainer)->Restore().status();
@@ -221,7 +221,7 @@ TEST_F(TrainingCheckpointTest, RestoreRefusesMissingDamagedAndForeignCheckpoints
   {
     // Without a checkpoint directory: FailedPrecondition.
     TrainOptions none = options;
-    none.checkpoint_dir.clear();
+    none.checkpoint.dir.clear();
     auto trainer = Trainer::Create(none, data_.num_dense(), data_.num_slots());
     ASSERT_TRUE(trainer.ok());
     EXPECT_EQ(StatusCode::kFailedPrecondition, (*trainer)->Restore().status().code());
@@ -257,23 +257,23 @@ TEST_F(TrainingCheckpointTest, ADamagedNewestCheckpointFallsBackToThePreviousOne
   for (const char* damage : {"dense file", "snapshot manifest"}) {
     SCOPED_TRACE(damage);
     TrainOptions options = SmallOptions();
-    options.checkpoint_dir = Path(std::string("ckpt-") + damage);
-    options.checkpoint_every_steps = 5;
+    options.checkpoint.dir = Path(std::string("ckpt-") + damage);
+    options.checkpoint.every_steps = 5;
     options.max_steps = 22;  // Checkpoints of steps 5, 10, 15, 20 and 22.
     Train(options, false, &report);
     ASSERT_EQ(22, report.last_checkpoint_step);
     // Step 22's snapshot, full or delta as the cadence made it.
     std::string snapshot;
     for (const auto& entry :
-         std::filesystem::directory_iterator(options.checkpoint_dir + "/embedding")) {
+         std::filesystem::directory_iterator(options.checkpoint.dir + "/embedding")) {
       const std::string name = entry.path().filename().string();
       if (name.ends_with("-00000000000000000022")) snapshot = name;
     }
     ASSERT_FALSE(snapshot.empty());
     const std::string target =
         std::string(damage) == "dense file"
-            ? options.checkpoint_dir + "/dense-00000000000000000022.bin"
-            : options.checkpoint_dir + "/embedding/" + snapshot + "/MANIFEST";
+            ? options.checkpoint.dir + "/dense-00000000000000000022.bin"
+            : options.checkpoint.dir + "/embedding/" + snapshot + "/MANIFEST";
     auto bytes = ReadFile(target);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     std::string damaged = *bytes;
@@ -291,16 +291,16 @@ TEST_F(TrainingCheckpointTest, ADamagedNewestCheckpointFallsBackToThePreviousOne
     EXPECT_EQ(reference, Train(options, true, &report, &restored));
     EXPECT_EQ(20, restored);
     EXPECT_EQ(28, report.steps);
-    EXPECT_TRUE(std::filesystem::exists(options.checkpoint_dir + "/embedding/damaged-" + snapshot));
+    EXPECT_TRUE(std::filesystem::exists(options.checkpoint.dir + "/embedding/damaged-" + snapshot));
   }
   // Every checkpoint damaged: DataLoss, the newest one's.
   TrainOptions options = SmallOptions();
-  options.checkpoint_dir = Path("all-damaged");
-  options.checkpoint_every_steps = 5;
+  options.checkpoint.dir = Path("all-damaged");
+  options.checkpoint.every_steps = 5;
   options.max_steps = 10;
   Train(options, false, &report);
   for (const char* step : {"00000000000000000005", "00000000000000000010"}) {
-    std::ofstream(options.checkpoint_dir + "/dense-" + step + ".bin", std::ios::trunc) << "x";
+    std::ofstream(options.checkpoint.dir + "/dense-" + step + ".bin", std::ios::trunc) << "x";
   }
   auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
   ASSERT_TRUE(trainer.ok());
@@ -410,7 +410,7 @@ TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesA
       const std::function<std::unique_ptr<io::BatchSource>()> open =
           streamed ? std::function<std::unique_ptr<io::BatchSource>()>(open_stream) : open_memory;
       TrainOptions options = SmallOptions();
-      options.pipeline = pipelined;
+      options.pipeline.pipelined = pipelined;
       std::unique_ptr<io::BatchSource> whole = open();
       ASSERT_NE(nullptr, whole);
       TrainReport report;
@@ -418,8 +418,8 @@ TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesA
       const int64_t total = report.steps;
       ASSERT_GT(total, 30);
 
-      options.checkpoint_dir = Path("seek" + std::to_string(run++));
-      options.checkpoint_every_steps = 7;
+      options.checkpoint.dir = Path("seek" + std::to_string(run++));
+      options.checkpoint.every_steps = 7;
       options.max_steps = 23;
       std::unique_ptr<io::BatchSource> first = open();
       Train(options, false, &report, nullptr, first.get());
@@ -446,9 +446,9 @@ TEST_F(TrainingCheckpointTest, ResumeSeeksTheDataInsteadOfReadingTrainedBatchesA
 TEST_F(TrainingCheckpointTest,
        APeriodicCheckpointOfTrainingThatReadsAheadResumesWhereItsDataEnded) {
   TrainOptions options = SmallOptions();
-  options.pipeline = false;
-  options.embedding_memory_budget_bytes = 64 << 10;
-  options.embedding_dir = Path("tier-reference");
+  options.pipeline.pipelined = false;
+  options.table.memory_budget_bytes = 64 << 10;
+  options.table.disk_path = Path("tier-reference");
   const io::DatasetBatchSourceOptions memory = SourceOptions(options);
   TrainReport report;
   const std::vector<float> reference = Train(options, false, &report);
@@ -467,9 +467,9 @@ TEST_F(TrainingCheckpointTest,
    private:
     int reads_ = 0;
   };
-  options.checkpoint_dir = Path("ahead");
-  options.checkpoint_every_steps = 10;
-  options.embedding_dir = Path("tier-first");
+  options.checkpoint.dir = Path("ahead");
+  options.checkpoint.every_steps = 10;
+  options.table.disk_path = Path("tier-first");
   io::DatasetBatchSource first_data(data_, memory);
   FailingSource failing(first_data);
   auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
@@ -477,7 +477,7 @@ TEST_F(TrainingCheckpointTest,
   ASSERT_EQ(StatusCode::kDataLoss, (*trainer)->Fit(failing).status().code());
   trainer->reset();
 
-  options.embedding_dir = Path("tier-second");
+  options.table.disk_path = Path("tier-second");
   io::DatasetBatchSource second_data(data_, memory);
   CountingSource counting(second_data);
   int64_t restored = -1;
@@ -493,7 +493,7 @@ TEST_F(TrainingCheckpointTest,
 // checkpoint before it to the uninterrupted model.
 TEST_F(TrainingCheckpointTest, APositionThatCannotBeTakenIsNotSavedStale) {
   TrainOptions options = SmallOptions();
-  options.pipeline = false;
+  options.pipeline.pipelined = false;
   const io::DatasetBatchSourceOptions memory = SourceOptions(options);
   TrainReport report;
   const std::vector<float> reference = Train(options, false, &report);
@@ -516,8 +516,8 @@ TEST_F(TrainingCheckpointTest, APositionThatCannotBeTakenIsNotSavedStale) {
    private:
     int reads_ = 0;
   };
-  options.checkpoint_dir = Path("position");
-  options.checkpoint_every_steps = 5;
+  options.checkpoint.dir = Path("position");
+  options.checkpoint.every_steps = 5;
   io::DatasetBatchSource first_data(data_, memory);
   FailingPosition failing(first_data);
   auto trainer = Trainer::Create(options, data_.num_dense(), data_.num_slots());
@@ -539,14 +539,14 @@ TEST_F(TrainingCheckpointTest, APositionThatCannotBeTakenIsNotSavedStale) {
 // (here, batches of another size) is refused, naming what differs.
 TEST_F(TrainingCheckpointTest, ResumeOnDataThePositionDoesNotFitIsRefused) {
   TrainOptions options = SmallOptions();
-  options.checkpoint_dir = Path("ckpt");
+  options.checkpoint.dir = Path("ckpt");
   options.max_steps = 5;
   TrainReport report;
   Train(options, false, &report);
   ASSERT_EQ(5, report.last_checkpoint_step);
 
   TrainOptions resumed = SmallOptions();
-  resumed.checkpoint_dir = options.checkpoint_dir;
+  resumed.checkpoint.dir = options.checkpoint.dir;
   auto trainer = Trainer::Create(resumed, data_.num_dense(), data_.num_slots());
   ASSERT_TRUE(trainer.ok());
   ASSERT_TRUE((*trainer)->Restore().ok());

@@ -87,9 +87,9 @@ class DenseModelCudaTest : public CudaModelTest, public ::testing::WithParamInte
 TEST_P(DenseModelCudaTest, TrainingStepsAgreeWithTheCpu) {
   const int64_t batch = GetParam().batch;
   ModelOptions options = Options(GetParam());
-  auto cpu = DenseModel::Create(options);
+  auto cpu = NewDenseModel(options);
   options.device = Device::Cuda(0);
-  auto gpu = DenseModel::Create(options);
+  auto gpu = NewDenseModel(options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ(Device::Cuda(0), (*gpu)->device());
@@ -172,11 +172,11 @@ TEST(DenseModelCudaCasesTest, CoverEveryModelOfTheZoo) {
 TEST_F(CudaModelTest, ParametersAndOptimizerStateCopyThroughTheHost) {
   ModelOptions options = Options(ZooCase{"dcn_v2", 6});
   options.device = Device::Cuda(0);
-  auto trained = DenseModel::Create(options);
+  auto trained = NewDenseModel(options);
   options.seed = 12;
-  auto restored = DenseModel::Create(options);
+  auto restored = NewDenseModel(options);
   options.device = Device::Cpu();
-  auto on_cpu = DenseModel::Create(options);
+  auto on_cpu = NewDenseModel(options);
   ASSERT_TRUE(trained.ok() && restored.ok() && on_cpu.ok());
   const ops::DenseOptimizerOptions adam;
   for (DenseModel* model : {trained->get(), restored->get(), on_cpu->get()}) {
@@ -221,7 +221,7 @@ TEST_F(CudaModelTest, ParametersAndOptimizerStateCopyThroughTheHost) {
 TEST_F(CudaModelTest, InputsOnTheDeviceAreRefusedNamingThem) {
   ModelOptions options = Options(ZooCase{"wide_deep", 2});
   options.device = Device::Cuda(0);
-  auto model = DenseModel::Create(options);
+  auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
   Result<Tensor> on_device = Tensor::Allocate({2, options.num_dense}, DType::kF32, Device::Cuda(0));
   ASSERT_TRUE(on_device.ok());

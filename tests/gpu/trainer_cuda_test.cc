@@ -39,8 +39,8 @@ class TrainerCudaTest : public test::TempDirTest {
 
   static TrainOptions SmallOptions() {
     TrainOptions options;
-    options.bottom_mlp = {64, 16};
-    options.top_mlp = {64, 32};
+    options.model.bottom_mlp = {64, 16};
+    options.model.top_mlp = {64, 32};
     options.batch_size = 128;
     options.threads = 2;
     options.show_progress = false;
@@ -81,16 +81,16 @@ TEST_F(TrainerCudaTest, TrainingWithTheDenseStepOnTheGpuMatchesTheCpu) {
       SCOPED_TRACE(std::string(pipeline ? "pipelined" : "sequential") +
                    (disk_tier ? ", disk tier" : ""));
       TrainOptions options = SmallOptions();
-      options.pipeline = pipeline;
+      options.pipeline.pipelined = pipeline;
       if (disk_tier) {
-        options.embedding_memory_budget_bytes = 64 << 10;
-        options.embedding_dir = (dir_ / "tier").string();
+        options.table.memory_budget_bytes = 64 << 10;
+        options.table.disk_path = (dir_ / "tier").string();
       }
       const std::vector<float> cpu = FitAndPredict(options);
-      if (disk_tier) std::filesystem::remove_all(options.embedding_dir);
-      options.dense_device = Device::Cuda(0);
+      if (disk_tier) std::filesystem::remove_all(options.table.disk_path);
+      options.model.device = Device::Cuda(0);
       const std::vector<float> gpu = FitAndPredict(options);
-      if (disk_tier) std::filesystem::remove_all(options.embedding_dir);
+      if (disk_tier) std::filesystem::remove_all(options.table.disk_path);
       ExpectNear(cpu, gpu);
     }
   }
@@ -103,13 +103,13 @@ TEST_F(TrainerCudaTest, TrainingWithTheDenseStepOnTheGpuMatchesTheCpu) {
 // not more).
 TEST_F(TrainerCudaTest, MixedPrecisionTrainsToTheModelOfF32Training) {
   TrainOptions options = SmallOptions();
-  options.dense_device = Device::Cuda(0);
+  options.model.device = Device::Cuda(0);
   const std::vector<float> f32 = FitAndPredict(options);
   ASSERT_FALSE(f32.empty());
   const double f32_auc = ComputeAuc(f32, data_->all().labels);
   for (ops::ComputePrecision p : {ops::ComputePrecision::kBf16, ops::ComputePrecision::kF16}) {
     SCOPED_TRACE(ops::ComputePrecisionName(p));
-    options.dense_precision = p;
+    options.model.precision = p;
     const std::vector<float> mixed = FitAndPredict(options);
     ASSERT_EQ(f32.size(), mixed.size());
     double worst = 0;
@@ -125,10 +125,10 @@ TEST_F(TrainerCudaTest, MixedPrecisionTrainsToTheModelOfF32Training) {
 // resumed from its checkpoint ends where the uninterrupted run ends.
 TEST_F(TrainerCudaTest, ACheckpointOnTheGpuResumesToTheUninterruptedModel) {
   TrainOptions options = SmallOptions();
-  options.dense_device = Device::Cuda(0);
+  options.model.device = Device::Cuda(0);
   options.shuffle = false;
   const std::vector<float> uninterrupted = FitAndPredict(options);
-  options.checkpoint_dir = (dir_ / "ck").string();
+  options.checkpoint.dir = (dir_ / "ck").string();
   options.max_steps = 10;
   ASSERT_FALSE(FitAndPredict(options).empty());
   options.max_steps = 0;

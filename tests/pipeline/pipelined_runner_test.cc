@@ -34,15 +34,15 @@ struct Chain {
   int64_t state = 0;
   std::vector<int64_t> results;
 
-  std::vector<Stage<Item>> Stages() {
+  std::vector<StageWork<Item>> Stages() {
     auto log = [this](const char* stage, const Item& it) {
       std::lock_guard<std::mutex> lock(mu);
       seen.push_back(stage + std::to_string(it.index));
     };
     return {
-        {"a", [=](Item& it) { log("a", it); it.value = it.index * 3; return Status::OK(); }},
-        {"b", [=](Item& it) { log("b", it); it.value += 1; return Status::OK(); }},
-        {"c", [=, this](Item& it) {
+        {Stage::kUnique, [=](Item& it) { log("a", it); it.value = it.index * 3; return Status::OK(); }},
+        {Stage::kPull, [=](Item& it) { log("b", it); it.value += 1; return Status::OK(); }},
+        {Stage::kDense, [=, this](Item& it) {
            log("c", it);
            state += it.value;  // Only stage c touches state: one worker, in order.
            it.value = state;
@@ -95,7 +95,11 @@ TEST(RunPipelinedTest, GivesTheSequentialResultsInOrderForAnyDepth) {
       for (int i = 0; i < 50; ++i) EXPECT_EQ(stage + std::to_string(i), order[i]);
     }
     EXPECT_EQ(50, stats.times.items);
-    EXPECT_EQ((std::vector<std::string>{"read", "a", "b", "c"}), stats.times.names);
+    // Reading and the three stages were timed; the push stage did not run.
+    for (Stage s : {Stage::kRead, Stage::kUnique, Stage::kPull, Stage::kDense}) {
+      EXPECT_GT(stats.times.busy_seconds[s], 0.0) << StageName(s);
+    }
+    EXPECT_EQ(0.0, stats.times.busy_seconds[Stage::kPush]);
     // A span per stage per item, reading included, and the read that
     // found the end of the input.
     EXPECT_EQ(4u * 50 + 1, tracer.Events().size());
@@ -106,8 +110,8 @@ TEST(RunPipelinedTest, StagesOverlapOnDifferentItems) {
   // Stage a waits until stage b has started on the previous item: only
   // possible when two items are in flight at once.
   std::atomic<int64_t> b_started{-1};
-  std::vector<Stage<Item>> stages = {
-      {"a",
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kUnique,
        [&](Item& it) {
          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
          while (it.index > 0 && b_started.load() < it.index - 1) {
@@ -118,7 +122,7 @@ TEST(RunPipelinedTest, StagesOverlapOnDifferentItems) {
          }
          return Status::OK();
        }},
-      {"b",
+      {Stage::kPull,
        [&](Item& it) {
          b_started.store(it.index);
          std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -139,7 +143,7 @@ TEST(RunPipelinedTest, StagesOverlapOnDifferentItems) {
 // stage_nice lowers the priority of the stages given a positive value, on
 // their own worker threads only: the others and the caller keep theirs.
 // Runs items 0, 1 and 2 through `stages` in two slots.
-Status RunThreeItems(const std::vector<Stage<Item>>& stages, const PipelineOptions& options) {
+Status RunThreeItems(const std::vector<StageWork<Item>>& stages, const PipelineOptions& options) {
   std::vector<Item> buffer(2);
   return RunPipelined<Item>(
       stages, buffer,
@@ -153,12 +157,12 @@ Status RunThreeItems(const std::vector<Stage<Item>>& stages, const PipelineOptio
 TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
   const int base = ThisThreadsNiceValue();
   std::atomic<int> nice_a{-100}, nice_b{-100};
-  std::vector<Stage<Item>> stages = {
-      {"a", [&](Item&) { nice_a = ThisThreadsNiceValue(); return Status::OK(); }},
-      {"b", [&](Item&) { nice_b = ThisThreadsNiceValue(); return Status::OK(); }},
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kUnique, [&](Item&) { nice_a = ThisThreadsNiceValue(); return Status::OK(); }},
+      {Stage::kPull, [&](Item&) { nice_b = ThisThreadsNiceValue(); return Status::OK(); }},
   };
   PipelineOptions options;
-  options.stage_nice = {5, 0};
+  options.stage_nice[Stage::kUnique] = 5;
   const Status status = RunThreeItems(stages, options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(std::min(19, base + 5), nice_a.load());
@@ -170,27 +174,28 @@ TEST(RunPipelinedTest, StageNiceLowersOnlyThoseStagesThreads) {
 // of that many for oneDNN; one given none runs on its worker thread.
 TEST(RunPipelinedTest, StageThreadsGiveEachStageItsArenaAndOpenMpTeam) {
   std::atomic<int> arena_a{0}, omp_a{0}, arena_b{0}, omp_b{0}, arena_c{0};
-  std::vector<Stage<Item>> stages = {
-      {"a",
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kUnique,
        [&](Item&) {
          arena_a = CurrentArenaThreads();
          omp_a = OpenMpThreads();
          return Status::OK();
        }},
-      {"b",
+      {Stage::kPull,
        [&](Item&) {
          arena_b = CurrentArenaThreads();
          omp_b = OpenMpThreads();
          return Status::OK();
        }},
-      {"c",
+      {Stage::kDense,
        [&](Item&) {
          arena_c = CurrentArenaThreads();
          return Status::OK();
        }},
   };
   PipelineOptions options;
-  options.stage_threads = {3, 1, 0};
+  options.stage_threads[Stage::kUnique] = 3;
+  options.stage_threads[Stage::kPull] = 1;
   const Status status = RunThreeItems(stages, options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(3, arena_a.load());
@@ -207,9 +212,10 @@ TEST(RunPipelinedTest, AFailureInAnyStageStopsThePipelineWithItsError) {
     SCOPED_TRACE(failing);
     std::atomic<int> stop_calls{0};
     std::atomic<int64_t> last_done{-1};
-    std::vector<Stage<Item>> stages;
+    std::vector<StageWork<Item>> stages;
+    const Stage ids[] = {Stage::kUnique, Stage::kPull, Stage::kDense};
     for (int s = 0; s < 3; ++s) {
-      stages.push_back({std::string("s").append(std::to_string(s)), [=](Item& it) {
+      stages.push_back({ids[s], [=](Item& it) {
                           if (failing == s + 1 && it.index == 7) {
                             return Status::DataLoss("injected at s", s);
                           }
@@ -233,7 +239,7 @@ TEST(RunPipelinedTest, AFailureInAnyStageStopsThePipelineWithItsError) {
     } else {
       EXPECT_EQ(StatusCode::kDataLoss, status.code());
       EXPECT_THAT(status.message(),
-                  HasSubstr(std::string("stage s").append(std::to_string(failing - 1))));
+                  HasSubstr(std::string("stage ") + StageName(ids[failing - 1])));
     }
     EXPECT_EQ(1, stop_calls.load());
     EXPECT_LT(last_done.load(), 7);
@@ -244,12 +250,12 @@ TEST(RunPipelinedTest, OnStopReleasesAStageBlockedOnItsOwnCondition) {
   // The pull stage waits on the gate for a push that will never come
   // because the dense stage fails; on_stop cancels the gate.
   StalenessGate gate(0, /*early_pulls=*/false);
-  std::vector<Stage<Item>> stages = {
-      {"pull", [&](Item& it) { return gate.AwaitPull(it.index, {1, 2, 3}); }},
-      {"dense", [](Item& it) {
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kPull, [&](Item& it) { return gate.AwaitPull(it.index, {1, 2, 3}); }},
+      {Stage::kDense, [](Item& it) {
          return it.index == 0 ? Status::Internal("dense failed") : Status::OK();
        }},
-      {"push", [&](Item& it) { gate.MarkPushed(it.index); return Status::OK(); }},
+      {Stage::kPush, [&](Item& it) { gate.MarkPushed(it.index); return Status::OK(); }},
   };
   std::vector<Item> buffer(4);
   PipelineOptions options;
@@ -266,9 +272,9 @@ TEST(RunPipelinedTest, OnStopReleasesAStageBlockedOnItsOwnCondition) {
 }
 
 TEST(RunPipelinedTest, TheWatchdogNamesAStageThatStopsMakingProgress) {
-  std::vector<Stage<Item>> stages = {
-      {"fast", [](Item&) { return Status::OK(); }},
-      {"stuck", [](Item& it) {
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kUnique, [](Item&) { return Status::OK(); }},
+      {Stage::kPull, [](Item& it) {
          if (it.index == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
          return Status::OK();
        }},
@@ -277,8 +283,8 @@ TEST(RunPipelinedTest, TheWatchdogNamesAStageThatStopsMakingProgress) {
   PipelineOptions options;
   options.watchdog_seconds = 0.05;
   std::mutex mu;
-  std::vector<std::pair<std::string, int64_t>> stalls;
-  options.on_stall = [&](const std::string& stage, int64_t item, double seconds) {
+  std::vector<std::pair<Stage, int64_t>> stalls;
+  options.on_stall = [&](Stage stage, int64_t item, double seconds) {
     std::lock_guard<std::mutex> lock(mu);
     stalls.push_back({stage, item});
     EXPECT_GE(seconds, 0.05);
@@ -293,18 +299,34 @@ TEST(RunPipelinedTest, TheWatchdogNamesAStageThatStopsMakingProgress) {
                   {}, options, &stats)
                   .ok());
   ASSERT_EQ(1u, stalls.size());
-  EXPECT_EQ("stuck", stalls[0].first);
+  EXPECT_EQ(Stage::kPull, stalls[0].first);
   EXPECT_EQ(2, stalls[0].second);
   EXPECT_EQ(1, stats.stalls);
 }
 
 TEST(RunPipelinedTest, BadOptionsAreInvalidArguments) {
   std::vector<Item> none;
-  std::vector<Stage<Item>> stages = {{"a", [](Item&) { return Status::OK(); }}};
+  std::vector<StageWork<Item>> stages = {{Stage::kUnique, [](Item&) { return Status::OK(); }}};
   const Status status = RunPipelined<Item>(
       stages, none, [](int64_t, Item&) -> Result<bool> { return false; }, {}, PipelineOptions{},
       nullptr);
   EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+}
+
+// The stages after reading are named once each, and none is the read stage
+// (reading is the runner's own).
+TEST(RunPipelinedTest, StagesAreDistinctAndNotRead) {
+  const auto ok = [](Item&) { return Status::OK(); };
+  for (const std::vector<StageWork<Item>>& stages :
+       {std::vector<StageWork<Item>>{{Stage::kPull, ok}, {Stage::kPull, ok}},
+        std::vector<StageWork<Item>>{{Stage::kRead, ok}, {Stage::kPull, ok}}}) {
+    std::vector<Item> buffer(2);
+    const Status status = RunPipelined<Item>(
+        stages, buffer, [](int64_t, Item&) -> Result<bool> { return false; }, {},
+        PipelineOptions{}, nullptr);
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+    EXPECT_THAT(status.message(), HasSubstr("distinct and not \"read\""));
+  }
 }
 
 TEST(StalenessGateTest, EarlyPullsWaitOnlyForInFlightBatchesSharingKeys) {

@@ -16,9 +16,9 @@ struct Item {
 TEST(RunSequentialTest, RunsEveryStageOnEveryItemInOrder) {
   std::vector<std::string> seen;
   auto tag = [](std::string stage, int64_t index) { return stage.append(std::to_string(index)); };
-  std::vector<Stage<Item>> stages = {
-      {"a", [&](Item& it) { seen.push_back(tag("a", it.index)); return Status::OK(); }},
-      {"b", [&](Item& it) { seen.push_back(tag("b", it.index)); return Status::OK(); }},
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kUnique, [&](Item& it) { seen.push_back(tag("a", it.index)); return Status::OK(); }},
+      {Stage::kPull, [&](Item& it) { seen.push_back(tag("b", it.index)); return Status::OK(); }},
   };
   Item item;
   StageTimes times;
@@ -31,18 +31,22 @@ TEST(RunSequentialTest, RunsEveryStageOnEveryItemInOrder) {
   EXPECT_EQ((std::vector<std::string>{"a0", "b0", "a1", "b1", "a2", "b2"}), seen);
   EXPECT_EQ(3, times.items);
   EXPECT_EQ(3, done);
-  EXPECT_EQ((std::vector<std::string>{"a", "b"}), times.names);
-  EXPECT_EQ(6u, tracer.Events().size());
+  // Reading and both stages were timed, the others did not run.
+  EXPECT_EQ(0.0, times.busy_seconds[Stage::kDense]);
+  EXPECT_EQ(0.0, times.busy_seconds[Stage::kPush]);
+  // A span per stage per item, reading included, and the read that found
+  // the end of the input.
+  EXPECT_EQ(3u * 3 + 1, tracer.Events().size());
 }
 
 TEST(RunSequentialTest, FirstErrorStopsTheRunAndNamesTheStage) {
   int runs_of_c = 0;
-  std::vector<Stage<Item>> stages = {
-      {"pull", [](Item&) { return Status::OK(); }},
-      {"push", [](Item& it) {
+  std::vector<StageWork<Item>> stages = {
+      {Stage::kPull, [](Item&) { return Status::OK(); }},
+      {Stage::kPush, [](Item& it) {
          return it.index == 1 ? Status::IOError("disk gone") : Status::OK();
        }},
-      {"c", [&](Item&) { ++runs_of_c; return Status::OK(); }},
+      {Stage::kDense, [&](Item&) { ++runs_of_c; return Status::OK(); }},
   };
   Item item;
   Status status = RunSequential<Item>(
@@ -54,10 +58,12 @@ TEST(RunSequentialTest, FirstErrorStopsTheRunAndNamesTheStage) {
 
 TEST(StageTimesTest, BottleneckIsTheBusiestStage) {
   StageTimes times;
-  times.names = {"pull", "dense", "push"};
-  times.busy_seconds = {1.0, 3.0, 2.0};
-  EXPECT_EQ(1, times.Bottleneck());
-  EXPECT_EQ(-1, StageTimes().Bottleneck());
+  times.busy_seconds[Stage::kPull] = 1.0;
+  times.busy_seconds[Stage::kDense] = 3.0;
+  times.busy_seconds[Stage::kPush] = 2.0;
+  EXPECT_EQ(Stage::kDense, times.Bottleneck());
+  EXPECT_EQ(6.0, times.TotalSeconds());
+  EXPECT_EQ(std::nullopt, StageTimes().Bottleneck());
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,12 +92,12 @@ double Median(std::vector<double> values) {
 
 TrainOptions BaseOptions() {
   TrainOptions options;
-  options.model = g_model;
+  options.model.name = g_model;
   options.threads = g_threads;
   options.max_steps = g_max_steps;
   options.batch_size = g_batch_size;
   options.show_progress = false;
-  options.watchdog_seconds = 0;
+  options.pipeline.watchdog_seconds = 0;
   return options;
 }
 
@@ -109,9 +110,9 @@ Status Train(const TrainOptions& options, TrainReport* report) {
 
 void BM_Train(benchmark::State& state, const std::string& tier, const Mode& mode) {
   TrainOptions options = BaseOptions();
-  options.pipeline = mode.pipeline;
-  options.max_staleness = mode.max_staleness;
-  options.early_pulls = mode.early_pulls;
+  options.pipeline.pipelined = mode.pipeline;
+  options.pipeline.max_staleness = mode.max_staleness;
+  options.pipeline.early_pulls = mode.early_pulls;
   ember::TempDir dir;
   if (tier == "budget") {
     auto path = dir.Create("ember-pipeline-bench");
@@ -119,8 +120,8 @@ void BM_Train(benchmark::State& state, const std::string& tier, const Mode& mode
       state.SkipWithError(path.status().ToString().c_str());
       return;
     }
-    options.embedding_memory_budget_bytes = g_budget_bytes;
-    options.embedding_dir = *path;
+    options.table.memory_budget_bytes = g_budget_bytes;
+    options.table.disk_path = *path;
   }
   for (auto _ : state) {
     TrainReport report;
@@ -135,20 +136,14 @@ void BM_Train(benchmark::State& state, const std::string& tier, const Mode& mode
     Measured& m = g_measured[tier + "/" + mode.name];
     m.samples_per_sec.push_back(report.samples_per_sec);
     const auto& times = report.stage_times;
-    const int slowest = times.Bottleneck();
-    double total = 0;
-    for (double s : times.busy_seconds) total += s;
-    m.ideal_speedup.push_back(slowest >= 0 && times.busy_seconds[slowest] > 0
-                                  ? total / times.busy_seconds[slowest]
-                                  : 0);
-    const double slowest_seconds = slowest >= 0 ? times.busy_seconds[slowest] : 0;
+    const std::optional<ember::pipeline::Stage> slowest = times.Bottleneck();
+    const double slowest_seconds = slowest ? times.busy_seconds[*slowest] : 0;
+    m.ideal_speedup.push_back(slowest ? times.TotalSeconds() / slowest_seconds : 0);
     const double bound = std::max(slowest_seconds, cpu_seconds / g_threads);
     m.ideal_cpu_speedup.push_back(bound > 0 ? report.train_seconds / bound : 0);
-    m.bottleneck.push_back(slowest >= 0 ? times.names[slowest] : "?");
+    m.bottleneck.push_back(slowest ? ember::pipeline::StageName(*slowest) : "?");
     m.bottleneck_busy.push_back(
-        slowest >= 0 && report.train_seconds > 0
-            ? times.busy_seconds[slowest] / report.train_seconds
-            : 0);
+        slowest && report.train_seconds > 0 ? slowest_seconds / report.train_seconds : 0);
     state.counters["samples_per_sec"] = report.samples_per_sec;
   }
 }

@@ -1,0 +1,85 @@
+#pragma once
+
+// A training job's options, nested by the part of Ember they configure: the
+// model, the embedding table, the dense optimizer, the training loop
+// (pipeline/), checkpoints, and the job itself. Each part is the options
+// struct of the layer that owns it; the trainer copies nothing by hand. It
+// fills in only what follows from the data and from the job: see
+// Trainer::Create.
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "engine/model_options.h"
+#include "engine/training_checkpoint.h"
+#include "ops/dense_optimizer.h"
+#include "pipeline/training_loop.h"
+
+namespace ember::engine {
+
+struct TrainOptions {
+  // The model: name (one of ModelNames(), engine/model_zoo.h), widths,
+  // where its dense half runs and in what precision. The trainer sets its
+  // num_dense, num_slots and num_tasks from the data, embedding_dim from
+  // table.dim and seed from seed.
+  ModelOptions model;
+  // The embedding table: dim, sparse optimizer, admission, TTL, memory budget
+  // and disk tier. The trainer sets its seed from seed, and track_changes
+  // when checkpointing.
+  embedding::EmbeddingTableOptions table;
+  ops::DenseOptimizerOptions dense_optimizer;
+  // The training loop: pipelined or sequential, the stages' threads,
+  // staleness, prefetch, read-ahead, the watchdog and the tracer. Prefetch
+  // applies only with a disk tier (table.memory_budget_bytes > 0); the
+  // trainer sets evict_every_steps from table.ttl_steps (every
+  // max(1, ttl_steps / 2) steps, so that a row lives at most 1.5x the TTL).
+  pipeline::TrainingLoopOptions pipeline;
+  // Checkpoints go to checkpoint.dir when set: every checkpoint.every_steps
+  // steps and when Fit ends, finished or stopped. Restore() resumes from the
+  // newest one. The trainer sets checkpoint.sparse_optimizer.
+  TrainingCheckpointOptions checkpoint;
+
+  int batch_size = 256;
+  int epochs = 1;
+  // Stop after this many training steps in total; 0 means no limit.
+  int64_t max_steps = 0;
+  // Steps at the start of a Fit left out of TrainReport's
+  // steady_samples_per_sec: they carry one-time costs (kernel generation,
+  // first touches of buffers). They train like every other step.
+  int64_t timing_warmup_steps = 3;
+  // CPU threads for the whole job; <= 0 means every hardware thread.
+  int threads = 0;
+  // Seeds everything random: the model's and the table's initial values and
+  // the shuffle.
+  uint64_t seed = 1;
+  // Shuffle the training examples every epoch (seeded).
+  bool shuffle = true;
+  // Embedding rows to make room for before the first step
+  // (EmbeddingTable::Reserve), so that creating rows in the steps neither
+  // faults in memory nor grows the key index. -1 (auto): when training on a
+  // Dataset into a table that gives every key a row in memory (no budget,
+  // no admission), room for the training data's distinct keys, estimated
+  // (DistinctKeyCounter) plus 2%; where the machine lacks the memory, a
+  // warning and no room. 0: none. > 0: that many rows in all, from any
+  // source; an error where the memory lacks.
+  int64_t embedding_reserve_rows = -1;
+  // Examples per evaluation batch.
+  int eval_batch_size = 4096;
+  // Print progress (terminal line or periodic log).
+  bool show_progress = true;
+  // When set and true, training stops after the batches already read
+  // (e.g. set by a signal handler); Fit then returns what was trained (and
+  // writes a checkpoint of it when checkpoint.dir is set).
+  const std::atomic<bool>* stop_requested = nullptr;
+};
+
+// Validates option ranges (batch_size >= 1, epochs >= 1, ...), naming the
+// flag of a bad value.
+Status ValidateTrainOptions(const TrainOptions& options);
+
+// The job's threads: options.threads, or every hardware thread when <= 0.
+int JobThreads(const TrainOptions& options);
+
+}  // namespace ember::engine

@@ -1,0 +1,111 @@
+#include "pipeline/training_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "embedding/unique_keys.h"
+#include "ops/dense_ops.h"
+
+namespace ember::pipeline {
+
+TrainingStep::TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* model,
+                           const ops::DenseOptimizerOptions& dense_optimizer)
+    : table_(table), model_(model), dense_optimizer_(dense_optimizer) {}
+
+Status TrainingStep::Prepare(StepState& state) const {
+  const io::Batch& batch = state.batch;
+  const int64_t b = batch.size;
+  const int dim = table_->dim();
+  embedding::UniqueKeys(batch.keys, &state.unique_keys, &state.key_rows);
+  const int64_t nnz = static_cast<int64_t>(batch.keys.size());
+  const int64_t unique = static_cast<int64_t>(state.unique_keys.size());
+  state.row_index = Tensor::Empty({nnz}, DType::kI64);
+  // std::copy, not memcpy: any of these may be empty (no dense features, no
+  // keys), whose data() may be null, which memcpy may not be given.
+  std::copy_n(state.key_rows.data(), nnz, state.row_index.data<int64_t>());
+  state.offsets = Tensor::Empty({static_cast<int64_t>(batch.offsets.size())}, DType::kI64);
+  std::copy(batch.offsets.begin(), batch.offsets.end(), state.offsets.data<int64_t>());
+  state.rows = Tensor::Empty({unique, dim});
+  state.pooled = Tensor::Empty({b, int64_t{batch.num_slots} * dim});
+  state.dense = Tensor::Empty({b, batch.num_dense});
+  std::copy(batch.dense.begin(), batch.dense.end(), state.dense.data<float>());
+  state.labels = Tensor::Empty({b, batch.num_labels});
+  std::copy(batch.labels.begin(), batch.labels.end(), state.labels.data<float>());
+  return Status::OK();
+}
+
+void TrainingStep::SortKeys(StepState& state) {
+  state.sorted_order.resize(state.unique_keys.size());
+  std::iota(state.sorted_order.begin(), state.sorted_order.end(), 0);
+  std::sort(state.sorted_order.begin(), state.sorted_order.end(),
+            [&](int64_t a, int64_t b) { return state.unique_keys[a] < state.unique_keys[b]; });
+  state.sorted_keys.resize(state.unique_keys.size());
+  for (size_t i = 0; i < state.sorted_order.size(); ++i) {
+    state.sorted_keys[i] = state.unique_keys[state.sorted_order[i]];
+  }
+}
+
+Status TrainingStep::Pull(StepState& state) {
+  // The step stamps rows for TTL eviction and drives probabilistic admission.
+  table_->set_step(state.step);
+  return table_->Pull(state.unique_keys, state.rows.data<float>());
+}
+
+Status TrainingStep::PullPart(StepState& state, const std::vector<int64_t>& rows) {
+  const int dim = table_->dim();
+  state.part_keys.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) state.part_keys[i] = state.unique_keys[rows[i]];
+  state.part_values = Tensor::Empty({static_cast<int64_t>(rows.size()), dim});
+  EMBER_RETURN_IF_ERROR(table_->Pull(state.part_keys, state.part_values.data<float>()));
+  const float* values = state.part_values.data<float>();
+  float* out = state.rows.data<float>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(out + rows[i] * dim, values + i * dim, dim * sizeof(float));
+  }
+  return Status::OK();
+}
+
+Status TrainingStep::Lookup(StepState& state) {
+  return table_->Lookup(state.unique_keys, state.rows.data<float>());
+}
+
+Status TrainingStep::Forward(StepState& state) {
+  const int64_t b = state.batch.size;
+  const int dim = table_->dim();
+  Tensor pooled_bags = state.pooled.Reshape({b * state.batch.num_slots, dim});
+  EMBER_RETURN_IF_ERROR(ops::EmbeddingBagForward(state.rows, state.row_index, state.offsets,
+                                                 ops::Pooling::kSum, &pooled_bags));
+  return model_->Forward(state.dense, state.pooled, &state.logits);
+}
+
+Status TrainingStep::DenseTrain(StepState& state) {
+  const int64_t b = state.batch.size;
+  const int dim = table_->dim();
+  EMBER_RETURN_IF_ERROR(Forward(state));
+  const int64_t outputs = b * model_->num_tasks();
+  state.dlogits = Tensor::Empty(state.logits.shape());
+  Tensor flat_logits = state.logits.Reshape({outputs});
+  Tensor flat_dlogits = state.dlogits.Reshape({outputs});
+  const Tensor flat_labels = state.labels.Reshape({outputs});
+  EMBER_ASSIGN_OR_RETURN(state.loss, ops::SigmoidCrossEntropyWithLogits(flat_logits, flat_labels,
+                                                                        &flat_dlogits));
+  // The model's logits are its buffer, which the next batch's forward
+  // overwrites; the state keeps its own for what reads them after the
+  // pipeline's later stages (the progress line's AUC).
+  state.logits = state.logits.Clone();
+  state.dpooled = Tensor::Empty({b, int64_t{state.batch.num_slots} * dim});
+  EMBER_RETURN_IF_ERROR(model_->Backward(state.dlogits, &state.dpooled));
+  ++optimizer_steps_;
+  EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));
+  state.drows = Tensor::Empty(state.rows.shape());
+  const Tensor dbags = state.dpooled.Reshape({b * state.batch.num_slots, dim});
+  return ops::EmbeddingBagBackward(dbags, state.row_index, state.offsets, ops::Pooling::kSum,
+                                   &state.drows);
+}
+
+Status TrainingStep::Push(StepState& state) {
+  return table_->Push(state.unique_keys, state.drows.data<float>());
+}
+
+}  // namespace ember::pipeline

@@ -1,0 +1,100 @@
+#pragma once
+
+// One training step of a CTR model, stage by stage (scheduler/stage.h):
+//
+//   read    a Batch from the data (the loops in pipeline/training_loop.h)
+//   unique  its distinct keys, and the step's input tensors   (Prepare)
+//   pull    their rows from the embedding table                (Pull)
+//   dense   pooling, the dense model's forward, the loss, its
+//           backward and the dense optimizer, pooling's backward (DenseTrain)
+//   push    the row gradients into the table (sparse optimizer) (Push)
+//
+// A StepState carries one batch through the stages; the TrainingStep holds
+// what every batch shares (the table, the dense model) and runs the stages
+// on a state. Which thread runs which stage, and when, is the loops' business.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "embedding/embedding_table.h"
+#include "io/batch.h"
+#include "ops/dense_model.h"
+#include "ops/dense_optimizer.h"
+
+namespace ember::pipeline {
+
+// Everything one batch carries through the stages.
+struct StepState {
+  int64_t index = 0;  // The batch's index in this run of the loop.
+  int64_t step = 0;   // Its step in the job (index + steps trained before).
+  int64_t epoch = 0;  // The epoch of the batch.
+  io::Batch batch;
+  std::vector<embedding::Key> unique_keys;
+  std::vector<int64_t> key_rows;  // Row of each key occurrence in `rows`.
+  Tensor row_index;               // i64 [nnz], copy of key_rows for the pooling op.
+  Tensor offsets;                 // i64 [B * S + 1]
+  Tensor rows;                    // [U, D] pulled rows.
+  Tensor pooled;                  // [B, S * D]
+  Tensor dense;                   // [B, num_dense]
+  Tensor labels;                  // [B, T] for T tasks
+  Tensor logits;                  // [B, T]
+  Tensor dlogits;                 // [B, T]
+  Tensor dpooled;                 // [B, S * D]
+  Tensor drows;                   // [U, D]
+  std::vector<embedding::Key> sorted_keys;  // unique_keys, ascending (pipelined)
+  std::vector<int64_t> sorted_order;        // sorted_keys[i] = unique_keys[sorted_order[i]]
+  std::vector<int> staleness;               // Per sorted key (scratch)
+  std::vector<embedding::Key> part_keys;    // A part of a split pull (scratch)
+  std::vector<int64_t> part_rows;
+  Tensor part_values;
+  double loss = 0.0;
+  bool prepared = false;  // Prepare ran on this batch (sequential read-ahead).
+};
+
+// The stages' work on a StepState. The table and the model are not owned
+// and must outlive it. Thread safety: Prepare, SortKeys and Lookup may run on
+// any thread for different states; Pull/PullPart, DenseTrain and Push each
+// run on one thread at a time (the table allows Pull and Push to overlap;
+// the model belongs to the dense stage alone).
+class TrainingStep {
+ public:
+  TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* model,
+               const ops::DenseOptimizerOptions& dense_optimizer);
+
+  // unique: the batch's distinct keys (in first-seen order), each key
+  // occurrence's row among them, and the step's input tensors.
+  Status Prepare(StepState& state) const;
+  // The unique keys in ascending order with their positions (for the
+  // staleness gate, pipeline/staleness.h).
+  static void SortKeys(StepState& state);
+  // pull: the rows of every unique key, at the table's step state.step.
+  Status Pull(StepState& state);
+  // Pulls the unique keys at positions `rows` of state.unique_keys into
+  // their rows of state.rows (part of an early pull). REQUIRES: the table's
+  // step is state.step.
+  Status PullPart(StepState& state, const std::vector<int64_t>& rows);
+  // dense: pooling, forward, loss (state.loss), backward, one dense
+  // optimizer step, and the rows' gradients (state.drows).
+  Status DenseTrain(StepState& state);
+  // push: the rows' gradients into the table.
+  Status Push(StepState& state);
+  // Evaluation: the rows without changing the table, then the forward
+  // (state.logits, the model's buffer until the next forward).
+  Status Lookup(StepState& state);
+  Status Forward(StepState& state);
+
+  embedding::EmbeddingTable& table() { return *table_; }
+  ops::DenseModel& model() { return *model_; }
+  // Dense optimizer steps taken (a checkpoint saves and restores it).
+  int64_t* optimizer_steps() { return &optimizer_steps_; }
+
+ private:
+  embedding::EmbeddingTable* table_;
+  ops::DenseModel* model_;
+  ops::DenseOptimizerOptions dense_optimizer_;
+  int64_t optimizer_steps_ = 0;
+};
+
+}  // namespace ember::pipeline
