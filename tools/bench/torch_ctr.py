@@ -5,7 +5,7 @@ same examples.
 
 Same data (tools/bench/bench_data.py): the same split, dense transform
 log(1 + x) and one embedding row per distinct value of a slot. Same models as
-engine/model_zoo.cc, layer for layer:
+engine/models/*.cc, layer for layer:
   dlrm    bottom MLP (ReLU; last width --embedding_dim) over the dense
           features, dot interaction of [bottom, embeddings] (pairs i > j),
           top MLP to one logit over [bottom, pairs]; without dense features
@@ -148,7 +148,7 @@ class Ctr(torch.nn.Module):
 
     def he_uniform_parameters(self):
         """(Ember's name, parameter, fan_in) of each He-uniform weight, as
-        engine/model_zoo.cc names them: bottom.l / top.l (DLRM), linear.0 and
+        engine/models/*.cc name them: bottom.l / top.l (DLRM), linear.0 and
         deep.l (DeepFM), cross.l and deep.l (DCN-v2); l counts Linear layers."""
         out = []
         for prefix in ("bottom", "top", "linear", "deep"):
