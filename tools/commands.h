@@ -9,7 +9,7 @@ namespace ember::tools {
 
 // Exit codes of the ember command (also listed in `ember --help`).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitBadCommandLine = 1;  // gflags rejected a flag.
+inline constexpr int kExitBadCommandLine = 1;  // Unknown command or flag name, bad syntax.
 inline constexpr int kExitUserError = 2;       // Bad input, flag value or file.
 inline constexpr int kExitInternalError = 3;   // I/O failure or a bug.
 // Plus the signal's number: training stopped by SIGINT (130) or SIGTERM (143)
@@ -38,9 +38,11 @@ struct EffectiveFlag {
 // common_flags.cc, sorted by name.
 std::vector<EffectiveFlag> EffectiveFlags(const std::vector<std::string>& flag_files);
 
-// Logs every flag defined in `flag_files` (e.g. "tools/train_command.cc",
-// "tools/format_flags.cc") and in common_flags.cc with its effective value,
-// once at start-up.
+// Logs the effective configuration once at start-up, in one block: the flags
+// defined in `flag_files` (e.g. "tools/train_command.cc",
+// "tools/format_flags.cc") and in common_flags.cc that differ from their
+// defaults, and a few key ones (--model, --batch_size, ...) at theirs. Every
+// flag with its value goes to VLOG(1) (--v=1).
 void LogEffectiveFlags(const std::vector<std::string>& flag_files);
 
 // Parses "512,256,64" into widths; InvalidArgument naming `flag` otherwise.

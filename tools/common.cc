@@ -2,11 +2,14 @@
 #include <glog/logging.h>
 #include <glob.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <set>
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/help.h"
 
 namespace ember::tools {
 
@@ -40,9 +43,32 @@ std::vector<EffectiveFlag> EffectiveFlags(const std::vector<std::string>& flag_f
 }
 
 void LogEffectiveFlags(const std::vector<std::string>& flag_files) {
-  LOG(INFO) << "effective configuration:";
-  for (const EffectiveFlag& flag : EffectiveFlags(flag_files)) {
-    LOG(INFO) << "  --" << flag.name << "=" << flag.value << (flag.is_default ? "" : "  (set)");
+  // The flags that say what a job is even at their defaults; the rest are
+  // shown when set.
+  static const std::set<std::string> kKeyFlags = {"model",  "batch_size", "epochs", "threads",
+                                                  "plan",   "pipeline",   "format", "input",
+                                                  "output", "out",        "out_format"};
+  const std::vector<EffectiveFlag> flags = EffectiveFlags(flag_files);
+  std::string set, key;
+  for (const EffectiveFlag& flag : flags) {
+    if (flag.is_default && kKeyFlags.count(flag.name) == 0) continue;
+    gflags::CommandLineFlagInfo info;
+    const std::string type =
+        gflags::GetCommandLineFlagInfo(flag.name.c_str(), &info) ? info.type : "";
+    std::string& line = flag.is_default ? key : set;
+    line += " --" + flag.name + "=" + ReadableFlagValue(type, flag.value);
+  }
+  // Continuation lines line up under the first flag of "  defaults: ".
+  constexpr int kIndent = 12;
+  const auto block = [&](const std::string& flags_text) {
+    return flags_text.empty() ? std::string("(none)")
+                              : WrapText(flags_text.substr(1), kIndent, 100);
+  };
+  LOG(INFO) << "effective configuration (--v=1 lists all " << flags.size() << " flags):"
+            << "\n  set:      " << block(set) << "\n  defaults: " << block(key);
+  VLOG(1) << "every flag:";
+  for (const EffectiveFlag& flag : flags) {
+    VLOG(1) << "  --" << flag.name << "=" << flag.value << (flag.is_default ? "" : "  (set)");
   }
 }
 

@@ -4,34 +4,59 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "tools/commands.h"
+#include "tools/flag_check.h"
+#include "tools/help.h"
 #include "tools/stop_signals.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "ember <command> [--flag=value ...] [--flagfile=FILE]\n"
-    "\n"
-    "Commands:\n"
-    "  train     train a CTR model and report test AUC and logloss\n"
-    "            (with no --train_data: on data generated from a planted model)\n"
-    "  convert   convert criteo, csv, libsvm, libffm or slot text files to\n"
-    "            Ember's columnar format (the fast path for repeated epochs)\n"
-    "  gen-data  write synthetic click data (criteo, csv or columnar) from a\n"
-    "            planted model, with its Bayes AUC beside it\n"
-    "  plan      plan a training job (the flags of train) on this host or a\n"
-    "            --cluster file: placement, predicted stage times, samples/s\n"
-    "            and memory, disk and bandwidth needs\n"
-    "\n"
-    "`ember <command> --help` lists Ember's flags with their defaults.\n"
-    "Exit status: 0 success, 1 bad command line, 2 bad input or flag value,\n"
-    "3 I/O failure or internal error, 128+N training stopped by signal N (SIGINT\n"
-    "130, SIGTERM 143) after writing its checkpoint.";
+bool IsHelpFlag(const std::string& arg) {
+  return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" ||
+         arg == "-helpshort";
+}
+
+bool IsVersionFlag(const std::string& arg) { return arg == "--version" || arg == "-version"; }
+
+// `ember help [CMD]`, `ember --help`, `ember --version`: what to print and
+// the exit status, before any flag is parsed; -1 when `args` asks for none.
+int HandleHelpAndVersion(const std::vector<std::string>& args) {
+  const std::string& first = args[0];
+  if (IsHelpFlag(first) || (first == "help" && args.size() == 1)) {
+    std::printf("%s", ember::tools::UsageText().c_str());
+    return ember::tools::kExitOk;
+  }
+  if (IsVersionFlag(first) || first == "version") {
+    std::printf("%s", ember::tools::VersionText().c_str());
+    return ember::tools::kExitOk;
+  }
+  std::string command = first;
+  if (first == "help") {
+    command = args[1];
+  } else {
+    bool asked = false;
+    for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+      if (IsVersionFlag(args[i])) {
+        std::printf("%s", ember::tools::VersionText().c_str());
+        return ember::tools::kExitOk;
+      }
+      asked = asked || IsHelpFlag(args[i]);
+    }
+    if (!asked) return -1;
+  }
+  ember::Result<std::string> help = ember::tools::CommandHelp(command);
+  if (!help.ok()) {
+    std::fprintf(stderr, "ember: %s\n", help.status().message().c_str());
+    return ember::tools::kExitBadCommandLine;
+  }
+  std::printf("%s", help->c_str());
+  return ember::tools::kExitOk;
+}
 
 }  // namespace
 
@@ -40,30 +65,39 @@ int main(int argc, char** argv) {
   ember::TuneProcessAllocator();
   // Before any other thread exists, so that all inherit the blocked signals.
   ember::tools::StartStopSignalThread();
-  gflags::SetUsageMessage(kUsage);
-  gflags::SetVersionString("0.1.0");
-  if (argc < 2 || argv[1][0] == '-') {
-    const bool asked = argc >= 2 && (std::strcmp(argv[1], "--help") == 0 ||
-                                     std::strcmp(argv[1], "-h") == 0);
-    std::fprintf(asked ? stdout : stderr, "%s\n", kUsage);
-    return asked ? 0 : ember::tools::kExitBadCommandLine;
+  gflags::SetUsageMessage(ember::tools::UsageText());
+  gflags::SetVersionString(ember::tools::VersionText());
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fprintf(stderr, "%s", ember::tools::UsageText().c_str());
+    return ember::tools::kExitBadCommandLine;
   }
-  const std::string command = argv[1];
+  if (const int exit_code = HandleHelpAndVersion(args); exit_code >= 0) return exit_code;
+  const std::string command = args[0];
+  if (command == "--helpfull") {  // gflags' listing of every flag, glog's included.
+    gflags::ShowUsageWithFlags(argv[0]);
+    return ember::tools::kExitOk;
+  }
+  if (!ember::tools::IsCommand(command)) {
+    std::fprintf(stderr, "ember: unknown command '%s'\n\n%s", command.c_str(),
+                 ember::tools::UsageText().c_str());
+    return ember::tools::kExitBadCommandLine;
+  }
+  // gflags drops a flagfile line it does not know and names no alternative
+  // for a typo on the command line: check the names first.
+  const ember::Status names =
+      ember::tools::CheckFlagNames(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!names.ok()) {
+    std::fprintf(stderr, "ember %s: %s\n(`ember help %s` lists its flags)\n", command.c_str(),
+                 names.message().c_str(), command.c_str());
+    return ember::tools::kExitBadCommandLine;
+  }
   // Drop the command so that gflags sees `ember --flags...`.
   for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
   --argc;
   // Logs go to stderr unless the user asks for files with --log_dir.
   FLAGS_logtostderr = true;
   gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
-  // gflags exits with status 1 after --help; asking for help is no error, and
-  // Ember's own flags are what a user wants to see, not glog's.
-  std::string help, helpshort;
-  gflags::GetCommandLineOption("help", &help);
-  gflags::GetCommandLineOption("helpshort", &helpshort);
-  if (help == "true" || helpshort == "true") {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/");
-    return 0;
-  }
   gflags::HandleCommandLineHelpFlags();
   if (!FLAGS_log_dir.empty()) FLAGS_logtostderr = false;
   google::InitGoogleLogging("ember");
@@ -77,7 +111,5 @@ int main(int argc, char** argv) {
   if (command == "train") return ember::tools::RunTrain();
   if (command == "gen-data") return ember::tools::RunGenData();
   if (command == "convert") return ember::tools::RunConvert();
-  if (command == "plan") return ember::tools::RunPlan();
-  std::fprintf(stderr, "ember: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
-  return ember::tools::kExitBadCommandLine;
+  return ember::tools::RunPlan();
 }
