@@ -39,6 +39,9 @@ Status ValidateTrainOptions(const TrainOptions& o) {
     return Status::InvalidArgument("--checkpoint_every_steps must be >= 0, got ",
                                    o.checkpoint.every_steps);
   }
+  if (o.eval_every_steps < 0) {
+    return Status::InvalidArgument("--eval_every_steps must be >= 0, got ", o.eval_every_steps);
+  }
   if (o.checkpoint.full_every < 1) {
     return Status::InvalidArgument("--checkpoint_full_every must be >= 1, got ",
                                    o.checkpoint.full_every);

@@ -9,9 +9,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "core/status.h"
 #include "embedding/embedding_table.h"
+#include "engine/metrics.h"
 #include "engine/model_options.h"
 #include "engine/training_checkpoint.h"
 #include "ops/dense_optimizer.h"
@@ -69,6 +71,20 @@ struct TrainOptions {
   int eval_batch_size = 4096;
   // Print progress (terminal line or periodic log).
   bool show_progress = true;
+  // Evaluations during training, each a point of TrainReport::history: every
+  // eval_every_steps steps of the job (0: none) and/or at the end of every
+  // epoch (eval_every_epoch; for a BatchSource, every
+  // EstimatedBatches() / epochs steps), and once when training ends. Only
+  // when `evaluate` is set. Each runs at a barrier between steps
+  // (pipeline/training_loop.h), where the table and the model are quiescent;
+  // an evaluation that only reads them (Trainer::Evaluate) leaves the trained
+  // model what it would be without it, bit for bit.
+  int64_t eval_every_steps = 0;
+  bool eval_every_epoch = false;
+  // Evaluates the model being trained on the owner's held-out data (e.g.
+  // Trainer::Evaluate on a test set), on the trainer's thread; its error
+  // stops training.
+  std::function<Result<Metrics>()> evaluate;
   // When set and true, training stops after the batches already read
   // (e.g. set by a signal handler); Fit then returns what was trained (and
   // writes a checkpoint of it when checkpoint.dir is set).

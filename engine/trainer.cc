@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -137,10 +138,17 @@ Status Trainer::ReserveRows(int64_t rows, const std::string& why) {
   const int64_t before = table_->memory_bytes();
   EMBER_RETURN_IF_ERROR(
       table_->Reserve(rows).WithContext("reserving embedding rows (" + why + ")"));
-  LOG(INFO) << "embedding rows: room for " << rows << " (" << why << "), "
-            << (table_->memory_bytes() - before) / (1 << 20) << " MiB, in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
-            << " s";
+  std::ostringstream message;
+  message << "embedding rows: room for " << rows << " (" << why << "), "
+          << (table_->memory_bytes() - before) / (1 << 20) << " MiB, in "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+          << " s";
+  // A run that shows no progress (a calibration's, a test's) says it at --v=1.
+  if (options_.show_progress) {
+    LOG(INFO) << message.str();
+  } else {
+    VLOG(1) << message.str();
+  }
   return Status::OK();
 }
 
@@ -221,6 +229,7 @@ Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_
   if (exhausted || (options_.max_steps > 0 && max_steps == 0)) {
     LOG(INFO) << "the checkpoint of step " << skip << " had finished training";
     report.embedding = table_->stats();
+    report.already_finished = true;
     return report;
   }
   TrainingProgress progress(options_.show_progress, total_steps, options_.timing_warmup_steps,
@@ -233,12 +242,54 @@ Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_
     }
     return options_.max_steps == 0 || trained < max_steps;
   };
-  hooks.checkpoint_due = [&](int64_t step) {
+  const auto checkpoint_due = [&](int64_t step) {
     const int64_t every = options_.checkpoint.every_steps;
     return checkpointer_ != nullptr && every > 0 && step > 0 && step % every == 0;
   };
-  hooks.save_checkpoint = [&](int64_t step, const std::string& position) {
-    return SaveCheckpoint(step, position, &report);
+  // Evaluations: every eval_every_steps steps, and at the end of every epoch
+  // (the source's batches over the epochs; unknown: none).
+  const bool evaluates = static_cast<bool>(options_.evaluate);
+  const int64_t estimated = train.EstimatedBatches();
+  const int64_t steps_per_epoch =
+      options_.eval_every_epoch && estimated > 0 ? std::max<int64_t>(1, estimated / options_.epochs)
+                                                 : 0;
+  if (evaluates && options_.eval_every_epoch && steps_per_epoch == 0) {
+    LOG(WARNING) << "evaluation every epoch: the training data does not say how many steps an "
+                 << "epoch has; evaluating only at the end";
+  }
+  const auto eval_due = [&](int64_t step) {
+    if (!evaluates || step <= 0) return false;
+    const int64_t every = options_.eval_every_steps;
+    return (every > 0 && step % every == 0) || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
+  };
+  const auto evaluate = [&](int64_t step) -> Status {
+    const auto start = std::chrono::steady_clock::now();
+    TraceSpan span(options_.pipeline.tracer, "evaluation", "evaluation", step);
+    EvalPoint point;
+    point.step = step;
+    point.examples = report.examples;
+    point.train_loss = progress.TakeIntervalLoss();
+    const double seconds = progress.TrainSeconds();
+    point.samples_per_sec = seconds > 0 ? report.examples / seconds : 0.0;
+    Result<Metrics> metrics = options_.evaluate();
+    if (!metrics.ok()) {
+      return metrics.status().WithContext("evaluating after step " + std::to_string(step));
+    }
+    point.test = *metrics;
+    report.history.push_back(point);
+    report.eval_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    LOG(INFO) << "evaluation after step " << step << " (" << point.examples
+              << " examples): train loss " << point.train_loss << ", test AUC " << point.test.auc
+              << ", test logloss " << point.test.logloss << ", "
+              << static_cast<int64_t>(point.samples_per_sec) << " samples/s";
+    return Status::OK();
+  };
+  hooks.barrier_due = [&](int64_t step) { return checkpoint_due(step) || eval_due(step); };
+  hooks.at_barrier = [&](int64_t step, const std::string& position) {
+    if (checkpoint_due(step)) EMBER_RETURN_IF_ERROR(SaveCheckpoint(step, position, &report));
+    if (eval_due(step)) EMBER_RETURN_IF_ERROR(evaluate(step));
+    return Status::OK();
   };
   hooks.track_position = checkpointer_ != nullptr;
   hooks.done = [&](pipeline::StepState& s) { progress.Done(s); };
@@ -254,7 +305,18 @@ Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_
   if (report.steps == 0 && !report.interrupted && skip == 0) {
     return Status::InvalidArgument("the training data has no examples");
   }
+  if (report.steps == 0 && !report.interrupted) {
+    // The source sought past the checkpoint's batches and found its end.
+    LOG(INFO) << "the checkpoint of step " << skip << " had finished training";
+    report.already_finished = true;
+  }
   job_steps_ += report.steps;
+  // The last point of the history: the trained model (unless the last
+  // barrier evaluated it).
+  if (evaluates && report.steps > 0 &&
+      (report.history.empty() || report.history.back().step != job_steps_)) {
+    EMBER_RETURN_IF_ERROR(evaluate(job_steps_));
+  }
   // The final checkpoint: training finished, or stopped by a signal.
   if (checkpointer_ != nullptr && report.steps > 0 && report.last_checkpoint_step != job_steps_) {
     EMBER_RETURN_IF_ERROR(SaveCheckpoint(job_steps_, loop.end_position, &report));

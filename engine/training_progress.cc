@@ -39,6 +39,8 @@ void TrainingProgress::Done(const pipeline::StepState& s) {
   }
   loss_sum_ += s.loss * s.batch.size;
   loss_count_ += s.batch.size;
+  interval_loss_sum_ += s.loss * s.batch.size;
+  interval_loss_count_ += s.batch.size;
   if (!progress_) return;
   const int64_t tasks = s.logits.numel() / std::max<int64_t>(1, s.batch.size);
   for (int64_t i = 0; i < s.batch.size; ++i) {
@@ -71,12 +73,29 @@ void TrainingProgress::Done(const pipeline::StepState& s) {
   });
 }
 
+double TrainingProgress::TakeIntervalLoss() {
+  const double loss = interval_loss_count_ ? interval_loss_sum_ / interval_loss_count_ : 0.0;
+  interval_loss_sum_ = 0.0;
+  interval_loss_count_ = 0;
+  return loss;
+}
+
+double TrainingProgress::TrainSeconds() const {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return std::max(0.0, seconds - report_->eval_seconds);
+}
+
 void TrainingProgress::Finish() {
   TrainReport& report = *report_;
-  report.train_seconds = progress_ ? progress_->elapsed_seconds() : 0.0;
+  report.train_seconds =
+      progress_ ? std::max(0.0, progress_->elapsed_seconds() - report.eval_seconds) : 0.0;
   if (report.steps > warmup_steps_) {
-    const double steady_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_end_).count();
+    // Evaluations are not training (those within the warm-up steps, too,
+    // are left out: a slight overestimate then).
+    const double steady_seconds = std::max(
+        0.0, std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_end_).count() -
+                 report.eval_seconds);
     report.steady_samples_per_sec =
         steady_seconds > 0 ? (report.examples - warm_examples_) / steady_seconds : 0.0;
   }

@@ -11,11 +11,27 @@
 
 #include "core/progress.h"
 #include "embedding/embedding_table.h"
+#include "engine/metrics.h"
 #include "pipeline/stage.h"
 #include "pipeline/staleness.h"
 #include "pipeline/training_step.h"
 
 namespace ember::engine {
+
+// One evaluation during training (TrainOptions::eval_every_steps,
+// eval_every_epoch).
+struct EvalPoint {
+  // The job's steps trained (a restored checkpoint's included), and this
+  // Fit's training examples, when it was taken.
+  int64_t step = 0;
+  int64_t examples = 0;
+  // Mean training loss of this Fit's batches since the previous point.
+  double train_loss = 0.0;
+  // The evaluation's metrics (test AUC, logloss, ...).
+  Metrics test;
+  // Training examples per second of this Fit so far, evaluations left out.
+  double samples_per_sec = 0.0;
+};
 
 struct TrainReport {
   int64_t steps = 0;
@@ -50,6 +66,13 @@ struct TrainReport {
   // The rows room was made for before the first step
   // (TrainOptions::embedding_reserve_rows); 0: none.
   int64_t reserved_embedding_rows = 0;
+  // The restored checkpoint had finished training: nothing was left to
+  // train (steps is 0); resumed_from_step is its step.
+  bool already_finished = false;
+  // Evaluations during training, in step order, and their seconds (left out
+  // of train_seconds).
+  std::vector<EvalPoint> history;
+  double eval_seconds = 0.0;
 };
 
 // Counts every trained batch into a TrainReport and shows progress.
@@ -66,6 +89,11 @@ class TrainingProgress {
   void Done(const pipeline::StepState& state);
   // When the run ends: the final progress line, the rates and the loss.
   void Finish();
+  // The mean training loss of the batches since the last call (0 without
+  // any), for an evaluation point.
+  double TakeIntervalLoss();
+  // Seconds since the run started, report->eval_seconds left out.
+  double TrainSeconds() const;
 
  private:
   double Auc() const;
@@ -83,6 +111,10 @@ class TrainingProgress {
   // with their labels.
   std::vector<float> recent_scores_, recent_labels_;
   size_t recent_next_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  // Loss since the last TakeIntervalLoss.
+  double interval_loss_sum_ = 0.0;
+  int64_t interval_loss_count_ = 0;
   // Loss over the epoch of the last batch.
   int64_t loss_epoch_ = -1;
   double loss_sum_ = 0.0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/mutex.h"
 #include "pipeline/pipelined_runner.h"
 #include "pipeline/training_loop.h"
 #include "scheduler/planner.h"
@@ -129,7 +130,26 @@ Status RunPipelinedTraining(TrainingStep& step, io::BatchSource& data, ThreadAre
   pipeline_options.stage_nice[Stage::kDense] = 0;
   pipeline_options.watchdog_seconds = options.watchdog_seconds;
   pipeline_options.tracer = options.tracer;
-  pipeline_options.on_stop = [&gate] { gate.Cancel(); };
+  // Batches through `done` (on the push worker), for the barrier to wait on:
+  // a batch has pushed before `done` has counted it.
+  Mutex done_mu;
+  CondVar done_cv;
+  int64_t trained = 0;   // Guarded by done_mu.
+  bool stopped = false;  // Guarded by done_mu.
+  const auto await_done = [&](int64_t batches) -> Status {
+    MutexLock lock(done_mu);
+    done_cv.Wait(done_mu, [&] { return trained >= batches || stopped; });
+    if (trained < batches) return Status::Cancelled("the pipeline stopped at a barrier");
+    return Status::OK();
+  };
+  pipeline_options.on_stop = [&] {
+    gate.Cancel();
+    {
+      MutexLock lock(done_mu);
+      stopped = true;
+    }
+    done_cv.NotifyAll();
+  };
   pipeline_options.on_stall = [&](Stage stage, int64_t item, double seconds) {
     LOG(WARNING) << "watchdog: stage " << StageName(stage) << " has been on batch " << item
                  << " for " << static_cast<int64_t>(seconds) << " s";
@@ -137,13 +157,14 @@ Status RunPipelinedTraining(TrainingStep& step, io::BatchSource& data, ThreadAre
   std::vector<StepState> states(std::max(1, options.depth));
   auto read = [&](int64_t index, StepState& s) -> Result<bool> {
     if (!hooks.go_on(index)) return false;
-    if (index > 0 && hooks.checkpoint_due(first_step + index)) {
+    if (index > 0 && hooks.barrier_due && hooks.barrier_due(first_step + index)) {
       // A barrier: with no later batch read, nothing is in flight once
-      // every earlier batch has pushed.
+      // every earlier batch has pushed and been counted.
       EMBER_RETURN_IF_ERROR(gate.AwaitPushed(index));
+      EMBER_RETURN_IF_ERROR(await_done(index));
       EMBER_ASSIGN_OR_RETURN(const std::string position,
                              DataPosition(data, hooks.track_position));
-      EMBER_RETURN_IF_ERROR(hooks.save_checkpoint(first_step + index, position));
+      EMBER_RETURN_IF_ERROR(hooks.at_barrier(first_step + index, position));
     }
     Result<bool> more = data.Next(&s.batch);
     if (!more.ok()) return more.status().WithContext("reading the training data");
@@ -152,10 +173,13 @@ Status RunPipelinedTraining(TrainingStep& step, io::BatchSource& data, ThreadAre
     s.epoch = data.epoch();
     return *more;
   };
-  int64_t trained = 0;
   const auto done = [&](StepState& s) {
-    ++trained;
     if (hooks.done) hooks.done(s);
+    {
+      MutexLock lock(done_mu);
+      ++trained;
+    }
+    done_cv.NotifyAll();
   };
   PipelineStats stats;
   Status status;

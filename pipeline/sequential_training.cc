@@ -111,9 +111,9 @@ Status RunSequentialTraining(TrainingStep& step, io::BatchSource& data, ThreadAr
       if (!status.ok() || !hooks.go_on(trained)) return false;
       // Between steps: every earlier one is done, the next not begun. The
       // data position is the one before the batch read ahead, if any.
-      if (trained > 0 && hooks.checkpoint_due(first_step + trained)) {
+      if (trained > 0 && hooks.barrier_due && hooks.barrier_due(first_step + trained)) {
         Result<std::string> position = position_after_trained();
-        status = position.ok() ? hooks.save_checkpoint(first_step + trained, *position)
+        status = position.ok() ? hooks.at_barrier(first_step + trained, *position)
                                : position.status();
         if (!status.ok()) return false;
       }

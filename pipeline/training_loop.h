@@ -15,10 +15,13 @@
 //   update before waiting for the rest.
 //
 // Both evict expired rows at the same points (after the push of step i and
-// before the pull of step i + 1 when i + 1 is an eviction step) and take
-// checkpoints at a barrier: between steps, with every earlier batch pushed
-// and no later one begun, and the data position of the next batch. With
-// max_staleness 0 a pipelined run trains exactly the sequential run's model.
+// before the pull of step i + 1 when i + 1 is an eviction step) and stop at a
+// barrier where their owner asks for one (hooks.barrier_due): between steps,
+// with every earlier batch pushed and counted (hooks.done) and no later one
+// begun, and the data position of the next batch. The owner writes
+// checkpoints and evaluates there (hooks.at_barrier). With max_staleness 0 a
+// pipelined run trains exactly the sequential run's model, with or without
+// barriers.
 
 #include <cstdint>
 #include <functional>
@@ -79,13 +82,19 @@ struct TrainingLoopHooks {
   // Whether to train a batch after `trained` batches of this run; false
   // ends the run (the step limit, a stop request).
   std::function<bool(int64_t trained)> go_on;
-  // Whether a checkpoint is due before the job's step `step` (> 0).
-  std::function<bool(int64_t step)> checkpoint_due;
-  // Writes the checkpoint of the job's first `step` steps, with the data
-  // position after them (empty when the source cannot say). Called at the
-  // barrier: the table and the model are quiescent.
-  std::function<Status(int64_t step, const std::string& data_position)> save_checkpoint;
-  // Whether checkpoints need the data's position (ResumePosition).
+  // Whether the loop stops at a barrier before the job's step `step` (> 0):
+  // for a checkpoint, an evaluation, anything that needs the table and the
+  // model quiescent. Unset: never.
+  std::function<bool(int64_t step)> barrier_due;
+  // Called at the barrier before the job's step `step`, after the job's first
+  // `step` steps, with the data position after them (empty when the source
+  // cannot say or track_position is false): every earlier batch has pushed
+  // and gone through `done`, no later one is read, so the table and the model
+  // are quiescent and may be read (or saved) from this thread. An error
+  // stops the run.
+  std::function<Status(int64_t step, const std::string& data_position)> at_barrier;
+  // Whether barriers need the data's position (ResumePosition), e.g. for
+  // checkpoints.
   bool track_position = false;
   // Called with every trained batch after its last stage, in batch order.
   std::function<void(StepState& state)> done;

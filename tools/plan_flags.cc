@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/threads.h"
+#include "embedding/distinct_keys.h"
 #include "engine/dense_step_timing.h"
 #include "engine/model_zoo.h"
 #include "ops/op_registry.h"
@@ -23,6 +24,7 @@
 #include "scheduler/stage.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/format_flags.h"
 #include "tools/train_flags.h"
 
 DEFINE_string(plan, "auto",
@@ -93,7 +95,55 @@ Result<ops::DenseOptimizerOptions> DenseOptimizerFromFlags() {
   return optimizer;
 }
 
-Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
+// What the training files say about the table a run makes.
+struct DataKeys {
+  int64_t examples = 0;           // In the files (estimated when sampled).
+  double keys_per_example = 0.0;  // Over every slot.
+  int64_t distinct_keys = 0;      // Estimated (DistinctKeyCounter).
+  int64_t read_examples = 0;      // Examples read to count them.
+  bool sampled = false;           // Read only the first read_examples.
+};
+
+// Examples read to count the distinct keys of --train_data: all of smaller
+// data, the first this many of larger data.
+constexpr int64_t kKeySampleExamples = 2000000;
+
+// Reads `paths` (up to kKeySampleExamples examples, in file order) and
+// counts their keys. Sampled data's distinct keys are scaled up by the
+// share of its examples read: an upper bound, since a larger sample repeats
+// more of its keys.
+Result<DataKeys> MeasureTrainingKeys(const std::vector<std::string>& paths) {
+  io::StreamReaderOptions options;
+  options.batch_size = 4096;
+  options.num_epochs = 1;
+  options.threads = std::max(1, HardwareThreads() / 2);
+  EMBER_ASSIGN_OR_RETURN(InputStream input, OpenInputStream(paths, options));
+  DataKeys keys;
+  keys.examples = input.reader->EpochLines(0);
+  embedding::DistinctKeyCounter distinct;
+  int64_t key_count = 0;
+  io::Batch batch;
+  while (keys.read_examples < kKeySampleExamples) {
+    EMBER_ASSIGN_OR_RETURN(const bool more, input.reader->Next(&batch));
+    if (!more) break;
+    keys.read_examples += batch.size;
+    key_count += static_cast<int64_t>(batch.keys.size());
+    distinct.Add(batch.keys);
+  }
+  if (keys.read_examples == 0) return Status::InvalidArgument("the training data has no examples");
+  keys.sampled = keys.examples > keys.read_examples;
+  if (!keys.sampled) keys.examples = keys.read_examples;
+  keys.keys_per_example = static_cast<double>(key_count) / keys.read_examples;
+  keys.distinct_keys = distinct.Estimate();
+  if (keys.sampled) {
+    keys.distinct_keys = static_cast<int64_t>(std::ceil(
+        static_cast<double>(keys.distinct_keys) * keys.examples / keys.read_examples));
+  }
+  return keys;
+}
+
+Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model,
+                                            std::string* table_sizing) {
   EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions data, SyntheticOptionsFromFlags());
   EMBER_ASSIGN_OR_RETURN(auto graph, engine::BuildModelGraph(model, ops::DefaultOpRegistry()));
 
@@ -110,13 +160,40 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model) {
     if (sparse.slot_vocabulary.empty())
       sparse.slot_vocabulary.assign(model.num_slots, data.vocabulary);
     sparse.zipf_exponent = data.zipf_exponent;
+    int64_t examples =
+        static_cast<int64_t>(FLAGS_rows * (1.0 - FLAGS_test_fraction)) * FLAGS_epochs;
+    if (FLAGS_max_steps > 0) examples = std::min(examples, FLAGS_max_steps * FLAGS_batch_size);
+    sparse.training_examples = std::max<int64_t>(1, examples);
+    *table_sizing = "table sized from the generated data's vocabularies (--rows x --epochs)";
   } else {
-    LOG(WARNING) << "plan: the vocabulary of --train_data is unknown; every id of a batch is "
-                 << "costed as distinct (a pessimistic plan)";
+    // The table holds the data's distinct keys, however many epochs go over
+    // them. Each slot's vocabulary is unknown: every id of a batch is costed
+    // as distinct, and the program's examples are those that make
+    // TableRows() the distinct keys.
+    EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
+                           ExpandPathList("train_data", FLAGS_train_data));
+    Result<DataKeys> keys = MeasureTrainingKeys(paths);
+    if (!keys.ok()) return keys.status().WithContext("--train_data");
+    sparse.ids_per_example = std::max(1e-9, keys->keys_per_example);
+    // Without --test_data, training holds out the last --test_fraction.
+    const double train_share = FLAGS_test_data.empty() ? 1.0 - FLAGS_test_fraction : 1.0;
+    double examples = keys->examples * train_share * FLAGS_epochs;
+    if (FLAGS_max_steps > 0) {
+      examples = std::min(examples, static_cast<double>(FLAGS_max_steps) * FLAGS_batch_size);
+    }
+    const double rows =
+        std::min(static_cast<double>(keys->distinct_keys), examples * sparse.ids_per_example);
+    sparse.training_examples =
+        std::max<int64_t>(1, std::llround(std::ceil(rows / sparse.ids_per_example)));
+    *table_sizing = ::ember::internal::StrCat(
+        "table sized from --train_data's distinct keys, ", keys->distinct_keys,
+        keys->sampled ? " (estimated from the first " : " (measured in ",
+        keys->sampled ? std::to_string(keys->read_examples) + " of ~" +
+                            std::to_string(keys->examples)
+                      : std::to_string(keys->examples),
+        " examples; epochs add none)");
   }
-  int64_t examples = static_cast<int64_t>(FLAGS_rows * (1.0 - FLAGS_test_fraction)) * FLAGS_epochs;
-  if (FLAGS_max_steps > 0) examples = std::min(examples, FLAGS_max_steps * FLAGS_batch_size);
-  sparse.training_examples = std::max<int64_t>(1, examples);
+  LOG(INFO) << "plan: " << *table_sizing;
   sparse.sparse_state_per_float = SparseStatePerFloat(FLAGS_sparse_optimizer);
   sparse.dense_state_per_param = FLAGS_dense_optimizer == "sgd"       ? 0
                                  : FLAGS_dense_optimizer == "adagrad" ? 1
@@ -229,7 +306,7 @@ Result<scheduler::DenseMeasurement> CalibrateDense(const PlanInputs& in,
                   p.seconds * 1e3);
     points += point;
   }
-  LOG(INFO) << "dense step " << (from_cache ? "read from the cache" : "measured") << ": " << points;
+  VLOG(1) << "dense step " << (from_cache ? "read from the cache" : "measured") << ": " << points;
   return measured;
 }
 
@@ -245,18 +322,18 @@ scheduler::CostModel PlanCostModel(const PlanInputs& in) {
 Result<PlanInputs> PlanInputsFromFlags() {
   PlanInputs in;
   EMBER_ASSIGN_OR_RETURN(const engine::ModelOptions model, ModelOptionsFromFlags());
-  EMBER_ASSIGN_OR_RETURN(in.program, ProgramFromFlags(model));
+  EMBER_ASSIGN_OR_RETURN(in.program, ProgramFromFlags(model, &in.table_sizing));
   scheduler::CalibrationOptions calibration;
   calibration.cache_dir = FLAGS_calibration_dir;
   calibration.force = FLAGS_recalibrate;
-  calibration.progress = [](const std::string& line) { LOG(INFO) << line; };
+  calibration.progress = [](const std::string& line) { VLOG(1) << line; };
   if (!FLAGS_cluster.empty()) {
     EMBER_ASSIGN_OR_RETURN(in.graph, scheduler::ReadClusterFile(FLAGS_cluster));
   } else {
     in.graph = scheduler::DiscoverLocalHost();
     bool from_cache = false;
     EMBER_RETURN_IF_ERROR(scheduler::Calibrate(&in.graph, calibration, &from_cache));
-    LOG(INFO) << "calibration " << (from_cache ? "read from " : "written to ")
+    VLOG(1) << "calibration " << (from_cache ? "read from " : "written to ")
               << scheduler::CalibrationCachePath(in.graph, calibration);
     if (!FLAGS_recalibrate) in.stage_scales = LoadRefinement(in.graph);
   }
@@ -380,7 +457,7 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     request.threads = FLAGS_threads;
     request.dense_device = options->model.device;
     EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan, scheduler::PlanLocalTraining(resources, request));
-    LOG(INFO) << resources.Summary();
+    VLOG(1) << resources.Summary();
     LOG(INFO) << "plan: " << plan.rationale;
     options->threads = plan.threads;
     return plan;
@@ -395,7 +472,8 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     }
     const scheduler::CostModel cost = PlanCostModel(in);
     EMBER_ASSIGN_OR_RETURN(plan, scheduler::MakePlan(in.program, cost, in.planner, in.start));
-    LOG(INFO) << in.graph.Summary();
+    plan.rationale += "; " + in.table_sizing;
+    VLOG(1) << in.graph.Summary();
     // Keep a budget the user gave even if the planner found the table fits.
     if (options->table.memory_budget_bytes > 0) {
       plan.embedding_memory_budget_bytes = options->table.memory_budget_bytes;

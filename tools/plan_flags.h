@@ -7,6 +7,8 @@
 
 #include <gflags/gflags_declare.h>
 
+#include <string>
+
 #include "core/status.h"
 #include "engine/trainer.h"
 #include "scheduler/cost_model.h"
@@ -31,6 +33,10 @@ struct PlanInputs {
   scheduler::StageScales stage_scales;
   // The model's dense step timed on this host (none for a cluster file).
   scheduler::DenseMeasurement dense;
+  // Where the program's table size comes from (the training data's distinct
+  // keys, measured or estimated, or the generated data's vocabularies), for
+  // the plan's rationale.
+  std::string table_sizing;
   // Knobs fixed by flags set on the command line (the planner leaves them).
   bool fixed_threads = false;
   bool fixed_pipeline = false;

@@ -1,16 +1,21 @@
 // `ember train`: trains a CTR model and reports test AUC and logloss.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -218,6 +223,18 @@ DEFINE_string(metrics_out, "",
               "Write test and training metrics as JSON to this file (atomically); empty: don't.");
 DEFINE_string(trace_file, "",
               "Write a Chrome trace (one span per stage per batch) to this file; empty: don't.");
+DEFINE_int64(eval_every_steps, 0,
+             "Evaluate on --test_data (or the held-out --test_fraction) every this many "
+             "training steps, and when training ends; the history (step, examples, train loss, "
+             "test AUC and logloss, samples/s) goes to the log and to train.history in "
+             "--metrics_out. 0: only the final evaluation. Evaluating does not change the model.");
+DEFINE_validator(eval_every_steps, &IsNonNegative64);
+DEFINE_bool(eval_every_epoch, false,
+            "Evaluate as --eval_every_steps does at the end of every epoch.");
+DEFINE_string(plot_out, "",
+              "Draw the run's curves (training loss, test AUC and logloss against training "
+              "examples, from the evaluations of --eval_every_steps / --eval_every_epoch and the "
+              "final one) into this SVG file; empty: don't.");
 
 namespace ember::tools {
 namespace {
@@ -294,6 +311,8 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.pipeline.max_staleness = FLAGS_max_staleness;
   options.pipeline.early_pulls = FLAGS_early_pulls;
   options.pipeline.watchdog_seconds = FLAGS_watchdog_seconds;
+  options.eval_every_steps = FLAGS_eval_every_steps;
+  options.eval_every_epoch = FLAGS_eval_every_epoch;
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }
@@ -313,6 +332,10 @@ struct Data {
   io::Dataset test;
   std::unique_ptr<io::StreamReader> train_stream;
   std::unique_ptr<io::StreamReader> test_stream;
+  // Streamed test data: its files and reader options, to read it again
+  // (each evaluation during training reads it afresh).
+  std::vector<std::string> test_paths;
+  io::StreamReaderOptions test_options;
   Source train_source;
   std::optional<Source> test_source;  // Unset when the test data is held out.
   // Bayes AUC of generated data, per task.
@@ -464,6 +487,17 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
             << train_shape.num_slots << " slots";
   data->train_stream = std::move(train->reader);
   data->test_stream = std::move(test->reader);
+  data->test_paths = test_paths;
+  data->test_options = test_options;
+  // The stream reads the test files only when evaluating, after training:
+  // read a first batch of them now, so that a file that is not readable,
+  // not in the format or without labels fails before the first step.
+  Result<InputStream> probe = OpenInputStream(test_paths, test_options);
+  if (!probe.ok()) return probe.status().WithContext("--test_data");
+  io::Batch batch;
+  Result<bool> more = probe->reader->Next(&batch);
+  if (!more.ok()) return more.status().WithContext("--test_data");
+  if (!*more) return Status::InvalidArgument("--test_data: the test data has no examples");
   return Status::OK();
 }
 
@@ -621,13 +655,144 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
   return line;
 }
 
+// Fails, naming `flag`, unless an output can be written at `path`: its
+// directory exists and takes a new file of the name the atomic writer gives
+// it first (<path>.tmp.<pid>.<n>; a name too long, a read-only or full
+// file system fail here rather than after training).
+Status CheckOutputPath(const char* flag, const std::string& path) {
+  EMBER_RETURN_IF_ERROR(CheckWritableDestination(path).WithContext(flag));
+  const std::string probe = path + ".tmp." + std::to_string(::getpid()) + ".check";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::InvalidArgument(flag, "=", path, ": cannot create a file there (",
+                                   std::strerror(errno), ")");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::OK();
+}
+
+// The evaluations during training as a JSON array of objects.
+std::string HistoryJson(const std::vector<engine::EvalPoint>& history) {
+  std::string json = "[";
+  for (size_t i = 0; i < history.size(); ++i) {
+    const engine::EvalPoint& p = history[i];
+    JsonObject point;
+    point.Add("step", p.step).Add("examples", p.examples).Add("train_loss", p.train_loss)
+        .Add("test_auc", p.test.auc).Add("test_logloss", p.test.logloss)
+        .Add("samples_per_sec", p.samples_per_sec);
+    json += (i > 0 ? ", " : "") + point.ToString(-1);
+  }
+  return json + "]";
+}
+
+// A curve of a panel of the run's plot.
+struct Curve {
+  std::string name;
+  const char* color;
+  std::vector<double> y;
+};
+
+std::string SvgNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", value);
+  return text;
+}
+
+// One panel of the plot, `top` pixels down: a frame, five ticks on each axis
+// with their values, the curves (a line and a dot per point) and a legend.
+void SvgPanel(std::string* svg, double top, const std::string& title,
+              const std::vector<double>& x, const std::vector<Curve>& curves) {
+  constexpr double kLeft = 70, kWidth = 560, kHeight = 200;
+  double x0 = x.front(), x1 = x.back();
+  double y0 = 1e300, y1 = -1e300;
+  for (const Curve& c : curves) {
+    for (double v : c.y) {
+      y0 = std::min(y0, v);
+      y1 = std::max(y1, v);
+    }
+  }
+  if (x1 <= x0) x1 = x0 + 1;
+  if (y1 <= y0) {
+    y0 -= 0.5 * std::max(1e-3, std::abs(y0));
+    y1 = y0 + std::max(1e-3, std::abs(y0));
+  }
+  const double pad = (y1 - y0) * 0.05;
+  y0 -= pad;
+  y1 += pad;
+  const auto px = [&](double v) { return kLeft + (v - x0) / (x1 - x0) * kWidth; };
+  const auto py = [&](double v) { return top + kHeight - (v - y0) / (y1 - y0) * kHeight; };
+  char part[512];
+  std::snprintf(part, sizeof(part),
+                "<text x=\"%g\" y=\"%g\" font-size=\"14\">%s</text>\n"
+                "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
+                "stroke=\"#444\"/>\n",
+                kLeft, top - 8, title.c_str(), kLeft, top, kWidth, kHeight);
+  *svg += part;
+  for (int i = 0; i <= 4; ++i) {
+    const double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
+    std::snprintf(part, sizeof(part),
+                  "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n"
+                  "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"end\">%s</text>\n"
+                  "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n",
+                  px(xv), top + kHeight + 14, SvgNumber(xv).c_str(), kLeft - 4, py(yv) + 4,
+                  SvgNumber(yv).c_str(), kLeft, py(yv), kLeft + kWidth, py(yv));
+    *svg += part;
+  }
+  for (size_t c = 0; c < curves.size(); ++c) {
+    std::string points;
+    for (size_t i = 0; i < x.size(); ++i) {
+      points += SvgNumber(px(x[i])) + "," + SvgNumber(py(curves[c].y[i])) + " ";
+      std::snprintf(part, sizeof(part), "<circle cx=\"%g\" cy=\"%g\" r=\"2.5\" fill=\"%s\"/>\n",
+                    px(x[i]), py(curves[c].y[i]), curves[c].color);
+      *svg += part;
+    }
+    *svg += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" +
+            std::string(curves[c].color) + "\" points=\"" + points + "\"/>\n";
+    std::snprintf(part, sizeof(part),
+                  "<text x=\"%g\" y=\"%g\" font-size=\"12\" fill=\"%s\">%s</text>\n",
+                  kLeft + kWidth + 10, top + 16 + 16.0 * c, curves[c].color,
+                  curves[c].name.c_str());
+    *svg += part;
+  }
+}
+
+// The run's curves as SVG: training loss and test logloss in one panel, test
+// AUC in another, against training examples. A small writer of our own,
+// not matplotlib: `ember` stays one binary that draws its curves wherever it
+// runs, with nothing to find or install.
+std::string RunCurvesSvg(const std::vector<engine::EvalPoint>& history, const std::string& model) {
+  std::vector<double> x;
+  Curve train_loss{"train loss", "#1f77b4", {}}, test_logloss{"test logloss", "#d62728", {}};
+  Curve test_auc{"test AUC", "#2ca02c", {}};
+  for (const engine::EvalPoint& p : history) {
+    x.push_back(static_cast<double>(p.examples));
+    train_loss.y.push_back(p.train_loss);
+    test_logloss.y.push_back(p.test.logloss);
+    test_auc.y.push_back(p.test.auc);
+  }
+  std::string svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"560\" "
+      "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  SvgPanel(&svg, 40, "ember train --model=" + model + ": loss", x, {train_loss, test_logloss});
+  SvgPanel(&svg, 310, "test AUC", x, {test_auc});
+  svg += "<text x=\"350\" y=\"545\" font-size=\"12\" text-anchor=\"middle\">training "
+         "examples</text>\n</svg>\n";
+  return svg;
+}
+
 Status Train(int* stopped_by) {
   LogEffectiveFlags(kTrainFlagFiles);
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   // Fail now rather than after hours of training.
   for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
-                                   std::pair{"--trace_file", FLAGS_trace_file}}) {
-    if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckWritableDestination(path).WithContext(flag));
+                                   std::pair{"--trace_file", FLAGS_trace_file},
+                                   std::pair{"--plot_out", FLAGS_plot_out}}) {
+    if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckOutputPath(flag, path));
+  }
+  if (!FLAGS_plot_out.empty() && std::filesystem::path(FLAGS_plot_out).extension() != ".svg") {
+    return Status::InvalidArgument("--plot_out=", FLAGS_plot_out,
+                                   ": the curves are drawn as SVG; name a .svg file");
   }
   // --plan=auto|off|FILE (tools/plan_flags.h) sets threads and pipeline knobs.
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
@@ -645,11 +810,23 @@ Status Train(int* stopped_by) {
     options.pipeline.tracer = tracer.get();
   }
   options.stop_requested = &g_stop_requested;
+  // Evaluations during training: the test data as the final evaluation
+  // reads it (a stream is read afresh each time).
+  engine::Trainer* evaluated_trainer = nullptr;
+  if (FLAGS_eval_every_steps > 0 || FLAGS_eval_every_epoch || !FLAGS_plot_out.empty()) {
+    options.evaluate = [&]() -> Result<engine::Metrics> {
+      if (!data.test_stream) return evaluated_trainer->Evaluate(data.test);
+      Result<InputStream> test = OpenInputStream(data.test_paths, data.test_options);
+      if (!test.ok()) return test.status().WithContext("--test_data");
+      return evaluated_trainer->Evaluate(*test->reader);
+    };
+  }
   options.checkpoint.dir = FLAGS_checkpoint_dir;
   options.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
   EMBER_ASSIGN_OR_RETURN(auto trainer,
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
+  evaluated_trainer = trainer.get();
   if (!FLAGS_checkpoint_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(const int64_t newest, trainer->NewestCheckpointStep());
     if (newest >= 0 && !FLAGS_resume) {
@@ -681,6 +858,25 @@ Status Train(int* stopped_by) {
   }
   EMBER_RETURN_IF_ERROR(fit.status());
   const engine::TrainReport& report = *fit;
+  // A finished job's metrics, trace and plot are those of the run that
+  // finished it, unless that run was stopped between its last checkpoint and
+  // writing them: then they are written now, from the checkpoint.
+  const bool outputs_written =
+      FLAGS_metrics_out.empty() || std::filesystem::exists(FLAGS_metrics_out);
+  if (report.already_finished && !outputs_written) {
+    LOG(WARNING) << "the job in --checkpoint_dir=" << FLAGS_checkpoint_dir
+                 << " had finished training, but --metrics_out=" << FLAGS_metrics_out
+                 << " was never written (the run that finished it stopped first): writing it "
+                    "from the checkpoint";
+  }
+  if (report.already_finished && outputs_written) {
+    std::printf("ember train: the job in --checkpoint_dir=%s had finished training at step %lld; "
+                "nothing to train, its outputs are left as they were (raise --epochs or "
+                "--max_steps to train on)\n",
+                FLAGS_checkpoint_dir.c_str(), static_cast<long long>(report.resumed_from_step));
+    std::fflush(stdout);
+    return Status::OK();
+  }
   LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
   // Reading runs on the trainer's own thread.
   std::string threads;
@@ -724,8 +920,12 @@ Status Train(int* stopped_by) {
     steady = " (" + std::to_string(std::llround(report.steady_samples_per_sec)) +
              " after the first " + std::to_string(FLAGS_timing_warmup_steps) + " steps)";
   }
-  std::printf("train: %lld steps, %lld examples, %.0f samples/s%s, last epoch loss %.4f\n",
-              static_cast<long long>(report.steps), static_cast<long long>(report.examples),
+  // A run a signal stopped says so in its summary, not only in the log.
+  const std::string interrupted =
+      *stopped_by != 0 ? "interrupted (signal " + std::to_string(*stopped_by) + ") after " : "";
+  std::printf("train: %s%lld steps, %lld examples, %.0f samples/s%s, last epoch loss %.4f\n",
+              interrupted.c_str(), static_cast<long long>(report.steps),
+              static_cast<long long>(report.examples),
               report.samples_per_sec, steady.c_str(), report.last_epoch_loss);
   std::printf("test:  AUC %.4f  logloss %.4f  calibration %.3f  (%lld examples)\n", test.auc,
               test.logloss, test.calibration, static_cast<long long>(test.examples));
@@ -752,8 +952,13 @@ Status Train(int* stopped_by) {
   std::fflush(stdout);
 
   if (tracer) {
-    EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file));
+    EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
     LOG(INFO) << "wrote trace " << FLAGS_trace_file;
+  }
+  if (!FLAGS_plot_out.empty()) {
+    const std::string svg = RunCurvesSvg(report.history, options.model.name);
+    EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_plot_out, svg).WithContext("--plot_out"));
+    LOG(INFO) << "wrote the run's curves to " << FLAGS_plot_out;
   }
   if (!FLAGS_metrics_out.empty()) {
     JsonObject test_json;
@@ -803,6 +1008,7 @@ Status Train(int* stopped_by) {
         .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
         .Add("prepared_pulls", t.prepared_pulls);
     train_json.Add("embedding", embedding_json);
+    if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));
     if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
     JsonObject input_json;
     input_json.Add("train", SourceJson(data.train_source));
@@ -810,7 +1016,8 @@ Status Train(int* stopped_by) {
     JsonObject root;
     root.Add("model", options.model.name).Add("test", test_json).Add("train", train_json);
     root.Add("input", input_json);
-    EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_metrics_out, root.ToString()));
+    EMBER_RETURN_IF_ERROR(
+        WriteFileAtomic(FLAGS_metrics_out, root.ToString()).WithContext("--metrics_out"));
   }
   return Status::OK();
 }

@@ -7,6 +7,7 @@
 #include <gflags/gflags_declare.h>
 
 DECLARE_string(train_data);
+DECLARE_string(test_data);
 DECLARE_double(test_fraction);
 DECLARE_string(model);
 DECLARE_int32(num_experts);

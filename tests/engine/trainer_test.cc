@@ -390,6 +390,88 @@ TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) 
   }
 }
 
+// Evaluations during training run at the loops' barrier between steps
+// (every eval_every_steps steps, at each epoch's end, and at the end), with
+// every earlier batch counted, and leave the model as training without them
+// makes it: sequential and pipelined, with checkpoints at the same barrier.
+TEST_F(TrainerTest, EvaluationsAtTheBarrierLeaveTheModelAsWithout) {
+  auto data = SyntheticData(3000);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const io::Dataset train = data->Slice(0, 2560);
+  const io::Dataset test = data->Slice(2560, 3000);
+  for (const bool pipelined : {false, true}) {
+    SCOPED_TRACE(pipelined ? "pipelined" : "sequential");
+    TrainOptions options = SmallOptions();
+    options.batch_size = 128;  // 20 steps per epoch.
+    options.epochs = 2;
+    options.shuffle = false;
+    options.pipeline.pipelined = pipelined;
+    options.checkpoint.dir = (dir_ / (pipelined ? "ck_p" : "ck_s")).string();
+    options.checkpoint.every_steps = 6;
+    const std::vector<float> without = FitAndPredict(options, train, nullptr);
+    std::filesystem::remove_all(options.checkpoint.dir);
+
+    options.eval_every_steps = 15;
+    options.eval_every_epoch = true;
+    Trainer* evaluating = nullptr;
+    int calls = 0;
+    options.evaluate = [&]() -> Result<Metrics> {
+      ++calls;
+      return evaluating->Evaluate(test);
+    };
+    auto trainer = Trainer::Create(options, train.num_dense(), train.num_slots());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    evaluating = trainer->get();
+    auto report = (*trainer)->Fit(train);
+    ASSERT_TRUE(report.ok()) << report.status();
+    std::vector<int64_t> steps, examples;
+    for (const EvalPoint& p : report->history) {
+      steps.push_back(p.step);
+      examples.push_back(p.examples);
+      EXPECT_GT(p.test.auc, 0.0);
+      EXPECT_GT(p.train_loss, 0.0);
+    }
+    // 15 and 30 (every 15 steps), 20 and 40 (each epoch's end; 40 the end).
+    EXPECT_THAT(steps, ::testing::ElementsAre(15, 20, 30, 40));
+    EXPECT_THAT(examples, ::testing::ElementsAre(15 * 128, 20 * 128, 30 * 128, 40 * 128));
+    EXPECT_EQ(4, calls);
+    EXPECT_EQ(7, report->checkpoints_written) << "6, 12, ..., 36 and the final 40";
+    auto with = (*trainer)->Predict(train);
+    ASSERT_TRUE(with.ok());
+    ASSERT_EQ(without.size(), with->size());
+    for (size_t i = 0; i < without.size(); ++i) ASSERT_EQ(without[i], (*with)[i]) << i;
+  }
+}
+
+// A checkpoint of a job that had finished: a Fit with nothing left to train
+// says so, with no step trained and no evaluation.
+TEST_F(TrainerTest, FittingAFinishedJobAgainReportsItFinished) {
+  auto data = SyntheticData(1000);
+  ASSERT_TRUE(data.ok()) << data.status();
+  TrainOptions options = SmallOptions();
+  options.checkpoint.dir = (dir_ / "ck").string();
+  {
+    auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto report = (*trainer)->Fit(*data);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_FALSE(report->already_finished);
+  }
+  int calls = 0;
+  options.evaluate = [&]() -> Result<Metrics> {
+    ++calls;
+    return Metrics();
+  };
+  auto trainer = Trainer::Create(options, data->num_dense(), data->num_slots());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Restore().ok());
+  auto report = (*trainer)->Fit(*data);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->already_finished);
+  EXPECT_EQ(0, report->steps);
+  EXPECT_EQ(0, calls);
+}
+
 // With max_staleness 2 pulls may miss up to two pushes: the report counts
 // how stale each pulled row was, never more than 2, and the model still
 // learns.
