@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -619,6 +620,26 @@ std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
   return summary;
 }
 
+// Whether the metrics JSON at `path` is that of a run that finished the job
+// at step `step`: not interrupted, and ending there.
+bool MetricsOfJobFinishedAt(const std::string& path, int64_t step) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return false;
+  Result<JsonValue> json = ParseJson(*text);
+  if (!json.ok()) return false;
+  const JsonValue* train = json->Find("train");
+  if (train == nullptr) return false;
+  const JsonValue* interrupted = train->Find("interrupted");
+  const JsonValue* steps = train->Find("steps");
+  const JsonValue* resumed = train->Find("resumed_from_step");
+  if (interrupted == nullptr || interrupted->boolean || steps == nullptr || resumed == nullptr) {
+    return false;
+  }
+  return std::strtoll(steps->text.c_str(), nullptr, 10) +
+             std::strtoll(resumed->text.c_str(), nullptr, 10) ==
+         step;
+}
+
 // The files whose flags configure a training job.
 const std::vector<std::string> kTrainFlagFiles = {"tools/train_command.cc",
                                                   "tools/format_flags.cc"};
@@ -860,14 +881,17 @@ Status Train(int* stopped_by) {
   const engine::TrainReport& report = *fit;
   // A finished job's metrics, trace and plot are those of the run that
   // finished it, unless that run was stopped between its last checkpoint and
-  // writing them: then they are written now, from the checkpoint.
+  // writing them (--metrics_out is then missing, or an earlier run's: one
+  // stopped by a signal, or one that ended at an earlier step): then they
+  // are written now, from the checkpoint.
   const bool outputs_written =
-      FLAGS_metrics_out.empty() || std::filesystem::exists(FLAGS_metrics_out);
+      FLAGS_metrics_out.empty() ||
+      MetricsOfJobFinishedAt(FLAGS_metrics_out, report.resumed_from_step);
   if (report.already_finished && !outputs_written) {
     LOG(WARNING) << "the job in --checkpoint_dir=" << FLAGS_checkpoint_dir
                  << " had finished training, but --metrics_out=" << FLAGS_metrics_out
-                 << " was never written (the run that finished it stopped first): writing it "
-                    "from the checkpoint";
+                 << " does not hold the metrics of the run that finished it (that run stopped "
+                    "first): writing them from the checkpoint";
   }
   if (report.already_finished && outputs_written) {
     std::printf("ember train: the job in --checkpoint_dir=%s had finished training at step %lld; "

@@ -192,11 +192,27 @@ TEST_F(EmberCliTrainChecksTest, RerunningAFinishedJobWritesTheMetricsItNeverWrot
 
   CommandRun again = Ember(job);
   ASSERT_EQ(0, again.exit_code) << again.output;
-  EXPECT_TRUE(Has(again.output, "was never written")) << again.output;
+  EXPECT_TRUE(Has(again.output, "does not hold the metrics")) << again.output;
   EXPECT_EQ(hash, ModelHash(again.output)) << again.output;
   auto metrics = ember::ReadFile(Path("m.json"));
   ASSERT_TRUE(metrics.ok()) << again.output;
   EXPECT_TRUE(Has(*metrics, hash)) << *metrics;
+
+  // Metrics of a run that a signal stopped before the job's end (it wrote
+  // them, then a later run finished the job and was killed before writing
+  // its own) are not the job's: written again too.
+  std::string stopped = *metrics;
+  const size_t at = stopped.find("\"interrupted\": false");
+  ASSERT_NE(std::string::npos, at) << stopped;
+  stopped.replace(at, std::string("\"interrupted\": false").size(), "\"interrupted\": true");
+  ASSERT_TRUE(ember::WriteFileAtomic(Path("m.json"), stopped).ok());
+  CommandRun third = Ember(job);
+  ASSERT_EQ(0, third.exit_code) << third.output;
+  EXPECT_TRUE(Has(third.output, "does not hold the metrics")) << third.output;
+  auto rewritten = ember::ReadFile(Path("m.json"));
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_TRUE(Has(*rewritten, "\"interrupted\": false")) << *rewritten;
+  EXPECT_TRUE(Has(*rewritten, hash)) << *rewritten;
 }
 
 // --eval_every_steps and --eval_every_epoch evaluate between steps: the
