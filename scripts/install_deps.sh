@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin       # multi-process runs
   zlib1g-dev                       # gzip input
+  xz-utils                         # the device pack (scripts/pack_for_device.sh, PackTest)
   python3-numpy                    # tests/tools/bench_data_test.py (the bench suite's data)
   clang libclang-rt-dev libomp-dev # libFuzzer targets: libFuzzer and sanitizer
                                    # runtimes, OpenMP for clang (scripts/run_fuzz.sh)
