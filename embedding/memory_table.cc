@@ -94,8 +94,7 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
     return Status::InvalidArgument("Lookup: out is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int dim = memory_.dim();
   const size_t row_bytes = sizeof(float) * dim;
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
@@ -109,7 +108,6 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
         [&](int64_t k) { memory_.ReadAbsent(batch->keys[k], out + batch->positions[k] * dim); });
     return Status::OK();
   });
-  batches.Return(std::move(batch));
   return status;
 }
 
@@ -138,8 +136,7 @@ Status MemoryTable::ReadRows(const std::vector<Key>& keys, float* rows,
     return Status::InvalidArgument("ReadRows: rows is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int64_t row_floats = memory_.row_floats();
   const size_t row_bytes = sizeof(float) * row_floats;
   // batch.rows[k] marks found keys (non-null) for the pass below.
@@ -162,7 +159,6 @@ Status MemoryTable::ReadRows(const std::vector<Key>& keys, float* rows,
     }
     std::sort(missing->begin(), missing->end());
   }
-  batches.Return(std::move(batch));
   return status;
 }
 
@@ -172,8 +168,7 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
     return Status::InvalidArgument("WriteRows: rows is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int64_t row_floats = memory_.row_floats();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
@@ -190,15 +185,13 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         });
     return Status::OK();
   });
-  batches.Return(std::move(batch));
   return status;
 }
 
 Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
   if (keys.empty()) return Status::OK();
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
     MutexLock lock(shard.mu);
@@ -211,7 +204,6 @@ Status MemoryTable::EraseRows(const std::vector<Key>& keys) {
     shard.index.ShrinkIfSparse();
     return Status::OK();
   });
-  batches.Return(std::move(batch));
   return status;
 }
 

@@ -126,8 +126,7 @@ Status TieredTable::Push(const std::vector<Key>& keys, const float* grads) {
   }
   EMBER_RETURN_IF_ERROR(TakePrefetchError());
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int64_t step = memory_.step();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
@@ -136,7 +135,6 @@ Status TieredTable::Push(const std::vector<Key>& keys, const float* grads) {
     memory_.ApplyGradients(shard, s, *batch, grads);
     return WriteBack(shard, batch->io[s]);
   });
-  batches.Return(std::move(batch));
   return status;
 }
 
@@ -146,8 +144,7 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
     return Status::InvalidArgument("Lookup: out is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int dim = memory_.dim();
   const size_t row_bytes = sizeof(float) * dim;
   const size_t stored_bytes = sizeof(float) * memory_.row_floats();
@@ -178,7 +175,6 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
     }
     return Status::OK();
   });
-  batches.Return(std::move(batch));
   return status;
 }
 

@@ -60,8 +60,7 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
     return Status::InvalidArgument("ReadRows: rows is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int64_t row_floats = memory_.row_floats();
   const size_t row_bytes = sizeof(float) * row_floats;
   // batch.rows[k] marks found keys (non-null) for the pass below.
@@ -100,7 +99,6 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
     }
     std::sort(missing->begin(), missing->end());
   }
-  batches.Return(std::move(batch));
   return status;
 }
 
@@ -111,8 +109,7 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
     return Status::InvalidArgument("WriteRows: rows is null for ", keys.size(), " keys");
   }
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const int64_t row_floats = memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
   const size_t row_bytes = sizeof(float) * row_floats;
@@ -157,7 +154,6 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
     }
     return WriteBack(shard, io);
   });
-  batches.Return(std::move(batch));
   return status;
 }
 
@@ -165,8 +161,7 @@ Status TieredTable::EraseRows(const std::vector<Key>& keys) {
   WaitForPrefetch();
   if (keys.empty()) return Status::OK();
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
-  batches.Group(keys, *batch);
+  GroupedBatch batch(batches, keys);
   const size_t row_bytes = sizeof(float) * memory_.row_floats();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
@@ -207,7 +202,6 @@ Status TieredTable::EraseRows(const std::vector<Key>& keys) {
     memory_.RecordRemoved(shard, io.loaded);
     return Status::OK();
   });
-  batches.Return(std::move(batch));
   return status;
 }
 

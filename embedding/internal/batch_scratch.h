@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/mutex.h"
@@ -109,6 +110,26 @@ class BatchScratchPool {
   // bound.
   std::vector<std::unique_ptr<BatchScratch>> prepared_ GUARDED_BY(mu_);
   std::atomic<int64_t> prepared_pulls_{0};
+};
+
+// A scratch taken from `pool` with `keys` grouped in it, given back to the
+// pool when it goes out of scope (on every return path).
+class GroupedBatch {
+ public:
+  GroupedBatch(BatchScratchPool& pool, const std::vector<Key>& keys)
+      : pool_(pool), batch_(pool.Take()) {
+    pool_.Group(keys, *batch_);
+  }
+  ~GroupedBatch() { pool_.Return(std::move(batch_)); }
+  GroupedBatch(const GroupedBatch&) = delete;
+  GroupedBatch& operator=(const GroupedBatch&) = delete;
+
+  BatchScratch& operator*() { return *batch_; }
+  BatchScratch* operator->() { return batch_.get(); }
+
+ private:
+  BatchScratchPool& pool_;
+  std::unique_ptr<BatchScratch> batch_;
 };
 
 }  // namespace ember::embedding::internal
