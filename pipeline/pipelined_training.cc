@@ -15,10 +15,6 @@
 namespace ember::pipeline {
 namespace {
 
-bool EvictsBefore(const TrainingLoopOptions& options, int64_t step) {
-  return options.evict_every_steps > 0 && step > 0 && step % options.evict_every_steps == 0;
-}
-
 // The threads of each stage: the options', or the default the planner costs.
 PerStage<int> StageThreads(const TrainingLoopOptions& options, int threads) {
   const bool given = std::any_of(options.stage_threads.begin(), options.stage_threads.end(),

@@ -11,13 +11,9 @@
 #include "pipeline/training_loop.h"
 
 namespace ember::pipeline {
-namespace {
-
 bool EvictsBefore(const TrainingLoopOptions& options, int64_t step) {
   return options.evict_every_steps > 0 && step > 0 && step % options.evict_every_steps == 0;
 }
-
-}  // namespace
 
 Result<std::string> DataPosition(const io::BatchSource& data, bool track) {
   if (!track) return std::string();

@@ -126,6 +126,10 @@ Status RunPipelinedTraining(TrainingStep& step, io::BatchSource& data, ThreadAre
                             int64_t first_step, const TrainingLoopOptions& options,
                             const TrainingLoopHooks& hooks, TrainingLoopResult* result);
 
+// Whether expired rows are evicted before the pull of the job's step `step`
+// (options.evict_every_steps; both loops evict at the same steps).
+bool EvictsBefore(const TrainingLoopOptions& options, int64_t step);
+
 // Where `data` is now for a checkpoint: its ResumePosition, or empty when
 // `track` is false or the source cannot say.
 Result<std::string> DataPosition(const io::BatchSource& data, bool track);
