@@ -115,8 +115,13 @@ Status EmbeddingBagBackward(const Tensor& dout, const Tensor& row_index, const T
 // - y) / B. logits may also be [B, 1]; labels and dlogits have the shape of
 // logits. The sum runs in double, in order. Fails with InvalidArgument naming
 // the index on a label outside [0, 1] (or NaN), and on an empty batch.
+//
+// `mean_over` > 0 divides by it instead of B (loss and dlogits): a rank's
+// share of the mean over the batches of several ranks, mean_over being their
+// total, so that the ranks' dlogits are the bits one rank computes for the
+// whole batch.
 Result<double> SigmoidCrossEntropyWithLogits(const Tensor& logits, const Tensor& labels,
-                                             Tensor* dlogits);
+                                             Tensor* dlogits, int64_t mean_over = 0);
 
 // out = 1 / (1 + exp(-x)), elementwise.
 Status Sigmoid(const Tensor& x, Tensor* out);

@@ -37,8 +37,9 @@ Status CheckLogits(const char* op, const Tensor& logits) {
 }  // namespace
 
 Result<double> SigmoidCrossEntropyWithLogits(const Tensor& logits, const Tensor& labels,
-                                             Tensor* dlogits) {
+                                             Tensor* dlogits, int64_t mean_over) {
   constexpr const char* kOp = "SigmoidCrossEntropyWithLogits";
+  if (mean_over < 0) return Status::InvalidArgument(kOp, ": mean_over must be >= 0, got ", mean_over);
   EMBER_RETURN_IF_ERROR(CheckLogits(kOp, logits));
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "labels", labels, DType::kF32, logits.shape()));
   if (dlogits != nullptr) {
@@ -63,12 +64,12 @@ Result<double> SigmoidCrossEntropyWithLogits(const Tensor& logits, const Tensor&
   }
   if (dlogits != nullptr) {
     float* dz = dlogits->data<float>();
-    const double inv_batch = 1.0 / static_cast<double>(batch);
+    const double inv_batch = 1.0 / static_cast<double>(mean_over > 0 ? mean_over : batch);
     for (int64_t i = 0; i < batch; ++i) {
       dz[i] = static_cast<float>((StableSigmoid<double>(z[i]) - y[i]) * inv_batch);
     }
   }
-  return total / static_cast<double>(batch);
+  return total / static_cast<double>(mean_over > 0 ? mean_over : batch);
 }
 
 Status Sigmoid(const Tensor& x, Tensor* out) {

@@ -56,6 +56,39 @@ TEST(SigmoidCrossEntropyOpsTest, GradientIsSigmoidMinusLabelOverBatch) {
   EXPECT_FLOAT_EQ(static_cast<float>(1.0 / (1.0 + std::exp(-2.0)) / 2), dlogits.data<float>()[1]);
 }
 
+// Ranks of a data-parallel step each take their rows of the batch with the
+// whole batch's size as mean_over: their dlogits are the whole batch's bits
+// and their losses add up to its mean.
+TEST(SigmoidCrossEntropyOpsTest, ShareOfALargerBatchGivesItsGradientBits) {
+  RandomStream rng(5);
+  const Tensor logits = RandomTensor({10}, rng, -3.0, 3.0);
+  const Tensor labels = RandomTensor({10}, rng, 0.0, 1.0);
+  Tensor whole = Tensor::Empty({10});
+  const Result<double> whole_loss = SigmoidCrossEntropyWithLogits(logits, labels, &whole);
+  ASSERT_TRUE(whole_loss.ok());
+  double shares = 0.0;
+  for (int64_t begin : {0, 6}) {
+    const int64_t rows = begin == 0 ? 6 : 4;
+    const Tensor z = Tensor::FromVector(
+        std::vector<float>(logits.data<float>() + begin, logits.data<float>() + begin + rows),
+        {rows});
+    const Tensor y = Tensor::FromVector(
+        std::vector<float>(labels.data<float>() + begin, labels.data<float>() + begin + rows),
+        {rows});
+    Tensor part = Tensor::Empty({rows});
+    const Result<double> loss = SigmoidCrossEntropyWithLogits(z, y, &part, /*mean_over=*/10);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    shares += *loss;
+    for (int64_t i = 0; i < rows; ++i) {
+      EXPECT_EQ(whole.data<float>()[begin + i], part.data<float>()[i]) << "row " << begin + i;
+    }
+  }
+  EXPECT_NEAR(*whole_loss, shares, 1e-12);
+  Tensor dz = Tensor::Empty({10});
+  EXPECT_THAT(SigmoidCrossEntropyWithLogits(logits, labels, &dz, -1).status().message(),
+              HasSubstr("mean_over"));
+}
+
 TEST(SigmoidCrossEntropyOpsTest, LargeLogitsGiveFiniteExactLossAndGradient) {
   const Tensor logits = Tensor::FromVector({100, -100, 100, -100}, {4});
   const Tensor labels = Tensor::FromVector({1, 0, 0, 1}, {4});
