@@ -33,4 +33,22 @@ void AppendBatch(const Batch& from, Batch* to) {
   to->size += from.size;
 }
 
+void SliceBatch(const Batch& from, int64_t begin, int64_t end, Batch* to) {
+  CHECK(0 <= begin && begin <= end && end <= from.size) << "SliceBatch: rows [" << begin << ", "
+                                                        << end << ") of " << from.size;
+  to->Clear(from.num_dense, from.num_slots, from.num_labels);
+  to->labels.assign(from.labels.begin() + begin * from.num_labels,
+                    from.labels.begin() + end * from.num_labels);
+  to->dense.assign(from.dense.begin() + begin * from.num_dense,
+                   from.dense.begin() + end * from.num_dense);
+  const int64_t first = from.offsets[begin * from.num_slots];
+  const int64_t last = from.offsets[end * from.num_slots];
+  to->keys.assign(from.keys.begin() + first, from.keys.begin() + last);
+  to->offsets.resize(static_cast<size_t>((end - begin) * from.num_slots + 1));
+  for (int64_t bag = 0; bag <= (end - begin) * from.num_slots; ++bag) {
+    to->offsets[bag] = from.offsets[begin * from.num_slots + bag] - first;
+  }
+  to->size = end - begin;
+}
+
 }  // namespace ember::io

@@ -45,4 +45,8 @@ struct Batch {
 // (offsets non-empty).
 void AppendBatch(const Batch& from, Batch* to);
 
+// Sets `to` to examples [begin, end) of `from`, in order.
+// REQUIRES: 0 <= begin <= end <= from.size.
+void SliceBatch(const Batch& from, int64_t begin, int64_t end, Batch* to);
+
 }  // namespace ember::io

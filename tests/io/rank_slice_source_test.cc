@@ -1,0 +1,88 @@
+#include "io/rank_slice_source.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ember::io {
+namespace {
+
+// n examples with one dense feature equal to the example's index, two slots
+// (the second a bag of index % 3 keys) and label index % 2.
+Dataset Numbered(int n) {
+  Batch all;
+  all.Clear(1, 2);
+  for (int i = 0; i < n; ++i) {
+    all.labels.push_back(static_cast<float>(i % 2));
+    all.dense.push_back(static_cast<float>(i));
+    all.keys.push_back(static_cast<Key>(i));
+    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
+    for (int k = 0; k < i % 3; ++k) all.keys.push_back(static_cast<Key>(1000 * i + k));
+    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
+  }
+  all.size = n;
+  return Dataset(std::move(all));
+}
+
+TEST(SliceBatchTest, CopiesTheExamplesOfTheRange) {
+  const Dataset data = Numbered(10);
+  Batch slice;
+  SliceBatch(data.all(), 3, 7, &slice);
+  Batch expected;
+  data.GetBatch(3, 7, &expected);
+  EXPECT_EQ(4, slice.size);
+  EXPECT_EQ(expected.labels, slice.labels);
+  EXPECT_EQ(expected.dense, slice.dense);
+  EXPECT_EQ(expected.keys, slice.keys);
+  EXPECT_EQ(expected.offsets, slice.offsets);
+  SliceBatch(data.all(), 5, 5, &slice);
+  EXPECT_EQ(0, slice.size);
+  EXPECT_EQ(std::vector<int64_t>{0}, slice.offsets);
+}
+
+// The ranks' batches of each step, in rank order, are the global batch.
+TEST(RankSliceBatchSourceTest, RanksBatchesInRankOrderAreTheGlobalBatch) {
+  const Dataset data = Numbered(23);
+  for (int ranks : {1, 2, 3}) {
+    DatasetBatchSourceOptions options;
+    options.batch_size = 4 * ranks;
+    options.num_epochs = 2;
+    options.shuffle = true;
+    options.seed = 9;
+    DatasetBatchSource global(data, options);
+    std::vector<std::unique_ptr<DatasetBatchSource>> copies;
+    std::vector<std::unique_ptr<RankSliceBatchSource>> slices;
+    for (int r = 0; r < ranks; ++r) {
+      copies.push_back(std::make_unique<DatasetBatchSource>(data, options));
+      slices.push_back(std::make_unique<RankSliceBatchSource>(copies.back().get(), r, ranks));
+      EXPECT_EQ(global.EstimatedBatches(), slices.back()->EstimatedBatches());
+    }
+    Batch whole, part;
+    int steps = 0;
+    while (true) {
+      Result<bool> more = global.Next(&whole);
+      ASSERT_TRUE(more.ok());
+      std::vector<float> joined;
+      for (int r = 0; r < ranks; ++r) {
+        Result<bool> got = slices[r]->Next(&part);
+        ASSERT_TRUE(got.ok());
+        ASSERT_EQ(*more, *got) << "rank " << r << " step " << steps;
+        if (!*got) break;
+        EXPECT_EQ(global.epoch(), slices[r]->epoch());
+        // Within one row of an even split.
+        EXPECT_LE(part.size, (whole.size + ranks - 1) / ranks);
+        EXPECT_GE(part.size, whole.size / ranks);
+        joined.insert(joined.end(), part.dense.begin(), part.dense.end());
+      }
+      if (!*more) break;
+      EXPECT_EQ(whole.dense, joined) << ranks << " ranks, step " << steps;
+      ++steps;
+    }
+    EXPECT_EQ(global.EstimatedBatches(), steps);
+  }
+}
+
+}  // namespace
+}  // namespace ember::io
