@@ -9,8 +9,27 @@ int JobThreads(const TrainOptions& options) {
   return options.threads > 0 ? options.threads : HardwareThreads();
 }
 
+Status ValidateRankGroup(const RankGroup& group) {
+  const Communicator* all[] = {group.pull, group.push, group.dense, group.control};
+  const char* names[] = {"pull", "push", "dense", "control"};
+  for (int i = 0; i < 4; ++i) {
+    if ((all[i] == nullptr) != (group.pull == nullptr)) {
+      return Status::InvalidArgument("rank group: the ", names[i], " communicator is ",
+                                     all[i] == nullptr ? "missing" : "set without the others");
+    }
+    if (all[i] != nullptr &&
+        (all[i]->rank() != group.pull->rank() || all[i]->size() != group.pull->size())) {
+      return Status::InvalidArgument("rank group: the ", names[i], " communicator is rank ",
+                                     all[i]->rank(), " of ", all[i]->size(), ", the pull one ",
+                                     group.pull->rank(), " of ", group.pull->size());
+    }
+  }
+  return Status::OK();
+}
+
 Status ValidateTrainOptions(const TrainOptions& o) {
   EMBER_RETURN_IF_ERROR(CheckModelName(o.model.name));
+  EMBER_RETURN_IF_ERROR(ValidateRankGroup(o.ranks));
   if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
   if (o.max_steps < 0) return Status::InvalidArgument("--max_steps must be >= 0, got ", o.max_steps);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/communicator.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "engine/metrics.h"
@@ -20,6 +21,31 @@
 #include "pipeline/training_loop.h"
 
 namespace ember::engine {
+
+// The ranks of a job that several processes (or threads) train together
+// (issue 31): a communicator per thread that talks to the other ranks, each
+// a group of the same ranks in the same order, not owned. All null: this
+// rank trains alone. With ranks, the table is sharded by key over them
+// (embedding/sharded_table.h), the dense model is data-parallel
+// (pipeline/training_step.h), every rank trains its own data (the caller
+// gives each rank its shard, with the same number of batches) and evaluates
+// the whole held-out set, and pulls wait for earlier pushes batch by batch
+// (TrainingLoopOptions::early_pulls is turned off: a rank cannot see which
+// keys the other ranks' batches update).
+struct RankGroup {
+  Communicator* pull = nullptr;   // The pull stage's and evaluation's key and row exchanges.
+  Communicator* push = nullptr;   // The push stage's gradient exchange.
+  Communicator* dense = nullptr;  // The dense stage's gradient all-reduce.
+  Communicator* control = nullptr;  // The trainer's thread: checkpoints.
+
+  bool active() const { return pull != nullptr; }
+  int rank() const { return active() ? pull->rank() : 0; }
+  int size() const { return active() ? pull->size() : 1; }
+};
+
+// InvalidArgument unless the group's communicators are all null, or all set
+// and of the same rank and size.
+Status ValidateRankGroup(const RankGroup& group);
 
 struct TrainOptions {
   // The model: name (one of ModelNames(), engine/model_zoo.h), widths,
@@ -89,6 +115,8 @@ struct TrainOptions {
   // (e.g. set by a signal handler); Fit then returns what was trained (and
   // writes a checkpoint of it when checkpoint.dir is set).
   const std::atomic<bool>* stop_requested = nullptr;
+  // The other ranks of the job, if any (see RankGroup).
+  RankGroup ranks;
 };
 
 // Validates option ranges (batch_size >= 1, epochs >= 1, ...), naming the

@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "embedding/distinct_keys.h"
+#include "embedding/sharded_table.h"
 #include "engine/model_zoo.h"
+#include "io/rank_slice_source.h"
 #include "ops/dense_ops.h"
 #include "pipeline/training_loop.h"
 
@@ -31,6 +33,14 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
   options.pipeline.evict_every_steps = ttl > 0 ? std::max<int64_t>(1, ttl / 2) : 0;
   options.pipeline.prefetch = given.pipeline.prefetch && options.table.memory_budget_bytes > 0;
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(options.table));
+  if (options.ranks.active()) {
+    // This rank's rows in its own table, the others' behind the exchanges;
+    // evaluation's lookups run between steps, on the pull communicator.
+    options.pipeline.early_pulls = false;
+    EMBER_ASSIGN_OR_RETURN(table, embedding::NewShardedTable(
+                                      std::move(table), {options.ranks.pull, options.ranks.push,
+                                                         options.ranks.pull}));
+  }
   Result<std::unique_ptr<DenseModel>> model = NewDenseModel(options.model);
   if (!model.ok()) {
     return model.status().WithContext("the dense model on " + options.model.device.ToString());
@@ -49,7 +59,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::Embeddi
     : options_(options),
       table_(std::move(table)),
       model_(std::move(model)),
-      step_(table_.get(), model_.get(), options.dense_optimizer),
+      step_(table_.get(), model_.get(), options.dense_optimizer, options.ranks.dense),
       arena_(options.threads) {}
 
 Trainer::~Trainer() = default;
@@ -168,12 +178,18 @@ Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
     }
   }
   io::DatasetBatchSourceOptions source_options;
-  source_options.batch_size = options_.batch_size;
+  const int ranks = options_.ranks.size();
+  source_options.batch_size = int64_t{options_.batch_size} * ranks;
   source_options.num_epochs = options_.epochs;
   source_options.shuffle = options_.shuffle;
   source_options.seed = options_.seed;
   io::DatasetBatchSource source(train, source_options);
-  return FitSource(source, reserved);
+  if (ranks == 1) return FitSource(source, reserved);
+  // Every rank holds the data and trains its batch_size rows of each global
+  // batch of ranks x batch_size (the global batches are the same on every
+  // rank: the shuffle's seed is).
+  io::RankSliceBatchSource slice(&source, options_.ranks.rank(), ranks);
+  return FitSource(slice, reserved);
 }
 
 Result<TrainReport> Trainer::Fit(io::BatchSource& train) { return FitSource(train, 0); }

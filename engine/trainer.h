@@ -49,7 +49,10 @@ class Trainer {
 
   // Runs options.epochs epochs (or up to max_steps) over `train` in
   // options.batch_size batches, shuffled every epoch by (seed, epoch) when
-  // options.shuffle.
+  // options.shuffle. With ranks (options.ranks), every rank gives the whole
+  // `train` and trains its options.batch_size rows of each batch of ranks x
+  // batch_size (io/rank_slice_source.h): the job trains what one rank would
+  // with that batch.
   // InvalidArgument for data without examples or whose labels per example
   // are not the model's tasks.
   Result<TrainReport> Fit(const io::Dataset& train);

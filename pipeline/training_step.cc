@@ -10,8 +10,9 @@
 namespace ember::pipeline {
 
 TrainingStep::TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* model,
-                           const ops::DenseOptimizerOptions& dense_optimizer)
-    : table_(table), model_(model), dense_optimizer_(dense_optimizer) {}
+                           const ops::DenseOptimizerOptions& dense_optimizer,
+                           Communicator* dense_comm)
+    : table_(table), model_(model), dense_optimizer_(dense_optimizer), dense_comm_(dense_comm) {}
 
 Status TrainingStep::Prepare(StepState& state) const {
   const io::Batch& batch = state.batch;
@@ -88,20 +89,60 @@ Status TrainingStep::DenseTrain(StepState& state) {
   Tensor flat_logits = state.logits.Reshape({outputs});
   Tensor flat_dlogits = state.dlogits.Reshape({outputs});
   const Tensor flat_labels = state.labels.Reshape({outputs});
-  EMBER_ASSIGN_OR_RETURN(state.loss, ops::SigmoidCrossEntropyWithLogits(flat_logits, flat_labels,
-                                                                        &flat_dlogits));
+  // With ranks, the mean runs over every rank's outputs.
+  int64_t mean_over = 0;
+  if (ranks() > 1) {
+    std::vector<int64_t> all_outputs = {outputs};
+    EMBER_RETURN_IF_ERROR(dense_comm_->AllReduce(all_outputs, all_outputs)
+                              .WithContext("summing the ranks' batch sizes"));
+    mean_over = all_outputs[0];
+  }
+  EMBER_ASSIGN_OR_RETURN(state.loss, ops::SigmoidCrossEntropyWithLogits(
+                                         flat_logits, flat_labels, &flat_dlogits, mean_over));
   // The model's logits are its buffer, which the next batch's forward
   // overwrites; the state keeps its own for what reads them after the
   // pipeline's later stages (the progress line's AUC).
   state.logits = state.logits.Clone();
   state.dpooled = Tensor::Empty({b, int64_t{state.batch.num_slots} * dim});
   EMBER_RETURN_IF_ERROR(model_->Backward(state.dlogits, &state.dpooled));
+  if (ranks() > 1) EMBER_RETURN_IF_ERROR(AllReduceGradients());
   ++optimizer_steps_;
   EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));
   state.drows = Tensor::Empty(state.rows.shape());
   const Tensor dbags = state.dpooled.Reshape({b * state.batch.num_slots, dim});
   return ops::EmbeddingBagBackward(dbags, state.row_index, state.offsets, ops::Pooling::kSum,
                                    &state.drows);
+}
+
+Status TrainingStep::AllReduceGradients() {
+  const std::vector<ops::Parameter*> parameters = model_->parameters();
+  if (!model_->device().is_cpu()) {
+    // Device gradients go to a communicator that takes device buffers
+    // (NCCL) one parameter at a time; a host-only one refuses them.
+    for (ops::Parameter* p : parameters) {
+      EMBER_RETURN_IF_ERROR(
+          dense_comm_->AllReduce(p->grad, p->grad).WithContext("all-reducing the dense gradients"));
+    }
+    return Status::OK();
+  }
+  // One collective for the whole model: pack, sum, unpack.
+  size_t total = 0;
+  for (const ops::Parameter* p : parameters) total += static_cast<size_t>(p->grad.numel());
+  gradients_.resize(total);
+  size_t at = 0;
+  for (const ops::Parameter* p : parameters) {
+    const float* g = p->grad.data<float>();
+    std::copy(g, g + p->grad.numel(), gradients_.begin() + at);
+    at += static_cast<size_t>(p->grad.numel());
+  }
+  EMBER_RETURN_IF_ERROR(dense_comm_->AllReduce(gradients_, gradients_)
+                            .WithContext("all-reducing the dense gradients"));
+  at = 0;
+  for (ops::Parameter* p : parameters) {
+    std::copy_n(gradients_.begin() + at, p->grad.numel(), p->grad.data<float>());
+    at += static_cast<size_t>(p->grad.numel());
+  }
+  return Status::OK();
 }
 
 Status TrainingStep::Push(StepState& state) {

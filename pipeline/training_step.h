@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "embedding/embedding_table.h"
@@ -60,8 +61,11 @@ struct StepState {
 // the model belongs to the dense stage alone).
 class TrainingStep {
  public:
+  // `dense_comm` (not owned; null: one rank) all-reduces the dense
+  // gradients; only DenseTrain uses it, on the dense stage's thread.
   TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* model,
-               const ops::DenseOptimizerOptions& dense_optimizer);
+               const ops::DenseOptimizerOptions& dense_optimizer,
+               Communicator* dense_comm = nullptr);
 
   // unique: the batch's distinct keys (in first-seen order), each key
   // occurrence's row among them, and the step's input tensors.
@@ -75,8 +79,9 @@ class TrainingStep {
   // their rows of state.rows (part of an early pull). REQUIRES: the table's
   // step is state.step.
   Status PullPart(StepState& state, const std::vector<int64_t>& rows);
-  // dense: pooling, forward, loss (state.loss), backward, one dense
-  // optimizer step, and the rows' gradients (state.drows).
+  // dense: pooling, forward, loss (state.loss: this batch's share of the
+  // mean over every rank's batch), backward, the gradients' all-reduce over
+  // ranks, one dense optimizer step, and the rows' gradients (state.drows).
   Status DenseTrain(StepState& state);
   // push: the rows' gradients into the table.
   Status Push(StepState& state);
@@ -89,12 +94,19 @@ class TrainingStep {
   ops::DenseModel& model() { return *model_; }
   // Dense optimizer steps taken (a checkpoint saves and restores it).
   int64_t* optimizer_steps() { return &optimizer_steps_; }
+  // Ranks training together (1 without a dense communicator).
+  int ranks() const { return dense_comm_ == nullptr ? 1 : dense_comm_->size(); }
 
  private:
+  // Sums every parameter's gradient over the ranks, in rank order.
+  Status AllReduceGradients();
+
   embedding::EmbeddingTable* table_;
   ops::DenseModel* model_;
   ops::DenseOptimizerOptions dense_optimizer_;
+  Communicator* dense_comm_;
   int64_t optimizer_steps_ = 0;
+  std::vector<float> gradients_;  // The all-reduce's buffer (host models).
 };
 
 }  // namespace ember::pipeline
