@@ -1,0 +1,119 @@
+#pragma once
+
+// The Communicator across processes through MPI (OpenMPI, launched by
+// `mpirun`): one rank per process, on one host or many. No MPI type appears
+// here; the MPI headers stay in mpi_communicator.cc.
+//
+// A process sets MPI up once, makes one communicator per thread that talks
+// to the other ranks (a training step's exchanges, the dense all-reduce),
+// and finishes:
+//
+//   EMBER_ASSIGN_OR_RETURN(MpiWorld world, InitMpi(&argc, &argv));
+//   EMBER_ASSIGN_OR_RETURN(auto keys_out, NewMpiCommunicator(options));
+//   EMBER_ASSIGN_OR_RETURN(auto dense, NewMpiCommunicator(options));
+//   ... keys_out on the pull thread, dense on the dense thread ...
+//   keys_out.reset(); dense.reset();
+//   EMBER_RETURN_IF_ERROR(FinalizeMpi());
+
+#include <memory>
+
+#include "core/communicator.h"
+#include "core/status.h"
+
+namespace ember {
+
+// This process's place in the job.
+struct MpiWorld {
+  int rank = 0;
+  int size = 1;
+  // Whether the environment says mpirun (or another MPI launcher) started
+  // this process; only then is MPI initialised.
+  bool launched_by_mpirun = false;
+};
+
+// Sets MPI up for this process, once; later calls return the same world.
+// Launched by mpirun (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set):
+// initialises MPI with MPI_THREAD_MULTIPLE, so that communicators can be used
+// from several threads at once, and makes MPI errors return codes instead of
+// aborting. Otherwise MPI is left alone (no start-up cost) and the world is
+// rank 0 of 1. `argc` and `argv` may be null. Fails with FailedPrecondition
+// if MPI cannot give MPI_THREAD_MULTIPLE or was finalised already, Internal
+// if MPI fails. Thread safety: may be called from any thread.
+Result<MpiWorld> InitMpi(int* argc, char*** argv);
+
+// Ends MPI if InitMpi started it; otherwise does nothing. Idempotent. MPI
+// waits in MPI_Finalize for every rank to finalise too, so call it on a
+// clean exit only, after every MPI communicator is destroyed. A rank that
+// fails exits non-zero without it: mpirun then ends the other ranks (and
+// names the rank that failed). Messages that communicators had sent but no
+// rank received are given up to 10 s to complete first. Fails with Internal
+// if MPI fails.
+Status FinalizeMpi();
+
+// Makes this process's rank of a new group of every rank of the MPI world:
+// a collective over the world, so every rank must call it, and every rank
+// must make its calls in the same order (one thread at a time); each call
+// makes an independent channel (its own MPI communicator), so different
+// threads can each use their own communicator concurrently. Without mpirun
+// (or with a world of one) the group has one rank. Fails with
+// FailedPrecondition before InitMpi, InvalidArgument for invalid options or
+// when another rank is making another of its communicators (calls out of
+// order), DeadlineExceeded naming the ranks that did not join within
+// options.timeout_seconds, Internal if MPI fails.
+//
+// How the MPI communicators go beyond or fall short of the Communicator
+// contract:
+// * Host buffers only; a device buffer is InvalidArgument.
+// * Every message is staged through a copy: Send copies the message and
+//   returns at once (a pair of ranks may both Send before they Recv); a
+//   collective returns once it has received what it needs from every peer,
+//   its outgoing copies completing in the background (and, if a peer never
+//   takes them, until FinalizeMpi). Recv matches by tag: messages with other
+//   tags from the same rank wait their turn. Tags go up to half of the MPI
+//   tag bound (2^30 - 1 with OpenMPI); collectives use the upper half.
+//   A message is at most 2 GiB (MPI counts are int): larger is
+//   InvalidArgument.
+// * Every collective is one exchange in which each rank sends one message to
+//   every other rank (with the operation's number and signature, and its
+//   data if the peer needs it) and waits for one from each. This costs
+//   size() - 1 small messages per rank even for Barrier and Broadcast and
+//   lets every rank name exactly the ranks that did not join. AllReduce
+//   sends each rank's whole input to every other rank, and every rank adds
+//   the size() contributions in rank order itself: every rank gets the bits
+//   of the sequential sum, for (size() - 1) x count elements sent and
+//   received per rank (a ring all-reduce moves about 2 x count, in an order
+//   that depends on the rank). Fine for the dense gradients of CTR models on
+//   tens of ranks; a reduce-scatter in rank order would cut it to ~2 x count
+//   if that ever matters.
+// * Detected, by every rank that receives the offending message: another
+//   operation, dtype, count or root at the same position (InvalidArgument
+//   naming both ranks and what each called); invalid arguments on one rank
+//   (its peers fail naming it, every rank still takes part so the ranks stay
+//   in step); an AllToAllV block whose size differs from the receiver's
+//   recv_counts (detected by the receiver only: the sender succeeds); a Recv
+//   whose message has another dtype or count (InvalidArgument naming both;
+//   the message is dropped). Not detected: a Send that no rank ever receives
+//   (it stays queued), collectives issued from several threads on one
+//   communicator, and a rank that makes its communicators in another order
+//   than the others after the creation check.
+// * Waits poll MPI with a short backoff (yield, then sleeps growing to 1 ms)
+//   against the deadline; MPI has no blocking wait with a timeout.
+// * A timeout names the ranks whose messages did not arrive ("all_reduce #12:
+//   rank 3 did not answer within 5 s"); it cannot say what they are doing.
+//   After a timeout or another failure the ranks may be out of step: a
+//   later collective may then fail or time out too.
+// * Abort and destruction send a notice, with the reason and how many
+//   messages this rank had sent to each peer, over a channel of the process;
+//   a peer waiting on this rank fails with Unavailable once it has received
+//   every message this rank sent it, so a rank that leaves after a
+//   successful exchange never fails its peers, and a peer waiting for
+//   something this rank never sent fails at once. If a peer waits on this
+//   rank while a message this rank sent it under another tag is still
+//   unreceived, it fails at its timeout instead.
+// * A process that dies is not noticed by MPI communicators (MPI does not
+//   tell), but mpirun ends the other ranks at once and names the dead one
+//   ("mpirun noticed that process rank 1 ... exited on signal 9"); without
+//   mpirun's help, peers fail at their timeout naming it.
+Result<std::unique_ptr<Communicator>> NewMpiCommunicator(const CommunicatorOptions& options = {});
+
+}  // namespace ember
