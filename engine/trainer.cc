@@ -9,8 +9,8 @@
 #include "embedding/distinct_keys.h"
 #include "embedding/sharded_table.h"
 #include "engine/model_zoo.h"
+#include "engine/prediction.h"
 #include "io/rank_slice_source.h"
-#include "ops/dense_ops.h"
 #include "pipeline/training_loop.h"
 
 namespace ember::engine {
@@ -362,16 +362,8 @@ Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
       Result<bool> more = data.Next(&state.batch);
       if (!more.ok()) status = more.status().WithContext("reading the evaluation data");
       if (!more.ok() || !*more) return;
-      const int64_t outputs = state.batch.size * model_->num_tasks();
-      status = step_.Prepare(state);
-      if (status.ok()) status = step_.Lookup(state);
-      if (status.ok()) status = step_.Forward(state);
+      status = PredictBatch(step_, state, predictions);
       if (!status.ok()) return;
-      Tensor probabilities = Tensor::Empty({outputs});
-      status = ops::Sigmoid(state.logits.Reshape({outputs}), &probabilities);
-      if (!status.ok()) return;
-      const float* p = probabilities.data<float>();
-      predictions->insert(predictions->end(), p, p + outputs);
       if (labels != nullptr) {
         labels->insert(labels->end(), state.batch.labels.begin(), state.batch.labels.end());
       }

@@ -26,6 +26,9 @@ int RunTrain();
 int RunGenData();
 int RunConvert();
 int RunPlan();
+int RunExport();
+int RunEval();
+int RunPredict();
 
 // A flag of Ember's with its effective value (gflags' text of it).
 struct EffectiveFlag {

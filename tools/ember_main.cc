@@ -111,5 +111,8 @@ int main(int argc, char** argv) {
   if (command == "train") return ember::tools::RunTrain();
   if (command == "gen-data") return ember::tools::RunGenData();
   if (command == "convert") return ember::tools::RunConvert();
+  if (command == "export") return ember::tools::RunExport();
+  if (command == "eval") return ember::tools::RunEval();
+  if (command == "predict") return ember::tools::RunPredict();
   return ember::tools::RunPlan();
 }

@@ -33,6 +33,16 @@ constexpr Command kCommands[] = {
     {"gen-data",
      "write synthetic click data (criteo, csv or columnar) from a\n"
      "planted model, with its Bayes AUC beside it"},
+    {"export",
+     "write the serving bundle of a training job's newest checkpoint\n"
+     "(--checkpoint_dir) to --bundle: model configuration, dense\n"
+     "weights and embedding vectors, checksummed"},
+    {"eval",
+     "AUC, logloss and calibration of a --bundle on labelled --data,\n"
+     "as `ember train` reports its test metrics"},
+    {"predict",
+     "score --data with a --bundle: one line of probabilities per\n"
+     "example, in input order, into --predictions_out"},
     {"plan",
      "plan a training job (the flags of train) on this host or a\n"
      "--cluster file: placement, predicted stage times, samples/s\n"
@@ -88,7 +98,8 @@ const std::vector<TopicFlags>& Topics() {
       {Topic::kData,
        {"train_data", "test_data", "test_fraction", "reader", "reader_threads", "shuffle",
         "shuffle_buffer", "num_shards", "shard_index", "piece_kib", "input", "output",
-        "rows_per_group", "out", "out_format"}},
+        "rows_per_group", "out", "out_format", "bundle", "data", "labelled",
+        "score_batch_size"}},
       {Topic::kFormat,
        {"format", "slot_bits", "schema", "schema_file", "delimiter", "header", "dense_transform",
         "dense_min", "dense_max", "field_starts", "num_fields", "require_binary_values", "slots",
@@ -113,8 +124,8 @@ const std::vector<TopicFlags>& Topics() {
         "read_ahead", "watchdog_seconds"}},
       {Topic::kCheckpoints, {"checkpoint_dir", "checkpoint_every_steps", "resume", "keep_best"}},
       {Topic::kOutput,
-       {"metrics_out", "trace_file", "plot_out", "model_hash", "timing_warmup_steps", "plan_out",
-        "dot_out"}},
+       {"predictions_out", "metrics_out", "export_dir", "trace_file", "plot_out", "model_hash",
+        "timing_warmup_steps", "plan_out", "dot_out"}},
       {Topic::kPlanning,
        {"plan", "cluster", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
         "plan_memory_limit", "plan_refine_from", "network_scale"}},
@@ -162,6 +173,15 @@ const std::vector<FlagSource>& FlagSources() {
       {"gen-data", "tools/gen_data_command.cc", {}, {}},
       {"gen-data", "tools/common_flags.cc", {}, {Topic::kPipeline}},
       {"gen-data", "tools/format_flags.cc", {"slot_bits"}, {}},
+      {"export", "tools/serving_flags.cc", {"bundle"}, {}},
+      {"export", "tools/train_command.cc", {"checkpoint_dir"}, {}},
+      {"eval", "tools/serving_flags.cc", {"bundle", "data", "labelled", "score_batch_size"}, {}},
+      {"eval", "tools/train_command.cc", {"metrics_out"}, {}},
+      {"eval", "tools/format_flags.cc", {}, {}},
+      {"eval", "tools/common_flags.cc", {"threads"}, {}},
+      {"predict", "tools/serving_flags.cc", {}, {}},
+      {"predict", "tools/format_flags.cc", {}, {}},
+      {"predict", "tools/common_flags.cc", {"threads"}, {}},
   };
   return sources;
 }

@@ -15,7 +15,7 @@ const std::vector<std::string> kMayChangeOnResume = {
     // How long to train.
     "max_steps", "epochs",
     // Outputs, checkpoints and reporting.
-    "checkpoint_dir", "checkpoint_every_steps", "resume", "metrics_out", "trace_file",
+    "checkpoint_dir", "checkpoint_every_steps", "resume", "metrics_out", "trace_file", "export_dir",
     "model_hash", "watchdog_seconds",
     // Placement of the work: bit for bit the same model (thread counts,
     // --pipeline with --max_staleness=0, the disk tier and its prefetch).

@@ -24,6 +24,7 @@
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/trace.h"
+#include "engine/bundle.h"
 #include "engine/model_hash.h"
 #include "engine/model_zoo.h"
 #include "engine/trainer.h"
@@ -39,6 +40,7 @@
 #include "tools/job_flags.h"
 #include "tools/plan_flags.h"
 #include "tools/run_curves.h"
+#include "tools/serving_flags.h"
 #include "tools/stop_signals.h"
 #include "tools/train_flags.h"
 
@@ -238,8 +240,12 @@ DEFINE_string(plot_out, "",
               "examples, from the evaluations of --eval_every_steps / --eval_every_epoch and the "
               "final one) into this SVG file; empty: don't.");
 
+DEFINE_string(export_dir, "",
+              "When training ends, write the serving bundle of the trained model here (a "
+              "directory, written atomically; see `ember export`, `ember predict`); empty: "
+              "don't.");
+
 namespace ember::tools {
-namespace {
 
 Result<engine::TrainOptions> TrainOptionsFromFlags() {
   engine::TrainOptions options;
@@ -318,6 +324,8 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }
+
+namespace {
 
 // Data read from one source (the training or the test files).
 struct Source {
@@ -694,6 +702,21 @@ Status CheckOutputPath(const char* flag, const std::string& path) {
   return Status::OK();
 }
 
+// --export_dir: the serving bundle of the trained model, with the input
+// format training read (`source_format`: "columnar" or a text format).
+Status ExportTrained(engine::Trainer& trainer, const engine::TrainReport& report,
+                     const std::string& source_format) {
+  EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
+  const engine::BundleConfig config =
+      engine::BundleConfigOf(trainer.options(), input, source_format == "columnar",
+                             report.resumed_from_step + report.steps);
+  EMBER_RETURN_IF_ERROR(engine::WriteBundle(FLAGS_export_dir, config, trainer.model(),
+                                            trainer.table())
+                            .WithContext("--export_dir"));
+  LOG(INFO) << "wrote the serving bundle of step " << config.step << " to " << FLAGS_export_dir;
+  return Status::OK();
+}
+
 Status Train(int* stopped_by) {
   LogEffectiveFlags(kTrainFlagFiles);
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
@@ -702,6 +725,9 @@ Status Train(int* stopped_by) {
                                    std::pair{"--trace_file", FLAGS_trace_file},
                                    std::pair{"--plot_out", FLAGS_plot_out}}) {
     if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckOutputPath(flag, path));
+  }
+  if (!FLAGS_export_dir.empty()) {
+    EMBER_RETURN_IF_ERROR(CheckWritableDestination(FLAGS_export_dir).WithContext("--export_dir"));
   }
   if (!FLAGS_plot_out.empty() && std::filesystem::path(FLAGS_plot_out).extension() != ".svg") {
     return Status::InvalidArgument("--plot_out=", FLAGS_plot_out,
@@ -843,14 +869,7 @@ Status Train(int* stopped_by) {
               interrupted.c_str(), static_cast<long long>(report.steps),
               static_cast<long long>(report.examples),
               report.samples_per_sec, steady.c_str(), report.last_epoch_loss);
-  std::printf("test:  AUC %.4f  logloss %.4f  calibration %.3f  (%lld examples)\n", test.auc,
-              test.logloss, test.calibration, static_cast<long long>(test.examples));
-  // A multi-task model: every task's metrics (task 0's are those above).
-  for (size_t t = 0; t < test.tasks.size(); ++t) {
-    const engine::Metrics& task = test.tasks[t];
-    std::printf("  task %zu: AUC %.4f  logloss %.4f  calibration %.3f  positive rate %.3f\n", t,
-                task.auc, task.logloss, task.calibration, task.positive_rate);
-  }
+  PrintTestMetrics(test);
   if (data.ceiling_auc.size() == 1 ||
       (data.ceiling_auc.size() > 1 && data.ceiling_auc.size() != test.tasks.size())) {
     std::printf("planted-model ceiling AUC %.4f (gap %.4f)\n", data.ceiling_auc[0],
@@ -867,6 +886,9 @@ Status Train(int* stopped_by) {
   }
   std::fflush(stdout);
 
+  if (!FLAGS_export_dir.empty()) {
+    EMBER_RETURN_IF_ERROR(ExportTrained(*trainer, report, data.train_source.format));
+  }
   if (tracer) {
     EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
     LOG(INFO) << "wrote trace " << FLAGS_trace_file;
@@ -877,21 +899,10 @@ Status Train(int* stopped_by) {
     LOG(INFO) << "wrote the run's curves to " << FLAGS_plot_out;
   }
   if (!FLAGS_metrics_out.empty()) {
-    JsonObject test_json;
-    test_json.Add("auc", test.auc).Add("logloss", test.logloss)
-        .Add("calibration", test.calibration).Add("examples", test.examples);
+    JsonObject test_json = TestMetricsJson(test);
     if (!data.ceiling_auc.empty()) test_json.Add("ceiling_auc", data.ceiling_auc[0]);
-    if (!test.tasks.empty()) {
-      std::vector<double> aucs, loglosses;
-      for (const engine::Metrics& task : test.tasks) {
-        aucs.push_back(task.auc);
-        loglosses.push_back(task.logloss);
-      }
-      test_json.AddRaw("task_auc", JsonNumberArray(aucs))
-          .AddRaw("task_logloss", JsonNumberArray(loglosses));
-      if (data.ceiling_auc.size() > 1) {
-        test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
-      }
+    if (data.ceiling_auc.size() > 1 && !test.tasks.empty()) {
+      test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
     }
     JsonObject train_json;
     train_json.Add("examples", report.examples).Add("steps", report.steps)

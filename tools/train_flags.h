@@ -31,3 +31,6 @@ DECLARE_string(stage_threads);
 DECLARE_string(dense_device);
 DECLARE_int32(max_staleness);
 DECLARE_bool(early_pulls);
+// Read by `ember export` and `ember eval` (tools/serving_flags.h) too.
+DECLARE_string(checkpoint_dir);
+DECLARE_string(metrics_out);

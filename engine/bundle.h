@@ -1,0 +1,138 @@
+#pragma once
+
+// Serving bundles: a trained model as a scorer needs it, with nothing of the
+// training (no optimizer state, no row metadata) and nothing to repeat by
+// hand (the model's configuration, how keys were hashed and how input was
+// read travel with it).
+//
+// A bundle is a directory:
+//
+//   MANIFEST.json      what the bundle is (below); written last
+//   dense.bin          the dense weights: every parameter's values, in the
+//                      model's parameters() order, as little-endian float32
+//   embedding/         the embedding vectors as ExportForServing writes them
+//                      (embedding/checkpoint.h): its own MANIFEST and
+//                      vectors-NNNNN.bin files
+//
+// MANIFEST.json fields: format ("ember-serving-bundle"), version
+// (kBundleVersion), step (training steps behind the model), model (the
+// ModelOptions the zoo builds the dense graph from: name, num_dense,
+// num_slots, num_tasks, embedding_dim, bottom_mlp, top_mlp, cross_layers,
+// cross_rank, num_experts, expert_mlp, seed, precision, cpu_row_shards),
+// embedding (dim, seed, init_scale, missing_keys: "initial" when a key
+// without a row reads as its (seed, key) initial row, "zeros" when admission
+// was on, rows), input (how training read its input: the io::FormatSpec
+// fields, format "columnar" for columnar files, and slot_bits, with which
+// raw values are hashed into keys), dense (descriptor and parameter_floats,
+// the float count of each parameter), files ([{name, bytes, hash}] for every
+// file of the bundle but MANIFEST.json, the hash the 16-hex-digit
+// Fnv1a64Words of its bytes), and last manifest_hash, the Fnv1a64Words of
+// the manifest's text up to that field (that text closed with "\n}").
+//
+// Atomicity: a bundle is written into a temporary directory beside it
+// (<parent>/.tmp-<name>-<pid>), every file fsynced, MANIFEST.json last, then
+// renamed to its name (an earlier bundle there is swapped out atomically and
+// removed): the bundle appears whole or not at all. A crash leaves the
+// temporary directory, which the next write of that bundle removes.
+//
+// Loading checks the manifest (format, version, hash) and every listed
+// file's size and hash before anything is used: a corrupted, truncated or
+// partly written bundle is refused with DataLoss naming the file.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "engine/model_options.h"
+#include "engine/train_options.h"
+#include "io/format_spec.h"
+#include "ops/dense_model.h"
+
+namespace ember::engine {
+
+inline constexpr char kBundleFormat[] = "ember-serving-bundle";
+inline constexpr int kBundleVersion = 1;
+inline constexpr char kBundleManifest[] = "MANIFEST.json";
+
+// What a bundle says about its model: everything needed to rebuild the
+// dense graph, read embedding rows as training did, and read input as
+// training did.
+struct BundleConfig {
+  // The dense model's options; `device` is not recorded (a bundle scores on
+  // the CPU).
+  ModelOptions model;
+  // The embedding table's dim, and what a key without a row reads as: its
+  // (table_seed, key) initial row, drawn from [-init_scale, init_scale]
+  // (<= 0: 1/sqrt(dim)), or zeros when training admitted keys
+  // (AdmissionOptions), as EmbeddingTable::Lookup reads them.
+  int embedding_dim = 16;
+  uint64_t table_seed = 0;
+  float init_scale = 0.0f;
+  bool missing_keys_read_zero = false;
+  // How training read its input: the text format (its slot_bits hashes raw
+  // values into keys), or columnar files (already keys; columnar_input).
+  io::FormatSpec input;
+  bool columnar_input = false;
+  // Training steps behind the model.
+  int64_t step = 0;
+};
+
+// The BundleConfig of a model trained with `options` (as Trainer::Create
+// filled them in) on input read with `input` (or columnar files).
+BundleConfig BundleConfigOf(const TrainOptions& options, const io::FormatSpec& input,
+                            bool columnar_input, int64_t step);
+
+struct BundleWriteOptions {
+  // Test seam: called with the temporary directory once everything is
+  // written and fsynced, just before the rename that commits the bundle; an
+  // error stops the write there (a crash at the last moment).
+  std::function<Status(const std::string& temporary_dir)> before_commit;
+};
+
+// Writes the bundle of `model` (its parameter values) and `table` (its
+// vectors) at the directory `path` (see the top of this file). InvalidArgument
+// if `path` is empty, its parent directory does not exist, or it names an
+// existing directory that is neither empty nor a bundle; IOError naming the
+// file on a write failure; the model's and the table's errors. On failure
+// nothing at `path` changes. REQUIRES: the table is quiescent (no Pull, Push
+// or Lookup meanwhile), as for a checkpoint.
+Status WriteBundle(const std::string& path, const BundleConfig& config, ops::DenseModel& model,
+                   embedding::EmbeddingTable& table, const BundleWriteOptions& options = {});
+
+// A bundle's manifest, once every file it lists has been checked.
+struct VerifiedBundle {
+  std::string path;
+  BundleConfig config;
+  // The dense state descriptor and the float count of every parameter.
+  std::string dense_descriptor;
+  std::vector<int64_t> parameter_floats;
+  int64_t embedding_rows = 0;
+};
+
+// Reads `path`/MANIFEST.json and checks the format, the version, the
+// manifest's hash and every listed file's size and hash. NotFound if `path`
+// or its manifest does not exist (naming it: a partly written bundle has
+// none); DataLoss naming the file for a malformed or edited manifest, a
+// missing, short or altered file; InvalidArgument for another format or a
+// version this Ember does not read.
+Result<VerifiedBundle> VerifyBundle(const std::string& path);
+
+// Loads the dense weights of `bundle` into `model` (on the CPU), checking
+// the parameters' count and sizes against the manifest. DataLoss naming
+// dense.bin when they differ or the file cannot be read as listed.
+Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model);
+
+// Writes the embedding vectors of `bundle` into `table` (of the bundle's
+// dim). Errors of ReadServingExport (DataLoss naming the file) and of the
+// table.
+Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTable& table);
+
+// The options of an in-memory table that reads keys as the bundle's
+// training table did (Lookup): the bundle's dim, seed and init_scale, and
+// admission on when missing keys read as zeros.
+embedding::EmbeddingTableOptions ServingTableOptions(const BundleConfig& config);
+
+}  // namespace ember::engine

@@ -1,0 +1,78 @@
+#pragma once
+
+// Scores examples with a serving bundle (engine/bundle.h): the bundle's
+// embedding vectors in an in-memory table and its dense model, run through
+// the trainer's own evaluation path (engine/prediction.h), so that a batch
+// scores to the same bits as the trainer's evaluation of it (same batch,
+// threads and row shards).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mutex.h"
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "engine/bundle.h"
+#include "io/batch.h"
+#include "io/batch_source.h"
+
+namespace ember::engine {
+
+struct ScorerOptions {
+  // CPU threads each Score call runs its batch on (its own arena); the
+  // trainer's evaluation of a batch and a Score of it give the same bits
+  // with the same threads. <= 0: every hardware thread. Default: 1.
+  int threads = 1;
+};
+
+// Thread safety: Score and ScoreAll may be called concurrently; each call
+// takes a replica of the dense model (made on first need, kept for reuse),
+// and the embedding table is only read.
+class Scorer {
+ public:
+  // Verifies the bundle at `path` (VerifyBundle), builds its model on the
+  // CPU and loads its weights and vectors. Errors: VerifyBundle's, the
+  // model's (a model this build does not know: InvalidArgument), and the
+  // loading's (DataLoss naming the file).
+  static Result<std::unique_ptr<Scorer>> Open(const std::string& path,
+                                              const ScorerOptions& options = {});
+  ~Scorer();
+  Scorer(const Scorer&) = delete;
+  Scorer& operator=(const Scorer&) = delete;
+
+  // Appends the probabilities of every example of `batch` to `*scores`,
+  // example-major (example i's task t at i * num_tasks() + t).
+  // InvalidArgument when the batch's dense or slot count is not the
+  // model's; the labels are not read (any num_labels).
+  Status Score(const io::Batch& batch, std::vector<float>* scores);
+
+  // Scores every batch of `data`, in order, calling `visit` with each batch
+  // and its scores (batch.size * num_tasks(), valid during the call); stops
+  // at the first error (a read error, with context, or `visit`'s).
+  Status ScoreAll(io::BatchSource& data,
+                  const std::function<Status(const io::Batch&, const float*)>& visit);
+
+  const BundleConfig& config() const { return bundle_.config; }
+  int num_tasks() const { return bundle_.config.model.num_tasks; }
+  int64_t embedding_rows() const { return table_->num_rows(); }
+
+ private:
+  struct Replica;
+  Scorer(VerifiedBundle bundle, const ScorerOptions& options,
+         std::unique_ptr<embedding::EmbeddingTable> table);
+  // A replica no other call uses (a new one when all are busy).
+  Result<std::unique_ptr<Replica>> Acquire();
+  void Release(std::unique_ptr<Replica> replica);
+  Status CheckShape(const io::Batch& batch) const;
+
+  VerifiedBundle bundle_;
+  ScorerOptions options_;
+  std::unique_ptr<embedding::EmbeddingTable> table_;
+  Mutex mu_;
+  std::vector<std::unique_ptr<Replica>> idle_ GUARDED_BY(mu_);
+};
+
+}  // namespace ember::engine

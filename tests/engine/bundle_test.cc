@@ -1,0 +1,290 @@
+#include "engine/bundle.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/file.h"
+#include "engine/model_zoo.h"
+#include "engine/scorer.h"
+#include "engine/trainer.h"
+#include "io/batch_source.h"
+#include "io/columnar.h"
+#include "io/synthetic.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ember::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kEvalBatch = 256;
+
+class BundleTest : public test::TempDirTest {
+ protected:
+  static TrainOptions SmallOptions(const std::string& model) {
+    TrainOptions options;
+    options.model.name = model;
+    options.model.bottom_mlp = {32, 16};
+    options.model.top_mlp = {32, 16};
+    options.model.expert_mlp = {32, 16};
+    options.model.num_experts = 2;
+    options.model.cross_layers = 2;
+    options.table.dim = 8;
+    options.batch_size = 128;
+    options.eval_batch_size = kEvalBatch;
+    options.threads = 2;
+    options.show_progress = false;
+    return options;
+  }
+
+  // `rows` synthetic examples of `tasks` labels with two multi-hot slots,
+  // written as a columnar file and read back.
+  Result<io::Dataset> Data(int64_t rows, int tasks) {
+    io::SyntheticOptions synthetic;
+    synthetic.rows = rows;
+    synthetic.num_dense = 4;
+    synthetic.num_slots = 6;
+    synthetic.multi_hot_slots = 2;
+    synthetic.vocabulary = 400;
+    synthetic.num_tasks = tasks;
+    synthetic.format = io::SyntheticFormat::kColumnar;
+    const std::string path = Path("data.col");
+    EMBER_RETURN_IF_ERROR(io::WriteSynthetic(path, synthetic).status());
+    return io::ReadColumnarDataset(path);
+  }
+
+  // Trains `model` on the first 80% of the data and writes its bundle at
+  // `bundle`; `*test` is the rest, `*expected` the trainer's own predictions
+  // of it.
+  void TrainAndExport(const std::string& model, const std::string& bundle, io::Dataset* test,
+                      std::vector<float>* expected) {
+    Result<io::Dataset> all = Data(2000, DefaultTaskCount(model));
+    ASSERT_TRUE(all.ok()) << all.status();
+    const io::Dataset train = all->Slice(0, 1600);
+    *test = all->Slice(1600, all->size());
+    auto trainer = Trainer::Create(SmallOptions(model), train.num_dense(), train.num_slots(),
+                                   train.num_labels());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    ASSERT_TRUE((*trainer)->Fit(train).ok());
+    Result<std::vector<float>> predicted = (*trainer)->Predict(*test);
+    ASSERT_TRUE(predicted.ok()) << predicted.status();
+    *expected = *predicted;
+    io::FormatSpec input;
+    const BundleConfig config = BundleConfigOf((*trainer)->options(), input, true, 13);
+    const Status written =
+        WriteBundle(bundle, config, (*trainer)->model(), (*trainer)->table());
+    ASSERT_TRUE(written.ok()) << written;
+  }
+
+  // The scores of `data` in evaluation batches, as the trainer batches it.
+  static Result<std::vector<float>> ScoreAll(Scorer& scorer, const io::Dataset& data) {
+    io::DatasetBatchSourceOptions options;
+    options.batch_size = kEvalBatch;
+    io::DatasetBatchSource source(data, options);
+    std::vector<float> scores;
+    EMBER_RETURN_IF_ERROR(scorer.ScoreAll(source, [&](const io::Batch& batch, const float* s) {
+      scores.insert(scores.end(), s, s + batch.size * scorer.num_tasks());
+      return Status::OK();
+    }));
+    return scores;
+  }
+
+  static void FlipByte(const std::string& path, int64_t offset) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(offset);
+    char c = 0;
+    file.read(&c, 1);
+    c ^= 0x20;
+    file.seekp(offset);
+    file.write(&c, 1);
+  }
+
+  std::string SmallBundle() {
+    io::Dataset test;
+    std::vector<float> expected;
+    TrainAndExport("dlrm", Path("bundle"), &test, &expected);
+    return Path("bundle");
+  }
+};
+
+class BundleZooTest : public BundleTest, public ::testing::WithParamInterface<std::string> {};
+
+// The bundle scores every test example to the bits of the trainer's own
+// evaluation, keys unseen in training included.
+TEST_P(BundleZooTest, ScoresEqualTheTrainersEvaluationBitForBit) {
+  io::Dataset test;
+  std::vector<float> expected;
+  TrainAndExport(GetParam(), Path("bundle"), &test, &expected);
+  ScorerOptions options;
+  options.threads = 2;  // The trainer's.
+  auto scorer = Scorer::Open(Path("bundle"), options);
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  EXPECT_EQ(GetParam(), (*scorer)->config().model.name);
+  EXPECT_EQ(13, (*scorer)->config().step);
+  Result<std::vector<float>> scores = ScoreAll(**scorer, test);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(expected.size(), scores->size());
+  EXPECT_EQ(test.size() * test.num_labels(), static_cast<int64_t>(scores->size()));
+  EXPECT_EQ(0, std::memcmp(expected.data(), scores->data(), expected.size() * sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryModel, BundleZooTest, ::testing::ValuesIn(ModelNames()));
+
+TEST_F(BundleTest, ConcurrentScoresEqualSequentialOnes) {
+  io::Dataset test;
+  std::vector<float> expected;
+  TrainAndExport("deepfm", Path("bundle"), &test, &expected);
+  auto scorer = Scorer::Open(Path("bundle"));
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  Result<std::vector<float>> sequential = ScoreAll(**scorer, test);
+  ASSERT_TRUE(sequential.ok()) << sequential.status();
+  std::vector<std::vector<float>> results(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        Result<std::vector<float>> scores = ScoreAll(**scorer, test);
+        if (scores.ok()) results[t] = *scores;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::vector<float>& result : results) EXPECT_EQ(*sequential, result);
+}
+
+TEST_F(BundleTest, ABundleWrittenAgainReplacesTheEarlierOneWhole) {
+  const std::string bundle = SmallBundle();
+  io::Dataset test;
+  std::vector<float> expected;
+  TrainAndExport("wide_deep", bundle, &test, &expected);
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  EXPECT_EQ("wide_deep", (*scorer)->config().model.name);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".tmp-")) << entry.path();
+  }
+}
+
+TEST_F(BundleTest, AWriteStoppedBeforeItsCommitLeavesTheEarlierBundle) {
+  const std::string bundle = SmallBundle();
+  auto trainer = Trainer::Create(SmallOptions("dcn_v2"), 4, 6, 1);
+  ASSERT_TRUE(trainer.ok());
+  BundleWriteOptions options;
+  options.before_commit = [](const std::string&) { return Status::IOError("disk gone"); };
+  const BundleConfig config = BundleConfigOf((*trainer)->options(), {}, true, 0);
+  const Status status = WriteBundle(bundle, config, (*trainer)->model(), (*trainer)->table(),
+                                    options);
+  EXPECT_EQ(StatusCode::kIOError, status.code());
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  EXPECT_EQ("dlrm", (*scorer)->config().model.name);
+  // And a first write stopped so leaves nothing.
+  EXPECT_FALSE(WriteBundle(Path("new"), config, (*trainer)->model(), (*trainer)->table(), options)
+                   .ok());
+  EXPECT_FALSE(std::filesystem::exists(Path("new")));
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".tmp-")) << entry.path();
+  }
+}
+
+TEST_F(BundleTest, APartlyWrittenBundleIsRefusedNamingItsManifest) {
+  const std::string bundle = SmallBundle();
+  std::filesystem::remove(bundle + "/MANIFEST.json");
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_FALSE(scorer.ok());
+  EXPECT_EQ(StatusCode::kNotFound, scorer.status().code());
+  EXPECT_THAT(scorer.status().message(), HasSubstr(bundle + "/MANIFEST.json"));
+}
+
+TEST_F(BundleTest, ACorruptedDenseFileIsRefusedNamingIt) {
+  const std::string bundle = SmallBundle();
+  FlipByte(bundle + "/dense.bin", 100);
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_FALSE(scorer.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, scorer.status().code());
+  EXPECT_THAT(scorer.status().message(), HasSubstr(bundle + "/dense.bin"));
+}
+
+TEST_F(BundleTest, ATruncatedEmbeddingFileIsRefusedNamingIt) {
+  const std::string bundle = SmallBundle();
+  const std::string vectors = bundle + "/embedding/vectors-00000.bin";
+  ASSERT_TRUE(std::filesystem::exists(vectors));
+  std::filesystem::resize_file(vectors, std::filesystem::file_size(vectors) - 12);
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_FALSE(scorer.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, scorer.status().code());
+  EXPECT_THAT(scorer.status().message(), HasSubstr(vectors));
+  EXPECT_THAT(scorer.status().message(), HasSubstr("truncated"));
+}
+
+TEST_F(BundleTest, AnEditedManifestIsRefused) {
+  const std::string bundle = SmallBundle();
+  const std::string manifest = bundle + "/MANIFEST.json";
+  Result<std::string> text = ReadFile(manifest);
+  ASSERT_TRUE(text.ok());
+  std::string edited = *text;
+  const size_t at = edited.find("\"num_experts\": 2");
+  ASSERT_NE(std::string::npos, at) << edited;
+  edited.replace(at, 16, "\"num_experts\": 3");
+  ASSERT_TRUE(WriteFileAtomic(manifest, edited).ok());
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_FALSE(scorer.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, scorer.status().code());
+  EXPECT_THAT(scorer.status().message(), HasSubstr(manifest));
+  EXPECT_THAT(scorer.status().message(), HasSubstr("manifest_hash"));
+}
+
+TEST_F(BundleTest, AnotherVersionIsRefusedNamingIt) {
+  const std::string bundle = SmallBundle();
+  const std::string manifest = bundle + "/MANIFEST.json";
+  Result<std::string> text = ReadFile(manifest);
+  ASSERT_TRUE(text.ok());
+  std::string edited = *text;
+  const std::string version = "\"version\": " + std::to_string(kBundleVersion);
+  const size_t at = edited.find(version);
+  ASSERT_NE(std::string::npos, at);
+  edited.replace(at, version.size(), "\"version\": " + std::to_string(kBundleVersion + 1));
+  ASSERT_TRUE(WriteFileAtomic(manifest, edited).ok());
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_FALSE(scorer.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, scorer.status().code());
+  EXPECT_THAT(scorer.status().message(), HasSubstr("version"));
+  EXPECT_THAT(scorer.status().message(), HasSubstr(manifest));
+}
+
+TEST_F(BundleTest, ADirectoryThatIsNotABundleIsNeverReplaced) {
+  std::filesystem::create_directories(Path("precious"));
+  ASSERT_TRUE(WriteFileAtomic(Path("precious/notes.txt"), "keep me").ok());
+  auto trainer = Trainer::Create(SmallOptions("dlrm"), 4, 6, 1);
+  ASSERT_TRUE(trainer.ok());
+  const BundleConfig config = BundleConfigOf((*trainer)->options(), {}, true, 0);
+  const Status status =
+      WriteBundle(Path("precious"), config, (*trainer)->model(), (*trainer)->table());
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_TRUE(FileExists(Path("precious/notes.txt")));
+}
+
+TEST_F(BundleTest, InputOfAnotherShapeIsRefused) {
+  const std::string bundle = SmallBundle();
+  auto scorer = Scorer::Open(bundle);
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  io::Batch batch;
+  batch.Clear(3, 6);
+  batch.size = 1;
+  batch.dense = {0, 0, 0};
+  batch.offsets.assign(7, 0);
+  std::vector<float> scores;
+  const Status status = (*scorer)->Score(batch, &scores);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("3 dense features"));
+}
+
+}  // namespace
+}  // namespace ember::engine

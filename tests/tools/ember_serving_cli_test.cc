@@ -1,0 +1,140 @@
+// `ember train --export_dir`, `ember export`, `ember eval`, `ember predict`
+// and the C example, run as a user would.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "core/file.h"
+#include "tests/testing/temp_dir.h"
+
+namespace {
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together.
+};
+
+CommandRun Shell(const std::string& command) {
+  CommandRun run;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    run.output.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+CommandRun Ember(const std::string& args) { return Shell(std::string(EMBER_BINARY) + " " + args); }
+
+// The literal of `key` in the "test" object of a metrics JSON.
+std::string TestField(const std::string& json, const std::string& key) {
+  const std::regex pattern("\"test\":\\s*\\{[^}]*\"" + key + "\":\\s*([-0-9.eE+]+)");
+  std::smatch match;
+  return std::regex_search(json, match, pattern) ? match[1].str() : "missing";
+}
+
+std::string Contents(const std::string& path) {
+  ember::Result<std::string> text = ember::ReadFile(path);
+  return text.ok() ? *text : "unreadable: " + path;
+}
+
+class EmberServingCliTest : public ember::test::TempDirTest {
+ protected:
+  static constexpr char kSmallModel[] =
+      "--bottom_mlp=32,16 --top_mlp=32 --embedding_dim=8 --batch_size=128";
+
+  // Trains on train.tsv, evaluates on test.tsv, exports to `bundle` and
+  // checkpoints to ckpt.
+  void TrainAndExport() {
+    ASSERT_EQ(0, Ember("gen-data --rows=3000 --seed=5 --vocabulary=300 --out=" +
+                       Path("train.tsv")).exit_code);
+    ASSERT_EQ(0, Ember("gen-data --rows=700 --seed=6 --vocabulary=300 --out=" +
+                       Path("test.tsv")).exit_code);
+    const CommandRun train =
+        Ember("train --train_data=" + Path("train.tsv") + " --test_data=" + Path("test.tsv") +
+              " " + kSmallModel + " --threads=2 --export_dir=" + Path("bundle") +
+              " --checkpoint_dir=" + Path("ckpt") + " --metrics_out=" + Path("train.json"));
+    ASSERT_EQ(0, train.exit_code) << train.output;
+  }
+};
+
+TEST_F(EmberServingCliTest, EvalOfTheExportedBundleGivesTrainingsTestMetrics) {
+  TrainAndExport();
+  const CommandRun eval = Ember("eval --bundle=" + Path("bundle") + " --data=" +
+                                Path("test.tsv") + " --threads=2 --metrics_out=" +
+                                Path("eval.json"));
+  ASSERT_EQ(0, eval.exit_code) << eval.output;
+  EXPECT_NE(std::string::npos, eval.output.find("test:  AUC"));
+  const std::string trained = Contents(Path("train.json")), evaluated = Contents(Path("eval.json"));
+  for (const char* key : {"auc", "logloss", "calibration", "examples"}) {
+    EXPECT_EQ(TestField(trained, key), TestField(evaluated, key)) << key;
+  }
+  EXPECT_EQ("700", TestField(evaluated, "examples"));
+}
+
+TEST_F(EmberServingCliTest, PredictWritesAScorePerLineWithOrWithoutLabels) {
+  TrainAndExport();
+  const CommandRun predict = Ember("predict --bundle=" + Path("bundle") + " --data=" +
+                                   Path("test.tsv") + " --predictions_out=" + Path("p.txt"));
+  ASSERT_EQ(0, predict.exit_code) << predict.output;
+  const std::string scores = Contents(Path("p.txt"));
+  EXPECT_EQ(700, std::count(scores.begin(), scores.end(), '\n'));
+  // The same lines without their label column.
+  {
+    std::ifstream in(Path("test.tsv"));
+    std::ofstream out(Path("unlabelled.tsv"));
+    for (std::string line; std::getline(in, line);) out << line.substr(line.find('\t') + 1) << "\n";
+  }
+  const CommandRun unlabelled =
+      Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("unlabelled.tsv") +
+            " --labelled=false --predictions_out=" + Path("u.txt"));
+  ASSERT_EQ(0, unlabelled.exit_code) << unlabelled.output;
+  EXPECT_EQ(scores, Contents(Path("u.txt")));
+  // The bundle `ember export` writes from the job's checkpoint scores alike.
+  const CommandRun exported = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                    Path("exported"));
+  ASSERT_EQ(0, exported.exit_code) << exported.output;
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("exported") + " --data=" + Path("test.tsv") +
+                     " --predictions_out=" + Path("e.txt")).exit_code);
+  EXPECT_EQ(scores, Contents(Path("e.txt")));
+}
+
+TEST_F(EmberServingCliTest, TheCExampleScoresAsPredictDoes) {
+  TrainAndExport();
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
+                     " --threads=1 --predictions_out=" + Path("p.txt")).exit_code);
+  const CommandRun example = Shell(std::string(EMBER_SERVING_EXAMPLE) + " " + Path("bundle") + " " +
+                                 Path("test.tsv") + " >" + Path("c.txt"));
+  ASSERT_EQ(0, example.exit_code) << example.output;
+  EXPECT_EQ(Contents(Path("p.txt")), Contents(Path("c.txt")));
+}
+
+TEST_F(EmberServingCliTest, ADamagedBundleIsRefusedNamingTheFile) {
+  TrainAndExport();
+  {
+    std::fstream dense(Path("bundle/dense.bin"), std::ios::in | std::ios::out | std::ios::binary);
+    dense.seekp(4);
+    dense.write("\x55\xaa", 2);
+  }
+  const CommandRun predict = Ember("predict --bundle=" + Path("bundle") + " --data=" +
+                                   Path("test.tsv") + " --predictions_out=" + Path("p.txt"));
+  EXPECT_EQ(2, predict.exit_code) << predict.output;
+  EXPECT_NE(std::string::npos, predict.output.find(Path("bundle/dense.bin"))) << predict.output;
+  EXPECT_FALSE(ember::FileExists(Path("p.txt")));
+  const CommandRun missing = Ember("export --checkpoint_dir=" + Path("nothing") + " --bundle=" +
+                                   Path("b2"));
+  EXPECT_EQ(2, missing.exit_code) << missing.output;
+  EXPECT_NE(std::string::npos, missing.output.find("job.flags")) << missing.output;
+}
+
+}  // namespace
