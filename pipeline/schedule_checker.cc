@@ -1,0 +1,208 @@
+#include "pipeline/schedule_checker.h"
+
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ember::pipeline {
+namespace {
+
+// An instruction's identity without its peer: what "exactly once" counts.
+using Key = std::tuple<InstrKind, int, int>;
+Key KeyOf(const Instr& instr) { return {instr.kind, instr.micro_batch, instr.chunk}; }
+
+class Checker {
+ public:
+  explicit Checker(const Schedule& schedule)
+      : schedule_(schedule), shape_(schedule.shape), chunks_(shape_.chunks()) {}
+
+  Status Run() {
+    EMBER_RETURN_IF_ERROR(ValidateShape(shape_).WithContext(Name()));
+    if (static_cast<int>(schedule_.ranks.size()) != shape_.ranks) {
+      return Status::InvalidArgument(Name(), ": ", schedule_.ranks.size(),
+                                     " instruction lists for ", shape_.ranks, " ranks");
+    }
+    for (int rank = 0; rank < shape_.ranks; ++rank) {
+      EMBER_RETURN_IF_ERROR(CheckRank(rank));
+    }
+    // Every send now has its receive: each compute that needs a message from
+    // another rank runs, after its receive, and each message has one sender.
+    return Simulate();
+  }
+
+ private:
+  std::string Name() const {
+    return internal::StrCat("schedule ", schedule_.kind, " (", ToString(shape_), ")");
+  }
+  Status Error(int rank, size_t index, const std::string& what) const {
+    const Instr& instr = schedule_.ranks[static_cast<size_t>(rank)][index];
+    return Status::InvalidArgument(Name(), ": rank ", rank, " instruction ", index, " (",
+                                   ToString(instr), "): ", what);
+  }
+
+  // The peer a send or receive must name, or -1 when the message cannot
+  // exist on this rank (it does not cross ranks or its chunk is elsewhere).
+  int ExpectedPeer(const Instr& instr, int rank) const {
+    const int c = instr.chunk;
+    switch (instr.kind) {
+      case InstrKind::kSendActivation:
+        return c + 1 < chunks_ && shape_.RankOf(c) == rank ? shape_.RankOf(c + 1) : -1;
+      case InstrKind::kRecvActivation:
+        return c + 1 < chunks_ && shape_.RankOf(c + 1) == rank ? shape_.RankOf(c) : -1;
+      case InstrKind::kSendGrad:
+        return c > 0 && shape_.RankOf(c) == rank ? shape_.RankOf(c - 1) : -1;
+      case InstrKind::kRecvGrad:
+        return c > 0 && shape_.RankOf(c - 1) == rank ? shape_.RankOf(c) : -1;
+      default:
+        return -1;
+    }
+  }
+
+  // Well formed where one instruction can tell.
+  Status CheckInstr(int rank, size_t index) const {
+    const std::vector<Instr>& list = schedule_.ranks[static_cast<size_t>(rank)];
+    const Instr& instr = list[index];
+    if (instr.kind == InstrKind::kOptimizerStep) {
+      if (index + 1 != list.size()) {
+        return Error(rank, index, "the optimizer step must be the rank's last instruction");
+      }
+      return Status::OK();
+    }
+    if (instr.micro_batch < 0 || instr.micro_batch >= shape_.micro_batches) {
+      return Error(rank, index, "micro-batch out of range");
+    }
+    if (instr.chunk < 0 || instr.chunk >= chunks_) return Error(rank, index, "chunk out of range");
+    if (instr.is_compute()) {
+      if (shape_.RankOf(instr.chunk) != rank) {
+        return Error(
+            rank, index,
+            internal::StrCat("chunk ", instr.chunk, " lives on rank ", shape_.RankOf(instr.chunk)));
+      }
+      return Status::OK();
+    }
+    const int peer = ExpectedPeer(instr, rank);
+    if (peer < 0 || peer == rank) {
+      return Error(rank, index, "this message does not cross from or to this rank");
+    }
+    if (instr.peer != peer) {
+      return Error(rank, index, internal::StrCat("the peer must be rank ", peer));
+    }
+    return Status::OK();
+  }
+
+  // Well formed, complete and ordered on one rank.
+  Status CheckRank(int rank) const {
+    const std::vector<Instr>& list = schedule_.ranks[static_cast<size_t>(rank)];
+    if (list.empty() || list.back().kind != InstrKind::kOptimizerStep) {
+      return Status::InvalidArgument(Name(), ": rank ", rank,
+                                     " does not end with the optimizer step");
+    }
+    std::map<Key, size_t> seen;  // first index of each instruction
+    for (size_t i = 0; i < list.size(); ++i) {
+      EMBER_RETURN_IF_ERROR(CheckInstr(rank, i));
+      const auto [it, inserted] = seen.emplace(KeyOf(list[i]), i);
+      if (!inserted) {
+        return Error(rank, i, internal::StrCat("duplicate of instruction ", it->second));
+      }
+      const std::string missing = MissingPrerequisite(list[i], rank, seen);
+      if (!missing.empty()) return Error(rank, i, "runs before " + missing);
+    }
+    for (int mb = 0; mb < shape_.micro_batches; ++mb) {
+      for (int c = rank; c < chunks_; c += shape_.ranks) {
+        for (const Instr& need : {Instr::Forward(mb, c), Instr::Backward(mb, c)}) {
+          if (seen.count(KeyOf(need)) == 0) {
+            return Status::InvalidArgument(Name(), ": rank ", rank, " never runs ", ToString(need));
+          }
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+  // What `instr` needs that has not run on this rank yet ("" if nothing).
+  std::string MissingPrerequisite(const Instr& instr, int rank,
+                                  const std::map<Key, size_t>& seen) const {
+    const int mb = instr.micro_batch, c = instr.chunk;
+    const auto need = [&](InstrKind kind, int chunk, int peer) -> std::string {
+      const Instr required{kind, mb, chunk, peer};
+      return seen.count(KeyOf(required)) ? "" : ToString(required);
+    };
+    const auto local = [&](int chunk) { return shape_.RankOf(chunk) == rank; };
+    switch (instr.kind) {
+      case InstrKind::kForward:
+        if (c == 0) return "";
+        return local(c - 1) ? need(InstrKind::kForward, c - 1, -1)
+                            : need(InstrKind::kRecvActivation, c - 1, shape_.RankOf(c - 1));
+      case InstrKind::kBackward: {
+        std::string missing = need(InstrKind::kForward, c, -1);
+        if (!missing.empty() || c + 1 == chunks_) return missing;
+        return local(c + 1) ? need(InstrKind::kBackward, c + 1, -1)
+                            : need(InstrKind::kRecvGrad, c + 1, shape_.RankOf(c + 1));
+      }
+      case InstrKind::kSendActivation:
+        return need(InstrKind::kForward, c, -1);
+      case InstrKind::kSendGrad:
+        return need(InstrKind::kBackward, c, -1);
+      default:
+        return "";
+    }
+  }
+
+  // Runs every rank as far as it can: buffered sends, blocking receives,
+  // messages between two ranks matched in sending order.
+  Status Simulate() const {
+    const int p = shape_.ranks;
+    std::vector<size_t> next(static_cast<size_t>(p), 0);
+    std::map<std::pair<int, int>, std::deque<Instr>> channels;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int rank = 0; rank < p; ++rank) {
+        const std::vector<Instr>& list = schedule_.ranks[static_cast<size_t>(rank)];
+        for (size_t& i = next[static_cast<size_t>(rank)]; i < list.size(); ++i, progress = true) {
+          const Instr& instr = list[i];
+          if (instr.is_send()) channels[{rank, instr.peer}].push_back(instr);
+          if (!instr.is_recv()) continue;
+          std::deque<Instr>& channel = channels[{instr.peer, rank}];
+          if (channel.empty()) break;
+          if (!Matches(channel.front(), instr)) {
+            return Error(rank, i,
+                         internal::StrCat("the next message from rank ", instr.peer, " is ",
+                                          ToString(channel.front()),
+                                          ": sends and receives are in different orders"));
+          }
+          channel.pop_front();
+        }
+      }
+    }
+    std::string stuck;
+    for (int rank = 0; rank < p; ++rank) {
+      const size_t i = next[static_cast<size_t>(rank)];
+      const std::vector<Instr>& list = schedule_.ranks[static_cast<size_t>(rank)];
+      if (i == list.size()) continue;
+      stuck += internal::StrCat(stuck.empty() ? "" : "; ", "rank ", rank, " waits at instruction ",
+                                i, " (", ToString(list[i]), ")");
+    }
+    if (!stuck.empty()) return Status::InvalidArgument(Name(), ": deadlock: ", stuck);
+    return Status::OK();
+  }
+
+  static bool Matches(const Instr& send, const Instr& recv) {
+    const InstrKind expected =
+        send.kind == InstrKind::kSendActivation ? InstrKind::kRecvActivation : InstrKind::kRecvGrad;
+    return recv.kind == expected && recv.micro_batch == send.micro_batch &&
+           recv.chunk == send.chunk;
+  }
+
+  const Schedule& schedule_;
+  const ScheduleShape shape_;
+  const int chunks_;
+};
+
+}  // namespace
+
+Status CheckSchedule(const Schedule& schedule) { return Checker(schedule).Run(); }
+
+}  // namespace ember::pipeline

@@ -1,0 +1,55 @@
+#pragma once
+
+// Runs one rank's instructions of a schedule (pipeline/schedule.h): the
+// model work of its chunks behind a small interface, activations and their
+// gradients between ranks over a Communicator.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/status.h"
+#include "pipeline/schedule.h"
+
+namespace ember::pipeline {
+
+// The model work of the chunks that one rank holds, as the executor calls
+// it: one thread (the rank's) calls every method, in schedule order.
+class ChunkWork {
+ public:
+  virtual ~ChunkWork() = default;
+
+  // Elements of `chunk`'s output for one micro-batch: what goes to chunk + 1,
+  // and the size of the gradient that comes back. Only asked of chunks whose
+  // output crosses ranks.
+  virtual int64_t OutputElements(int chunk) const = 0;
+  // Forward of `chunk` on `micro_batch`. `input` is chunk - 1's output
+  // (empty for chunk 0, which reads the micro-batch itself). Writes the
+  // output (the last chunk may leave it empty: it keeps its loss).
+  virtual Status Forward(int micro_batch, int chunk, const std::vector<float>& input,
+                         std::vector<float>* output) = 0;
+  // Backward of `chunk` on `micro_batch`, after its forward. `output_grad`
+  // is the loss gradient w.r.t. the output (empty for the last chunk, which
+  // starts from its loss). Writes the gradient w.r.t. the input (chunk 0 may
+  // leave it empty) and adds the parameter gradients to the chunk's sums.
+  virtual Status Backward(int micro_batch, int chunk, const std::vector<float>& output_grad,
+                          std::vector<float>* input_grad) = 0;
+  // Applies and clears the summed gradients of every chunk of the rank.
+  virtual Status OptimizerStep() = 0;
+};
+
+// The message tag of a send or receive: distinct for every (activation or
+// gradient, micro-batch, chunk) of `shape`, >= 0.
+int MessageTag(const ScheduleShape& shape, const Instr& instr);
+
+// Runs `schedule.ranks[rank]` in order with `work` (borrowed for the call).
+// `comm` (borrowed; its rank must be `rank` and its size p) carries the
+// sends and receives; it may be null when the schedule has none (p = 1).
+// Returns the first error, with context naming the rank and instruction;
+// before returning it aborts `comm` with that error, so that peers waiting on
+// this rank fail at once rather than at their timeout.
+// InvalidArgument when `rank` or `comm` does not fit the schedule.
+// REQUIRES: CheckSchedule(schedule) is OK.
+Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm);
+
+}  // namespace ember::pipeline

@@ -1,0 +1,184 @@
+#include "pipeline/schedule_simulator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "pipeline/schedule.h"
+#include "pipeline/schedule_drawing.h"
+
+namespace ember::pipeline {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+
+constexpr double kRounding = 1e-9;
+
+Schedule Make(const std::string& kind, int p, int v, int m) {
+  Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return *std::move(schedule);
+}
+
+Timeline Simulate(const Schedule& schedule, const ScheduleCosts& costs) {
+  Result<Timeline> timeline = SimulateSchedule(schedule, costs);
+  EXPECT_TRUE(timeline.ok()) << timeline.status();
+  return *std::move(timeline);
+}
+
+ScheduleCosts EqualChunks(double forward_seconds, double backward_seconds) {
+  ScheduleCosts costs;
+  costs.forward_seconds = {forward_seconds};
+  costs.backward_seconds = {backward_seconds};
+  return costs;
+}
+
+// (kind, p, v, m) for the grid below.
+std::vector<std::tuple<std::string, int, int, int>> Grid() {
+  std::vector<std::tuple<std::string, int, int, int>> grid;
+  for (int p = 1; p <= 4; ++p) {
+    for (int m = 1; m <= 12; ++m) {
+      grid.emplace_back("1f1b", p, 1, m);
+      for (int v = 1; v <= 3; ++v) {
+        grid.emplace_back("gpipe", p, v, m);
+        if (m % p == 0) grid.emplace_back("interleaved", p, v, m);
+      }
+    }
+  }
+  return grid;
+}
+
+// Narayanan et al. (2021): with v chunks per rank each costing 1/v of a
+// rank's work, the bubble is (p - 1)/v chunk-passes of (f + b) against m
+// micro-batches of work: idle / busy = (p - 1) / (v·m), whatever f : b is.
+TEST(ScheduleSimulatorTest, OneFOneBBubbleIsPMinusOneOverVTimesM) {
+  for (const auto& [kind, p, v, m] : Grid()) {
+    if (kind == "gpipe") continue;
+    for (const double backward : {1.0, 2.0, 3.0}) {
+      const Timeline timeline = Simulate(Make(kind, p, v, m), EqualChunks(1.0, backward));
+      EXPECT_THAT(timeline.bubble_ratio(), DoubleNear((p - 1.0) / (v * m), kRounding))
+          << kind << " " << ToString(ScheduleShape{p, v, m}) << " b=" << backward;
+    }
+  }
+}
+
+// GPipe: the last rank starts its forwards p - 1 chunk-times late, and rank
+// 0 ends its backwards p - 1 chunk-times after the last rank; in between
+// each rank is busy v·m·(f + b) when m >= p (a rank's next chunk then never
+// waits for the previous pass to come round). So the step is
+// (v·m + p - 1)·(f + b) and each rank idles (p - 1)·(f + b):
+// idle fraction (p - 1) / (v·m + p - 1), the same bubble as 1F1B.
+TEST(ScheduleSimulatorTest, GPipeIdleFractionIsPMinusOneOverVMPlusPMinusOne) {
+  for (const auto& [kind, p, v, m] : Grid()) {
+    if (kind != "gpipe" || (v > 1 && m < p)) continue;
+    for (const double backward : {1.0, 2.0}) {
+      const Timeline timeline = Simulate(Make(kind, p, v, m), EqualChunks(1.0, backward));
+      EXPECT_THAT(timeline.step_seconds, DoubleNear((v * m + p - 1) * (1.0 + backward), kRounding))
+          << ToString(ScheduleShape{p, v, m});
+      EXPECT_THAT(timeline.idle_fraction(), DoubleNear((p - 1.0) / (v * m + p - 1), kRounding))
+          << ToString(ScheduleShape{p, v, m});
+    }
+  }
+}
+
+TEST(ScheduleSimulatorTest, GPipeWithFewerMicroBatchesThanRanksWaitsForEachPass) {
+  // p = 4, v = 2, m = 1: every chunk waits for the one before it.
+  const Timeline timeline = Simulate(Make("gpipe", 4, 2, 1), EqualChunks(1.0, 2.0));
+  EXPECT_THAT(timeline.step_seconds, DoubleNear(8 * 3.0, kRounding));
+  EXPECT_GT(timeline.idle_fraction(), 3.0 / (2 * 1 + 3));
+}
+
+TEST(ScheduleSimulatorTest, OneMicroBatchCrossesEveryLinkTwiceWithItsLatency) {
+  for (const auto& [kind, p, v] :
+       {std::tuple{"gpipe", 3, 2}, {"1f1b", 4, 1}, {"interleaved", 1, 3}}) {
+    ScheduleCosts costs = EqualChunks(1.0, 2.0);
+    costs.send_latency_seconds = 0.25;
+    costs.optimizer_step_seconds = 0.5;
+    const int chunks = p * v;
+    const int hops = p > 1 ? chunks - 1 : 0;
+    const Timeline timeline = Simulate(Make(kind, p, v, 1), costs);
+    // Rank 0 runs the first forward and the last backward, then its step.
+    EXPECT_THAT(timeline.step_seconds, DoubleNear(chunks * 3.0 + 2 * hops * 0.25 + 0.5, kRounding))
+        << kind;
+  }
+}
+
+TEST(ScheduleSimulatorTest, EachRankIsBusyWithItsOwnChunksForEveryMicroBatch) {
+  ScheduleCosts costs;
+  costs.forward_seconds = {1, 2, 3, 4, 5, 6};
+  costs.backward_seconds = {2, 1, 6, 1, 1, 3};
+  const int m = 6;
+  for (const char* kind : {"gpipe", "interleaved"}) {
+    const Timeline timeline = Simulate(Make(kind, 3, 2, m), costs);
+    for (int rank = 0; rank < 3; ++rank) {
+      const double expected =
+          m * (costs.forward_seconds[rank] + costs.backward_seconds[rank] +
+               costs.forward_seconds[rank + 3] + costs.backward_seconds[rank + 3]);
+      EXPECT_THAT(timeline.busy_seconds[rank], DoubleNear(expected, kRounding)) << kind;
+      EXPECT_GE(timeline.step_seconds, timeline.busy_seconds[rank]);
+    }
+  }
+}
+
+TEST(ScheduleSimulatorTest, TimelinesRespectMessagesAndRunEachRankInOrder) {
+  ScheduleCosts costs = EqualChunks(1.0, 2.0);
+  costs.forward_seconds = {1, 3, 2, 1};  // uneven chunks
+  costs.send_latency_seconds = 0.5;
+  const Schedule schedule = Make("interleaved", 2, 2, 4);
+  const Timeline timeline = Simulate(schedule, costs);
+  int receives = 0, matched = 0;
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(schedule.ranks[r].size(), timeline.ranks[r].size());
+    double previous_end = 0;
+    for (const TimedInstr& timed : timeline.ranks[r]) {
+      EXPECT_EQ(previous_end, timed.start_seconds) << ToString(timed.instr);
+      EXPECT_LE(timed.start_seconds, timed.end_seconds);
+      previous_end = timed.end_seconds;
+      if (!timed.instr.is_recv()) continue;
+      ++receives;
+      // Its send, on the peer: the receive ends no earlier than it arrives.
+      for (const TimedInstr& other : timeline.ranks[static_cast<size_t>(timed.instr.peer)]) {
+        const bool activation = timed.instr.kind == InstrKind::kRecvActivation;
+        const InstrKind send = activation ? InstrKind::kSendActivation : InstrKind::kSendGrad;
+        if (other.instr.kind == send && other.instr.micro_batch == timed.instr.micro_batch &&
+            other.instr.chunk == timed.instr.chunk) {
+          EXPECT_GE(timed.end_seconds, other.start_seconds + 0.5) << ToString(timed.instr);
+          ++matched;
+        }
+      }
+    }
+  }
+  EXPECT_GT(receives, 0);
+  EXPECT_EQ(receives, matched);
+}
+
+TEST(ScheduleSimulatorTest, RejectsBadCostsAndBrokenSchedules) {
+  const Schedule schedule = Make("1f1b", 2, 1, 2);
+  ScheduleCosts costs;
+  costs.forward_seconds = {1, 2, 3};
+  EXPECT_THAT(SimulateSchedule(schedule, costs).status().message(),
+              HasSubstr("forward_seconds needs 1 or 2 entries, got 3"));
+  costs = EqualChunks(1, -1);
+  EXPECT_THAT(SimulateSchedule(schedule, costs).status().message(),
+              HasSubstr("backward_seconds[0] must be finite and >= 0"));
+  Schedule broken = schedule;
+  broken.ranks[0].pop_back();
+  EXPECT_THAT(SimulateSchedule(broken, {}).status().message(),
+              HasSubstr("rank 0 does not end with the optimizer step"));
+}
+
+TEST(ScheduleDrawingTest, DrawsOneRowPerRankWithTheBubble) {
+  Result<std::string> text = DrawScheduleText(Make("interleaved", 2, 2, 4), EqualChunks(1, 2));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("rank 0 | F0.0 F1.0 F0.2 F1.2"));
+  EXPECT_THAT(*text, HasSubstr("rank 1 | .    F0.1"));
+  EXPECT_THAT(*text, HasSubstr("bubble (idle / busy) 0.125, predicted (p-1)/(v*m) = 0.125"));
+}
+
+}  // namespace
+}  // namespace ember::pipeline

@@ -1,0 +1,173 @@
+#include "pipeline/schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "pipeline/schedule_checker.h"
+#include "pipeline/schedule_kinds.h"
+
+namespace ember::pipeline {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Rank `rank`'s forwards and backwards, in order, as text.
+std::vector<std::string> ComputeOf(const Schedule& schedule, int rank) {
+  std::vector<std::string> out;
+  for (const Instr& instr : schedule.ranks[static_cast<size_t>(rank)]) {
+    if (instr.is_compute()) out.push_back(ToString(instr));
+  }
+  return out;
+}
+
+// How many forwards rank `rank` runs before its first backward.
+int WarmupOf(const Schedule& schedule, int rank) {
+  int warmup = 0;
+  for (const Instr& instr : schedule.ranks[static_cast<size_t>(rank)]) {
+    if (instr.kind == InstrKind::kBackward) break;
+    warmup += instr.kind == InstrKind::kForward;
+  }
+  return warmup;
+}
+
+Schedule Make(const std::string& kind, int p, int v, int m) {
+  Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return *std::move(schedule);
+}
+
+TEST(ScheduleRegistryTest, KnowsTheBuiltinKindsByName) {
+  EXPECT_THAT(BuiltinSchedules().names(), ElementsAre("1f1b", "gpipe", "interleaved"));
+}
+
+TEST(ScheduleRegistryTest, UnknownKindIsNotFoundNamingTheKnownOnes) {
+  Result<Schedule> schedule = BuiltinSchedules().Make("zero-bubble", {2, 1, 4});
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_EQ(StatusCode::kNotFound, schedule.status().code());
+  EXPECT_THAT(schedule.status().message(), HasSubstr("zero-bubble"));
+  EXPECT_THAT(schedule.status().message(), HasSubstr("interleaved"));
+}
+
+TEST(ScheduleRegistryTest, RejectsATakenNameAndAddsANewKindWithOneCall) {
+  ScheduleRegistry registry;
+  RegisterBuiltinSchedules(registry);
+  EXPECT_EQ(StatusCode::kAlreadyExists, registry.Add("gpipe", &GPipeOrder).code());
+  // A kind is one function and one Add.
+  ASSERT_TRUE(
+      registry.Add("gpipe-again", [](const ScheduleShape& shape) { return GPipeOrder(shape); })
+          .ok());
+  Result<Schedule> schedule = registry.Make("gpipe-again", {2, 2, 2});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  EXPECT_TRUE(CheckSchedule(*schedule).ok());
+}
+
+TEST(ScheduleShapeTest, RejectsNonPositiveSizesNamingTheField) {
+  for (const ScheduleShape& shape :
+       {ScheduleShape{0, 1, 1}, ScheduleShape{1, 0, 1}, ScheduleShape{1, 1, 0}}) {
+    const Status status = ValidateShape(shape);
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << ToString(shape);
+  }
+  EXPECT_THAT(ValidateShape({1, 1, 0}).message(), HasSubstr("micro-batches"));
+}
+
+TEST(ScheduleShapeTest, ChunkCLivesOnRankCModP) {
+  const ScheduleShape shape{3, 2, 6};
+  EXPECT_EQ(6, shape.chunks());
+  for (int c = 0; c < shape.chunks(); ++c) EXPECT_EQ(c % 3, shape.RankOf(c));
+}
+
+TEST(OneFOneBTest, WarmsUpWithPMinusRankMinusOneForwards) {
+  for (int m : {1, 2, 4, 7}) {
+    const Schedule schedule = Make("1f1b", 4, 1, m);
+    for (int rank = 0; rank < 4; ++rank) {
+      // p - rank - 1 warm-up forwards, then the first steady-state forward.
+      EXPECT_EQ(std::min(4 - rank, m), WarmupOf(schedule, rank)) << "m=" << m << " rank " << rank;
+    }
+  }
+}
+
+TEST(OneFOneBTest, AlternatesForwardAndBackwardAfterWarmUp) {
+  EXPECT_THAT(ComputeOf(Make("1f1b", 2, 1, 3), 0),
+              ElementsAre("F0.0", "F1.0", "B0.0", "F2.0", "B1.0", "B2.0"));
+  EXPECT_THAT(ComputeOf(Make("1f1b", 2, 1, 3), 1),
+              ElementsAre("F0.1", "B0.1", "F1.1", "B1.1", "F2.1", "B2.1"));
+}
+
+TEST(OneFOneBTest, RequiresOneVirtualStage) {
+  Result<Schedule> schedule = BuiltinSchedules().Make("1f1b", {2, 2, 4});
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_THAT(schedule.status().message(), HasSubstr("interleaved"));
+}
+
+TEST(GPipeTest, RunsEveryForwardBeforeAnyBackward) {
+  EXPECT_THAT(ComputeOf(Make("gpipe", 2, 2, 2), 1),
+              ElementsAre("F0.1", "F1.1", "F0.3", "F1.3", "B0.3", "B1.3", "B0.1", "B1.1"));
+}
+
+TEST(InterleavedTest, WarmsUpAsMegatronDoes) {
+  for (const auto& [p, v, m] : {std::tuple{2, 2, 4}, {4, 2, 8}, {4, 3, 8}, {2, 3, 6}}) {
+    const Schedule schedule = Make("interleaved", p, v, m);
+    for (int rank = 0; rank < p; ++rank) {
+      const int warmup = std::min((p - rank - 1) * 2 + (v - 1) * p, v * m);
+      // The first steady-state step is a forward too.
+      EXPECT_EQ(std::min(warmup + 1, v * m), WarmupOf(schedule, rank))
+          << ToString(schedule.shape) << " rank " << rank;
+    }
+  }
+}
+
+TEST(InterleavedTest, TakesMicroBatchesInGroupsOfPPerChunk) {
+  // p = 2, v = 2, m = 4: rank 0 holds chunks 0 and 2.
+  EXPECT_THAT(ComputeOf(Make("interleaved", 2, 2, 4), 0),
+              ElementsAre("F0.0", "F1.0", "F0.2", "F1.2",  // warm-up
+                          "F2.0", "B0.2", "F3.0", "B1.2", "F2.2", "B0.0", "F3.2", "B1.0",  // 1F1B
+                          "B2.2", "B3.2", "B2.0", "B3.0"));
+}
+
+TEST(InterleavedTest, RunsEveryForwardFirstWhenMEqualsP) {
+  const Schedule schedule = Make("interleaved", 3, 2, 3);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(6, WarmupOf(schedule, rank));
+}
+
+TEST(InterleavedTest, RequiresMAMultipleOfP) {
+  Result<Schedule> schedule = BuiltinSchedules().Make("interleaved", {4, 2, 6});
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, schedule.status().code());
+  EXPECT_THAT(schedule.status().message(), HasSubstr("multiple of the ranks (4)"));
+}
+
+TEST(LoweringTest, SendsFollowTheirComputeAndReceivesPrecedeIt) {
+  const Schedule schedule = Make("1f1b", 2, 1, 1);
+  std::vector<std::string> rank0, rank1;
+  for (const Instr& instr : schedule.ranks[0]) rank0.push_back(ToString(instr));
+  for (const Instr& instr : schedule.ranks[1]) rank1.push_back(ToString(instr));
+  EXPECT_THAT(rank0, ElementsAre("F0.0", "SendAct(0.0>r1)", "RecvGrad(0.1<r1)", "B0.0", "Step"));
+  EXPECT_THAT(rank1, ElementsAre("RecvAct(0.0<r0)", "F0.1", "B0.1", "SendGrad(0.1>r0)", "Step"));
+}
+
+TEST(LoweringTest, OneRankNeedsNoMessages) {
+  for (const std::string& kind : BuiltinSchedules().names()) {
+    const Schedule schedule = Make(kind, 1, kind == "1f1b" ? 1 : 3, 4);
+    for (const Instr& instr : schedule.ranks[0]) {
+      EXPECT_FALSE(instr.is_send() || instr.is_recv()) << kind << ": " << ToString(instr);
+    }
+  }
+}
+
+TEST(LoweringTest, ComputeNeedingAMessageNobodySendsIsInternal) {
+  // Rank 0 runs B0.0, but rank 1 never runs B0.1 to send its gradient.
+  Result<Schedule> schedule =
+      LowerToInstructions("broken", {2, 1, 1}, {{Instr::Backward(0, 0)}, {Instr::Forward(0, 1)}});
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_EQ(StatusCode::kInternal, schedule.status().code());
+  EXPECT_THAT(schedule.status().message(), HasSubstr("rank 0 instruction 0 (B0.0)"));
+  EXPECT_THAT(schedule.status().message(), HasSubstr("RecvGrad(0.1<r1)"));
+}
+
+}  // namespace
+}  // namespace ember::pipeline
