@@ -2,7 +2,8 @@
 
 // Collective and point-to-point communication between the ranks of a group:
 // one interface, several backends (core/in_process_communicator.h: ranks are
-// threads of this process; core/nccl_communicator.h: GPUs; MPI later).
+// threads of this process; core/mpi_communicator.h: one rank per process,
+// launched by mpirun; core/nccl_communicator.h: GPUs).
 //
 // Users: key-sharded embedding tables (keys as u64, rows and gradients as f32,
 // with AllToAllV), MoE dispatch and combine (f32 AllToAllV), pipeline stages

@@ -2,11 +2,11 @@
 
 // The Communicator across processes through MPI (OpenMPI, launched by
 // `mpirun`): one rank per process, on one host or many. No MPI type appears
-// here; the MPI headers stay in mpi_communicator.cc.
+// here; the MPI headers stay in core/'s own files.
 //
-// A process sets MPI up once, makes one communicator per thread that talks
-// to the other ranks (a training step's exchanges, the dense all-reduce),
-// and finishes:
+// A process sets MPI up once (core/mpi_world.h), makes one communicator per
+// thread that talks to the other ranks (a training step's exchanges, the
+// dense all-reduce), and finishes:
 //
 //   EMBER_ASSIGN_OR_RETURN(MpiWorld world, InitMpi(&argc, &argv));
 //   EMBER_ASSIGN_OR_RETURN(auto keys_out, NewMpiCommunicator(options));
@@ -18,37 +18,10 @@
 #include <memory>
 
 #include "core/communicator.h"
+#include "core/mpi_world.h"
 #include "core/status.h"
 
 namespace ember {
-
-// This process's place in the job.
-struct MpiWorld {
-  int rank = 0;
-  int size = 1;
-  // Whether the environment says mpirun (or another MPI launcher) started
-  // this process; only then is MPI initialised.
-  bool launched_by_mpirun = false;
-};
-
-// Sets MPI up for this process, once; later calls return the same world.
-// Launched by mpirun (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set):
-// initialises MPI with MPI_THREAD_MULTIPLE, so that communicators can be used
-// from several threads at once, and makes MPI errors return codes instead of
-// aborting. Otherwise MPI is left alone (no start-up cost) and the world is
-// rank 0 of 1. `argc` and `argv` may be null. Fails with FailedPrecondition
-// if MPI cannot give MPI_THREAD_MULTIPLE or was finalised already, Internal
-// if MPI fails. Thread safety: may be called from any thread.
-Result<MpiWorld> InitMpi(int* argc, char*** argv);
-
-// Ends MPI if InitMpi started it; otherwise does nothing. Idempotent. MPI
-// waits in MPI_Finalize for every rank to finalise too, so call it on a
-// clean exit only, after every MPI communicator is destroyed. A rank that
-// fails exits non-zero without it: mpirun then ends the other ranks (and
-// names the rank that failed). Messages that communicators had sent but no
-// rank received are given up to 10 s to complete first. Fails with Internal
-// if MPI fails.
-Status FinalizeMpi();
 
 // Makes this process's rank of a new group of every rank of the MPI world:
 // a collective over the world, so every rank must call it, and every rank
