@@ -80,6 +80,9 @@ JsonObject ModelJson(const ModelOptions& m) {
       .AddRaw("bottom_mlp", IntArray(m.bottom_mlp)).AddRaw("top_mlp", IntArray(m.top_mlp))
       .Add("cross_layers", m.cross_layers).Add("cross_rank", m.cross_rank)
       .Add("num_experts", m.num_experts).AddRaw("expert_mlp", IntArray(m.expert_mlp))
+      .Add("moe_top_k", m.moe_top_k).Add("moe_capacity_factor", m.moe_capacity_factor)
+      .AddRaw("moe_expert_mlp", IntArray(m.moe_expert_mlp))
+      .Add("moe_aux_loss_weight", m.moe_aux_loss_weight)
       .Add("seed", std::to_string(m.seed))
       .Add("precision", ops::ComputePrecisionName(m.precision))
       .Add("cpu_row_shards", m.cpu_row_shards);
@@ -199,15 +202,21 @@ class FieldReader {
 
 Status ReadModel(const std::string& path, const JsonValue& root, ModelOptions* m) {
   std::string seed, precision;
+  std::optional<double> capacity_factor, aux_loss_weight;
   FieldReader r(path, root.Find("model"), "model");
   r.String("name", &m->name).Int("num_dense", &m->num_dense).Int("num_slots", &m->num_slots)
       .Int("num_tasks", &m->num_tasks).Int("embedding_dim", &m->embedding_dim)
       .IntArray("bottom_mlp", &m->bottom_mlp).IntArray("top_mlp", &m->top_mlp)
       .Int("cross_layers", &m->cross_layers).Int("cross_rank", &m->cross_rank)
       .Int("num_experts", &m->num_experts).IntArray("expert_mlp", &m->expert_mlp)
+      .Int("moe_top_k", &m->moe_top_k).OptionalDouble("moe_capacity_factor", &capacity_factor)
+      .IntArray("moe_expert_mlp", &m->moe_expert_mlp)
+      .OptionalDouble("moe_aux_loss_weight", &aux_loss_weight)
       .String("seed", &seed).String("precision", &precision)
       .Int("cpu_row_shards", &m->cpu_row_shards);
   EMBER_RETURN_IF_ERROR(r.status());
+  if (capacity_factor) m->moe_capacity_factor = *capacity_factor;
+  if (aux_loss_weight) m->moe_aux_loss_weight = *aux_loss_weight;
   const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), m->seed);
   if (ec != std::errc() || end != seed.data() + seed.size()) {
     return Status::DataLoss(path, ": \"model.seed\" is not an unsigned integer: ", seed);

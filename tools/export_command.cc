@@ -1,5 +1,6 @@
 // `ember export`: the serving bundle (engine/bundle.h) of a training job's
-// newest checkpoint, its configuration taken from the job's recorded flags.
+// newest checkpoint, its configuration taken from the job's recorded flags
+// and input (tools/job_flags.h), so that the training data need not exist.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -21,32 +22,44 @@
 namespace ember::tools {
 namespace {
 
-// The examples' shape of the job: that of its training files, or of the
-// data it generated.
-struct Shape {
-  int num_dense = 0;
-  int num_slots = 0;
-  int num_labels = 1;
-};
-
-Result<Shape> JobShape() {
+// The job's input as its training data shows it, for a checkpoint that
+// does not record it (tools/job_flags.h: written by an older Ember): the
+// shape of its training files and their format, or of the data it
+// generated.
+Result<JobInput> JobInputFromData() {
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
                          ExpandPathList("train_data", FLAGS_train_data));
+  JobInput input;
+  EMBER_RETURN_IF_ERROR(TrainingInputSpec(paths, &input.columnar).status());
   if (paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
-    const int tasks = FLAGS_tasks == 0 ? engine::DefaultTaskCount(FLAGS_model) : FLAGS_tasks;
-    return Shape{synthetic.num_dense, synthetic.num_slots, tasks};
+    input.num_dense = synthetic.num_dense;
+    input.num_slots = synthetic.num_slots;
+    input.num_labels = FLAGS_tasks == 0 ? engine::DefaultTaskCount(FLAGS_model) : FLAGS_tasks;
+    return input;
   }
   io::StreamReaderOptions options;
   options.threads = 1;
-  Result<InputStream> input = OpenInputStream(paths, options);
-  if (!input.ok()) {
-    return input.status().WithContext(
-        "the job's --train_data (read for the examples' shape; the checkpoint does not record "
-        "it)");
+  EMBER_ASSIGN_OR_RETURN(InputStream stream, OpenInputStream(paths, options));
+  input.num_dense = stream.reader->num_dense();
+  input.num_slots = stream.reader->num_slots();
+  input.num_labels = stream.reader->num_labels();
+  return input;
+}
+
+// The job's input: as its checkpoint directory records it, else from its
+// training data.
+Result<JobInput> JobInputOf(const std::string& checkpoint_dir) {
+  Result<JobInput> recorded = ReadJobInput(checkpoint_dir);
+  if (recorded.ok() || recorded.status().code() != StatusCode::kNotFound) return recorded;
+  Result<JobInput> from_data = JobInputFromData();
+  if (!from_data.ok()) {
+    return from_data.status().WithContext(
+        "--checkpoint_dir=" + checkpoint_dir + " has no " + JobInputPath(checkpoint_dir) +
+        " (a checkpoint of an older Ember), so the examples' shape must come from the job's "
+        "--train_data, which cannot be read");
   }
-  return Shape{input->reader->num_dense(), input->reader->num_slots(),
-               input->reader->num_labels()};
+  return from_data;
 }
 
 Status Export() {
@@ -67,17 +80,15 @@ Status Export() {
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   options.show_progress = false;
   options.checkpoint.dir = FLAGS_checkpoint_dir;
-  EMBER_ASSIGN_OR_RETURN(const Shape shape, JobShape());
-  EMBER_ASSIGN_OR_RETURN(auto trainer, engine::Trainer::Create(options, shape.num_dense,
-                                                               shape.num_slots, shape.num_labels));
+  EMBER_ASSIGN_OR_RETURN(const JobInput input, JobInputOf(FLAGS_checkpoint_dir));
+  EMBER_ASSIGN_OR_RETURN(auto trainer, engine::Trainer::Create(options, input.num_dense,
+                                                               input.num_slots, input.num_labels));
   Result<int64_t> step = trainer->Restore();
   if (!step.ok()) return step.status().WithContext("--checkpoint_dir=" + FLAGS_checkpoint_dir);
-  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
-                         ExpandPathList("train_data", FLAGS_train_data));
-  bool columnar = false;
-  EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, TrainingInputSpec(train_paths, &columnar));
+  EMBER_ASSIGN_OR_RETURN(const io::FormatSpec spec,
+                         RecordedTrainingInputSpec(/*generated_data=*/FLAGS_train_data.empty()));
   const engine::BundleConfig config =
-      engine::BundleConfigOf(trainer->options(), input, columnar, *step);
+      engine::BundleConfigOf(trainer->options(), spec, input.columnar, *step);
   EMBER_RETURN_IF_ERROR(
       engine::WriteBundle(FLAGS_bundle, config, trainer->model(), trainer->table())
           .WithContext("--bundle"));

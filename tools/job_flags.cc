@@ -3,10 +3,13 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string_view>
 
 #include "core/file.h"
+#include "core/json.h"
 #include "tools/commands.h"
 
 namespace ember::tools {
@@ -29,6 +32,23 @@ namespace {
 bool MayChange(const std::string& name) {
   return std::find(kMayChangeOnResume.begin(), kMayChangeOnResume.end(), name) !=
          kMayChangeOnResume.end();
+}
+
+// The field `key` of `record` as a count in [minimum, 2^31); DataLoss naming
+// `path` otherwise.
+Result<int> CountField(const JsonValue& record, const char* key, int minimum,
+                       const std::string& path) {
+  const JsonValue* field = record.Find(key);
+  if (field == nullptr || field->type != JsonValue::Type::kNumber) {
+    return Status::DataLoss(path, ": no number \"", key, "\"");
+  }
+  char* end = nullptr;
+  const long long value = std::strtoll(field->text.c_str(), &end, 10);
+  if (*end != '\0' || value < minimum || value > INT32_MAX) {
+    return Status::DataLoss(path, ": \"", key, "\" is ", field->text, ", expected an integer >= ",
+                            minimum);
+  }
+  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -90,6 +110,37 @@ Status CheckResumeFlags(const std::string& checkpoint_dir,
       "would not give the model of an uninterrupted run:", differences,
       "\n(resume with the job's flags, e.g. --flagfile=", path,
       ", or start afresh with another --checkpoint_dir)");
+}
+
+std::string JobInputPath(const std::string& checkpoint_dir) {
+  return checkpoint_dir + "/job.input";
+}
+
+Status RecordJobInput(const std::string& checkpoint_dir, const JobInput& input) {
+  JsonObject record;
+  record.Add("num_dense", input.num_dense)
+      .Add("num_slots", input.num_slots)
+      .Add("num_labels", input.num_labels)
+      .Add("columnar", input.columnar);
+  return WriteFileAtomic(JobInputPath(checkpoint_dir), record.ToString() + "\n");
+}
+
+Result<JobInput> ReadJobInput(const std::string& checkpoint_dir) {
+  const std::string path = JobInputPath(checkpoint_dir);
+  EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  Result<JsonValue> record = ParseJson(text);
+  if (!record.ok()) return Status::DataLoss(path, ": ", record.status().message());
+  if (record->type != JsonValue::Type::kObject) return Status::DataLoss(path, ": not an object");
+  JobInput input;
+  EMBER_ASSIGN_OR_RETURN(input.num_dense, CountField(*record, "num_dense", 0, path));
+  EMBER_ASSIGN_OR_RETURN(input.num_slots, CountField(*record, "num_slots", 0, path));
+  EMBER_ASSIGN_OR_RETURN(input.num_labels, CountField(*record, "num_labels", 1, path));
+  const JsonValue* columnar = record->Find("columnar");
+  if (columnar == nullptr || columnar->type != JsonValue::Type::kBool) {
+    return Status::DataLoss(path, ": no boolean \"columnar\"");
+  }
+  input.columnar = columnar->boolean;
+  return input;
 }
 
 }  // namespace ember::tools

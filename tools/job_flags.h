@@ -36,4 +36,26 @@ Status RecordJobFlags(const std::string& checkpoint_dir, const std::vector<std::
 Status CheckResumeFlags(const std::string& checkpoint_dir,
                         const std::vector<std::string>& flag_files);
 
+// What a job's flags do not say about its input and `ember export` needs to
+// rebuild its model and bundle once the training data may be gone: the
+// examples' shape and whether training read columnar files (the text format
+// is in the flags).
+struct JobInput {
+  int num_dense = 0;
+  int num_slots = 0;
+  int num_labels = 1;
+  bool columnar = false;
+};
+
+// "<checkpoint_dir>/job.input": a JSON object with the fields of JobInput.
+std::string JobInputPath(const std::string& checkpoint_dir);
+
+// Writes `input` atomically. IOError naming the file on failure.
+Status RecordJobInput(const std::string& checkpoint_dir, const JobInput& input);
+
+// The recorded input of the job in `checkpoint_dir`. NotFound when there is
+// no record (a checkpoint of an older Ember); DataLoss naming the file if it
+// is malformed.
+Result<JobInput> ReadJobInput(const std::string& checkpoint_dir);
+
 }  // namespace ember::tools

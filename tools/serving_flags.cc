@@ -58,7 +58,7 @@ bool AnyFormatFlagSet() {
 
 Result<io::FormatSpec> TrainingInputSpec(const std::vector<std::string>& train_paths,
                                          bool* columnar) {
-  EMBER_ASSIGN_OR_RETURN(io::FormatSpec spec, FormatSpecFromFlags());
+  EMBER_ASSIGN_OR_RETURN(io::FormatSpec spec, RecordedTrainingInputSpec(train_paths.empty()));
   if (!train_paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(const InputFormat format, ResolveInputFormat(train_paths));
     *columnar = format.columnar;
@@ -69,7 +69,13 @@ Result<io::FormatSpec> TrainingInputSpec(const std::vector<std::string>& train_p
   *columnar = !(synthetic.num_dense == io::kCriteoDense &&
                 synthetic.num_slots == io::kCriteoSlots && synthetic.multi_hot_slots == 0 &&
                 synthetic.num_tasks <= 1);
-  spec.name = "criteo";
+  return spec;
+}
+
+Result<io::FormatSpec> RecordedTrainingInputSpec(bool generated_data) {
+  EMBER_ASSIGN_OR_RETURN(io::FormatSpec spec, FormatSpecFromFlags());
+  // Generated data is written as Criteo TSV when it has Criteo's shape.
+  if (generated_data) spec.name = "criteo";
   return spec;
 }
 

@@ -32,6 +32,11 @@ namespace ember::tools {
 Result<io::FormatSpec> TrainingInputSpec(const std::vector<std::string>& train_paths,
                                          bool* columnar);
 
+// The same from the format flags alone, for a job whose input is known to
+// be columnar or not without reading it (tools/job_flags.h: JobInput);
+// `generated_data`: the job generated its data (no --train_data).
+Result<io::FormatSpec> RecordedTrainingInputSpec(bool generated_data);
+
 // Opens the files of --data (comma-separated, globs allowed) for scoring
 // with the bundle of `config`, in order and in --score_batch_size batches:
 // columnar files as they are; text in the bundle's recorded format, or in

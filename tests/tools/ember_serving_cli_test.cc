@@ -109,6 +109,38 @@ TEST_F(EmberServingCliTest, PredictWritesAScorePerLineWithOrWithoutLabels) {
   EXPECT_EQ(scores, Contents(Path("e.txt")));
 }
 
+TEST_F(EmberServingCliTest, ExportNeedsOnlyTheCheckpointDirectory) {
+  TrainAndExport();
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
+                     " --predictions_out=" + Path("p.txt")).exit_code);
+  // The job records its examples' shape and input format beside its flags.
+  EXPECT_TRUE(ember::FileExists(Path("ckpt/job.input")));
+  ASSERT_EQ(0, std::remove(Path("train.tsv").c_str()));
+  const CommandRun exported = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                    Path("exported"));
+  ASSERT_EQ(0, exported.exit_code) << exported.output;
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("exported") + " --data=" + Path("test.tsv") +
+                     " --predictions_out=" + Path("e.txt")).exit_code);
+  EXPECT_EQ(Contents(Path("p.txt")), Contents(Path("e.txt")));
+}
+
+TEST_F(EmberServingCliTest, ExportOfAnOlderCheckpointWithoutItsDataSaysWhatIsMissing) {
+  TrainAndExport();
+  // A checkpoint of an Ember that did not record the job's input: export
+  // reads the training data for it, and says so when it is gone.
+  std::remove(Path("ckpt/job.input").c_str());
+  const CommandRun with_data = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                     Path("exported"));
+  ASSERT_EQ(0, with_data.exit_code) << with_data.output;
+  ASSERT_EQ(0, std::remove(Path("train.tsv").c_str()));
+  const CommandRun without = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                   Path("exported2"));
+  EXPECT_EQ(2, without.exit_code) << without.output;
+  EXPECT_NE(std::string::npos, without.output.find("job.input")) << without.output;
+  EXPECT_NE(std::string::npos, without.output.find("--train_data")) << without.output;
+  EXPECT_FALSE(ember::FileExists(Path("exported2")));
+}
+
 TEST_F(EmberServingCliTest, TheCExampleScoresAsPredictDoes) {
   TrainAndExport();
   ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
