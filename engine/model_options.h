@@ -14,7 +14,7 @@
 namespace ember::engine {
 
 struct ModelOptions {
-  // dlrm, deepfm, wide_deep, dcn_v2 or mmoe (see engine/model_zoo.h).
+  // dlrm, deepfm, wide_deep, dcn_v2, mmoe or moe (see engine/model_zoo.h).
   std::string name = "dlrm";
   // Dense features; 0 for data without any (libSVM, libFFM).
   int num_dense = 13;
@@ -37,6 +37,16 @@ struct ModelOptions {
   // last is the width every task's gate mixes).
   int num_experts = 4;
   std::vector<int> expert_mlp = {256, 64};
+  // MoE (engine/models/moe.cc), a routed sparse mixture of num_experts
+  // experts: the experts each example goes to (top-k of the gate), the
+  // capacity factor (an expert's buffer holds ceil(factor * k * batch /
+  // num_experts) examples; choices past it are dropped), each expert's MLP
+  // widths (empty: those of top_mlp, which the experts replace) and the
+  // weight of the auxiliary load-balancing loss (Switch's alpha).
+  int moe_top_k = 2;
+  double moe_capacity_factor = 1.25;
+  std::vector<int> moe_expert_mlp;
+  double moe_aux_loss_weight = 0.01;
   uint64_t seed = 1;
   // Where the dense half runs: its parameters, gradients, optimizer state and
   // activations live there. The same seed gives the same initial parameters

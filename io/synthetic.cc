@@ -38,6 +38,8 @@ constexpr uint64_t kLatentTag = 0x2e4c6a8b0d1f3e5aULL;
 constexpr uint64_t kDenseTag = 0x3f5d7b9a1c2e4f60ULL;
 constexpr uint64_t kDenseCenterTag = 0x4a6c8e0f2b3d5f71ULL;
 constexpr uint64_t kTaskWeightTag = 0x5b7d9f1a3c4e6082ULL;
+constexpr uint64_t kClusterTag = 0x6c8e0a2b4d5f7193ULL;
+constexpr int kMaxClusters = 16;
 // Tasks after the first: how much of the click logit they share, and the
 // scale of their own id weights relative to id_weight_scale.
 constexpr double kTaskShare = 0.7;
@@ -63,6 +65,11 @@ struct PlantedModel {
   // Tasks 1.. num_tasks-1: their own id weights, task after task, each
   // laid out as id_weights.
   std::vector<float> task_weights;
+  // Clusters 1.. num_clusters-1: their own id weights, each laid out as
+  // id_weights, and dense weights, each [num_dense].
+  int num_clusters = 1;
+  std::vector<float> cluster_weights;
+  std::vector<double> cluster_dense_weight;
   std::vector<float> latents;         // [latent rows x rank]
   std::vector<double> dense_mu;       // [num_dense]: mean of log(1 + count)
   std::vector<double> dense_weight;   // [num_dense]
@@ -77,6 +84,7 @@ struct DrawnRow {
   std::vector<double> task_p;
   std::vector<uint8_t> task_labels;
   std::vector<int64_t> dense;  // [num_dense]: the count, or -1 if missing
+  std::vector<double> dense_values;  // [num_dense]: LogTransform, 0 if missing
   std::vector<uint32_t> ids;   // scrambled ids of every bag, slot after slot
   std::vector<int> bag_end;    // [num_slots]: end of slot s's bag in ids
   std::vector<int64_t> ranks;  // Zipf ranks, as `ids` (scratch)
@@ -142,6 +150,33 @@ std::vector<double> ZipfCdf(int64_t vocab, double exponent) {
   return cdf;
 }
 
+// Clusters after the first: id weights drawn and centred as the click
+// model's, dense weights as its, each from its own streams.
+void BuildClusters(const SyntheticOptions& options, PlantedModel* model) {
+  model->num_clusters = options.num_clusters;
+  const int64_t weights_per_cluster = model->weight_begin.back();
+  model->cluster_weights.resize((options.num_clusters - 1) * weights_per_cluster);
+  for (int c = 1; c < options.num_clusters; ++c) {
+    const uint64_t cluster_seed = HashCombine(HashCombine(options.seed, kClusterTag), c);
+    float* weights = model->cluster_weights.data() + (c - 1) * weights_per_cluster;
+    ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t slot = begin; slot < end; ++slot) {
+        const uint64_t seed = HashCombine(cluster_seed, slot);
+        for (int64_t id = 0; id < model->vocabulary[slot]; ++id) {
+          RandomStream weight(seed, id);
+          weights[model->weight_begin[slot] + id] =
+              static_cast<float>(options.id_weight_scale * weight.Normal());
+        }
+      }
+    });
+    CenterIdWeights(model, weights);
+    RandomStream dense(HashCombine(cluster_seed, kDenseTag), 0);
+    for (int j = 0; j < options.num_dense; ++j) {
+      model->cluster_dense_weight.push_back(kDenseWeightScale * dense.Normal());
+    }
+  }
+}
+
 PlantedModel BuildModel(const SyntheticOptions& options) {
   PlantedModel model;
   model.num_slots = options.num_slots;
@@ -201,6 +236,7 @@ PlantedModel BuildModel(const SyntheticOptions& options) {
     CenterIdWeights(&model, weights);
   }
   BuildDenseModel(options, &model);
+  BuildClusters(options, &model);
   return model;
 }
 
@@ -247,13 +283,12 @@ int64_t DrawRank(const PlantedModel& model, int slot, RandomStream* rng) {
 void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t row,
              DrawnRow* out) {
   RandomStream rng(options.seed, row);
-  double logit = options.bias;
   out->dense.resize(options.num_dense);
+  out->dense_values.resize(options.num_dense);
   for (int j = 0; j < options.num_dense; ++j) {
     const bool missing = rng.Bernoulli(kDenseMissingRate);
     const int64_t count = DenseCount(model.dense_mu[j], rng.Normal());
-    const double value = missing ? 0.0 : LogTransform(static_cast<double>(count));
-    logit += model.dense_weight[j] * (value - model.dense_center[j]);
+    out->dense_values[j] = missing ? 0.0 : LogTransform(static_cast<double>(count));
     out->dense[j] = missing ? -1 : count;
   }
   out->ids.clear();
@@ -264,11 +299,30 @@ void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t
         s < model.first_multi_hot ? 1 : static_cast<int64_t>(rng.NextBelow(model.max_bag_size + 1));
     for (int64_t k = 0; k < bag_size; ++k) {
       const int64_t id = DrawRank(model, s, &rng);
-      logit += model.id_weights[model.weight_begin[s] + id];
       out->ranks.push_back(id);
       out->ids.push_back(ScrambleId(s, id));
     }
     out->bag_end[s] = static_cast<int>(out->ids.size());
+  }
+  // The hidden cluster: the Zipf rank of slot 0's first id (none: cluster
+  // 0), modulo the clusters. The sums run in the order of the draws, as the
+  // first generator added them.
+  const int cluster = out->ranks.empty() || out->bag_end[0] == 0
+                          ? 0
+                          : static_cast<int>(out->ranks[0] % model.num_clusters);
+  const int64_t weights_per_cluster = model.weight_begin.back();
+  const double* dense_weight = cluster == 0 ? model.dense_weight.data()
+                                            : model.cluster_dense_weight.data() +
+                                                  (cluster - 1) * options.num_dense;
+  const float* id_weights = cluster == 0 ? model.id_weights.data()
+                                         : model.cluster_weights.data() +
+                                               (cluster - 1) * weights_per_cluster;
+  double logit = options.bias;
+  for (int j = 0; j < options.num_dense; ++j) {
+    logit += dense_weight[j] * (out->dense_values[j] - model.dense_center[j]);
+  }
+  for (int s = 0, i = 0; s < options.num_slots; ++s) {
+    for (; i < out->bag_end[s]; ++i) logit += id_weights[model.weight_begin[s] + out->ranks[i]];
   }
   // Each interacting slot's latent vector, summed over its bag (one id for a
   // single-valued slot, copied exactly).
@@ -490,6 +544,7 @@ std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info)
       .Add("num_dense", options.num_dense)
       .Add("num_slots", options.num_slots)
       .Add("vocabulary", options.vocabulary);
+  if (options.num_clusters > 1) opts.Add("num_clusters", options.num_clusters);
   if (!options.slot_vocabularies.empty()) {
     std::string list = "[";
     for (const int64_t v : options.slot_vocabularies) {
@@ -573,6 +628,10 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   }
   if (o.num_slots < 1 || o.num_slots > 1023) {
     return Status::InvalidArgument("num_slots must be in [1, 1023], got ", o.num_slots);
+  }
+  if (o.num_clusters < 1 || o.num_clusters > kMaxClusters) {
+    return Status::InvalidArgument("num_clusters must be in [1, ", kMaxClusters, "], got ",
+                                   o.num_clusters);
   }
   if (o.vocabulary < 1 || o.vocabulary > kMaxVocabulary) {
     return Status::InvalidArgument("vocabulary must be in [1, 2^32], got ", o.vocabulary);

@@ -83,6 +83,14 @@ struct SyntheticOptions {
   // needs the csv or columnar format.
   int num_tasks = 1;
   int max_bag_size = 4;
+  // Hidden clusters, each with its own planted function: the cluster of a
+  // row is the Zipf rank of slot 0's (first) id modulo num_clusters, and
+  // cluster c > 0 replaces the click model's id weights and dense weights by
+  // its own (drawn and centred alike; latent interactions are shared). A
+  // model must tell the clusters apart by slot 0 to reach the ceiling: the
+  // data a mixture of experts is for. 1 (default): the model above, rows
+  // unchanged. At most 16.
+  int num_clusters = 1;
   SyntheticFormat format = SyntheticFormat::kCriteo;
   // kColumnar: the key bits of the slot (feature_hash.h), stored in the file.
   int slot_bits = kDefaultSlotBits;
@@ -106,7 +114,7 @@ struct SyntheticInfo {
 };
 
 // Validates options: rows >= 1, num_dense in [0, 64], num_slots in [1, 1023],
-// vocabulary in [1, 2^32] (each of slot_vocabularies too, and num_slots of
+// num_clusters in [1, 16], vocabulary in [1, 2^32] (each of slot_vocabularies too, and num_slots of
 // them if any), zipf_exponent > 0, scales >= 0, latent_rank in [0, 256],
 // interacting_slots in [0, num_slots], a finite bias, num_tasks in [1, 16]
 // (1 for kCriteo), multi_hot_slots in

@@ -4,10 +4,12 @@
 
 #include "ops/moe_routing_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "ops/moe_expert_ops.h"
 #include "ops/moe_routing.h"
 
 namespace ember::ops {
@@ -68,10 +70,20 @@ Result<int64_t> CountAttr(const OpAttrs& attrs, const char* name, int64_t fallba
   return value;
 }
 
+// The optional attr "capacity_factor": 0 (none) or finite and > 0.
+Status CheckCapacityFactor(const OpAttrs& attrs) {
+  const double factor = attrs.Get("capacity_factor", 0.0);
+  if (!std::isfinite(factor) || factor < 0.0) {
+    return Status::InvalidArgument("capacity_factor=", factor, " must be 0 (none) or finite and > 0");
+  }
+  return Status::OK();
+}
+
 // The capacity of a batch, refused when a routing value could not hold its
 // slots exactly.
-Result<int64_t> Capacity(int64_t batch, int64_t experts, int64_t slots) {
-  const int64_t capacity = MoeSlotCapacity(batch, experts, slots);
+Result<int64_t> Capacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
+                         const OpAttrs& attrs) {
+  const int64_t capacity = MoeNodeCapacity(batch, experts, slots, k, attrs);
   if (capacity >= kMaxIndex) {
     return Status::InvalidArgument("a batch of ", batch, " tokens gives ", capacity,
                                    " slots per expert, more than a routing value holds (",
@@ -160,6 +172,7 @@ OpDef RouteDef() {
     EMBER_ASSIGN_OR_RETURN(const int64_t k, CountAttr(attrs, "k", 1));
     if (k > experts) return Status::InvalidArgument("k=", k, " exceeds the ", experts, " experts");
     EMBER_RETURN_IF_ERROR(CountAttr(attrs, "slots", k).status());
+    EMBER_RETURN_IF_ERROR(CheckCapacityFactor(attrs));
     const int64_t normalize = attrs.GetInt("normalize", 0);
     if (normalize != 0 && normalize != 1)
       return Status::InvalidArgument("normalize must be 0 or 1");
@@ -183,7 +196,7 @@ KernelPair RouteCpu() {
     MoeRoutingOptions options;
     options.k = static_cast<int>(a.k);
     options.normalize_gates = a.normalize;
-    EMBER_ASSIGN_OR_RETURN(options.capacity, Capacity(probs.dim(0), probs.dim(1), a.slots));
+    EMBER_ASSIGN_OR_RETURN(options.capacity, Capacity(probs.dim(0), probs.dim(1), a.slots, a.k, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing, RouteTopK(probs, options));
     std::memcpy(c.outputs[0]->raw_data(), routing.gate.raw_data(), routing.gate.nbytes());
     EncodeRouting(routing, c.outputs[1]);
@@ -194,7 +207,7 @@ KernelPair RouteCpu() {
     if (c.input_grads[0] == nullptr) return Status::OK();
     const Tensor probs = Flat(*c.inputs[0]);
     const RouteAttrs a = RouteAttrsOf(*c.attrs);
-    EMBER_ASSIGN_OR_RETURN(const int64_t capacity, Capacity(probs.dim(0), probs.dim(1), a.slots));
+    EMBER_ASSIGN_OR_RETURN(const int64_t capacity, Capacity(probs.dim(0), probs.dim(1), a.slots, a.k, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            DecodeRouting(*c.outputs[1], probs.dim(1), capacity, a.normalize));
     Tensor dprobs = Flat(*c.input_grads[0]);
@@ -214,6 +227,7 @@ OpDef DispatchDef() {
     EMBER_ASSIGN_OR_RETURN(const int64_t k, RoutingWidth(in, 1));
     EMBER_ASSIGN_OR_RETURN(const int64_t experts, CountAttr(attrs, "experts", 0));
     EMBER_ASSIGN_OR_RETURN(const int64_t slots, CountAttr(attrs, "slots", 0));
+    EMBER_RETURN_IF_ERROR(CheckCapacityFactor(attrs));
     if (k > experts) return Status::InvalidArgument("k=", k, " exceeds the ", experts, " experts");
     return Shapes{{slots, in[0].shape[0]}};
   };
@@ -221,7 +235,7 @@ OpDef DispatchDef() {
                 bool backward) {
     const int64_t hidden = in[0].shape[0], k = in[1].shape[1];
     const int64_t experts = attrs.GetInt("experts", 1), slots = attrs.GetInt("slots", 1);
-    const int64_t capacity = MoeSlotCapacity(batch, experts, slots);
+    const int64_t capacity = MoeNodeCapacity(batch, experts, slots, k, attrs);
     if (backward) return MoeDispatchBackwardCost(batch, k, hidden);
     OpCost cost = MoeDispatchCost(batch, experts, capacity, k, hidden);
     cost.bytes += kF32 * static_cast<double>((batch * slots - experts * capacity) * hidden);
@@ -236,7 +250,8 @@ KernelPair DispatchCpu() {
     const Tensor x = Flat(*c.inputs[0]);
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(x.dim(0), experts, c.attrs->GetInt("slots", 1)));
+                           Capacity(x.dim(0), experts, c.attrs->GetInt("slots", 1),
+                                    Flat(*c.inputs[1]).dim(1) / 2, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            DecodeRouting(*c.inputs[1], experts, capacity, false));
     Tensor buffers = Buffers(*c.outputs[0], experts, capacity);
@@ -250,7 +265,8 @@ KernelPair DispatchCpu() {
     Tensor dx = Flat(*c.input_grads[0]);
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(dx.dim(0), experts, c.attrs->GetInt("slots", 1)));
+                           Capacity(dx.dim(0), experts, c.attrs->GetInt("slots", 1),
+                                    Flat(*c.inputs[1]).dim(1) / 2, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            DecodeRouting(*c.inputs[1], experts, capacity, false));
     return MoeDispatchBackward(Buffers(*c.output_grads[0], experts, capacity), routing, &dx);
@@ -269,6 +285,7 @@ OpDef CombineDef() {
     EMBER_RETURN_IF_ERROR(CheckBatched(in, 1, 1, "the gate"));
     EMBER_ASSIGN_OR_RETURN(const int64_t k, RoutingWidth(in, 2));
     EMBER_ASSIGN_OR_RETURN(const int64_t experts, CountAttr(attrs, "experts", 0));
+    EMBER_RETURN_IF_ERROR(CheckCapacityFactor(attrs));
     if (in[1].shape[0] != k) {
       return Status::InvalidArgument("the gate has ", in[1].shape[0], " weights, the routing ", k,
                                      " choices");
@@ -280,7 +297,7 @@ OpDef CombineDef() {
                 bool backward) {
     const int64_t slots = in[0].shape[0], hidden = in[0].shape[1], k = in[1].shape[0];
     const int64_t experts = attrs.GetInt("experts", 1);
-    const int64_t capacity = MoeSlotCapacity(batch, experts, slots);
+    const int64_t capacity = MoeNodeCapacity(batch, experts, slots, k, attrs);
     if (!backward) return MoeCombineCost(batch, k, hidden);
     OpCost cost = MoeCombineBackwardCost(batch, experts, capacity, k, hidden);
     cost.bytes += kF32 * static_cast<double>((batch * slots - experts * capacity) * hidden);
@@ -295,7 +312,8 @@ KernelPair CombineCpu() {
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(expert_out.dim(0), experts, expert_out.dim(1)));
+                           Capacity(expert_out.dim(0), experts, expert_out.dim(1),
+                                    Flat(*c.inputs[1]).dim(1), *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            DecodeRouting(*c.inputs[2], experts, capacity, false));
     Tensor out = Flat(*c.outputs[0]);
@@ -306,7 +324,8 @@ KernelPair CombineCpu() {
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(expert_out.dim(0), experts, expert_out.dim(1)));
+                           Capacity(expert_out.dim(0), experts, expert_out.dim(1),
+                                    Flat(*c.inputs[1]).dim(1), *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            DecodeRouting(*c.inputs[2], experts, capacity, false));
     Tensor dexpert_out, dgate;
@@ -329,6 +348,16 @@ int64_t MoeSlotCapacity(int64_t batch, int64_t experts, int64_t slots) {
   return batch * slots / experts;
 }
 
+int64_t MoeNodeCapacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
+                        const OpAttrs& attrs) {
+  const int64_t by_slots = MoeSlotCapacity(batch, experts, slots);
+  const double factor = attrs.Get("capacity_factor", 0.0);
+  if (!(factor > 0.0) || !std::isfinite(factor)) return by_slots;
+  const double by_factor = std::ceil(factor * static_cast<double>(k * batch) /
+                                     static_cast<double>(experts));
+  return std::min<int64_t>(by_slots, static_cast<int64_t>(by_factor));
+}
+
 Status RegisterMoeRoutingOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(RouteDef()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_route", DeviceType::kCpu, RouteCpu()));
@@ -336,7 +365,8 @@ Status RegisterMoeRoutingOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_dispatch", DeviceType::kCpu, DispatchCpu()));
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(CombineDef()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_combine", DeviceType::kCpu, CombineCpu()));
-  return Status::OK();
+  // The experts and the balance loss that make a layer of the routing.
+  return RegisterMoeExpertOps(registry);
 }
 
 }  // namespace ember::ops

@@ -24,7 +24,10 @@
 // The attrs: moe_route "k" (experts per token, 1 <= k <= E; default 1),
 // "slots" (S >= 1; default k) and "normalize" (1: GShard's normalised gates,
 // MoeRoutingOptions::normalize_gates; default 0); moe_dispatch "experts" (E)
-// and "slots" (S, those of its moe_route); moe_combine "experts" (E).
+// and "slots" (S, those of its moe_route); moe_combine "experts" (E). Each
+// of the three also takes "capacity_factor" (0, the default: none; else
+// finite and > 0), which bounds the capacity as MoeNodeCapacity says; the
+// three nodes of one layer must give it the same value.
 // The capacity depends on the batch and slots are claimed in token order, so
 // none of the three computes a row from that row alone (not rows_independent).
 // Costs are those of ops/moe_routing.h at the batch's capacity, plus the
@@ -44,8 +47,20 @@ namespace ember::ops {
 // REQUIRES: batch >= 0, slots >= 1, experts >= 1.
 int64_t MoeSlotCapacity(int64_t batch, int64_t experts, int64_t slots);
 
+// The buffer rows per expert of a batch of `batch` tokens with `k` choices
+// each, for the routing ops of a node with `attrs` that keep `slots` rows per
+// token for `experts` experts: MoeSlotCapacity(batch, experts, slots), or,
+// when attr "capacity_factor" c is > 0, the smaller of that and
+// ceil(c * k * batch / experts) (GShard's and Switch's capacity). With
+// slots >= ceil(c * k) the bound is exact up to the rounding of batch * slots
+// / experts, so a fractional factor such as 1.25 is the capacity it names.
+// REQUIRES: as MoeSlotCapacity; k >= 1.
+int64_t MoeNodeCapacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
+                        const OpAttrs& attrs);
+
 // Registers moe_route, moe_dispatch and moe_combine with their CPU kernels
-// (RegisterCpuOps calls it). AlreadyExists when they already are.
+// (RegisterCpuOps calls it), then the experts' operators
+// (RegisterMoeExpertOps, ops/moe_expert_ops.h). AlreadyExists when they already are.
 Status RegisterMoeRoutingOps(OpRegistry* registry);
 
 // Registers their CUDA kernels (RegisterCudaOps calls it in a CUDA build);

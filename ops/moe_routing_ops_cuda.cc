@@ -33,8 +33,9 @@ Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
   return c.stream;
 }
 
-Result<int64_t> Capacity(int64_t batch, int64_t experts, int64_t slots) {
-  const int64_t capacity = MoeSlotCapacity(batch, experts, slots);
+Result<int64_t> Capacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
+                         const OpAttrs& attrs) {
+  const int64_t capacity = MoeNodeCapacity(batch, experts, slots, k, attrs);
   if (capacity >= kMaxIndex) {
     return Status::InvalidArgument("a batch of ", batch, " tokens gives ", capacity,
                                    " slots per expert, more than a routing value holds (",
@@ -82,7 +83,8 @@ KernelPair RouteCuda() {
     options.k = static_cast<int>(c.attrs->GetInt("k", 1));
     options.normalize_gates = c.attrs->GetInt("normalize", 0) == 1;
     EMBER_ASSIGN_OR_RETURN(options.capacity, Capacity(probs.dim(0), probs.dim(1),
-                                                      c.attrs->GetInt("slots", options.k)));
+                                                      c.attrs->GetInt("slots", options.k),
+                                                      options.k, *c.attrs));
     // Synchronises the stream (to report bad probabilities); the routing's
     // tensors are freed with cudaFree, after the copies below.
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing, RouteTopKCuda(probs, options, *s));
@@ -96,7 +98,8 @@ KernelPair RouteCuda() {
     const Tensor probs = Flat(*c.inputs[0]);
     const int64_t k_choices = c.attrs->GetInt("k", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity, Capacity(probs.dim(0), probs.dim(1),
-                                                            c.attrs->GetInt("slots", k_choices)));
+                                                            c.attrs->GetInt("slots", k_choices),
+                                                            k_choices, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(
         const MoeRouting routing,
         Decode(*c.outputs[1], probs.dim(1), capacity, c.attrs->GetInt("normalize", 0) == 1, *s));
@@ -113,7 +116,8 @@ KernelPair DispatchCuda() {
     const Tensor x = Flat(*c.inputs[0]);
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(x.dim(0), experts, c.attrs->GetInt("slots", 1)));
+                           Capacity(x.dim(0), experts, c.attrs->GetInt("slots", 1),
+                                    Flat(*c.inputs[1]).dim(1) / 2, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            Decode(*c.inputs[1], experts, capacity, false, *s));
     Tensor buffers = Buffers(*c.outputs[0], experts, capacity);
@@ -127,7 +131,8 @@ KernelPair DispatchCuda() {
     Tensor dx = Flat(*c.input_grads[0]);
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(dx.dim(0), experts, c.attrs->GetInt("slots", 1)));
+                           Capacity(dx.dim(0), experts, c.attrs->GetInt("slots", 1),
+                                    Flat(*c.inputs[1]).dim(1) / 2, *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            Decode(*c.inputs[1], experts, capacity, false, *s));
     return MoeDispatchBackwardCuda(Buffers(*c.output_grads[0], experts, capacity), routing, &dx,
@@ -143,7 +148,8 @@ KernelPair CombineCuda() {
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(expert_out.dim(0), experts, expert_out.dim(1)));
+                           Capacity(expert_out.dim(0), experts, expert_out.dim(1),
+                                    Flat(*c.inputs[1]).dim(1), *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            Decode(*c.inputs[2], experts, capacity, false, *s));
     Tensor out = Flat(*c.outputs[0]);
@@ -156,7 +162,8 @@ KernelPair CombineCuda() {
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
-                           Capacity(expert_out.dim(0), experts, expert_out.dim(1)));
+                           Capacity(expert_out.dim(0), experts, expert_out.dim(1),
+                                    Flat(*c.inputs[1]).dim(1), *c.attrs));
     EMBER_ASSIGN_OR_RETURN(const MoeRouting routing,
                            Decode(*c.inputs[2], experts, capacity, false, *s));
     Tensor dexpert_out, dgate;

@@ -11,7 +11,8 @@ namespace ember::engine::models {
   X(DeepFm)                     \
   X(WideDeep)                   \
   X(DcnV2)                      \
-  X(Mmoe)
+  X(Mmoe)                       \
+  X(Moe)
 
 #define EMBER_DECLARE_SPEC(Name) ModelSpec Name##Spec();
 EMBER_BUILTIN_MODELS(EMBER_DECLARE_SPEC)

@@ -95,12 +95,13 @@ TEST_F(ModelRegistryTest, AnUnknownNameListsEveryRegisteredModel) {
   auto graph = BuildModelGraph(options, ops::DefaultOpRegistry(), models_);
   EXPECT_EQ(StatusCode::kInvalidArgument, graph.status().code());
   EXPECT_EQ(
-      "--model=resnet is not known; available: dlrm, deepfm, wide_deep, dcn_v2, mmoe, "
+      "--model=resnet is not known; available: dlrm, deepfm, wide_deep, dcn_v2, mmoe, moe, "
       "logistic_regression",
       graph.status().message());
   // The process-wide registry holds the built-in models only.
-  EXPECT_EQ("--model=resnet is not known; available: dlrm, deepfm, wide_deep, dcn_v2, mmoe",
-            CheckModelName("resnet").message());
+  EXPECT_EQ(
+      "--model=resnet is not known; available: dlrm, deepfm, wide_deep, dcn_v2, mmoe, moe",
+      CheckModelName("resnet").message());
   EXPECT_TRUE(CheckModelName("mmoe").ok());
 }
 
@@ -115,7 +116,7 @@ TEST_F(ModelRegistryTest, ASecondModelOfANameIsAlreadyExists) {
   auto spec = models_.Find("dlrm");
   ASSERT_TRUE(spec.ok());
   EXPECT_THAT((*spec)->description, HasSubstr("DLRM"));
-  EXPECT_EQ(6u, models_.Names().size());
+  EXPECT_EQ(7u, models_.Names().size());
 }
 
 TEST(ModelRegistryRulesTest, ASpecWithoutANameBuildOrValidTasksIsInvalidArgument) {

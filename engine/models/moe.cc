@@ -1,0 +1,182 @@
+// MoE: DLRM (Naumov et al. 2019) with its top MLP's hidden layers replaced by
+// a routed sparse mixture of experts (Shazeer et al. 2017; GShard, Lepikhin
+// et al. 2020; Switch Transformer, Fedus et al. 2021). The bottom MLP and the
+// dot interaction are DLRM's (without dense features the slots interact among
+// themselves, as in dlrm.cc); their output t goes to
+//
+//   a gate: softmax(W_g t + b_g) over num_experts experts, with the auxiliary
+//     load-balancing loss of GShard/Switch (weight moe_aux_loss_weight) on
+//     its probabilities;
+//   top-k routing (moe_top_k): each example goes to its k most probable
+//     experts, each expert taking at most ceil(moe_capacity_factor * k * B /
+//     num_experts) examples of a batch of B, in example order; a choice past
+//     that is dropped (its share of the output is zero) and counted;
+//   the experts: num_experts MLPs of widths moe_expert_mlp (empty: top_mlp's),
+//     ReLU after every layer as in DLRM's top MLP, each applied to the
+//     examples routed to it;
+//   the combination: the sum of an example's experts' outputs weighted by the
+//     gate (with k = 1 its probability, as Switch; with k > 1 the top-k
+//     probabilities renormalised to sum to 1, as GShard);
+//   and a linear layer to the logit.
+//
+// Each example thus pays for k experts (times the capacity factor's slack),
+// whatever num_experts is: parameters grow with the experts, the FLOPs per
+// example do not. The layer's graph: ops/moe_expert_ops.h.
+
+#include <cmath>
+#include <string>
+
+#include "engine/model_registry.h"
+#include "engine/models/layers.h"
+
+namespace ember::engine::models {
+namespace {
+
+// The capacity factor's bound: slots per example (ceil(factor * k)) stay
+// small, and the capacity of any batch stays well inside a routing value.
+constexpr double kMaxCapacityFactor = 64.0;
+// How much smaller than He's the gate's initial weights are.
+constexpr int64_t kGateInitShrink = 10;
+
+std::vector<int> ExpertWidths(const ModelOptions& o) {
+  return o.moe_expert_mlp.empty() ? o.top_mlp : o.moe_expert_mlp;
+}
+
+Status CheckMoe(const ModelOptions& o) {
+  if (o.num_experts < 1) {
+    return Status::InvalidArgument("--num_experts must be >= 1, got ", o.num_experts);
+  }
+  if (o.moe_top_k < 1 || o.moe_top_k > o.num_experts) {
+    return Status::InvalidArgument("--moe_top_k=", o.moe_top_k, " must be in [1, --num_experts=",
+                                   o.num_experts, "]");
+  }
+  if (!std::isfinite(o.moe_capacity_factor) || o.moe_capacity_factor <= 0.0 ||
+      o.moe_capacity_factor > kMaxCapacityFactor) {
+    return Status::InvalidArgument("--moe_capacity_factor=", o.moe_capacity_factor,
+                                   " must be > 0 and at most ", kMaxCapacityFactor);
+  }
+  if (!std::isfinite(o.moe_aux_loss_weight) || o.moe_aux_loss_weight < 0.0) {
+    return Status::InvalidArgument("--moe_aux_loss_weight=", o.moe_aux_loss_weight,
+                                   " must be finite and >= 0");
+  }
+  for (int w : o.moe_expert_mlp) {
+    if (w < 1) return Status::InvalidArgument("--moe_expert_mlp widths must be positive, got ", w);
+  }
+  if (ExpertWidths(o).empty()) {
+    return Status::InvalidArgument(
+        "--model=moe needs expert widths: set --moe_expert_mlp (or --top_mlp, its default)");
+  }
+  return Status::OK();
+}
+
+// DLRM's bottom MLP and interaction (dlrm.cc): the value the top MLP would
+// read, and its width.
+Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width) {
+  EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
+  const int dim = o.embedding_dim;
+  *width = in.pooled_width;
+  if (in.dense >= 0) {
+    EMBER_ASSIGN_OR_RETURN(const int direct,
+                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.bottom_mlp, dim),
+                                  /*last_relu=*/true));
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
+                           g->AddNode("interaction", "dlrm_interaction", {direct, in.pooled}));
+    const int64_t features = int64_t{o.num_slots} + 1;
+    *width = dim + features * (features - 1) / 2;
+    return t[0];
+  }
+  if (o.num_slots < 2) return in.pooled;
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> pairs,
+                         g->AddNode("interaction", "dot_interaction", {in.pooled},
+                                    ops::OpAttrs().Set("features", o.num_slots)));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
+                         g->AddNode("top_in", "concat", {in.pooled, pairs[0]}));
+  *width += int64_t{o.num_slots} * (o.num_slots - 1) / 2;
+  return t[0];
+}
+
+// The MoE block over `x` (width `in`): gate, balance, route, dispatch, the
+// experts, combine. Returns the combined output, of the experts' last width.
+Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in) {
+  const int64_t experts = o.num_experts, k = o.moe_top_k;
+  const int64_t slots = static_cast<int64_t>(std::ceil(o.moe_capacity_factor * k));
+  ops::OpAttrs routing;
+  routing.Set("experts", experts).Set("k", k).Set("slots", slots)
+      .Set("capacity_factor", o.moe_capacity_factor);
+  // The gate starts near uniform (Switch's reduced initialisation scale): He
+  // uniform for a fan-in kGateInitShrink^2 times the input's, so weights
+  // kGateInitShrink times smaller. At He's own scale the wide input makes the
+  // first softmaxes near one-hot, one expert takes every example and most
+  // are dropped before the balance loss can spread them.
+  EMBER_ASSIGN_OR_RETURN(const int wg, g->AddParameter("moe.gate.weight", {experts, in},
+                                                       ops::Initializer::kHeUniform,
+                                                       in * kGateInitShrink * kGateInitShrink));
+  EMBER_ASSIGN_OR_RETURN(const int bg, g->AddParameter("moe.gate.bias", {experts},
+                                                       ops::Initializer::kZeros));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate_out,
+                         g->AddNode("moe.gate", "fully_connected", {x, wg, bg}));
+  const int gate_logits = gate_out[0];
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> probs,
+                         g->AddNode("moe.softmax", "softmax", {gate_logits}));
+  EMBER_ASSIGN_OR_RETURN(
+      const std::vector<int> balanced,
+      g->AddNode("moe.balance", "moe_balance", {probs[0]},
+                 ops::OpAttrs().Set("weight", o.moe_aux_loss_weight)));
+  ops::OpAttrs route = routing;
+  route.Set("normalize", k > 1 ? 1 : 0);
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate,
+                         g->AddNode("moe.route", "moe_route", {balanced[0]}, route));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> buffers,
+                         g->AddNode("moe.dispatch", "moe_dispatch", {x, gate[1]}, routing));
+  int h = buffers[0];
+  int64_t width = in;
+  const std::vector<int> widths = ExpertWidths(o);
+  for (size_t l = 0; l < widths.size(); ++l) {
+    const std::string layer = "moe.expert." + std::to_string(l);
+    const int64_t out = widths[l];
+    // He uniform over each expert's fan-in, as AddMlp does for one layer.
+    EMBER_ASSIGN_OR_RETURN(const int w, g->AddParameter(layer + ".weight", {experts, out, width},
+                                                        ops::Initializer::kHeUniform, width));
+    EMBER_ASSIGN_OR_RETURN(const int b, g->AddParameter(layer + ".bias", {experts, out},
+                                                        ops::Initializer::kZeros));
+    ops::OpAttrs fc = routing;
+    fc.Set("activation", 1);
+    EMBER_ASSIGN_OR_RETURN(const std::vector<int> y,
+                           g->AddNode(layer, "moe_expert_fc", {h, w, b}, fc));
+    h = y[0];
+    width = out;
+  }
+  EMBER_ASSIGN_OR_RETURN(const std::vector<int> combined,
+                         g->AddNode("moe.combine", "moe_combine", {h, gate[0], gate[1]}, routing));
+  return combined[0];
+}
+
+Status BuildMoe(const ModelOptions& o, ops::Graph* g) {
+  int64_t width = 0;
+  EMBER_ASSIGN_OR_RETURN(const int t, AddDlrmFront(o, g, &width));
+  EMBER_ASSIGN_OR_RETURN(const int mixed, AddMoeBlock(o, g, t, width));
+  EMBER_ASSIGN_OR_RETURN(const int logit, AddMlp(g, "top.out", mixed, ExpertWidths(o).back(), {1},
+                                                 /*last_relu=*/false));
+  return g->MarkOutput(logit);
+}
+
+}  // namespace
+
+ModelSpec MoeSpec() {
+  ModelSpec spec;
+  spec.name = "moe";
+  spec.description =
+      "MoE: DLRM with its top MLP's hidden layers replaced by a routed sparse mixture of expert "
+      "MLPs (top-k gate with a capacity factor and a load-balancing loss; GShard, Switch)";
+  spec.validate = &CheckMoe;
+  spec.build = &BuildMoe;
+  spec.describe = [](const ModelOptions& o) {
+    return " bottom=" + JoinWidths(o.bottom_mlp) + " experts=" + std::to_string(o.num_experts) +
+           " top_k=" + std::to_string(o.moe_top_k) +
+           " capacity_factor=" + std::to_string(o.moe_capacity_factor) +
+           " expert=" + JoinWidths(ExpertWidths(o));
+  };
+  return spec;
+}
+
+}  // namespace ember::engine::models

@@ -1,0 +1,289 @@
+// moe_expert_fc and moe_balance (ops/moe_expert_ops.h): shapes, costs and CPU
+// kernels; and the statistics of a graph's MoE layers.
+
+#include "ops/moe_expert_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/dense_ops.h"
+#include "ops/moe_routing_ops.h"
+
+namespace ember::ops {
+namespace {
+
+using Shapes = std::vector<std::vector<int64_t>>;
+
+constexpr double kF32 = 4.0;
+
+// [B, shape...] viewed as [B, elements].
+Tensor Flat(const Tensor& t) {
+  int64_t n = 1;
+  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
+  return t.Reshape({t.dim(0), n});
+}
+
+// Rows [begin, end) of a 2-D tensor, zeroed.
+void ZeroRows(const Tensor& rows, int64_t begin, int64_t end) {
+  if (end <= begin) return;
+  const int64_t cols = rows.dim(1);
+  std::memset(rows.data<float>() + begin * cols, 0,
+              static_cast<size_t>((end - begin) * cols) * sizeof(float));
+}
+
+// --- moe_expert_fc: buffers [S, in], weight [E, out, in], bias [E, out] -> [S, out]
+
+// The capacity of a batch of `batch` tokens with `slots` buffer rows each.
+int64_t ExpertCapacity(int64_t batch, int64_t experts, int64_t slots, const OpAttrs& attrs) {
+  return MoeNodeCapacity(batch, experts, slots, attrs.GetInt("k", 1), attrs);
+}
+
+OpDef ExpertFcDef() {
+  OpDef def;
+  def.name = "moe_expert_fc";
+  def.num_inputs = 3;
+  def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
+    if (!in[0].batched || in[0].shape.size() != 2) {
+      return Status::InvalidArgument("the experts' buffers must be a batched [slots, width] value");
+    }
+    const InputShape& w = in[1];
+    const InputShape& b = in[2];
+    const int64_t width = in[0].shape[1];
+    if (w.batched || w.shape.size() != 3 || w.shape[2] != width) {
+      return Status::InvalidArgument("the weight must be an [experts, out, ", width,
+                                     "] parameter");
+    }
+    if (b.batched || b.shape != std::vector<int64_t>{w.shape[0], w.shape[1]}) {
+      return Status::InvalidArgument("the bias must be a [", w.shape[0], ", ", w.shape[1],
+                                     "] parameter");
+    }
+    const int64_t act = attrs.GetInt("activation", 0);
+    if (act != 0 && act != 1) return Status::InvalidArgument("activation must be 0 or 1");
+    const int64_t k = attrs.GetInt("k", 1);
+    if (k < 1 || k > w.shape[0]) {
+      return Status::InvalidArgument("k=", k, " must be in [1, ", w.shape[0], "] (the experts)");
+    }
+    const double factor = attrs.Get("capacity_factor", 0.0);
+    if (!std::isfinite(factor) || factor < 0.0) {
+      return Status::InvalidArgument("capacity_factor=", factor, " must be 0 or finite and > 0");
+    }
+    return Shapes{{in[0].shape[0], w.shape[1]}};
+  };
+  def.cost = [](const std::vector<InputShape>& in, const OpAttrs& attrs, int64_t batch,
+                bool backward) {
+    const int64_t slots = in[0].shape[0], width = in[0].shape[1];
+    const int64_t experts = in[1].shape[0], out = in[1].shape[1];
+    const double rows = static_cast<double>(experts * ExpertCapacity(batch, experts, slots, attrs));
+    const double k = static_cast<double>(width), n = static_cast<double>(out);
+    const double all_rows = static_cast<double>(batch * slots);
+    const double params = static_cast<double>(experts) * (k * n + n);
+    // As fully_connected on the experts' rows; the padding rows are written
+    // (zeros) but not computed.
+    OpCost cost;
+    cost.flops = backward ? 4 * rows * k * n + rows * n : 2 * rows * k * n + rows * n;
+    cost.bytes = kF32 * (backward ? 2 * (all_rows * k + params + all_rows * n)
+                                  : all_rows * k + params + all_rows * n);
+    return cost;
+  };
+  return def;
+}
+
+struct ExpertViews {
+  int64_t experts = 0, capacity = 0, rows = 0, in = 0, out = 0;
+  Activation activation = Activation::kNone;
+};
+
+ExpertViews ViewsOf(const KernelContext& c) {
+  ExpertViews v;
+  const Tensor& buffers = *c.inputs[0];
+  v.experts = c.inputs[1]->dim(0);
+  v.out = c.inputs[1]->dim(1);
+  v.in = c.inputs[1]->dim(2);
+  const int64_t batch = buffers.dim(0);
+  const int64_t slots = batch == 0 ? 0 : buffers.numel() / (batch * v.in);
+  v.rows = batch * slots;
+  v.capacity = batch == 0 ? 0 : ExpertCapacity(batch, v.experts, slots, *c.attrs);
+  v.activation = c.attrs->GetInt("activation", 0) == 1 ? Activation::kRelu : Activation::kNone;
+  return v;
+}
+
+KernelPair ExpertFcCpu() {
+  KernelPair k;
+  k.forward = [](KernelContext& c) -> Status {
+    const ExpertViews v = ViewsOf(c);
+    const Tensor x = c.inputs[0]->Reshape({v.rows, v.in});
+    const Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
+    const Tensor& weight = *c.inputs[1];
+    const Tensor& bias = *c.inputs[2];
+    for (int64_t e = 0; v.capacity > 0 && e < v.experts; ++e) {
+      Tensor ye = y.Slice(e * v.capacity, (e + 1) * v.capacity);
+      EMBER_RETURN_IF_ERROR(FullyConnectedForward(
+          x.Slice(e * v.capacity, (e + 1) * v.capacity),
+          weight.Slice(e, e + 1).Reshape({v.out, v.in}), bias.Slice(e, e + 1).Reshape({v.out}),
+          v.activation, &ye, c.precision));
+    }
+    ZeroRows(y, v.experts * v.capacity, v.rows);
+    return Status::OK();
+  };
+  k.backward = [](KernelContext& c) -> Status {
+    const ExpertViews v = ViewsOf(c);
+    const Tensor x = c.inputs[0]->Reshape({v.rows, v.in});
+    const Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
+    const Tensor dy = c.output_grads[0]->Reshape({v.rows, v.out});
+    const Tensor& weight = *c.inputs[1];
+    // The parameters' gradients are wanted in every graph that trains them;
+    // scratch stands in for one that is not.
+    Tensor dweight = c.input_grads[1] != nullptr ? *c.input_grads[1] : Tensor::Empty(weight.shape());
+    Tensor dbias =
+        c.input_grads[2] != nullptr ? *c.input_grads[2] : Tensor::Empty(c.inputs[2]->shape());
+    if (v.capacity == 0) {
+      dweight.SetZero();
+      dbias.SetZero();
+    }
+    Tensor dx;
+    if (c.input_grads[0] != nullptr) dx = c.input_grads[0]->Reshape({v.rows, v.in});
+    for (int64_t e = 0; v.capacity > 0 && e < v.experts; ++e) {
+      const int64_t begin = e * v.capacity, end = (e + 1) * v.capacity;
+      Tensor dwe = dweight.Slice(e, e + 1).Reshape({v.out, v.in});
+      Tensor dbe = dbias.Slice(e, e + 1).Reshape({v.out});
+      Tensor dxe;
+      if (dx.defined()) dxe = dx.Slice(begin, end);
+      EMBER_RETURN_IF_ERROR(FullyConnectedBackward(
+          x.Slice(begin, end), weight.Slice(e, e + 1).Reshape({v.out, v.in}), y.Slice(begin, end),
+          dy.Slice(begin, end), v.activation, dx.defined() ? &dxe : nullptr, &dwe, &dbe,
+          c.precision, {}, c.output_grads_disposable));
+    }
+    if (dx.defined()) ZeroRows(dx, v.experts * v.capacity, v.rows);
+    return Status::OK();
+  };
+  return k;
+}
+
+// --- moe_balance: probs [E] -> probs [E], aux share [1] ------------------------------
+
+// f[e]: the fraction of the batch's rows whose largest probability is e's.
+std::vector<double> TopOneFractions(const Tensor& probs) {
+  const int64_t batch = probs.dim(0), experts = probs.dim(1);
+  std::vector<double> f(experts, 0.0);
+  const float* p = probs.data<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t best = 0;
+    for (int64_t e = 1; e < experts; ++e) {
+      if (p[b * experts + e] > p[b * experts + best]) best = e;
+    }
+    f[best] += 1.0;
+  }
+  for (double& x : f) x /= static_cast<double>(batch);
+  return f;
+}
+
+OpDef BalanceDef() {
+  OpDef def;
+  def.name = "moe_balance";
+  def.num_inputs = 1;
+  def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
+    if (!in[0].batched || in[0].shape.size() != 1 || in[0].shape[0] < 1) {
+      return Status::InvalidArgument("the gate's probabilities must be a batched [experts] value");
+    }
+    const double weight = attrs.Get("weight", 0.0);
+    if (!std::isfinite(weight) || weight < 0.0) {
+      return Status::InvalidArgument("the auxiliary loss weight ", weight,
+                                     " must be finite and >= 0");
+    }
+    return Shapes{{in[0].shape[0]}, {1}};
+  };
+  def.cost = [](const std::vector<InputShape>& in, const OpAttrs&, int64_t batch, bool backward) {
+    const double n = static_cast<double>(batch * in[0].shape[0]);
+    // Forward: the copy, the argmax (compares) and a multiply-add per
+    // element for the shares; backward: an add per element.
+    OpCost cost;
+    cost.flops = backward ? n : 2 * n;
+    cost.bytes = kF32 * (backward ? 2 * n + n : 2 * n + static_cast<double>(batch));
+    return cost;
+  };
+  return def;
+}
+
+KernelPair BalanceCpu() {
+  KernelPair k;
+  k.forward = [](KernelContext& c) -> Status {
+    const Tensor probs = Flat(*c.inputs[0]);
+    const int64_t batch = probs.dim(0), experts = probs.dim(1);
+    std::memcpy(c.outputs[0]->raw_data(), probs.raw_data(), probs.nbytes());
+    if (batch == 0) return Status::OK();
+    const std::vector<double> f = TopOneFractions(probs);
+    const float* p = probs.data<float>();
+    float* share = c.outputs[1]->data<float>();
+    const double scale = static_cast<double>(experts) / static_cast<double>(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      double sum = 0.0;
+      for (int64_t e = 0; e < experts; ++e) sum += f[e] * p[b * experts + e];
+      share[b] = static_cast<float>(scale * sum);
+    }
+    return Status::OK();
+  };
+  k.backward = [](KernelContext& c) -> Status {
+    if (c.input_grads[0] == nullptr) return Status::OK();
+    const Tensor probs = Flat(*c.inputs[0]);
+    const int64_t batch = probs.dim(0), experts = probs.dim(1);
+    const Tensor dout = Flat(*c.output_grads[0]);
+    Tensor dprobs = Flat(*c.input_grads[0]);
+    std::memcpy(dprobs.raw_data(), dout.raw_data(), dout.nbytes());
+    const double weight = c.attrs->Get("weight", 0.0);
+    if (batch == 0 || weight == 0.0) return Status::OK();
+    const std::vector<double> f = TopOneFractions(probs);
+    std::vector<float> add(experts);
+    for (int64_t e = 0; e < experts; ++e) {
+      add[e] = static_cast<float>(weight * static_cast<double>(experts) * f[e] /
+                                  static_cast<double>(batch));
+    }
+    float* d = dprobs.data<float>();
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t e = 0; e < experts; ++e) d[b * experts + e] += add[e];
+    }
+    return Status::OK();
+  };
+  return k;
+}
+
+}  // namespace
+
+Status RegisterMoeExpertOps(OpRegistry* registry) {
+  EMBER_RETURN_IF_ERROR(registry->RegisterOp(ExpertFcDef()));
+  EMBER_RETURN_IF_ERROR(
+      registry->RegisterKernel("moe_expert_fc", DeviceType::kCpu, ExpertFcCpu()));
+  EMBER_RETURN_IF_ERROR(registry->RegisterOp(BalanceDef()));
+  EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_balance", DeviceType::kCpu, BalanceCpu()));
+  return Status::OK();
+}
+
+MoeStepStats CollectMoeStats(const Graph& graph,
+                             const std::function<const Tensor*(int value_id)>& value) {
+  MoeStepStats stats;
+  for (const GraphNode& node : graph.nodes()) {
+    if (node.op == "moe_route") {
+      ++stats.layers;
+      const Tensor* routing = value(node.outputs[1]);
+      if (routing == nullptr || routing->dim(0) == 0) continue;
+      const Tensor flat = Flat(*routing);  // [B, 2k]: experts, then slots.
+      const int64_t batch = flat.dim(0), k = flat.dim(1) / 2;
+      const float* r = flat.data<float>();
+      stats.choices += batch * k;
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t dropped = 0;
+        for (int64_t j = 0; j < k; ++j) dropped += r[b * 2 * k + k + j] < 0.0f;
+        stats.dropped_choices += dropped;
+        stats.dropped_examples += dropped > 0;
+      }
+    } else if (node.op == "moe_balance") {
+      const Tensor* share = value(node.outputs[1]);
+      if (share == nullptr) continue;
+      const float* s = share->data<float>();
+      for (int64_t b = 0; b < share->numel(); ++b) stats.aux_loss += s[b];
+    }
+  }
+  return stats;
+}
+
+}  // namespace ember::ops

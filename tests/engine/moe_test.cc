@@ -1,0 +1,185 @@
+// --model=moe (engine/models/moe.cc): its options are checked naming the
+// flag, its parameters grow with the experts and its FLOPs per example do
+// not, it trains on planted data beside DLRM, and (a disabled measurement)
+// on data whose examples follow one of several planted functions by a hidden
+// cluster, beside the dense DLRM of about the same forward FLOPs per example.
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/model_zoo.h"
+#include "engine/trainer.h"
+#include "io/criteo.h"
+#include "io/synthetic.h"
+#include "ops/op_registry.h"
+
+namespace ember::engine {
+namespace {
+
+struct Planted {
+  io::Dataset train;
+  io::Dataset test;
+  double bayes_auc = 0;
+};
+
+// `synthetic` written as Criteo TSV to a temporary file, read back and split
+// 80/20.
+Planted Generate(const io::SyntheticOptions& synthetic, const std::string& tag) {
+  Planted p;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ember_moe_" + tag + "_" + std::to_string(::getpid()) + ".tsv"))
+                               .string();
+  auto info = io::WriteSyntheticCriteo(path, synthetic);
+  CHECK(info.ok()) << info.status();
+  auto all = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".meta.json");
+  CHECK(all.ok()) << all.status();
+  const int64_t split = all->size() * 8 / 10;
+  p.train = all->Slice(0, split);
+  p.test = all->Slice(split, all->size());
+  p.bayes_auc = info->bayes_auc;
+  return p;
+}
+
+TrainOptions MoeOptions() {
+  TrainOptions options;
+  options.model.name = "moe";
+  options.model.bottom_mlp = {64, 16};
+  options.model.top_mlp = {64, 32};
+  options.model.num_experts = 4;
+  options.batch_size = 256;
+  options.threads = 2;
+  options.show_progress = false;
+  return options;
+}
+
+// Forward FLOPs per example of `model`'s graph at a batch of `batch`.
+double ForwardFlopsPerExample(const ModelOptions& model, int64_t batch) {
+  auto graph = BuildModelGraph(model, ops::DefaultOpRegistry());
+  CHECK(graph.ok()) << graph.status();
+  double flops = 0;
+  for (size_t n = 0; n < (*graph)->nodes().size(); ++n) {
+    flops += (*graph)->NodeCost(static_cast<int>(n), batch, /*backward=*/false).flops;
+  }
+  return flops / static_cast<double>(batch);
+}
+
+// Trains `options` one epoch on `data` and returns the test AUC.
+double TrainedAuc(const TrainOptions& options, const Planted& data) {
+  auto trainer = Trainer::Create(options, data.train.num_dense(), data.train.num_slots());
+  CHECK(trainer.ok()) << trainer.status();
+  auto report = (*trainer)->Fit(data.train);
+  CHECK(report.ok()) << report.status();
+  auto metrics = (*trainer)->Evaluate(data.test);
+  CHECK(metrics.ok()) << metrics.status();
+  return metrics->auc;
+}
+
+TEST(MoeModelTest, OptionsOutOfRangeAreRefusedNamingTheFlag) {
+  struct Case {
+    void (*set)(ModelOptions*);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](ModelOptions* m) { m->moe_top_k = 5; }, "--moe_top_k=5"},
+      {[](ModelOptions* m) { m->moe_top_k = 0; }, "--moe_top_k=0"},
+      {[](ModelOptions* m) { m->moe_capacity_factor = 0; }, "--moe_capacity_factor"},
+      {[](ModelOptions* m) { m->moe_capacity_factor = 1e9; }, "--moe_capacity_factor"},
+      {[](ModelOptions* m) { m->moe_aux_loss_weight = -1; }, "--moe_aux_loss_weight"},
+      {[](ModelOptions* m) { m->moe_expert_mlp = {8, 0}; }, "--moe_expert_mlp"},
+      {[](ModelOptions* m) { m->top_mlp = {}; }, "--moe_expert_mlp"},
+  };
+  for (const Case& c : cases) {
+    ModelOptions model = MoeOptions().model;
+    c.set(&model);
+    auto graph = BuildModelGraph(model, ops::DefaultOpRegistry());
+    ASSERT_FALSE(graph.ok()) << c.flag;
+    EXPECT_THAT(graph.status().message(), ::testing::HasSubstr(c.flag));
+  }
+}
+
+TEST(MoeModelTest, ParametersGrowWithTheExpertsAndFlopsPerExampleDoNot) {
+  ModelOptions four = MoeOptions().model, sixteen = four;
+  sixteen.num_experts = 16;
+  auto small = BuildModelGraph(four, ops::DefaultOpRegistry());
+  auto large = BuildModelGraph(sixteen, ops::DefaultOpRegistry());
+  ASSERT_TRUE(small.ok() && large.ok());
+  EXPECT_GT((*large)->parameter_count(), 3 * (*small)->parameter_count() / 2);
+  // Only the gate (16 x its input) grows, beside k experts' worth of work.
+  EXPECT_LT(ForwardFlopsPerExample(sixteen, 4096), 1.15 * ForwardFlopsPerExample(four, 4096));
+}
+
+TEST(MoeModelTest, TrainsOnPlantedDataToASensibleAuc) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 100000;
+  synthetic.seed = 5;
+  const Planted data = Generate(synthetic, "plain");
+  TrainOptions dlrm = MoeOptions();
+  dlrm.model.name = "dlrm";
+  const double dlrm_auc = TrainedAuc(dlrm, data);
+  std::printf("dlrm on 80k planted rows: ceiling AUC %.4f, reached %.4f\n", data.bayes_auc,
+              dlrm_auc);
+  for (const int k : {1, 2}) {
+    TrainOptions options = MoeOptions();
+    options.model.moe_top_k = k;
+    const double auc = TrainedAuc(options, data);
+    std::printf("moe top-%d on 80k planted rows: ceiling AUC %.4f, reached %.4f\n", k,
+                data.bayes_auc, auc);
+    // Top-1 sends each expert a quarter of the few rows (and drops what
+    // exceeds an expert's capacity): it trails; top-2 keeps up with DLRM.
+    EXPECT_GT(auc, k == 1 ? 0.70 : dlrm_auc - 0.02) << "top-" << k;
+  }
+}
+
+// The data a mixture of experts is for: 4 hidden clusters (by slot 0's id),
+// each with its own planted function; MoE with 4 experts, top-2, and the
+// dense DLRM whose top MLP costs about the same forward FLOPs per example,
+// trained on the same rows, both reported. A measurement (about 7 minutes on
+// 2 cores), run with --gtest_also_run_disabled_tests. TODO(#33): the goal
+// is MoE within 0.02 of the ceiling and above the dense model; measured
+// first: ceiling 0.8235, moe 0.7014, dlrm {164,32} 0.7147 -- both far below,
+// so the bounds below are what holds today, not the goal.
+TEST(MoeModelTest, DISABLED_OnClusteredDataBesideADenseMlpOfEqualFlops) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 500000;
+  synthetic.seed = 3;
+  synthetic.num_clusters = 4;
+  const Planted data = Generate(synthetic, "clusters");
+
+  const TrainOptions moe = MoeOptions();
+  const double moe_flops = ForwardFlopsPerExample(moe.model, moe.batch_size);
+  // The dense top MLP {w, 32} whose FLOPs come closest to the MoE model's.
+  TrainOptions dense = moe;
+  dense.model.name = "dlrm";
+  double dense_flops = 0;
+  for (int w = 8; w <= 1024; w += 4) {
+    ModelOptions candidate = dense.model;
+    candidate.top_mlp = {w, 32};
+    const double flops = ForwardFlopsPerExample(candidate, moe.batch_size);
+    if (dense_flops == 0 || std::fabs(flops - moe_flops) < std::fabs(dense_flops - moe_flops)) {
+      dense_flops = flops;
+      dense.model.top_mlp = candidate.top_mlp;
+    }
+  }
+  const double moe_auc = TrainedAuc(moe, data);
+  const double dense_auc = TrainedAuc(dense, data);
+  std::printf(
+      "4 planted clusters, 400k rows, one epoch: ceiling AUC %.4f\n"
+      "  moe (4 experts of {64,32}, top-2, capacity 1.25): AUC %.4f, %.0f forward FLOPs/example\n"
+      "  dlrm (top MLP {%d,32}):                           AUC %.4f, %.0f forward FLOPs/example\n",
+      data.bayes_auc, moe_auc, moe_flops, dense.model.top_mlp[0], dense_auc, dense_flops);
+  EXPECT_GT(moe_auc, 0.65);
+  EXPECT_GT(dense_auc, 0.65);
+  EXPECT_NEAR(moe_flops, dense_flops, 0.05 * moe_flops);
+}
+
+}  // namespace
+}  // namespace ember::engine
