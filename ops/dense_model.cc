@@ -219,6 +219,8 @@ Status DenseModel::ParametersFromHost(const std::vector<Parameter>& host) {
   return executor_->stream()->Synchronize().WithContext("copying parameters");
 }
 
+int DenseModel::row_ranges() const { return executor_->forward_row_ranges(); }
+
 int64_t DenseModel::forward_flops_per_example() const {
   double flops = 0;
   for (size_t n = 0; n < graph_->nodes().size(); ++n) {

@@ -106,6 +106,10 @@ class DenseModel {
   const Graph& graph() const { return *graph_; }
   // Forward multiply-adds x2 of one example (from the graph's op costs).
   int64_t forward_flops_per_example() const;
+  // The row ranges the last Forward ran in on the CPU (GraphExecutor::
+  // set_row_shards): 0 or 1 for the whole batch at once. The pooled
+  // embeddings' backward sums per range too (pipeline/training_step.h).
+  int row_ranges() const;
 
  private:
   DenseModel(const DenseModelOptions& options, std::unique_ptr<Graph> graph,

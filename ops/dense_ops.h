@@ -106,8 +106,18 @@ Status EmbeddingBagForward(const Tensor& rows, const Tensor& row_index, const Te
 // drows[U, D] = gradient w.r.t. `rows` (summed over every bag a row is in),
 // computed in a fixed order so the result is identical for any thread count.
 // U is taken from drows.
+//
+// Order: with `ranges` > 1, the bags form that many consecutive ranges of
+// examples of `bags_per_example` bags each (example ranges [E*k/ranges,
+// E*(k+1)/ranges) of the E examples, as GraphExecutor splits rows); each
+// row's gradient is summed in bag order within each range, then over the
+// ranges in order: the bits of `ranges` ranks each holding one range whose
+// sums are added in rank order (pipeline/training_step.h). Otherwise in bag
+// order over all bags. InvalidArgument when the bags are not a multiple of
+// bags_per_example.
 Status EmbeddingBagBackward(const Tensor& dout, const Tensor& row_index, const Tensor& offsets,
-                            Pooling pooling, Tensor* drows);
+                            Pooling pooling, Tensor* drows, int ranges = 1,
+                            int64_t bags_per_example = 1);
 
 // Mean over the batch of the numerically stable sigmoid cross-entropy
 // max(z, 0) - z * y + log(1 + exp(-|z|)) for logits z[B] and labels y[B] in

@@ -138,26 +138,33 @@ template <bool kBy16>
 [[gnu::always_inline]] inline void AddBagGradsOf(const float* g, const int64_t* idx,
                                                  const int64_t* off, int64_t num_bags, int64_t dim,
                                                  Pooling pooling, int64_t lo, int64_t hi,
-                                                 float* drows) {
+                                                 float* out) {
   for (int64_t b = 0; b < num_bags; ++b) {
     const float divisor = BagDivisor(pooling, off[b + 1] - off[b]);
     for (int64_t p = off[b]; p < off[b + 1]; ++p) {
       const int64_t u = idx[p];
-      if (u >= lo && u < hi) AddRow<kBy16>(g + b * dim, divisor, dim, drows + u * dim);
+      if (u >= lo && u < hi) AddRow<kBy16>(g + b * dim, divisor, dim, out + (u - lo) * dim);
     }
   }
 }
 
-// The same, the rows [lo, hi) of drows zeroed first.
+// The same into `out`, rows [lo, hi) of drows (out[0] is row lo), zeroed
+// first.
 EMBER_MULTIVERSIONED
 void AddBagGrads(const float* g, const int64_t* idx, const int64_t* off, int64_t num_bags,
-                 int64_t dim, Pooling pooling, int64_t lo, int64_t hi, float* drows) {
-  std::memset(drows + lo * dim, 0, static_cast<size_t>((hi - lo) * dim) * sizeof(float));
+                 int64_t dim, Pooling pooling, int64_t lo, int64_t hi, float* out) {
+  std::memset(out, 0, static_cast<size_t>((hi - lo) * dim) * sizeof(float));
   if (dim % 16 == 0) {
-    AddBagGradsOf<true>(g, idx, off, num_bags, dim, pooling, lo, hi, drows);
+    AddBagGradsOf<true>(g, idx, off, num_bags, dim, pooling, lo, hi, out);
   } else {
-    AddBagGradsOf<false>(g, idx, off, num_bags, dim, pooling, lo, hi, drows);
+    AddBagGradsOf<false>(g, idx, off, num_bags, dim, pooling, lo, hi, out);
   }
+}
+
+// out[i] += from[i] for `count` floats.
+EMBER_MULTIVERSIONED
+void AddRange(const float* from, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] += from[i];
 }
 
 }  // namespace
@@ -182,7 +189,8 @@ Status EmbeddingBagForward(const Tensor& rows, const Tensor& row_index, const Te
 }
 
 Status EmbeddingBagBackward(const Tensor& dout, const Tensor& row_index, const Tensor& offsets,
-                            Pooling pooling, Tensor* drows) {
+                            Pooling pooling, Tensor* drows, int ranges,
+                            int64_t bags_per_example) {
   constexpr const char* kOp = "EmbeddingBagBackward";
   EMBER_RETURN_IF_ERROR(CheckRank(kOp, "dout", dout, DType::kF32, 2));
   if (drows == nullptr) return Status::InvalidArgument(kOp, ": drows is null");
@@ -205,10 +213,35 @@ Status EmbeddingBagBackward(const Tensor& dout, const Tensor& row_index, const T
   const int64_t tasks =
       std::min<int64_t>(std::max(1, CurrentArenaThreads()),
                         std::max<int64_t>(1, row_index.dim(0) * dim / kFloatsPerChunk));
+  if (ranges <= 1) {
+    ParallelFor(0, tasks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t t = first; t < last; ++t) {
+        const int64_t lo = num_rows * t / tasks, hi = num_rows * (t + 1) / tasks;
+        if (lo < hi) AddBagGrads(g, idx, off, num_bags, dim, pooling, lo, hi, dr + lo * dim);
+      }
+    });
+    return Status::OK();
+  }
+  if (bags_per_example < 1 || num_bags % bags_per_example != 0) {
+    return Status::InvalidArgument(kOp, ": ", num_bags, " bags are not examples of ",
+                                   bags_per_example, " bags");
+  }
+  // Each task sums its rows per range of examples into a scratch of its
+  // rows and adds the ranges' sums in range order.
+  const int64_t examples = num_bags / bags_per_example;
   ParallelFor(0, tasks, 1, [&](int64_t first, int64_t last) {
+    std::vector<float> scratch;
     for (int64_t t = first; t < last; ++t) {
       const int64_t lo = num_rows * t / tasks, hi = num_rows * (t + 1) / tasks;
-      if (lo < hi) AddBagGrads(g, idx, off, num_bags, dim, pooling, lo, hi, dr);
+      if (lo >= hi) continue;
+      scratch.resize(static_cast<size_t>((hi - lo) * dim));
+      for (int k = 0; k < ranges; ++k) {
+        const int64_t begin = examples * k / ranges * bags_per_example;
+        const int64_t end = examples * (k + 1) / ranges * bags_per_example;
+        float* out = k == 0 ? dr + lo * dim : scratch.data();
+        AddBagGrads(g + begin * dim, idx, off + begin, end - begin, dim, pooling, lo, hi, out);
+        if (k > 0) AddRange(scratch.data(), (hi - lo) * dim, dr + lo * dim);
+      }
     }
   });
   return Status::OK();

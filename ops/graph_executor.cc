@@ -192,7 +192,10 @@ Status GraphExecutor::set_row_shards(int shards) {
 int GraphExecutor::ShardsFor(int64_t batch) const {
   if (!device_.is_cpu() || !rows_independent_) return 0;
   const int shards = row_shards_ == 0 ? CurrentArenaThreads() : row_shards_;
-  if (shards < 2) return 0;
+  // One thread (row_shards 0) runs its one range with the ranges' kernels, so
+  // that its rows get the bits each range of a run with more threads gets
+  // (what a rank of a data-parallel job computes: pipeline/training_step.h).
+  if (shards < 2) return row_shards_ == 0 ? 1 : 0;
   return static_cast<int>(std::clamp<int64_t>(batch / kMinShardRows, 1, shards));
 }
 

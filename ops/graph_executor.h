@@ -81,6 +81,10 @@ class GraphExecutor {
   // threads that run them. InvalidArgument for shards < 0.
   Status set_row_shards(int shards);
   int row_shards() const { return row_shards_; }
+  // The row ranges the last Forward ran in (0: none, the whole batch at once).
+  // With row_shards 0 a one-thread arena runs one range, so that one thread
+  // computes what each range of a several-thread run computes.
+  int forward_row_ranges() const { return forward_shards_; }
 
  private:
   GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels, const Device& device,

@@ -99,6 +99,9 @@ Status TrainingStep::DenseTrain(StepState& state) {
   }
   EMBER_ASSIGN_OR_RETURN(state.loss, ops::SigmoidCrossEntropyWithLogits(
                                          flat_logits, flat_labels, &flat_dlogits, mean_over));
+  // Reported: this batch's own mean (the loss above is its share of the
+  // ranks' mean).
+  if (mean_over > 0) state.loss *= static_cast<double>(mean_over) / static_cast<double>(outputs);
   // The model's logits are its buffer, which the next batch's forward
   // overwrites; the state keeps its own for what reads them after the
   // pipeline's later stages (the progress line's AUC).
@@ -110,8 +113,10 @@ Status TrainingStep::DenseTrain(StepState& state) {
   EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));
   state.drows = Tensor::Empty(state.rows.shape());
   const Tensor dbags = state.dpooled.Reshape({b * state.batch.num_slots, dim});
+  // Summed per row range of the dense model, then over the ranges: the
+  // order in which ranks that each ran one range sum (see the header).
   return ops::EmbeddingBagBackward(dbags, state.row_index, state.offsets, ops::Pooling::kSum,
-                                   &state.drows);
+                                   &state.drows, model_->row_ranges(), state.batch.num_slots);
 }
 
 Status TrainingStep::AllReduceGradients() {

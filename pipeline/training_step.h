@@ -79,9 +79,10 @@ class TrainingStep {
   // their rows of state.rows (part of an early pull). REQUIRES: the table's
   // step is state.step.
   Status PullPart(StepState& state, const std::vector<int64_t>& rows);
-  // dense: pooling, forward, loss (state.loss: this batch's share of the
-  // mean over every rank's batch), backward, the gradients' all-reduce over
-  // ranks, one dense optimizer step, and the rows' gradients (state.drows).
+  // dense: pooling, forward, loss (state.loss: the mean over this batch; the
+  // gradients are those of the mean over every rank's batch), backward, the
+  // gradients' all-reduce over ranks, one dense optimizer step, and the rows'
+  // gradients (state.drows).
   Status DenseTrain(StepState& state);
   // push: the rows' gradients into the table.
   Status Push(StepState& state);

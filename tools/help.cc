@@ -46,7 +46,8 @@ constexpr Command kCommands[] = {
     {"plan",
      "plan a training job (the flags of train) on this host or a\n"
      "--cluster file: placement, predicted stage times, samples/s\n"
-     "and memory, disk and bandwidth needs"},
+     "and memory, disk and bandwidth needs; or draw a pipeline\n"
+     "schedule (--draw_schedule) with its predicted bubble"},
 };
 
 // Topics, in the order help lists them.
@@ -109,8 +110,9 @@ const std::vector<TopicFlags>& Topics() {
        {"rows", "vocabulary", "zipf_exponent", "id_weight_scale", "interaction_scale",
         "interacting_slots", "num_dense", "num_slots", "multi_hot_slots", "max_bag_size", "tasks"}},
       {Topic::kModel,
-       {"model", "num_experts", "expert_mlp", "cross_layers", "cross_rank", "embedding_dim",
-        "bottom_mlp", "top_mlp", "dense_device", "dense_precision", "dense_row_shards"}},
+       {"model", "num_experts", "expert_mlp", "moe_top_k", "moe_capacity_factor", "moe_expert_mlp",
+        "moe_aux_loss_weight", "cross_layers", "cross_rank", "embedding_dim", "bottom_mlp",
+        "top_mlp", "dense_device", "dense_precision", "dense_row_shards"}},
       {Topic::kTraining,
        {"batch_size", "epochs", "max_steps", "seed", "eval_every_steps", "eval_every_epoch"}},
       {Topic::kOptimizers,
@@ -121,14 +123,15 @@ const std::vector<TopicFlags>& Topics() {
         "embedding_memory_budget", "embedding_dir", "embedding_reserve_rows", "prefetch"}},
       {Topic::kPipeline,
        {"threads", "pipeline", "pipeline_depth", "stage_threads", "max_staleness", "early_pulls",
-        "read_ahead", "watchdog_seconds"}},
+        "read_ahead", "watchdog_seconds", "rank_timeout_seconds"}},
       {Topic::kCheckpoints, {"checkpoint_dir", "checkpoint_every_steps", "resume", "keep_best"}},
       {Topic::kOutput,
        {"predictions_out", "metrics_out", "export_dir", "trace_file", "plot_out", "model_hash",
         "timing_warmup_steps", "plan_out", "dot_out"}},
       {Topic::kPlanning,
        {"plan", "cluster", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
-        "plan_memory_limit", "plan_refine_from", "network_scale"}},
+        "plan_memory_limit", "plan_refine_from", "network_scale", "draw_schedule",
+        "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches"}},
       {Topic::kLogging, {"flagfile", "v", "log_dir"}},
   };
   return topics;

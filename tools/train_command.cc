@@ -38,6 +38,7 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 #include "tools/job_flags.h"
+#include "tools/job_ranks.h"
 #include "tools/plan_flags.h"
 #include "tools/run_curves.h"
 #include "tools/serving_flags.h"
@@ -53,6 +54,7 @@ bool IsNonNegativeDouble(const char*, double value) { return value >= 0; }
 bool IsPositive64(const char*, int64_t value) { return value > 0; }
 bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
 bool IsAutoOrNonNegative64(const char*, int64_t value) { return value >= -1; }
+bool IsPositiveDouble(const char*, double value) { return value > 0; }
 }  // namespace
 
 DEFINE_string(train_data, "",
@@ -67,10 +69,26 @@ DEFINE_double(test_fraction, 0.2,
               "when --test_data is empty.");
 DEFINE_validator(test_fraction, &IsFraction);
 DEFINE_string(model, "dlrm",
-              "Model to train: dlrm, deepfm, wide_deep, dcn_v2 or mmoe (multi-task; see "
-              "engine/model_zoo.h).");
-DEFINE_int32(num_experts, 4, "--model=mmoe: experts shared by the tasks.");
+              "Model to train: dlrm, deepfm, wide_deep, dcn_v2, mmoe (multi-task) or moe "
+              "(sparse mixture of experts; see engine/model_zoo.h).");
+DEFINE_int32(num_experts, 4,
+             "--model=mmoe: experts shared by the tasks; --model=moe: experts the examples "
+             "are routed among.");
 DEFINE_validator(num_experts, &IsPositive32);
+DEFINE_int32(moe_top_k, 2,
+             "--model=moe: experts each example is routed to (the gate's top k), 1 to "
+             "--num_experts.");
+DEFINE_validator(moe_top_k, &IsPositive32);
+DEFINE_double(moe_capacity_factor, 1.25,
+              "--model=moe: an expert's buffer holds ceil(factor * k * batch / experts) "
+              "examples per step; choices past it are dropped (counted). > 0, at most 64.");
+DEFINE_string(moe_expert_mlp, "",
+              "--model=moe: comma-separated widths of each expert's MLP (they replace the top "
+              "MLP's hidden layers); empty: those of --top_mlp.");
+DEFINE_double(moe_aux_loss_weight, 0.01,
+              "--model=moe: weight of the auxiliary load-balancing loss (GShard/Switch: "
+              "experts x sum of dispatch fraction x mean gate probability, 1 when uniform); "
+              "0 turns it off.");
 DEFINE_string(expert_mlp, "256,64",
               "--model=mmoe: comma-separated widths of each expert's MLP; the tasks' gates mix "
               "the last.");
@@ -219,6 +237,11 @@ DEFINE_bool(resume, true,
             "result of an uninterrupted run; the flags that decide that result must be those "
             "recorded in <checkpoint_dir>/job.flags (how long to train, outputs, threads, "
             "--pipeline and the disk tier may change). false: refuse to start.");
+DEFINE_double(rank_timeout_seconds, 60,
+              "Under mpirun: the longest a rank waits for the others in an exchange before the "
+              "job fails, naming the ranks that did not answer (a rank that dies is reported by "
+              "mpirun at once). Raise it if saving one rank's checkpoint takes longer.");
+DEFINE_validator(rank_timeout_seconds, &IsPositiveDouble);
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
@@ -254,6 +277,11 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.model.cross_rank = FLAGS_cross_rank;
   options.model.num_experts = FLAGS_num_experts;
   EMBER_ASSIGN_OR_RETURN(options.model.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
+  options.model.moe_top_k = FLAGS_moe_top_k;
+  options.model.moe_capacity_factor = FLAGS_moe_capacity_factor;
+  EMBER_ASSIGN_OR_RETURN(options.model.moe_expert_mlp,
+                         ParseWidths("moe_expert_mlp", FLAGS_moe_expert_mlp));
+  options.model.moe_aux_loss_weight = FLAGS_moe_aux_loss_weight;
   options.table.dim = FLAGS_embedding_dim;
   EMBER_ASSIGN_OR_RETURN(options.model.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
   EMBER_ASSIGN_OR_RETURN(options.model.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
@@ -511,7 +539,10 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
   return Status::OK();
 }
 
-Result<Data> LoadData(TempDir* temp_dir, int threads) {
+// With `several_ranks` (mpirun: --num_shards/--shard_index are the ranks'),
+// data in memory is read whole by every rank, which trains its rows of each
+// global batch (engine::Trainer::Fit(Dataset)); streamed data is sharded.
+Result<Data> LoadData(TempDir* temp_dir, int threads, bool several_ranks) {
   EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
   Data data;
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
@@ -528,7 +559,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads) {
     EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, &data));
     return data;
   }
-  if (FLAGS_num_shards > 1) {
+  if (FLAGS_num_shards > 1 && !several_ranks) {
     return Status::InvalidArgument("--num_shards needs --reader=stream (and --test_data)");
   }
   InputData train;
@@ -704,29 +735,75 @@ Status CheckOutputPath(const char* flag, const std::string& path) {
 
 // --export_dir: the serving bundle of the trained model, with the input
 // format training read (`source_format`: "columnar" or a text format).
-Status ExportTrained(engine::Trainer& trainer, const engine::TrainReport& report,
-                     const std::string& source_format) {
+Status ExportTrained(engine::Trainer& trainer, embedding::EmbeddingTable& table,
+                     const engine::TrainReport& report, const std::string& source_format) {
   EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
   const engine::BundleConfig config =
       engine::BundleConfigOf(trainer.options(), input, source_format == "columnar",
                              report.resumed_from_step + report.steps);
-  EMBER_RETURN_IF_ERROR(engine::WriteBundle(FLAGS_export_dir, config, trainer.model(),
-                                            trainer.table())
+  EMBER_RETURN_IF_ERROR(engine::WriteBundle(FLAGS_export_dir, config, trainer.model(), table)
                             .WithContext("--export_dir"));
   LOG(INFO) << "wrote the serving bundle of step " << config.step << " to " << FLAGS_export_dir;
   return Status::OK();
 }
 
-Status Train(int* stopped_by) {
+// Several ranks (under mpirun): every rank's rows in one in-memory table on
+// rank 0, for what rank 0 writes for the whole job (null on the others); one
+// rank: null, the trainer's table is whole.
+Result<std::unique_ptr<embedding::EmbeddingTable>> GatherTable(JobRanks& ranks,
+                                                               engine::Trainer& trainer) {
+  if (!ranks.several()) return std::unique_ptr<embedding::EmbeddingTable>();
+  std::unique_ptr<embedding::EmbeddingTable> all;
+  if (ranks.rank() == 0) {
+    embedding::EmbeddingTableOptions options = trainer.options().table;
+    options.memory_budget_bytes = 0;
+    options.disk_path.clear();
+    options.track_changes = false;
+    EMBER_ASSIGN_OR_RETURN(all, embedding::NewMemoryTable(options));
+  }
+  EMBER_RETURN_IF_ERROR(ranks.GatherRows(trainer.table(), all.get())
+                            .WithContext("gathering the ranks' embedding rows"));
+  return all;
+}
+
+// Under mpirun: each rank trains its shard of the data with its own rows,
+// in its own directories; rank 0 reports. Refuses what does not apply.
+Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
+  if (!ranks.several()) return Status::OK();
+  if (FLAGS_num_shards > 1 || FLAGS_shard_index > 0) {
+    return Status::InvalidArgument(
+        "--num_shards/--shard_index: under mpirun every rank reads shard <rank> of <ranks> of "
+        "--train_data by itself; drop these flags");
+  }
+  if (!FLAGS_checkpoint_dir.empty()) {
+    return Status::Unimplemented("--checkpoint_dir with several ranks is not supported yet");
+  }
+  FLAGS_num_shards = ranks.size();
+  FLAGS_shard_index = ranks.rank();
+  options->ranks = ranks.group();
+  options->show_progress = options->show_progress && ranks.rank() == 0;
+  if (!options->table.disk_path.empty()) {
+    options->table.disk_path += "/rank-" + std::to_string(ranks.rank());
+  }
+  if (!FLAGS_trace_file.empty()) FLAGS_trace_file += ".rank-" + std::to_string(ranks.rank());
+  return Status::OK();
+}
+
+Status Train(JobRanks& ranks, int* stopped_by) {
   LogEffectiveFlags(kTrainFlagFiles);
+  EMBER_RETURN_IF_ERROR(ranks.CheckSameFlags(EffectiveFlags(kTrainFlagFiles)));
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
+  EMBER_RETURN_IF_ERROR(ApplyRanks(ranks, &options));
+  const bool reports = ranks.rank() == 0;
   // Fail now rather than after hours of training.
   for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
                                    std::pair{"--trace_file", FLAGS_trace_file},
                                    std::pair{"--plot_out", FLAGS_plot_out}}) {
-    if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckOutputPath(flag, path));
+    if (!path.empty() && (reports || std::string(flag) == "--trace_file")) {
+      EMBER_RETURN_IF_ERROR(CheckOutputPath(flag, path));
+    }
   }
-  if (!FLAGS_export_dir.empty()) {
+  if (!FLAGS_export_dir.empty() && reports) {
     EMBER_RETURN_IF_ERROR(CheckWritableDestination(FLAGS_export_dir).WithContext("--export_dir"));
   }
   if (!FLAGS_plot_out.empty() && std::filesystem::path(FLAGS_plot_out).extension() != ".svg") {
@@ -737,7 +814,7 @@ Status Train(int* stopped_by) {
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
 
   TempDir temp_dir;
-  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads));
+  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads, ranks.several()));
   TempDir embedding_temp_dir;
   if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
@@ -781,6 +858,9 @@ Status Train(int* stopped_by) {
                 << FLAGS_checkpoint_dir;
     } else {
       EMBER_RETURN_IF_ERROR(RecordJobFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
+      EMBER_RETURN_IF_ERROR(RecordJobInput(FLAGS_checkpoint_dir,
+                                           {data.num_dense, data.num_slots, data.num_labels,
+                                            data.train_source.format == "columnar"}));
     }
   }
   // A first SIGINT/SIGTERM ends training after the batches in flight.
@@ -796,7 +876,16 @@ Status Train(int* stopped_by) {
     data.train_source.bad_lines = data.train_source.stream->bad_lines;
   }
   EMBER_RETURN_IF_ERROR(fit.status());
-  const engine::TrainReport& report = *fit;
+  engine::TrainReport report = *std::move(fit);
+  if (ranks.several()) {
+    // The job's examples and speed: every rank's, trained in step.
+    EMBER_ASSIGN_OR_RETURN(const int64_t job_examples, ranks.SumOverRanks(report.examples));
+    const double scale = report.examples > 0 ? static_cast<double>(job_examples) / report.examples
+                                             : 0.0;
+    report.examples = job_examples;
+    report.samples_per_sec *= scale;
+    report.steady_samples_per_sec *= scale;
+  }
   // A finished job's metrics, trace and plot are those of the run that
   // finished it, unless that run was stopped between its last checkpoint and
   // writing them (--metrics_out is then missing, or an earlier run's: one
@@ -841,10 +930,16 @@ Status Train(int* stopped_by) {
               << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
+  // With ranks, the whole table on rank 0 for the hash and the bundle.
+  std::unique_ptr<embedding::EmbeddingTable> gathered;
+  if (ranks.several() && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
+    EMBER_ASSIGN_OR_RETURN(gathered, GatherTable(ranks, *trainer));
+  }
+  embedding::EmbeddingTable* whole = gathered ? gathered.get() : &trainer->table();
   std::string model_hash;
-  if (FLAGS_model_hash) {
+  if (FLAGS_model_hash && reports) {
     EMBER_ASSIGN_OR_RETURN(const uint64_t hash,
-                           engine::HashTrainedModel(trainer->model(), trainer->table()));
+                           engine::HashTrainedModel(trainer->model(), *whole));
     model_hash = engine::ModelHashHex(hash);
     std::printf("model hash: %s\n", model_hash.c_str());
   }
@@ -856,6 +951,13 @@ Status Train(int* stopped_by) {
   }
   if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
   const engine::Metrics& test = *evaluated;
+  if (!reports) {
+    // Every rank took part in the evaluation; rank 0 reports and writes.
+    if (tracer) {
+      EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
+    }
+    return Status::OK();
+  }
 
   std::string steady;
   if (FLAGS_timing_warmup_steps > 0 && report.steady_samples_per_sec > 0) {
@@ -887,7 +989,7 @@ Status Train(int* stopped_by) {
   std::fflush(stdout);
 
   if (!FLAGS_export_dir.empty()) {
-    EMBER_RETURN_IF_ERROR(ExportTrained(*trainer, report, data.train_source.format));
+    EMBER_RETURN_IF_ERROR(ExportTrained(*trainer, *whole, report, data.train_source.format));
   }
   if (tracer) {
     EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
@@ -953,10 +1055,23 @@ Status Train(int* stopped_by) {
 
 int RunTrain() {
   int stopped_by = 0;
-  const Status status = Train(&stopped_by);
+  Result<std::unique_ptr<JobRanks>> ranks = JobRanks::Join(FLAGS_rank_timeout_seconds);
+  const Status status = ranks.ok() ? Train(**ranks, &stopped_by) : ranks.status();
   if (!status.ok()) {
-    std::fprintf(stderr, "ember train: %s\n", status.ToString().c_str());
+    // The other ranks' exchanges with this one fail at once, naming it.
+    if (ranks.ok()) (*ranks)->Abort(status);
+    const std::string who = ranks.ok() && (*ranks)->several()
+                                ? " (rank " + std::to_string((*ranks)->rank()) + " of " +
+                                      std::to_string((*ranks)->size()) + ")"
+                                : "";
+    std::fprintf(stderr, "ember train%s: %s\n", who.c_str(), status.ToString().c_str());
     return ExitCodeFor(status);
+  }
+  ranks->reset();
+  const Status finished = FinishJobRanks();
+  if (!finished.ok()) {
+    std::fprintf(stderr, "ember train: %s\n", finished.ToString().c_str());
+    return ExitCodeFor(finished);
   }
   // A job stopped by a signal has not finished, though everything it did is
   // saved: a scheduler that sees a failure restarts it (with --resume).

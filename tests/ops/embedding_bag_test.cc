@@ -131,6 +131,56 @@ TEST(EmbeddingBagOpsTest, ResultsAreBitIdenticalWithOneAndFourThreads) {
   }
 }
 
+// With ranges, each row's gradient is the ranges' own backward sums added in
+// range order (what ranks holding one range each add in rank order), for any
+// thread count; one range is the plain backward.
+TEST(EmbeddingBagOpsTest, RangesSumPerRangeThenOverRangesInOrder) {
+  RandomStream rng(7);
+  const int64_t num_rows = 50, slots = 3, examples = 40, dim = 16;
+  const Bags bags = RandomBags(examples * slots, num_rows, 4, rng);
+  const Tensor dout = RandomTensor({examples * slots, dim}, rng);
+  const int64_t* off = bags.offsets.data<int64_t>();
+  for (int ranges : {2, 3, 5}) {
+    // The reference: each range's bags alone, added in order.
+    std::vector<float> expected(static_cast<size_t>(num_rows * dim), 0.0f);
+    for (int k = 0; k < ranges; ++k) {
+      const int64_t begin = examples * k / ranges * slots, end = examples * (k + 1) / ranges * slots;
+      std::vector<int64_t> offsets(off + begin, off + end + 1);
+      for (int64_t& o : offsets) o -= off[begin];
+      std::vector<int64_t> index(bags.row_index.data<int64_t>() + off[begin],
+                                 bags.row_index.data<int64_t>() + off[end]);
+      Tensor part_dout = Tensor::Empty({end - begin, dim});
+      std::memcpy(part_dout.raw_data(), dout.data<float>() + begin * dim, part_dout.nbytes());
+      Tensor part = Tensor::Empty({num_rows, dim});
+      ASSERT_TRUE(
+          EmbeddingBagBackward(part_dout, I64(index), I64(offsets), Pooling::kSum, &part).ok());
+      for (int64_t i = 0; i < num_rows * dim; ++i) {
+        expected[i] = k == 0 ? part.data<float>()[i] : expected[i] + part.data<float>()[i];
+      }
+    }
+    for (int threads : {1, 3}) {
+      ThreadArena arena(threads);
+      Tensor grad = Tensor::Empty({num_rows, dim});
+      arena.Execute([&] {
+        ASSERT_TRUE(EmbeddingBagBackward(dout, bags.row_index, bags.offsets, Pooling::kSum, &grad,
+                                         ranges, slots)
+                        .ok());
+      });
+      EXPECT_EQ(0, std::memcmp(expected.data(), grad.raw_data(), grad.nbytes()))
+          << ranges << " ranges, " << threads << " threads";
+    }
+  }
+  Tensor whole = Tensor::Empty({num_rows, dim}), one = Tensor::Empty({num_rows, dim});
+  ASSERT_TRUE(EmbeddingBagBackward(dout, bags.row_index, bags.offsets, Pooling::kSum, &whole).ok());
+  ASSERT_TRUE(
+      EmbeddingBagBackward(dout, bags.row_index, bags.offsets, Pooling::kSum, &one, 1, slots).ok());
+  EXPECT_EQ(0, std::memcmp(whole.raw_data(), one.raw_data(), one.nbytes()));
+  Tensor bad = Tensor::Empty({num_rows, dim});
+  EXPECT_THAT(EmbeddingBagBackward(dout, bags.row_index, bags.offsets, Pooling::kSum, &bad, 2, 7)
+                  .message(),
+              HasSubstr("bags are not examples of 7 bags"));
+}
+
 // Widths that are multiples of 16 take a vector path; its sums must be the
 // scalar path's to the bit. The scalar path runs on one more column: the
 // columns both have must agree exactly.

@@ -1,0 +1,171 @@
+#include "tools/job_ranks.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "core/mpi_communicator.h"
+#include "embedding/stored_rows.h"
+
+namespace ember::tools {
+namespace {
+
+// Tags of GatherRows' messages on the control communicator.
+constexpr int kRowCountTag = 1, kKeysTag = 2, kRowsTag = 3;
+// Rows per message: well under MPI's 2 GiB per message for any row width
+// Ember allows in practice, and a bounded staging copy.
+constexpr int64_t kRowsPerMessage = 1 << 16;
+
+// Gives every rank `root`'s `text`. A collective: two broadcasts.
+Status BroadcastString(Communicator& comm, int root, std::string* text) {
+  std::vector<int64_t> length = {static_cast<int64_t>(text->size())};
+  EMBER_RETURN_IF_ERROR(comm.Broadcast(length, root));
+  std::vector<int32_t> chars(static_cast<size_t>(length[0]));
+  if (comm.rank() == root) std::copy(text->begin(), text->end(), chars.begin());
+  EMBER_RETURN_IF_ERROR(comm.Broadcast(chars, root));
+  text->assign(chars.begin(), chars.end());
+  return Status::OK();
+}
+
+std::string FlagsText(const std::vector<EffectiveFlag>& flags) {
+  std::string text;
+  for (const EffectiveFlag& flag : flags) text += flag.name + "=" + flag.value + "\n";
+  return text;
+}
+
+// The first flag of `mine` whose value differs from `theirs` (or that one
+// side lacks), described for an error; empty when none does.
+std::string FirstDifference(const std::vector<EffectiveFlag>& mine, const std::string& theirs,
+                            int rank) {
+  std::vector<std::pair<std::string, std::string>> other;
+  size_t at = 0;
+  while (at < theirs.size()) {
+    const size_t end = theirs.find('\n', at);
+    const std::string line = theirs.substr(at, end - at);
+    const size_t eq = line.find('=');
+    other.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    at = end + 1;
+  }
+  for (const EffectiveFlag& flag : mine) {
+    auto it = std::find_if(other.begin(), other.end(),
+                           [&](const auto& o) { return o.first == flag.name; });
+    if (it == other.end()) {
+      return "rank " + std::to_string(rank) + " has --" + flag.name + ", which rank 0 lacks";
+    }
+    if (it->second != flag.value) {
+      return "rank " + std::to_string(rank) + " has --" + flag.name + "=" + flag.value +
+             ", rank 0 --" + flag.name + "=" + it->second;
+    }
+  }
+  if (other.size() != mine.size()) {
+    return "rank 0 has flags that rank " + std::to_string(rank) + " lacks";
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
+  EMBER_ASSIGN_OR_RETURN(const MpiWorld world, InitMpi(nullptr, nullptr));
+  std::unique_ptr<JobRanks> ranks(new JobRanks());
+  ranks->rank_ = world.rank;
+  ranks->size_ = world.size;
+  if (world.size == 1) return ranks;
+  CommunicatorOptions options;
+  options.timeout_seconds = timeout_seconds;
+  // One communicator per thread that talks to the other ranks, made in the
+  // same order on every rank.
+  for (std::unique_ptr<Communicator>* comm :
+       {&ranks->control_, &ranks->pull_, &ranks->push_, &ranks->dense_}) {
+    Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(options);
+    if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
+    *comm = *std::move(made);
+  }
+  LOG(INFO) << "rank " << world.rank << " of " << world.size << " (mpirun)";
+  return ranks;
+}
+
+JobRanks::~JobRanks() = default;
+
+engine::RankGroup JobRanks::group() const {
+  return {pull_.get(), push_.get(), dense_.get(), control_.get()};
+}
+
+Status JobRanks::CheckSameFlags(const std::vector<EffectiveFlag>& flags) {
+  if (!several()) return Status::OK();
+  std::string text = FlagsText(flags);
+  std::string root_text = text;
+  EMBER_RETURN_IF_ERROR(BroadcastString(*control_, 0, &root_text));
+  std::string difference = FirstDifference(flags, root_text, rank_);
+  // Which ranks differ; the first of them tells the others what.
+  std::vector<int32_t> differs(static_cast<size_t>(size_), 0);
+  std::vector<int32_t> mine = {difference.empty() ? 0 : 1};
+  EMBER_RETURN_IF_ERROR(control_->AllGather(mine, differs));
+  const auto first = std::find(differs.begin(), differs.end(), 1);
+  if (first == differs.end()) return Status::OK();
+  EMBER_RETURN_IF_ERROR(
+      BroadcastString(*control_, static_cast<int>(first - differs.begin()), &difference));
+  return Status::InvalidArgument("the ranks of this job were started with different flags: ",
+                                 difference, " (every rank must run the same command)");
+}
+
+Status JobRanks::GatherRows(embedding::EmbeddingTable& table, embedding::EmbeddingTable* all) {
+  embedding::StoredRows& stored = table.stored_rows();
+  const int64_t floats = stored.row_floats();
+  std::vector<embedding::Key> keys;
+  std::vector<float> rows;
+  EMBER_RETURN_IF_ERROR(stored.Scan([&](embedding::Key key, const float* row) {
+    keys.push_back(key);
+    rows.insert(rows.end(), row, row + floats);
+    return Status::OK();
+  }));
+  if (rank_ != 0) {
+    std::vector<int64_t> count = {static_cast<int64_t>(keys.size())};
+    EMBER_RETURN_IF_ERROR(control_->Send(count, 0, kRowCountTag));
+    for (int64_t begin = 0; begin < count[0]; begin += kRowsPerMessage) {
+      const int64_t n = std::min(kRowsPerMessage, count[0] - begin);
+      EMBER_RETURN_IF_ERROR(control_->Send(ConstCommBuffer(keys.data() + begin, n), 0, kKeysTag));
+      EMBER_RETURN_IF_ERROR(
+          control_->Send(ConstCommBuffer(rows.data() + begin * floats, n * floats), 0, kRowsTag));
+    }
+    return control_->Barrier();
+  }
+  if (all == nullptr || all->stored_rows().row_floats() != floats) {
+    return Status::InvalidArgument("GatherRows: rank 0 needs a table of ", floats,
+                                   " floats per stored row");
+  }
+  embedding::StoredRows& into = all->stored_rows();
+  EMBER_RETURN_IF_ERROR(into.WriteRows(keys, rows.data()));
+  for (int r = 1; r < size_; ++r) {
+    std::vector<int64_t> count(1);
+    EMBER_RETURN_IF_ERROR(control_->Recv(count, r, kRowCountTag));
+    for (int64_t begin = 0; begin < count[0]; begin += kRowsPerMessage) {
+      const int64_t n = std::min(kRowsPerMessage, count[0] - begin);
+      keys.resize(static_cast<size_t>(n));
+      rows.resize(static_cast<size_t>(n * floats));
+      EMBER_RETURN_IF_ERROR(control_->Recv(keys, r, kKeysTag));
+      EMBER_RETURN_IF_ERROR(control_->Recv(rows, r, kRowsTag));
+      EMBER_RETURN_IF_ERROR(into.WriteRows(keys, rows.data()));
+    }
+  }
+  return control_->Barrier();
+}
+
+Result<int64_t> JobRanks::SumOverRanks(int64_t value) {
+  if (!several()) return value;
+  std::vector<int64_t> sum = {value};
+  EMBER_RETURN_IF_ERROR(control_->AllReduce(sum, sum));
+  return sum[0];
+}
+
+void JobRanks::Abort(const Status& reason) {
+  for (Communicator* comm : {pull_.get(), push_.get(), dense_.get(), control_.get()}) {
+    if (comm != nullptr) comm->Abort(reason);
+  }
+}
+
+Status FinishJobRanks() { return FinalizeMpi(); }
+
+}  // namespace ember::tools

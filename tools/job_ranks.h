@@ -1,0 +1,73 @@
+#pragma once
+
+// The ranks of an `ember train` job that mpirun started (issue 31):
+//
+//   mpirun -np 4 ember train --flagfile=job.flags
+//
+// Each process is one rank. It joins the others over MPI (core/
+// mpi_communicator.h) with a communicator per thread that talks to them
+// (pull, push, dense stages and the trainer's own thread: engine::RankGroup),
+// checks that every rank was started with the same flags, and gathers what
+// one rank writes for the job (the model hash, the serving bundle) from the
+// others. Without mpirun the job is one rank and nothing of this runs.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/status.h"
+#include "embedding/embedding_table.h"
+#include "engine/train_options.h"
+#include "tools/commands.h"
+
+namespace ember::tools {
+
+class JobRanks {
+ public:
+  // Joins the job's ranks when mpirun started this process (see InitMpi);
+  // otherwise returns a job of one rank. Every blocking exchange waits for
+  // the other ranks at most `timeout_seconds`, then fails naming the ranks
+  // that did not answer.
+  static Result<std::unique_ptr<JobRanks>> Join(double timeout_seconds);
+  ~JobRanks();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool several() const { return size_ > 1; }
+  // The communicators for the trainer; empty for one rank.
+  engine::RankGroup group() const;
+
+  // InvalidArgument on every rank unless every rank runs with the same
+  // `flags` (name and value), naming the first flag that differs, a rank
+  // that has it and the value of each side. A collective.
+  Status CheckSameFlags(const std::vector<EffectiveFlag>& flags);
+
+  // Copies every rank's stored rows of `table` (a sharded table: each rank
+  // holds its own) into `*all` on rank 0, which must be an empty table of the
+  // same row layout there (null on the others). A collective; for what rank
+  // 0 writes for the whole job. Holds the whole table in rank 0's memory.
+  Status GatherRows(embedding::EmbeddingTable& table, embedding::EmbeddingTable* all);
+
+  // The sum of every rank's `value` (a collective; `value` alone for one
+  // rank).
+  Result<int64_t> SumOverRanks(int64_t value);
+
+  // Leaves the job after a failure: the other ranks' exchanges with this
+  // one fail at once, naming it and `reason`.
+  void Abort(const Status& reason);
+
+ private:
+  JobRanks() = default;
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::unique_ptr<Communicator> pull_, push_, dense_, control_;
+};
+
+// Ends MPI after a job's last JobRanks is gone, when the job finished
+// without error; a failed rank exits without it (mpirun then ends the
+// others). Does nothing without mpirun.
+Status FinishJobRanks();
+
+}  // namespace ember::tools
