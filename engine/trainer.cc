@@ -10,6 +10,7 @@
 #include "embedding/sharded_table.h"
 #include "engine/model_zoo.h"
 #include "engine/prediction.h"
+#include "engine/rank_checkpoint.h"
 #include "io/rank_slice_source.h"
 #include "pipeline/training_loop.h"
 
@@ -46,7 +47,18 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
     return model.status().WithContext("the dense model on " + options.model.device.ToString());
   }
   EMBER_RETURN_IF_ERROR((*model)->InitOptimizer(options.dense_optimizer));
+  // With ranks, each keeps its checkpoints in a directory of its own and
+  // rank 0 commits the job's (engine/rank_checkpoint.h).
+  // One process resuming a job of ranks keeps that layout, as rank 0 of 1.
+  const std::string job_checkpoint_dir = options.checkpoint.dir;
+  const bool ranks_layout = !job_checkpoint_dir.empty() &&
+                            (options.ranks.active() || HasRanksRecord(job_checkpoint_dir));
+  if (ranks_layout) {
+    options.checkpoint.dir = RankCheckpointDir(job_checkpoint_dir, options.ranks.rank());
+  }
   std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), *std::move(model)));
+  trainer->job_checkpoint_dir_ = job_checkpoint_dir;
+  trainer->ranks_layout_ = ranks_layout;
   if (!options.checkpoint.dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(trainer->checkpointer_,
                            TrainingCheckpointer::Create(*trainer->table_, options.checkpoint));
@@ -98,7 +110,9 @@ Result<int64_t> Trainer::Restore() {
       const DenseState dense,
       DenseStateOf(*model_, options_.model.name, options_.dense_optimizer,
                    step_.optimizer_steps(), &resume_position_, &host));
-  EMBER_ASSIGN_OR_RETURN(const int64_t step, checkpointer_->Restore(dense));
+  EMBER_ASSIGN_OR_RETURN(const int64_t step,
+                         options_.ranks.active() || ranks_layout_ ? RestoreRanks(dense)
+                                                                 : checkpointer_->Restore(dense));
   if (!model_->device().is_cpu()) EMBER_RETURN_IF_ERROR(model_->ParametersFromHost(host));
   job_steps_ = step;
   skip_batches_ = step;
@@ -107,7 +121,63 @@ Result<int64_t> Trainer::Restore() {
 
 Result<int64_t> Trainer::NewestCheckpointStep() const {
   if (checkpointer_ == nullptr) return int64_t{-1};
-  return checkpointer_->NewestStep();
+  if (!options_.ranks.active() && !ranks_layout_) return checkpointer_->NewestStep();
+  Result<RanksRecord> record = FindRanksCheckpoint(job_checkpoint_dir_);
+  if (!record.ok() && record.status().code() == StatusCode::kNotFound) return int64_t{-1};
+  EMBER_RETURN_IF_ERROR(record.status());
+  return record->step;
+}
+
+Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
+  EMBER_ASSIGN_OR_RETURN(const RanksRecord record, FindRanksCheckpoint(job_checkpoint_dir_));
+  const int ranks = options_.ranks.size(), rank = options_.ranks.rank();
+  if (record.ranks == ranks && !record.unranked) {
+    return checkpointer_->RestoreAt(record.step, dense);
+  }
+  // Another number of ranks: this rank's rows from every old rank's
+  // checkpoint, one old rank at a time (its rows in a scratch table).
+  LOG(INFO) << "resharding the checkpoint of step " << record.step << " from " << record.ranks
+            << " ranks to " << ranks;
+  embedding::EmbeddingTableOptions scratch_options = options_.table;
+  scratch_options.memory_budget_bytes = 0;
+  scratch_options.disk_path.clear();
+  scratch_options.track_changes = true;
+  embedding::StoredRows& mine = table_->stored_rows();
+  int64_t kept = 0;
+  for (int old = 0; old < record.ranks; ++old) {
+    EMBER_ASSIGN_OR_RETURN(auto scratch, embedding::NewMemoryTable(scratch_options));
+    TrainingCheckpointOptions old_options = options_.checkpoint;
+    old_options.dir = RecordedRankDir(job_checkpoint_dir_, record, old);
+    EMBER_ASSIGN_OR_RETURN(auto reader, TrainingCheckpointer::Create(*scratch, old_options));
+    // Every rank's dense state is the same: each restore leaves it so.
+    EMBER_RETURN_IF_ERROR(reader->RestoreAt(record.step, dense).status().WithContext(
+        "resharding from " + old_options.dir));
+    std::vector<embedding::Key> keys;
+    std::vector<float> rows;
+    const int64_t floats = scratch->stored_rows().row_floats();
+    EMBER_RETURN_IF_ERROR(scratch->stored_rows().Scan([&](embedding::Key key, const float* row) {
+      if (embedding::KeyOwner(key, ranks) != rank) return Status::OK();
+      keys.push_back(key);
+      rows.insert(rows.end(), row, row + floats);
+      return Status::OK();
+    }));
+    EMBER_RETURN_IF_ERROR(mine.WriteRows(keys, rows.data()));
+    kept += static_cast<int64_t>(keys.size());
+  }
+  LOG(INFO) << "rank " << rank << " of " << ranks << " holds " << kept << " rows after resharding";
+  // The data in memory: the same place in batches of the new global size.
+  if (!dense.data_position->empty()) {
+    Result<std::string> moved = io::RebatchDatasetPosition(
+        *dense.data_position, int64_t{options_.batch_size} * ranks);
+    if (!moved.ok()) {
+      return Status::Unimplemented(
+          "resuming the checkpoint of ", record.ranks, " ranks on ", ranks,
+          ": its data position is of streamed data, whose shards cannot be moved to another "
+          "number of ranks; resume with ", record.ranks, " ranks");
+    }
+    *dense.data_position = *moved;
+  }
+  return record.step;
 }
 
 Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
@@ -121,6 +191,9 @@ Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
   EMBER_RETURN_IF_ERROR(checkpointer_->Save(step, dense)
                             .WithContext("writing the checkpoint of step " + std::to_string(step) +
                                          " in " + checkpointer_->dir()));
+  if (ranks_layout_) {
+    EMBER_RETURN_IF_ERROR(CommitRanksCheckpoint(options_.ranks.control, job_checkpoint_dir_, step));
+  }
   ++report->checkpoints_written;
   report->last_checkpoint_step = step;
   return Status::OK();

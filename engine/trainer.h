@@ -101,6 +101,9 @@ class Trainer {
   // Makes room for `rows` embedding rows (TrainOptions::embedding_reserve_rows):
   // `why` says where the figure comes from, for the log and the error.
   Status ReserveRows(int64_t rows, const std::string& why);
+  // Restore() with ranks: the checkpoint RANKS names, resharded when it was
+  // written by another number of ranks (engine/rank_checkpoint.h).
+  Result<int64_t> RestoreRanks(const DenseState& dense);
 
   TrainOptions options_;
   std::unique_ptr<embedding::EmbeddingTable> table_;
@@ -115,6 +118,12 @@ class Trainer {
   int64_t skip_batches_ = 0;
   std::string resume_position_;
   std::unique_ptr<TrainingCheckpointer> checkpointer_;
+  // The job's checkpoint directory (options_.checkpoint.dir is this rank's
+  // own under it when there are ranks).
+  std::string job_checkpoint_dir_;
+  // Checkpoints in rank directories with a RANKS commit (a job of ranks, or
+  // one process resuming one).
+  bool ranks_layout_ = false;
 };
 
 }  // namespace ember::engine

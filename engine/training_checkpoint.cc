@@ -1,5 +1,6 @@
 #include "engine/training_checkpoint.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -236,6 +237,17 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
     }
   }
   return newest_error.WithContext("no checkpoint in " + options_.dir + " is undamaged");
+}
+
+Result<int64_t> TrainingCheckpointer::RestoreAt(int64_t step, const DenseState& dense) {
+  Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(options_.dir + "/embedding");
+  if (!steps.ok() && steps.status().code() != StatusCode::kNotFound) return steps.status();
+  if (!steps.ok() || std::find(steps->begin(), steps->end(), step) == steps->end()) {
+    return Status::NotFound("no checkpoint of step ", step, " in ", options_.dir);
+  }
+  EMBER_ASSIGN_OR_RETURN(const int64_t restored, RestoreStep(step, dense));
+  if (steps->back() > step) EMBER_RETURN_IF_ERROR(embedding_.SetAsideSnapshotsAfter(step));
+  return restored;
 }
 
 Result<int64_t> TrainingCheckpointer::RestoreStep(int64_t step, const DenseState& dense) {

@@ -120,6 +120,12 @@ class TrainingCheckpointer {
   // whole file has been checked; on error the table's contents are
   // unspecified (restore again or start afresh).
   Result<int64_t> Restore(const DenseState& dense);
+  // Loads the checkpoint of exactly `step` (the one every rank of a job has:
+  // engine/rank_checkpoint.h), with no fallback: NotFound if dir has none of
+  // that step, DataLoss if it is damaged. Newer snapshots (a save that not
+  // every rank finished) are set aside as damaged-* so that saves go on
+  // from `step`.
+  Result<int64_t> RestoreAt(int64_t step, const DenseState& dense);
 
   const std::string& dir() const { return options_.dir; }
 

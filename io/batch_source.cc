@@ -132,4 +132,25 @@ Status DatasetBatchSource::ResumeFrom(std::string_view position) {
   return Status::OK();
 }
 
+Result<std::string> RebatchDatasetPosition(std::string_view position, int64_t batch_size) {
+  if (batch_size < 1) return Status::InvalidArgument("batch size ", batch_size, " is below 1");
+  Result<JsonValue> parsed = ParseJson(std::string(position));
+  const JsonValue* old = parsed.ok() ? parsed->Find("batch_size") : nullptr;
+  if (old == nullptr || parsed->Find("dataset") == nullptr || parsed->Find("next") == nullptr) {
+    return Status::InvalidArgument("data position ", position,
+                                   ": not a position of in-memory data");
+  }
+  // The same text with the one field changed: the other fields keep their
+  // exact spelling (the seed is a 64-bit integer).
+  const std::string text(position);
+  const std::string key = "\"batch_size\":";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) {
+    return Status::InvalidArgument("data position ", position, ": no batch_size field");
+  }
+  size_t end = at + key.size();
+  while (end < text.size() && (text[end] == ' ' || (text[end] >= '0' && text[end] <= '9'))) ++end;
+  return text.substr(0, at + key.size()) + std::to_string(batch_size) + text.substr(end);
+}
+
 }  // namespace ember::io

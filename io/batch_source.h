@@ -85,4 +85,12 @@ class DatasetBatchSource final : public BatchSource {
   std::vector<int64_t> indices_;
 };
 
+// The position `position` of a DatasetBatchSource (its ResumePosition) for
+// the same data in batches of `batch_size`: an epoch's order depends on the
+// seed and the epoch, not on the batch size, so the examples after it are
+// the same. For a job resumed with another global batch (engine/
+// rank_checkpoint.h). InvalidArgument when `position` is not one of a
+// DatasetBatchSource or batch_size < 1.
+Result<std::string> RebatchDatasetPosition(std::string_view position, int64_t batch_size);
+
 }  // namespace ember::io

@@ -470,9 +470,9 @@ Result<bool> StreamTrainingData(bool have_test_data) {
 // --piece_kib in bytes, or for 0 the default: 1 MiB, less for small input so
 // that each shard has at least 8 pieces (no less than 16 KiB). A function of
 // the input's size: the same input gets the same pieces, hence the same order.
-int64_t PieceBytes(const std::vector<std::string>& paths) {
+int64_t PieceBytes(const std::vector<std::string>& paths, int shards) {
   if (FLAGS_piece_kib > 0) return FLAGS_piece_kib << 10;
-  const int64_t per_piece = TotalFileBytes(paths) / (8 * int64_t{FLAGS_num_shards});
+  const int64_t per_piece = TotalFileBytes(paths) / (8 * int64_t{shards});
   return std::clamp<int64_t>(per_piece, int64_t{16} << 10, int64_t{1} << 20);
 }
 
@@ -481,12 +481,20 @@ int ReaderThreads(int threads) {
   return std::max(1, threads / 4);
 }
 
-// Streams --train_data and --test_data.
+// Which part of the training files this process reads: --num_shards and
+// --shard_index, or under mpirun the rank's.
+struct Shard {
+  int count = 1;
+  int index = 0;
+};
+
+// Streams --train_data (shard `shard` of it) and --test_data.
 Status OpenStreams(const std::vector<std::string>& train_paths,
-                   const std::vector<std::string>& test_paths, int threads, Data* data) {
-  if (FLAGS_shard_index >= FLAGS_num_shards) {
-    return Status::InvalidArgument("--shard_index=", FLAGS_shard_index,
-                                   " must be below --num_shards=", FLAGS_num_shards);
+                   const std::vector<std::string>& test_paths, int threads, Shard shard,
+                   Data* data) {
+  if (shard.index >= shard.count) {
+    return Status::InvalidArgument("--shard_index=", shard.index,
+                                   " must be below --num_shards=", shard.count);
   }
   io::StreamReaderOptions options;
   options.batch_size = FLAGS_batch_size;
@@ -495,10 +503,10 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
   options.shuffle_files = FLAGS_shuffle;
   options.shuffle_pieces = FLAGS_shuffle;
   options.shuffle_buffer = FLAGS_shuffle ? FLAGS_shuffle_buffer : 0;
-  options.num_shards = FLAGS_num_shards;
-  options.shard_index = FLAGS_shard_index;
+  options.num_shards = shard.count;
+  options.shard_index = shard.index;
   options.threads = ReaderThreads(threads);
-  options.piece_bytes = PieceBytes(train_paths);
+  options.piece_bytes = PieceBytes(train_paths, shard.count);
   // Columnar: 4096 rows for 1 MiB, the StreamReader's default.
   options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
   Result<InputStream> train = OpenInputStream(train_paths, options);
@@ -542,7 +550,7 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
 // With `several_ranks` (mpirun: --num_shards/--shard_index are the ranks'),
 // data in memory is read whole by every rank, which trains its rows of each
 // global batch (engine::Trainer::Fit(Dataset)); streamed data is sharded.
-Result<Data> LoadData(TempDir* temp_dir, int threads, bool several_ranks) {
+Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_ranks) {
   EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
   Data data;
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
@@ -556,7 +564,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads, bool several_ranks) {
   EMBER_ASSIGN_OR_RETURN(const bool stream,
                          StreamTrainingData(!train_paths.empty() && !test_paths.empty()));
   if (stream) {
-    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, &data));
+    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, shard, &data));
     return data;
   }
   if (FLAGS_num_shards > 1 && !several_ranks) {
@@ -775,11 +783,6 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
         "--num_shards/--shard_index: under mpirun every rank reads shard <rank> of <ranks> of "
         "--train_data by itself; drop these flags");
   }
-  if (!FLAGS_checkpoint_dir.empty()) {
-    return Status::Unimplemented("--checkpoint_dir with several ranks is not supported yet");
-  }
-  FLAGS_num_shards = ranks.size();
-  FLAGS_shard_index = ranks.rank();
   options->ranks = ranks.group();
   options->show_progress = options->show_progress && ranks.rank() == 0;
   if (!options->table.disk_path.empty()) {
@@ -814,7 +817,10 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
 
   TempDir temp_dir;
-  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads, ranks.several()));
+  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads,
+                                          ranks.several() ? Shard{ranks.size(), ranks.rank()}
+                                                          : Shard{FLAGS_num_shards, FLAGS_shard_index},
+                                          ranks.several()));
   TempDir embedding_temp_dir;
   if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
@@ -856,7 +862,8 @@ Status Train(JobRanks& ranks, int* stopped_by) {
       if (!step.ok()) return step.status().WithContext("--checkpoint_dir");
       LOG(INFO) << "resumed from the checkpoint of step " << *step << " in "
                 << FLAGS_checkpoint_dir;
-    } else {
+    } else if (reports) {
+      // One record for the job (with ranks: rank 0's, in the job's directory).
       EMBER_RETURN_IF_ERROR(RecordJobFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
       EMBER_RETURN_IF_ERROR(RecordJobInput(FLAGS_checkpoint_dir,
                                            {data.num_dense, data.num_slots, data.num_labels,

@@ -21,6 +21,8 @@
 #include "core/random.h"
 #include "embedding/sharded_table.h"
 #include "embedding/stored_rows.h"
+#include "core/file.h"
+#include "engine/rank_checkpoint.h"
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
@@ -230,6 +232,155 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
     EXPECT_LE(prediction_diff, 5e-6);
     EXPECT_NEAR(aucs[0], metrics->auc, 5e-5);
   }
+}
+
+// Every stored row (weights, optimizer state, metadata) of every rank, by key.
+std::map<uint64_t, std::vector<float>> AllRows(std::vector<std::unique_ptr<Trainer>>& trainers) {
+  std::map<uint64_t, std::vector<float>> rows;
+  for (auto& trainer : trainers) {
+    embedding::StoredRows& stored = trainer->table().stored_rows();
+    const int64_t floats = stored.row_floats();
+    EXPECT_TRUE(stored
+                    .Scan([&](uint64_t key, const float* row) {
+                      EXPECT_TRUE(rows.emplace(key, std::vector<float>(row, row + floats)).second)
+                          << "key " << key << " on two ranks";
+                      return Status::OK();
+                    })
+                    .ok());
+  }
+  return rows;
+}
+
+// "" when `a` and `b` hold the same rows, bit for bit; otherwise what differs.
+std::string RowDifference(const std::map<uint64_t, std::vector<float>>& a,
+                          const std::map<uint64_t, std::vector<float>>& b) {
+  if (a.size() != b.size()) {
+    return std::to_string(a.size()) + " rows against " + std::to_string(b.size());
+  }
+  int64_t differ = 0;
+  std::string first;
+  for (const auto& [key, row] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || std::memcmp(row.data(), it->second.data(), row.size() * 4) != 0 ||
+        row.size() != it->second.size()) {
+      if (differ++ == 0) {
+        first = "key " + std::to_string(key);
+        if (it != b.end()) {
+          for (size_t i = 0; i < row.size(); ++i) {
+            if (std::memcmp(&row[i], &it->second[i], 4) != 0) {
+              first += " float " + std::to_string(i) + ": " + std::to_string(row[i]) + " vs " +
+                       std::to_string(it->second[i]);
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+  return differ == 0 ? "" : std::to_string(differ) + " rows differ, first " + first;
+}
+
+class RankCheckpointTest : public test::TempDirTest {
+ protected:
+  // `ranks` trainers on the job's checkpoint directory, each restored when
+  // `restore`, then fitted on `train` up to max_steps (when > 0), ranks as
+  // threads.
+  std::vector<std::unique_ptr<Trainer>> Run(int ranks, const io::Dataset& train, bool restore,
+                                            int64_t max_steps) {
+    std::vector<Comms> groups(4);
+    for (Comms& group : groups) {
+      auto made = NewInProcessCommunicators(ranks, {.timeout_seconds = 60});
+      EXPECT_TRUE(made.ok());
+      group = std::move(*made);
+    }
+    std::vector<std::unique_ptr<Trainer>> trainers(ranks);
+    std::vector<Status> status(ranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        TrainOptions options;
+        options.model.bottom_mlp = {16};
+        options.model.top_mlp = {16};
+        options.table.dim = 8;
+        options.batch_size = 32;
+        options.threads = 1;
+        options.show_progress = false;
+        options.max_steps = max_steps;
+        options.checkpoint.dir = Path("ckpt");
+        options.ranks = {groups[0][r].get(), groups[1][r].get(), groups[2][r].get(),
+                         groups[3][r].get()};
+        auto trainer = Trainer::Create(options, train.num_dense(), train.num_slots());
+        status[r] = trainer.status();
+        if (trainer.ok()) {
+          trainers[r] = std::move(*trainer);
+          if (restore) status[r] = trainers[r]->Restore().status();
+          if (status[r].ok() && max_steps > 0) status[r] = trainers[r]->Fit(train).status();
+        }
+        if (!status[r].ok()) {
+          for (Comms& group : groups) group[r]->Abort(status[r]);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    // The trainers keep their communicators' group alive no longer than
+    // here: nothing collective runs after this.
+    groups_.push_back(std::move(groups));
+    return trainers;
+  }
+
+  std::vector<std::vector<Comms>> groups_;
+};
+
+// Resharding moves every row to its new owner: the set of rows (keys,
+// vectors, optimizer state, metadata) is the same on 3 ranks as on the 2 that
+// saved it, and after the 3 train on and save, the same on 2 again.
+TEST_F(RankCheckpointTest, ReshardingKeepsEveryRowAndTrainingGoesOn) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 3000;
+  ASSERT_TRUE(io::WriteSyntheticCriteo(Path("train.tsv"), synthetic).ok());
+  auto train = io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
+  ASSERT_TRUE(train.ok());
+
+  auto two = Run(2, *train, false, 6);
+  const auto saved = AllRows(two);
+  auto record = FindRanksCheckpoint(Path("ckpt"));
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(2, record->ranks);
+  EXPECT_EQ(6, record->step);
+  ASSERT_GT(saved.size(), 100u);
+
+  auto three = Run(3, *train, true, 0);
+  EXPECT_EQ("", RowDifference(saved, AllRows(three)));
+  for (auto& trainer : three) {
+    std::map<uint64_t, std::vector<float>> own;
+    CollectRows(trainer->table(), &own);
+    for (const auto& [key, row] : own) ASSERT_EQ(embedding::KeyOwner(key, 3), &trainer - &three[0]);
+  }
+
+  // The three train on from step 6 and save step 9; two take it back.
+  auto trained = Run(3, *train, true, 9);
+  const auto after = AllRows(trained);
+  EXPECT_NE("", RowDifference(saved, after));
+  record = FindRanksCheckpoint(Path("ckpt"));
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(3, record->ranks);
+  EXPECT_EQ(9, record->step);
+  auto back = Run(2, *train, true, 0);
+  EXPECT_EQ("", RowDifference(after, AllRows(back)));
+}
+
+// A save that not every rank finished is not the job's checkpoint: RANKS
+// still names the last whole one.
+TEST_F(RankCheckpointTest, ACheckpointIsTheJobsOnlyOnceEveryRankSavedIt) {
+  ASSERT_TRUE(CommitRanksCheckpoint(nullptr, Path(""), 4).ok());
+  auto record = FindRanksCheckpoint(Path(""));
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(1, record->ranks);
+  EXPECT_EQ(4, record->step);
+  ASSERT_TRUE(WriteFileAtomic(Path("RANKS"), "{\"format\": \"ember-ranks\"}").ok());
+  EXPECT_EQ(StatusCode::kDataLoss, FindRanksCheckpoint(Path("")).status().code());
+  EXPECT_EQ(StatusCode::kNotFound, FindRanksCheckpoint(Path("nothing")).status().code());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DistributedTrainerTest,

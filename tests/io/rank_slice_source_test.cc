@@ -86,3 +86,41 @@ TEST(RankSliceBatchSourceTest, RanksBatchesInRankOrderAreTheGlobalBatch) {
 
 }  // namespace
 }  // namespace ember::io
+
+namespace ember::io {
+namespace {
+
+// A position moved to another batch size resumes at the same example of the
+// same epoch order.
+TEST(RebatchDatasetPositionTest, ResumesAtTheSameExampleInBatchesOfAnotherSize) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSourceOptions four;
+  four.batch_size = 4;
+  four.num_epochs = 2;
+  four.shuffle = true;
+  four.seed = 3;
+  DatasetBatchSource first(data, four);
+  Batch batch;
+  for (int i = 0; i < 15; ++i) ASSERT_TRUE(*first.Next(&batch));  // Into epoch 1.
+  auto position = first.ResumePosition();
+  ASSERT_TRUE(position.ok());
+  std::vector<float> rest;
+  while (*first.Next(&batch)) rest.insert(rest.end(), batch.dense.begin(), batch.dense.end());
+
+  auto moved = RebatchDatasetPosition(*position, 6);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  DatasetBatchSourceOptions six = four;
+  six.batch_size = 6;
+  DatasetBatchSource second(data, six);
+  ASSERT_TRUE(second.ResumeFrom(*moved).ok());
+  std::vector<float> got;
+  while (*second.Next(&batch)) got.insert(got.end(), batch.dense.begin(), batch.dense.end());
+  EXPECT_EQ(rest, got);
+  // Unmoved, the batch size is refused.
+  EXPECT_FALSE(DatasetBatchSource(data, six).ResumeFrom(*position).ok());
+  EXPECT_FALSE(RebatchDatasetPosition("{\"stream\": 1}", 6).ok());
+  EXPECT_FALSE(RebatchDatasetPosition(*position, 0).ok());
+}
+
+}  // namespace
+}  // namespace ember::io

@@ -11,8 +11,11 @@
 #               naming the flag.
 #   kill        a rank killed (SIGKILL) mid-run ends the job non-zero within
 #               60 s, with output naming it, and no process is left.
+#   resume      2 ranks stopped at a checkpoint resume to the model of an
+#               uninterrupted run (same hash); the checkpoint resumes on 3
+#               ranks and on 1 (resharded) and trains on.
 #
-# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill
+# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill | resume
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -127,6 +130,33 @@ kill)
     fi
   done
   exit $status
+  ;;
+resume)
+  cd "$work"
+  job=("${data[@]}" --threads=1 --batch_size=64 --epochs=3)
+  run() { timeout 300 "$@" >>out.txt 2>&1 || { echo "FAIL: $* exited $?"; grep -v '^I[0-9]' out.txt | tail -n 20; exit 1; }; }
+  run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=50
+  whole=$(hash_of out.txt)
+  : >out.txt
+  run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=25 --checkpoint_dir=ckpt \
+      --checkpoint_every_steps=10
+  : >out.txt
+  run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=50 --checkpoint_dir=ckpt --resume
+  resumed=$(hash_of out.txt)
+  echo "uninterrupted $whole, resumed $resumed"
+  [[ -n "$whole" && "$whole" == "$resumed" ]] || { echo "FAIL: the resumed model differs"; exit 1; }
+  : >out.txt
+  run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
+  grep -q "resharding the checkpoint of step 50 from 2 ranks to 3" out.txt ||
+    { echo "FAIL: no resharding from 2 ranks to 3"; exit 1; }
+  grep -q '"ranks": 3' ckpt/RANKS && grep -q '"step": 60' ckpt/RANKS ||
+    { echo "FAIL: RANKS does not name 3 ranks at step 60"; cat ckpt/RANKS; exit 1; }
+  : >out.txt
+  run "$ember" train "${job[@]}" --max_steps=65 --checkpoint_dir=ckpt --resume
+  grep -q "resharding the checkpoint of step 60 from 3 ranks to 1" out.txt ||
+    { echo "FAIL: no resharding from 3 ranks to 1"; exit 1; }
+  grep -q "^train: 5 steps" out.txt || { echo "FAIL: did not train on"; exit 1; }
+  exit 0
   ;;
 *)
   echo "unknown mode $mode"; exit 2 ;;

@@ -1,0 +1,90 @@
+#include "engine/rank_checkpoint.h"
+
+#include <charconv>
+#include <vector>
+
+#include <filesystem>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "embedding/checkpoint.h"
+
+namespace ember::engine {
+namespace {
+
+constexpr const char* kFormat = "ember-ranks";
+constexpr int kVersion = 1;
+
+std::string RanksPath(const std::string& dir) { return dir + "/RANKS"; }
+
+}  // namespace
+
+std::string RankCheckpointDir(const std::string& dir, int rank) {
+  return dir + "/rank-" + std::to_string(rank);
+}
+
+bool HasRanksRecord(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(RanksPath(dir), ec);
+}
+
+std::string RecordedRankDir(const std::string& dir, const RanksRecord& record, int rank) {
+  return record.unranked ? dir : RankCheckpointDir(dir, rank);
+}
+
+Result<RanksRecord> FindRanksCheckpoint(const std::string& dir) {
+  const std::string path = RanksPath(dir);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    // A job of one process without ranks: its checkpoints are in dir.
+    Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(dir + "/embedding");
+    if (steps.ok() && !steps->empty()) return RanksRecord{1, steps->back(), true};
+    return Status::NotFound("no checkpoint in ", dir);
+  }
+  if (!text.ok()) return text.status();
+  Result<JsonValue> json = ParseJson(*text);
+  if (!json.ok()) return Status::DataLoss(path, ": not JSON (", json.status().message(), ")");
+  const auto integer = [&](const char* key, int64_t* out) {
+    const JsonValue* v = json->Find(key);
+    if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
+    const char* end = v->text.data() + v->text.size();
+    const auto [ptr, ec] = std::from_chars(v->text.data(), end, *out);
+    return ec == std::errc() && ptr == end;
+  };
+  const JsonValue* format = json->Find("format");
+  int64_t version = 0, ranks = 0, step = 0;
+  if (format == nullptr || format->text != kFormat || !integer("version", &version) ||
+      !integer("ranks", &ranks) || !integer("step", &step)) {
+    return Status::DataLoss(path, ": not a ranks' checkpoint record");
+  }
+  if (version != kVersion) {
+    return Status::DataLoss(path, ": version ", version, ", this Ember reads ", kVersion);
+  }
+  if (ranks < 1 || step < 0) {
+    return Status::DataLoss(path, ": ", ranks, " ranks at step ", step, " is no checkpoint");
+  }
+  return RanksRecord{static_cast<int>(ranks), step, false};
+}
+
+Status CommitRanksCheckpoint(Communicator* control, const std::string& dir, int64_t step) {
+  const auto write = [&](int ranks) {
+    JsonObject record;
+    record.Add("format", kFormat).Add("version", kVersion).Add("ranks", ranks).Add("step", step);
+    return WriteFileAtomic(RanksPath(dir), record.ToString())
+        .WithContext("committing the ranks' checkpoint");
+  };
+  if (control == nullptr) return write(1);
+  EMBER_RETURN_IF_ERROR(control->Barrier().WithContext("waiting for every rank's checkpoint"));
+  Status written;
+  if (control->rank() == 0) written = write(control->size());
+  // Rank 0's outcome for everyone: a failed commit fails every rank.
+  std::vector<int32_t> ok = {written.ok() ? 1 : 0};
+  EMBER_RETURN_IF_ERROR(control->Broadcast(ok, 0));
+  if (!written.ok()) return written;
+  if (ok[0] == 0) {
+    return Status::Internal("rank 0 could not commit the checkpoint of step ", step, " in ", dir);
+  }
+  return Status::OK();
+}
+
+}  // namespace ember::engine
