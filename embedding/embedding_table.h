@@ -92,6 +92,15 @@ struct TableStats {
   // Pulls that found their keys grouped ahead by PrepareKeys.
   int64_t prepared_pulls = 0;
 
+  // A table sharded over ranks (embedding/sharded_table.h; zero otherwise):
+  // bytes this rank sent other ranks (keys, rows, gradients and the counts
+  // of each exchange), and the least any exchange could send for the same
+  // steps: each key this rank pulls from another rank out once (8 bytes), its
+  // row back (4 x dim) and its gradient out (4 x dim), and the rows other
+  // ranks pull from this one back to them.
+  int64_t exchanged_bytes = 0;
+  int64_t exchanged_bytes_minimum = 0;
+
   // Tiers (all zero without a disk tier).
   int64_t memory_rows = 0;       // Rows held in the memory tier.
   int64_t disk_rows = 0;         // Rows held only in the disk tier (approximate).

@@ -1,6 +1,7 @@
 #include "embedding/sharded_table.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -87,7 +88,12 @@ class ShardedTable final : public EmbeddingTable {
   int dim() const override { return dim_; }
   int64_t num_rows() const override { return local_->num_rows(); }
   int64_t memory_bytes() const override { return local_->memory_bytes(); }
-  TableStats stats() const override { return local_->stats(); }
+  TableStats stats() const override {
+    TableStats stats = local_->stats();
+    stats.exchanged_bytes = sent_.load(std::memory_order_relaxed);
+    stats.exchanged_bytes_minimum = minimum_.load(std::memory_order_relaxed);
+    return stats;
+  }
 
   void Prefetch(const std::vector<Key>& keys) override {
     // Only this rank's rows: the others' owners are not asked (a hint).
@@ -141,6 +147,10 @@ class ShardedTable final : public EmbeddingTable {
     std::vector<float> got(sent.keys.size() * static_cast<size_t>(dim_));
     EMBER_RETURN_IF_ERROR(
         comm.AllToAllV(reply, Scaled(asked_counts, dim_), got, Scaled(sent.counts, dim_)));
+    // Keys out and rows back, to and from the other ranks only.
+    const int64_t remote_keys = Remote(sent.counts, comm), served = Remote(asked_counts, comm);
+    Count(remote_keys * 8 + served * 4 * dim_ + 8 * (comm.size() - 1),
+          remote_keys * 8 + served * 4 * dim_);
     for (size_t i = 0; i < sent.keys.size(); ++i) {
       std::memcpy(out + static_cast<size_t>(sent.from[i]) * dim_, &got[i * dim_],
                   sizeof(float) * dim_);
@@ -165,6 +175,10 @@ class ShardedTable final : public EmbeddingTable {
     std::vector<float> got_grads(got.size() * static_cast<size_t>(dim_));
     EMBER_RETURN_IF_ERROR(comm.AllToAllV(sent_grads, Scaled(sent.counts, dim_), got_grads,
                                          Scaled(got_counts, dim_)));
+    // Keys and gradients out: the keys again (the owner does not keep the
+    // pull's), which the minimum leaves out.
+    const int64_t remote_keys = Remote(sent.counts, comm);
+    Count(remote_keys * (8 + 4 * dim_) + 8 * (comm.size() - 1), remote_keys * 4 * dim_);
     // `got` is in rank order and each rank's keys are distinct, so adding
     // in arrival order sums every key's contributions in rank order.
     std::vector<Key> distinct;
@@ -187,9 +201,23 @@ class ShardedTable final : public EmbeddingTable {
     return local_->Push(distinct, sums.data());
   }
 
+  // Entries of `counts` for the other ranks, summed.
+  static int64_t Remote(const std::vector<int64_t>& counts, const Communicator& comm) {
+    int64_t total = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      if (r != comm.rank()) total += counts[static_cast<size_t>(r)];
+    }
+    return total;
+  }
+  void Count(int64_t sent, int64_t minimum) {
+    sent_.fetch_add(sent, std::memory_order_relaxed);
+    minimum_.fetch_add(minimum, std::memory_order_relaxed);
+  }
+
   std::unique_ptr<EmbeddingTable> local_;
   ShardedTableComms comms_;
   int dim_;
+  std::atomic<int64_t> sent_{0}, minimum_{0};
 };
 
 }  // namespace

@@ -937,6 +937,12 @@ Status Train(JobRanks& ranks, int* stopped_by) {
               << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
+  if (ranks.several() && report.steps > 0) {
+    const embedding::TableStats& t = report.embedding;
+    LOG(INFO) << "exchanges of rank " << ranks.rank() << ": " << t.exchanged_bytes / report.steps
+              << " bytes a step (the least possible: " << t.exchanged_bytes_minimum / report.steps
+              << ")";
+  }
   // With ranks, the whole table on rank 0 for the hash and the bundle.
   std::unique_ptr<embedding::EmbeddingTable> gathered;
   if (ranks.several() && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
@@ -1042,7 +1048,8 @@ Status Train(JobRanks& ranks, int* stopped_by) {
         .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
         .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
         .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
-        .Add("prepared_pulls", t.prepared_pulls);
+        .Add("prepared_pulls", t.prepared_pulls).Add("exchanged_bytes", t.exchanged_bytes)
+        .Add("exchanged_bytes_minimum", t.exchanged_bytes_minimum);
     train_json.Add("embedding", embedding_json);
     if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));
     if (!model_hash.empty()) train_json.Add("model_hash", model_hash);

@@ -156,6 +156,18 @@ TEST_P(ShardedTableTest, RanksTrainTheRowsOneTableTrainsOnTheirKeysTogether) {
     for (auto& table : tables) spilled += table->stats().spilled_rows;
     EXPECT_GT(spilled, 0) << "the budget should send rows to the ranks' disk tiers";
   }
+  // What went over the wire: nothing for one rank; otherwise at least the
+  // least possible, and not much more (keys sent again with gradients).
+  for (int r = 0; r < ranks; ++r) {
+    const TableStats stats = tables[r]->stats();
+    if (ranks == 1) {
+      EXPECT_EQ(0, stats.exchanged_bytes);
+    } else {
+      EXPECT_GT(stats.exchanged_bytes_minimum, 0) << "rank " << r;
+      EXPECT_GE(stats.exchanged_bytes, stats.exchanged_bytes_minimum) << "rank " << r;
+      EXPECT_LE(stats.exchanged_bytes, stats.exchanged_bytes_minimum * 13 / 10) << "rank " << r;
+    }
+  }
   // Every row, optimizer state and metadata included, is the reference's,
   // and it lives with its owner only.
   std::map<Key, std::vector<float>> expected = RowsOf(**reference), held;
