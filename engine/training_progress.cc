@@ -28,6 +28,10 @@ void TrainingProgress::Done(const pipeline::StepState& s) {
   TrainReport& report = *report_;
   ++report.steps;
   report.examples += s.batch.size;
+  report.moe_choices += s.moe.choices;
+  report.moe_dropped_choices += s.moe.dropped_choices;
+  report.moe_dropped_examples += s.moe.dropped_examples;
+  report.moe_aux_loss_sum += s.moe.aux_loss;
   if (report.steps == warmup_steps_) {
     warm_end_ = std::chrono::steady_clock::now();
     warm_examples_ = report.examples;

@@ -52,6 +52,14 @@ struct TrainReport {
   // reports.
   pipeline::StalenessHistogram staleness;
   int64_t stalls = 0;
+  // MoE layers (summed over layers and steps; zeros without them): routed
+  // choices, those dropped because their expert was full, examples that lost
+  // a choice, and the load-balancing loss summed over steps (unweighted; 1
+  // per layer when the load is uniform).
+  int64_t moe_choices = 0;
+  int64_t moe_dropped_choices = 0;
+  int64_t moe_dropped_examples = 0;
+  double moe_aux_loss_sum = 0.0;
   bool pipelined = false;
   // Stopped early through stop_requested.
   bool interrupted = false;

@@ -221,6 +221,14 @@ Status DenseModel::ParametersFromHost(const std::vector<Parameter>& host) {
 
 int DenseModel::row_ranges() const { return executor_->forward_row_ranges(); }
 
+MoeStepStats DenseModel::moe_stats() const {
+  if (!options_.device.is_cpu()) return {};
+  return CollectMoeStats(*graph_, [&](int id) -> const Tensor* {
+    const Tensor& value = executor_->value(id);
+    return value.defined() ? &value : nullptr;
+  });
+}
+
 int64_t DenseModel::forward_flops_per_example() const {
   double flops = 0;
   for (size_t n = 0; n < graph_->nodes().size(); ++n) {

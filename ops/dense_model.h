@@ -21,6 +21,7 @@
 #include "ops/dense_optimizer.h"
 #include "ops/graph.h"
 #include "ops/graph_executor.h"
+#include "ops/moe_expert_ops.h"
 #include "ops/precision.h"
 
 namespace ember::ops {
@@ -110,6 +111,10 @@ class DenseModel {
   // set_row_shards): 0 or 1 for the whole batch at once. The pooled
   // embeddings' backward sums per range too (pipeline/training_step.h).
   int row_ranges() const;
+  // What the MoE layers did in the last Forward (ops/moe_expert_ops.h); zeros
+  // for a graph without them, and on a CUDA device (its activations are not
+  // on the host).
+  MoeStepStats moe_stats() const;
 
  private:
   DenseModel(const DenseModelOptions& options, std::unique_ptr<Graph> graph,

@@ -85,6 +85,9 @@ class GraphExecutor {
   // With row_shards 0 a one-thread arena runs one range, so that one thread
   // computes what each range of a several-thread run computes.
   int forward_row_ranges() const { return forward_shards_; }
+  // Value `id` of the last Forward (an input or an activation), on the
+  // executor's device; undefined before the first.
+  const Tensor& value(int id) const { return values_[static_cast<size_t>(id)]; }
 
  private:
   GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels, const Device& device,

@@ -102,6 +102,7 @@ Status TrainingStep::DenseTrain(StepState& state) {
   // Reported: this batch's own mean (the loss above is its share of the
   // ranks' mean).
   if (mean_over > 0) state.loss *= static_cast<double>(mean_over) / static_cast<double>(outputs);
+  state.moe = model_->moe_stats();
   // The model's logits are its buffer, which the next batch's forward
   // overwrites; the state keeps its own for what reads them after the
   // pipeline's later stages (the progress line's AUC).

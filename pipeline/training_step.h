@@ -51,6 +51,8 @@ struct StepState {
   std::vector<int64_t> part_rows;
   Tensor part_values;
   double loss = 0.0;
+  // What the model's MoE layers did with this batch (zeros without them).
+  ops::MoeStepStats moe;
   bool prepared = false;  // Prepare ran on this batch (sequential read-ahead).
 };
 

@@ -937,6 +937,13 @@ Status Train(JobRanks& ranks, int* stopped_by) {
               << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
+  if (report.moe_choices > 0) {
+    LOG(INFO) << "moe: " << report.moe_dropped_examples / static_cast<double>(report.steps)
+              << " examples a step lost a choice to a full expert ("
+              << report.moe_dropped_choices << " of " << report.moe_choices
+              << " choices dropped); load-balancing loss " << report.moe_aux_loss_sum / report.steps
+              << " a step (1 a layer when balanced)";
+  }
   if (ranks.several() && report.steps > 0) {
     const embedding::TableStats& t = report.embedding;
     LOG(INFO) << "exchanges of rank " << ranks.rank() << ": " << t.exchanged_bytes / report.steps
@@ -1051,6 +1058,15 @@ Status Train(JobRanks& ranks, int* stopped_by) {
         .Add("prepared_pulls", t.prepared_pulls).Add("exchanged_bytes", t.exchanged_bytes)
         .Add("exchanged_bytes_minimum", t.exchanged_bytes_minimum);
     train_json.Add("embedding", embedding_json);
+    if (report.moe_choices > 0) {
+      JsonObject moe;
+      moe.Add("choices", report.moe_choices).Add("dropped_choices", report.moe_dropped_choices)
+          .Add("dropped_examples", report.moe_dropped_examples)
+          .Add("dropped_examples_per_step",
+               static_cast<double>(report.moe_dropped_examples) / report.steps)
+          .Add("aux_loss_per_step", report.moe_aux_loss_sum / report.steps);
+      train_json.Add("moe", moe);
+    }
     if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));
     if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
     JsonObject input_json;

@@ -106,6 +106,33 @@ TEST(MoeModelTest, OptionsOutOfRangeAreRefusedNamingTheFlag) {
   }
 }
 
+// The report counts the routed choices and those dropped because their
+// expert was full: none when every expert can take the whole batch, some at
+// a tight capacity.
+TEST(MoeModelTest, TheReportCountsDroppedExamples) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 2500;
+  const Planted data = Generate(synthetic, "report");
+  for (double factor : {0.5, 64.0}) {
+    TrainOptions options = MoeOptions();
+    options.model.moe_capacity_factor = factor;
+    auto trainer = Trainer::Create(options, data.train.num_dense(), data.train.num_slots());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto report = (*trainer)->Fit(data.train);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->examples * options.model.moe_top_k, report->moe_choices);
+    EXPECT_GT(report->moe_aux_loss_sum, 0.0);
+    if (factor > 10) {
+      EXPECT_EQ(0, report->moe_dropped_choices);
+      EXPECT_EQ(0, report->moe_dropped_examples);
+    } else {
+      EXPECT_GT(report->moe_dropped_choices, 0);
+      EXPECT_GT(report->moe_dropped_examples, 0);
+      EXPECT_LE(report->moe_dropped_examples, report->examples);
+    }
+  }
+}
+
 TEST(MoeModelTest, ParametersGrowWithTheExpertsAndFlopsPerExampleDoNot) {
   ModelOptions four = MoeOptions().model, sixteen = four;
   sixteen.num_experts = 16;
