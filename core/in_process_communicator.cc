@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
+#include "core/internal/collective.h"
 #include "core/mutex.h"
 
 namespace ember {
@@ -19,39 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class OpKind { kAllReduce, kAllGather, kAllToAllV, kBroadcast, kBarrier };
-
-const char* OpName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce: return "all_reduce";
-    case OpKind::kAllGather: return "all_gather";
-    case OpKind::kAllToAllV: return "all_to_all_v";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBarrier: return "barrier";
-  }
-  return "unknown";
-}
-
-// What every rank of one collective must agree on; count is -1 where ranks
-// may differ (AllToAllV), root -1 where there is none.
-struct Signature {
-  OpKind kind = OpKind::kBarrier;
-  CommDType dtype = CommDType::kF32;
-  int64_t count = -1;
-  int root = -1;
-
-  bool operator==(const Signature& other) const {
-    return kind == other.kind && dtype == other.dtype && count == other.count && root == other.root;
-  }
-  std::string ToString() const {
-    std::string text = OpName(kind);
-    if (kind == OpKind::kBarrier) return text;
-    text += count >= 0 ? internal::StrCat(" of ", count, " ") : std::string(" of ");
-    text += CommDTypeName(dtype);
-    if (root >= 0) text += internal::StrCat(" from root ", root);
-    return text;
-  }
-};
+using internal::OpKind;
+using internal::OpName;
+using internal::Signature;
 
 // What one rank brought to a collective.
 struct Contribution {
@@ -129,43 +99,6 @@ std::vector<char> CopyOf(ConstCommBuffer buffer) {
   const char* begin = static_cast<const char*>(buffer.data);
   return buffer.bytes() == 0 ? std::vector<char>()
                              : std::vector<char>(begin, begin + buffer.bytes());
-}
-
-// The type sums are computed in: T, or for integers its unsigned twin, whose
-// additions wrap where signed overflow would be undefined.
-template <typename T, bool = std::is_integral_v<T>>
-struct SumType {
-  using type = T;
-};
-template <typename T>
-struct SumType<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
-// out = in_0 + in_1 + ..., added in rank order.
-template <typename T>
-void SumInRankOrder(const std::vector<Contribution>& contributions, int64_t count, void* out) {
-  using Acc = typename SumType<T>::type;
-  Acc* sum = static_cast<Acc*>(out);
-  std::memcpy(sum, contributions[0].data.data(), static_cast<size_t>(count) * sizeof(T));
-  for (size_t r = 1; r < contributions.size(); ++r) {
-    const Acc* in = reinterpret_cast<const Acc*>(contributions[r].data.data());
-    for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
-  }
-}
-
-void SumInRankOrder(const std::vector<Contribution>& contributions, CommBuffer out) {
-  if (out.count == 0) return;
-  switch (out.dtype) {
-    case CommDType::kF32: return SumInRankOrder<float>(contributions, out.count, out.data);
-    case CommDType::kF64: return SumInRankOrder<double>(contributions, out.count, out.data);
-    case CommDType::kI32: return SumInRankOrder<int32_t>(contributions, out.count, out.data);
-    case CommDType::kI64: return SumInRankOrder<int64_t>(contributions, out.count, out.data);
-    case CommDType::kU64: return SumInRankOrder<uint64_t>(contributions, out.count, out.data);
-    case CommDType::kF16:
-    case CommDType::kBF16: break;
-  }
-  LOG(FATAL) << "ValidateAllReduce admits only summable dtypes, got " << CommDTypeName(out.dtype);
 }
 
 // InvalidArgument naming the first pair (in sender, receiver order) whose
@@ -277,10 +210,7 @@ Result<Collective*> InProcessCommunicator::Join(int64_t id, const std::string& w
   // get one naming it.
   Status status;
   if (!mine.invalid.ok()) {
-    // The checks name the operation; `what` names it with its number.
-    std::string problem = mine.invalid.message();
-    const std::string op = std::string(OpName(signature.kind)) + ": ";
-    if (problem.rfind(op, 0) == 0) problem.erase(0, op.size());
+    const std::string problem = internal::ArgumentProblem(signature.kind, mine.invalid);
     status = Status::InvalidArgument(what, ": ", problem);
     if (c.failure.ok()) {
       c.failure =
@@ -405,7 +335,11 @@ Status InProcessCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
   if (mine.invalid.ok()) mine.data = CopyOf(in);
   return RunCollective({OpKind::kAllReduce, in.dtype, in.count, -1}, std::move(mine),
                        [&](const std::string&, const Collective& c) {
-                         SumInRankOrder(c.contributions, out);
+                         std::vector<const char*> parts;
+                         for (const Contribution& from : c.contributions) {
+                           parts.push_back(from.data.data());
+                         }
+                         internal::SumInRankOrder(parts, out);
                          return Status::OK();
                        });
 }

@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -39,44 +38,8 @@ using internal::PollLeaveNotices;
 using internal::RankList;
 using internal::Received;
 using internal::Signature;
+using internal::SumInRankOrder;
 using internal::WireHeader;
-
-// The type sums are computed in: T, or for integers its unsigned twin, whose
-// additions wrap where signed overflow would be undefined.
-template <typename T, bool = std::is_integral_v<T>>
-struct SumType {
-  using type = T;
-};
-template <typename T>
-struct SumType<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
-// out = parts[0] + parts[1] + ..., added in rank order.
-template <typename T>
-void SumInRankOrder(const std::vector<const char*>& parts, int64_t count, void* out) {
-  using Acc = typename SumType<T>::type;
-  Acc* sum = static_cast<Acc*>(out);
-  std::memcpy(sum, parts[0], static_cast<size_t>(count) * sizeof(T));
-  for (size_t r = 1; r < parts.size(); ++r) {
-    const Acc* in = reinterpret_cast<const Acc*>(parts[r]);
-    for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
-  }
-}
-
-void SumInRankOrder(const std::vector<const char*>& parts, CommBuffer out) {
-  if (out.count == 0) return;
-  switch (out.dtype) {
-    case CommDType::kF32: return SumInRankOrder<float>(parts, out.count, out.data);
-    case CommDType::kF64: return SumInRankOrder<double>(parts, out.count, out.data);
-    case CommDType::kI32: return SumInRankOrder<int32_t>(parts, out.count, out.data);
-    case CommDType::kI64: return SumInRankOrder<int64_t>(parts, out.count, out.data);
-    case CommDType::kU64: return SumInRankOrder<uint64_t>(parts, out.count, out.data);
-    case CommDType::kF16:
-    case CommDType::kBF16: break;
-  }
-  LOG(FATAL) << "ValidateAllReduce admits only summable dtypes, got " << CommDTypeName(out.dtype);
-}
 
 // One message this rank waits for.
 struct Incoming {
@@ -127,6 +90,15 @@ class MpiCommunicator final : public Communicator {
   Status Exchange(const Signature& signature, const Status& invalid,
                   const std::vector<Bytes>& outgoing, std::vector<Received>* received,
                   std::string* what);
+  // The exchange of AllReduce and AllGather: after `invalid` (the op's own
+  // argument check), checks that `in` and `out` are host buffers and `in`
+  // fits one message, then sends `in` to every peer and receives theirs into
+  // (*received)[q]. Returns this rank's message (its copy of `in`).
+  Result<Bytes> ExchangeInputs(OpKind kind, Status invalid, ConstCommBuffer in, ConstCommBuffer out,
+                               std::vector<Received>* received);
+  // The argument checks of Send and Recv (`op`) with `peer`: InvalidArgument
+  // for a bad peer or tag, a device buffer or a buffer without data.
+  Status CheckPointToPoint(const char* op, ConstCommBuffer data, int peer, int tag) const;
   // Sends `bytes` to `peer`; the copy completes in the background.
   Status Post(const std::string& what, int peer, int tag, Bytes bytes);
   // Waits until every message of `incoming` has arrived, this rank aborts,
@@ -307,10 +279,7 @@ Status MpiCommunicator::Exchange(const Signature& signature, const Status& inval
   }
   EMBER_RETURN_IF_ERROR(WaitFor(*what, incoming, deadline));
   if (!invalid.ok()) {
-    // The checks name the operation; `what` names it with its number.
-    std::string problem = invalid.message();
-    const std::string op = std::string(OpName(signature.kind)) + ": ";
-    if (problem.rfind(op, 0) == 0) problem.erase(0, op.size());
+    const std::string problem = internal::ArgumentProblem(signature.kind, invalid);
     return Status(invalid.code(), internal::StrCat(*what, ": ", problem));
   }
   received->assign(size_, Received());
@@ -337,15 +306,21 @@ Status MpiCommunicator::Exchange(const Signature& signature, const Status& inval
   return Status::OK();
 }
 
-Status MpiCommunicator::Send(ConstCommBuffer data, int dst, int tag) {
-  EMBER_RETURN_IF_ERROR(ValidatePeer(*this, "send", dst, tag));
-  EMBER_RETURN_IF_ERROR(HostOnly("send", data));
+Status MpiCommunicator::CheckPointToPoint(const char* op, ConstCommBuffer data, int peer,
+                                          int tag) const {
+  EMBER_RETURN_IF_ERROR(ValidatePeer(*this, op, peer, tag));
+  EMBER_RETURN_IF_ERROR(HostOnly(op, data));
   if (tag > MpiUserTagMax()) {
-    return Status::InvalidArgument("send: tag ", tag, " exceeds ", MpiUserTagMax());
+    return Status::InvalidArgument(op, ": tag ", tag, " exceeds ", MpiUserTagMax());
   }
   if (data.count < 0 || (data.count > 0 && data.data == nullptr)) {
-    return Status::InvalidArgument("send: invalid buffer of ", data.count, " elements");
+    return Status::InvalidArgument(op, ": invalid buffer of ", data.count, " elements");
   }
+  return Status::OK();
+}
+
+Status MpiCommunicator::Send(ConstCommBuffer data, int dst, int tag) {
+  EMBER_RETURN_IF_ERROR(CheckPointToPoint("send", data, dst, tag));
   EMBER_RETURN_IF_ERROR(FitsOneMessage("send", static_cast<int64_t>(data.bytes())));
   const std::string what = internal::StrCat("send to rank ", dst, " (tag ", tag, ")");
   EMBER_RETURN_IF_ERROR(OwnAbort(what));
@@ -358,14 +333,7 @@ Status MpiCommunicator::Send(ConstCommBuffer data, int dst, int tag) {
 }
 
 Status MpiCommunicator::Recv(CommBuffer data, int src, int tag) {
-  EMBER_RETURN_IF_ERROR(ValidatePeer(*this, "recv", src, tag));
-  EMBER_RETURN_IF_ERROR(HostOnly("recv", data));
-  if (tag > MpiUserTagMax()) {
-    return Status::InvalidArgument("recv: tag ", tag, " exceeds ", MpiUserTagMax());
-  }
-  if (data.count < 0 || (data.count > 0 && data.data == nullptr)) {
-    return Status::InvalidArgument("recv: invalid buffer of ", data.count, " elements");
-  }
+  EMBER_RETURN_IF_ERROR(CheckPointToPoint("recv", data, src, tag));
   const std::string what = internal::StrCat("recv from rank ", src, " (tag ", tag, ")");
   const auto deadline = DeadlineAfter(options_.timeout_seconds);
   EMBER_RETURN_IF_ERROR(OwnAbort(what));
@@ -387,21 +355,30 @@ Status MpiCommunicator::Recv(CommBuffer data, int src, int tag) {
   return Status::OK();
 }
 
-Status MpiCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
-  Status invalid = ValidateAllReduce(in, out);
-  if (invalid.ok()) invalid = HostOnly("all_reduce", in);
-  if (invalid.ok()) invalid = HostOnly("all_reduce", out);
-  if (invalid.ok()) invalid = FitsOneMessage("all_reduce", static_cast<int64_t>(in.bytes()));
-  const Signature signature{OpKind::kAllReduce, in.dtype, in.count, -1};
-  // One copy of the input, sent to every peer; it is also this rank's
-  // contribution, so `out` may be `in`.
+Result<Bytes> MpiCommunicator::ExchangeInputs(OpKind kind, Status invalid, ConstCommBuffer in,
+                                              ConstCommBuffer out,
+                                              std::vector<Received>* received) {
+  const char* op = OpName(kind);
+  if (invalid.ok()) invalid = HostOnly(op, in);
+  if (invalid.ok()) invalid = HostOnly(op, out);
+  if (invalid.ok()) invalid = FitsOneMessage(op, static_cast<int64_t>(in.bytes()));
+  const Signature signature{kind, in.dtype, in.count, -1};
+  // One copy of the input, sent to every peer.
   const Bytes mine = invalid.ok()
                          ? MakeMessage(id_, signature, next_collective_, in.data, in.count)
                          : MakeInvalidMessage(id_, signature, next_collective_, invalid.message());
-  std::vector<Received> received;
   std::string what;
   EMBER_RETURN_IF_ERROR(
-      Exchange(signature, invalid, std::vector<Bytes>(size_, mine), &received, &what));
+      Exchange(signature, invalid, std::vector<Bytes>(size_, mine), received, &what));
+  return mine;
+}
+
+Status MpiCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
+  std::vector<Received> received;
+  // This rank's message is also its contribution, so `out` may be `in`.
+  EMBER_ASSIGN_OR_RETURN(
+      const Bytes mine,
+      ExchangeInputs(OpKind::kAllReduce, ValidateAllReduce(in, out), in, out, &received));
   std::vector<const char*> parts(size_);
   for (int q = 0; q < size_; ++q) {
     parts[q] = q == rank_ ? mine->data() + sizeof(WireHeader) : received[q].payload;
@@ -411,18 +388,10 @@ Status MpiCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
 }
 
 Status MpiCommunicator::AllGather(ConstCommBuffer in, CommBuffer out) {
-  Status invalid = ValidateAllGather(size_, in, out);
-  if (invalid.ok()) invalid = HostOnly("all_gather", in);
-  if (invalid.ok()) invalid = HostOnly("all_gather", out);
-  if (invalid.ok()) invalid = FitsOneMessage("all_gather", static_cast<int64_t>(in.bytes()));
-  const Signature signature{OpKind::kAllGather, in.dtype, in.count, -1};
-  const Bytes mine = invalid.ok()
-                         ? MakeMessage(id_, signature, next_collective_, in.data, in.count)
-                         : MakeInvalidMessage(id_, signature, next_collective_, invalid.message());
   std::vector<Received> received;
-  std::string what;
   EMBER_RETURN_IF_ERROR(
-      Exchange(signature, invalid, std::vector<Bytes>(size_, mine), &received, &what));
+      ExchangeInputs(OpKind::kAllGather, ValidateAllGather(size_, in, out), in, out, &received)
+          .status());
   const size_t block_bytes = in.bytes();
   if (block_bytes == 0) return Status::OK();
   char* dst = static_cast<char*>(out.data);

@@ -12,27 +12,6 @@ constexpr uint32_t kWireMagic = 0x454d4231;  // "EMB1"
 
 }  // namespace
 
-const char* OpName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce: return "all_reduce";
-    case OpKind::kAllGather: return "all_gather";
-    case OpKind::kAllToAllV: return "all_to_all_v";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send";
-  }
-  return "unknown";
-}
-
-std::string Signature::ToString() const {
-  std::string text = OpName(kind);
-  if (kind == OpKind::kBarrier) return text;
-  text += count >= 0 ? StrCat(" of ", count, " ") : std::string(" of ");
-  text += CommDTypeName(dtype);
-  if (root >= 0) text += StrCat(" from root ", root);
-  return text;
-}
-
 Bytes MakeMessage(int64_t communicator, const Signature& signature, int64_t seq, const void* data,
                   int64_t count) {
   const size_t payload_bytes = static_cast<size_t>(count) * CommDTypeSize(signature.dtype);

@@ -10,30 +10,11 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/internal/collective.h"
 #include "core/internal/mpi_world.h"
 #include "core/status.h"
 
 namespace ember::internal {
-
-enum class OpKind : uint8_t { kAllReduce, kAllGather, kAllToAllV, kBroadcast, kBarrier, kSend };
-
-// "all_reduce", "send", ...
-const char* OpName(OpKind kind);
-
-// What every rank of one collective must agree on; count is -1 where ranks
-// may differ (AllToAllV), root -1 where there is none.
-struct Signature {
-  OpKind kind = OpKind::kBarrier;
-  CommDType dtype = CommDType::kF32;
-  int64_t count = -1;
-  int root = -1;
-
-  bool operator==(const Signature& other) const {
-    return kind == other.kind && dtype == other.dtype && count == other.count && root == other.root;
-  }
-  // "all_reduce of 12 f32", "broadcast of 4 u64 from root 0", "barrier".
-  std::string ToString() const;
-};
 
 // Leads every data message.
 struct WireHeader {

@@ -34,6 +34,17 @@ void OnEveryRank(const Communicators& comms, const std::function<void(Communicat
   for (std::thread& thread : threads) thread.join();
 }
 
+void SendAroundTheRingThenRecvTagsOutOfOrder(Communicator& comm) {
+  const int r = comm.rank(), n = comm.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 1}, next, 1).ok());
+  ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 2}, next, 2).ok());
+  std::vector<int32_t> second(2), first(2);
+  ASSERT_TRUE(comm.Recv(second, prev, 2).ok());
+  ASSERT_TRUE(comm.Recv(first, prev, 1).ok());
+  EXPECT_EQ((std::vector<int32_t>{prev, 2}), second);
+  EXPECT_EQ((std::vector<int32_t>{prev, 1}), first);
+}
+
 void CommunicatorContractTest::SetUp() {
   if (GetParam().unavailable) {
     const std::string reason = GetParam().unavailable(ranks());

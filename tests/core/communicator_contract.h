@@ -63,6 +63,12 @@ std::string BackendName(const ::testing::TestParamInfo<CommunicatorBackend>& inf
 // at once, each on its own thread, and joins them.
 void OnEveryRank(const Communicators& comms, const std::function<void(Communicator&)>& body);
 
+// A body for OnEveryRank on backends whose Send does not wait for the
+// matching Recv (in-process, MPI; NCCL's does): every rank sends two tagged
+// messages to the next rank of the ring before it receives the previous
+// rank's, the second tag first, and checks what arrives.
+void SendAroundTheRingThenRecvTagsOutOfOrder(Communicator& comm);
+
 class CommunicatorContractTest : public ::testing::TestWithParam<CommunicatorBackend> {
  protected:
   // Skips the test when the backend is unavailable here.

@@ -58,17 +58,7 @@ TEST(InProcessCommunicatorTest, RejectsAnEmptyGroupAndBadTimeouts) {
 
 TEST(InProcessCommunicatorTest, RecvMatchesTagsOutOfOrderAndSendsDoNotWaitForRecvs) {
   Communicators comms = MakeGroup(3);
-  OnEveryRank(comms, [&](Communicator& comm) {
-    const int r = comm.rank(), next = (r + 1) % 3, prev = (r + 2) % 3;
-    // Every rank sends before it receives: a ring that needs buffered sends.
-    ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 1}, next, 1).ok());
-    ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 2}, next, 2).ok());
-    std::vector<int32_t> second(2), first(2);
-    ASSERT_TRUE(comm.Recv(second, prev, 2).ok());
-    ASSERT_TRUE(comm.Recv(first, prev, 1).ok());
-    EXPECT_EQ((std::vector<int32_t>{prev, 2}), second);
-    EXPECT_EQ((std::vector<int32_t>{prev, 1}), first);
-  });
+  OnEveryRank(comms, &SendAroundTheRingThenRecvTagsOutOfOrder);
 }
 
 TEST(InProcessCommunicatorTest, RecvOfAnotherSizeOrDTypeNamesBoth) {

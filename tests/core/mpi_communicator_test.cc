@@ -120,17 +120,7 @@ TEST_F(MpiCommunicatorTest, DeviceBuffersAreInvalidArguments) {
 TEST_F(MpiCommunicatorTest, SendsDoNotWaitForRecvsAndRecvMatchesTagsOutOfOrder) {
   if (size() < 2) GTEST_SKIP() << "needs two ranks";
   Communicators comms = MakeGroup();
-  OnMyRank(comms, [&](Communicator& comm) {
-    const int r = comm.rank(), n = comm.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
-    // Every rank sends before it receives: a ring that needs buffered sends.
-    ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 1}, next, 1).ok());
-    ASSERT_TRUE(comm.Send(std::vector<int32_t>{r, 2}, next, 2).ok());
-    std::vector<int32_t> second(2), first(2);
-    ASSERT_TRUE(comm.Recv(second, prev, 2).ok());
-    ASSERT_TRUE(comm.Recv(first, prev, 1).ok());
-    EXPECT_EQ((std::vector<int32_t>{prev, 2}), second);
-    EXPECT_EQ((std::vector<int32_t>{prev, 1}), first);
-  });
+  OnMyRank(comms, &SendAroundTheRingThenRecvTagsOutOfOrder);
 }
 
 TEST_F(MpiCommunicatorTest, RecvOfAnotherSizeOrDTypeNamesBothAndDropsTheMessage) {

@@ -6,37 +6,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 
 #include "core/file.h"
+#include "tests/testing/command_run.h"
 #include "tests/testing/temp_dir.h"
 
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using ember::test::CommandRun;
+using ember::test::RunCommand;
 
 // Runs `ember args` with stderr merged into stdout.
 CommandRun Ember(const std::string& args) {
-  const std::string command = std::string(EMBER_BINARY) + " " + args + " 2>&1";
-  CommandRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    run.output.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+  return RunCommand(std::string(EMBER_BINARY) + " " + args);
 }
 
 bool Contains(const std::string& text, const std::string& part) {

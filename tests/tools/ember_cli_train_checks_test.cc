@@ -2,10 +2,7 @@
 // file, errors found before the first step, a finished job run again, and
 // evaluations during training with their history and curves.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -14,29 +11,17 @@
 #include <vector>
 
 #include "core/file.h"
+#include "tests/testing/command_run.h"
 #include "tests/testing/temp_dir.h"
 
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using ember::test::CommandRun;
+using ember::test::RunCommand;
 
 // Runs `ember args` (behind `prefix`, e.g. "env X=1") with stderr merged.
 CommandRun Ember(const std::string& args, const std::string& prefix = "") {
-  const std::string command = prefix + " " + std::string(EMBER_BINARY) + " " + args + " 2>&1";
-  CommandRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    run.output.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+  return RunCommand(prefix + " " + std::string(EMBER_BINARY) + " " + args);
 }
 
 bool Has(const std::string& text, const std::string& part) {

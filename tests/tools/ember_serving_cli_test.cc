@@ -1,40 +1,24 @@
 // `ember train --export_dir`, `ember export`, `ember eval`, `ember predict`
 // and the C example, run as a user would.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
 
 #include "core/file.h"
+#include "tests/testing/command_run.h"
 #include "tests/testing/temp_dir.h"
 
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using ember::test::CommandRun;
+using ember::test::RunCommand;
 
-CommandRun Shell(const std::string& command) {
-  CommandRun run;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    run.output.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+CommandRun Ember(const std::string& args) {
+  return RunCommand(std::string(EMBER_BINARY) + " " + args);
 }
-
-CommandRun Ember(const std::string& args) { return Shell(std::string(EMBER_BINARY) + " " + args); }
 
 // The literal of `key` in the "test" object of a metrics JSON.
 std::string TestField(const std::string& json, const std::string& key) {
@@ -145,8 +129,9 @@ TEST_F(EmberServingCliTest, TheCExampleScoresAsPredictDoes) {
   TrainAndExport();
   ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
                      " --threads=1 --predictions_out=" + Path("p.txt")).exit_code);
-  const CommandRun example = Shell(std::string(EMBER_SERVING_EXAMPLE) + " " + Path("bundle") + " " +
-                                 Path("test.tsv") + " >" + Path("c.txt"));
+  const CommandRun example = RunCommand(std::string(EMBER_SERVING_EXAMPLE) + " " +
+                                        Path("bundle") + " " + Path("test.tsv") + " >" +
+                                        Path("c.txt"));
   ASSERT_EQ(0, example.exit_code) << example.output;
   EXPECT_EQ(Contents(Path("p.txt")), Contents(Path("c.txt")));
 }
