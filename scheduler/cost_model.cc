@@ -48,6 +48,37 @@ DeviceRates DefaultCpuRates() {
   return r;
 }
 
+RankExchangeBytes RankExchangePerStep(double distinct_keys, int ranks, int dim,
+                                      double gradient_bytes) {
+  RankExchangeBytes bytes;
+  if (ranks <= 1) return bytes;
+  const double n = ranks;
+  const double remote = distinct_keys * (n - 1) / n;
+  const double counts = 8.0 * (n - 1);
+  bytes.pull = remote * (8.0 + 4.0 * dim) + counts;
+  bytes.push = remote * (8.0 + 4.0 * dim) + counts;
+  bytes.dense = (n - 1) * gradient_bytes;
+  return bytes;
+}
+
+double RankExchangeSeconds(double bytes, int rounds, const RankLinks& links) {
+  if (links.ranks <= 1) return 0.0;
+  const double peers = links.ranks - 1;
+  const double near = std::clamp(links.ranks_per_host, 1, links.ranks) - 1;
+  const double far = peers - near;
+  double seconds = 0.0;
+  if (near > 0) {
+    seconds += bytes * near / peers / (links.loopback_gbps * 1e9) +
+               rounds * near * links.loopback_latency_us * 1e-6;
+  }
+  if (far > 0) {
+    // The host's ranks share its link.
+    const double gbps = links.network_gbps / std::max(1, links.ranks_per_host);
+    seconds += bytes * far / peers / (gbps * 1e9) + rounds * far * links.network_latency_us * 1e-6;
+  }
+  return seconds;
+}
+
 CostModel::CostModel(const ResourceGraph* graph, CostModelOptions options)
     : graph_(graph), options_(options) {}
 
@@ -301,6 +332,31 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     trainer[s] = SimStage{StageName(s), seconds[s] * scale, 1.0, -1, 1};
     trainer[s].cores =
         std::min<double>(cores, s == Stage::kDense ? dense_threads : setup.threads[s]);
+  }
+  // A job of ranks: the pull and push exchange keys, rows and gradients with
+  // the owners (three collectives each: counts, keys, rows or gradients),
+  // and the dense stage all-reduces the gradients (one collective, then the
+  // N gradients summed at the memory bandwidth). MPI polls while it waits:
+  // the stages keep their cores.
+  if (setup.ranks > 1) {
+    RankLinks links;
+    links.ranks = setup.ranks;
+    links.ranks_per_host = setup.ranks_per_host;
+    links.loopback_gbps = options_.loopback_gbps;
+    links.loopback_latency_us = options_.loopback_latency_us;
+    links.network_gbps = setup.network_gbps;
+    links.network_latency_us = setup.network_latency_us;
+    const double gradient_bytes = 4.0 * program.dense_parameters;
+    cost.rank_bytes = RankExchangePerStep(u, setup.ranks, program.sparse.embedding_dim,
+                                          gradient_bytes);
+    const double pull = RankExchangeSeconds(cost.rank_bytes.pull, 3, links);
+    const double push = RankExchangeSeconds(cost.rank_bytes.push, 3, links);
+    const double dense = RankExchangeSeconds(cost.rank_bytes.dense, 1, links) +
+                         setup.ranks * gradient_bytes / (gbps * 1e9);
+    trainer[Stage::kPull].seconds += pull;
+    trainer[Stage::kPush].seconds += push;
+    trainer[Stage::kDense].seconds += dense;
+    cost.rank_exchange_seconds = pull + push + dense;
   }
   // The dense stage's oneDNN ops run as an OpenMP team: on cores shared
   // with the sparse stages it goes at the pace of its slowest thread.

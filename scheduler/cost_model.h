@@ -36,7 +36,51 @@ struct CostModelOptions {
   double sparse_scaling_exponent = 0.8;
   // Threads the disk tier's prefetcher uses (EmbeddingTableOptions).
   int prefetch_threads = 2;
+  // Between two ranks of a job on one host (MPI over shared memory): the
+  // bandwidth one rank gets and the latency of a message. Defaults: what
+  // tools/bench/mpi_loopback measures on a small server.
+  double loopback_gbps = 4.0;
+  double loopback_latency_us = 5.0;
 };
+
+// The bytes one rank of a job of `ranks` (mpirun -np N ember train) sends in
+// a step, as the key-sharded table and the MPI backend count them
+// (embedding/sharded_table.cc, core/mpi_communicator.h). A rank's distinct
+// keys are owned by the others with probability (N - 1) / N.
+struct RankExchangeBytes {
+  // Pull: the remotely owned keys out (8 bytes each) and, as an owner, the
+  // rows others asked for back (4 * dim each; as many by symmetry), plus one
+  // count (8 bytes) to every peer.
+  double pull = 0.0;
+  // Push: the remotely owned keys again and their gradients (8 + 4 * dim
+  // each), plus the counts.
+  double push = 0.0;
+  // The dense all-reduce as the MPI backend runs it: the whole gradient to
+  // every other rank, (N - 1) x gradient bytes.
+  double dense = 0.0;
+  double total() const { return pull + push + dense; }
+};
+
+// All zero for one rank. REQUIRES: ranks >= 1.
+RankExchangeBytes RankExchangePerStep(double distinct_keys, int ranks, int dim,
+                                      double gradient_bytes);
+
+// Where the ranks of a job are and what joins them.
+struct RankLinks {
+  int ranks = 1;
+  // Ranks on each host (the last host may hold fewer); ranks on one host
+  // share its network link.
+  int ranks_per_host = 1;
+  double loopback_gbps = 0.0, loopback_latency_us = 0.0;
+  double network_gbps = 0.0, network_latency_us = 0.0;
+};
+
+// Seconds for one rank to send `bytes` spread evenly over its peers in
+// `rounds` collectives (each a message to every peer): the share for peers
+// on its host over the loopback, the rest over the host's network link
+// (shared by its ranks), plus a latency per message. 0 for one rank.
+double RankExchangeSeconds(double bytes, int rounds, const RankLinks& links);
+
 
 // One configuration of a step, as the planner varies it.
 struct StepSetup {
@@ -69,6 +113,12 @@ struct StepSetup {
   // the network between hosts.
   double ring_gbps = 0.0, ring_latency_us = 0.0;
   double network_gbps = 0.0, network_latency_us = 0.0;
+  // A job of ranks (mpirun -np N): this setup is one rank's, with its share
+  // of the host's cores; its pull and push exchange keys, rows and
+  // gradients with the owners and its dense stage all-reduces the
+  // gradients (RankExchangePerStep). ranks = 1: none of this.
+  int ranks = 1;
+  int ranks_per_host = 1;
 };
 
 // The cost of one step.
@@ -88,6 +138,10 @@ struct StepCost {
   // network.
   double pcie_bytes = 0.0;
   double network_bytes = 0.0;
+  // A job of ranks: what one rank sends per step, and the seconds of the
+  // pull's, push's and dense stage's exchanges (in those stages' times).
+  RankExchangeBytes rank_bytes;
+  double rank_exchange_seconds = 0.0;
 };
 
 // The model's dense step timed on one CPU device (DenseStepTimer): seconds

@@ -73,6 +73,15 @@ std::string Plan::ToText() const {
   std::snprintf(line, sizeof(line), "predicted: %.3f ms per step, %.0f samples/s\n",
                 predicted_step_seconds * 1e3, predicted_samples_per_sec);
   out += line;
+  if (ranks > 1) {
+    std::snprintf(line, sizeof(line),
+                  "ranks: %d (%d per host), %.0f samples/s per rank; exchange per rank and step: "
+                  "%s sent, %.3f ms, %.1f%% of the step\n",
+                  ranks, ranks_per_host, predicted_samples_per_sec / ranks,
+                  Bytes(static_cast<int64_t>(exchange_bytes_per_step)).c_str(),
+                  exchange_seconds_per_step * 1e3, 100.0 * exchange_share);
+    out += line;
+  }
   out += "needs:\n";
   for (const DeviceNeed& n : needs) {
     std::snprintf(line, sizeof(line), "  %-22s %-28s %12s of %s\n", n.device.c_str(),
@@ -117,6 +126,14 @@ std::string Plan::ToJson() const {
       .Add("bottleneck", bottleneck)
       .Add("predicted_step_seconds", predicted_step_seconds)
       .Add("predicted_samples_per_sec", predicted_samples_per_sec);
+  // Plans of one rank are written as before there were ranks.
+  if (ranks > 1) {
+    root.Add("ranks", ranks)
+        .Add("ranks_per_host", ranks_per_host)
+        .Add("exchange_bytes_per_step", exchange_bytes_per_step)
+        .Add("exchange_seconds_per_step", exchange_seconds_per_step)
+        .Add("exchange_share", exchange_share);
+  }
   std::string needs_json = "[";
   for (size_t i = 0; i < needs.size(); ++i) {
     JsonObject n;
@@ -219,6 +236,17 @@ Result<Plan> ParsePlanJson(const std::string& text, const std::string& path) {
   plan.max_staleness = static_cast<int>(staleness);
   plan.embedding_memory_budget_bytes = static_cast<int64_t>(budget);
   plan.predicted_samples_per_sec = samples;
+  // Plans of one rank have no ranks.
+  if (root.Find("ranks") != nullptr) {
+    double ranks = 1;
+    EMBER_RETURN_IF_ERROR(number("ranks", 1, 1 << 20, &ranks));
+    plan.ranks = static_cast<int>(ranks);
+    if (root.Find("ranks_per_host") != nullptr) {
+      double per_host = 1;
+      EMBER_RETURN_IF_ERROR(number("ranks_per_host", 1, ranks, &per_host));
+      plan.ranks_per_host = static_cast<int>(per_host);
+    }
+  }
   if (const JsonValue* model = root.Find("model");
       model && model->type == JsonValue::Type::kString) {
     plan.model = model->text;

@@ -66,12 +66,23 @@ struct Plan {
   // table is sharded over; one replica and one host on a single machine.
   std::vector<std::string> replicas;
   int sparse_hosts = 1;
+  // A job of ranks (mpirun -np N; PlanKnobs::ranks): the knobs above are
+  // each rank's, and `ranks_per_host` ranks share a host.
+  int ranks = 1;
+  int ranks_per_host = 1;
 
   // Predictions.
   std::vector<StagePrediction> stages;
   std::string bottleneck;
   double predicted_step_seconds = 0.0;
   double predicted_samples_per_sec = 0.0;
+  // A job of ranks: the bytes a rank sends per step (keys, rows and
+  // gradients of the sharded table; the dense all-reduce), the seconds its
+  // stages spend exchanging them, and their share of the step's work (the
+  // exchange seconds over the sum of every stage's seconds).
+  double exchange_bytes_per_step = 0.0;
+  double exchange_seconds_per_step = 0.0;
+  double exchange_share = 0.0;
   std::vector<DeviceNeed> needs;
   std::vector<LinkNeed> links;
 

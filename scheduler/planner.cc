@@ -75,6 +75,12 @@ void AddNeeds(const Program& program, const CostModel& cost, const Placement& pl
 
 }  // namespace
 
+int RanksPerHost(int ranks, int hosts) {
+  ranks = std::max(1, ranks);
+  hosts = std::max(1, hosts);
+  return (ranks + hosts - 1) / hosts;
+}
+
 PerStage<int> TrainerStageThreads(int threads, bool pipeline) {
   threads = std::max(1, threads);
   if (!pipeline) return PerStage<int>::Filled(threads);
@@ -89,7 +95,20 @@ PerStage<int> TrainerStageThreads(int threads, bool pipeline) {
 Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const PlanKnobs& knobs,
                          const PlacerOptions& placer) {
   const ResourceGraph& graph = cost.graph();
-  EMBER_ASSIGN_OR_RETURN(const Placement placement, Place(program, cost, knobs.batch, placer));
+  // A job of ranks runs its dense stages on CPU (the MPI all-reduce).
+  const bool ranked = knobs.ranks > 1;
+  PlacerOptions placer_options = placer;
+  if (ranked) placer_options.allow_gpu = false;
+  EMBER_ASSIGN_OR_RETURN(Placement placement,
+                         Place(program, cost, knobs.batch, placer_options));
+  const int hosts = static_cast<int>(graph.hosts.size());
+  const int ranks_per_host = ranked ? RanksPerHost(knobs.ranks, hosts) : 1;
+  if (ranked) {
+    // One dense replica per rank, on its CPU; the table over the ranks'
+    // hosts (the exchange is costed per rank, not per host).
+    placement.replicas = {placement.cpu};
+    placement.sparse_hosts = (knobs.ranks + ranks_per_host - 1) / ranks_per_host;
+  }
   // A split applies to the pipeline's stages; sequential steps give every
   // stage every thread.
   const bool split_given = knobs.pipeline && std::any_of(knobs.split.begin(), knobs.split.end(),
@@ -109,6 +128,14 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   setup.replicas = static_cast<int>(placement.replicas.size());
   setup.replicas_per_host = std::max<int>(1, setup.replicas / graph.hosts.size());
   setup.sparse_hosts = placement.sparse_hosts;
+  if (ranked) {
+    // Each rank has its share of the host's cores and memory bandwidth; its
+    // exchanges replace the host-level all-to-all.
+    setup.replicas_per_host = ranks_per_host;
+    setup.sparse_hosts = 1;
+    setup.ranks = knobs.ranks;
+    setup.ranks_per_host = ranks_per_host;
+  }
   const Ring& ring = cost.RingOf(placement.replicas);
   setup.ring_gbps = ring.gbps;
   setup.ring_latency_us = ring.latency_us;
@@ -124,6 +151,14 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   sim.slots = knobs.pipeline ? knobs.depth : 1;
   // The host's cores, shared by the replicas on it.
   sim.cores = static_cast<double>(graph.devices[placement.cpu].cores) / setup.replicas_per_host;
+  if (ranked) {
+    // The ranks of a host share all its sockets' cores.
+    double host_cores = 0.0;
+    for (int c : graph.DevicesOf(DeviceKind::kCpu, graph.devices[placement.cpu].host)) {
+      host_cores += graph.devices[c].cores;
+    }
+    sim.cores = std::max(1.0, host_cores) / ranks_per_host;
+  }
   sim.pool_capacity = {1.0};  // The network link: one all-to-all at full speed.
   if (knobs.pipeline) {
     // Bounded staleness: pull i completes after push i - (k + 1).
@@ -153,6 +188,16 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   plan.predicted_step_seconds = result.seconds_per_item;
   plan.predicted_samples_per_sec =
       result.seconds_per_item > 0 ? setup.replicas * knobs.batch / result.seconds_per_item : 0.0;
+  if (ranked) {
+    plan.ranks = knobs.ranks;
+    plan.ranks_per_host = ranks_per_host;
+    plan.predicted_samples_per_sec *= knobs.ranks;
+    plan.exchange_bytes_per_step = step.rank_bytes.total();
+    plan.exchange_seconds_per_step = step.rank_exchange_seconds;
+    double work = 0.0;
+    for (const SimStage& s : step.stages) work += s.seconds;
+    plan.exchange_share = work > 0 ? step.rank_exchange_seconds / work : 0.0;
+  }
   double worst = -1.0;
   for (size_t s = 0; s < stages.size(); ++s) {
     StagePrediction p;
@@ -174,13 +219,30 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   if (!knobs.pipeline) plan.bottleneck = "sequential: sum of the stages";
   plan.rationale = placement.rationale;
   AddNeeds(program, cost, placement, step, knobs, &plan);
+  if (ranked && plan.predicted_step_seconds > 0) {
+    const bool one_host = ranks_per_host >= knobs.ranks;
+    plan.links.push_back({one_host ? "ranks' exchange per rank (loopback)"
+                                   : "ranks' exchange per rank (network)",
+                          step.rank_bytes.total() / plan.predicted_step_seconds / 1e9,
+                          one_host ? cost.options().loopback_gbps
+                                   : setup.network_gbps / ranks_per_host});
+  }
   return plan;
 }
 
 Result<Plan> MakePlan(const Program& program, const CostModel& cost, const PlannerOptions& options,
                       PlanKnobs start, int* evaluations) {
   // No more threads than the host has (the trainer refuses more).
-  const int cores = cost.graph().devices[cost.graph().DevicesOf(DeviceKind::kCpu, 0)[0]].cores;
+  int cores = cost.graph().devices[cost.graph().DevicesOf(DeviceKind::kCpu, 0)[0]].cores;
+  // Ranks share a host's cores.
+  if (start.ranks > 1) {
+    int host_cores = 0;
+    for (int c : cost.graph().DevicesOf(DeviceKind::kCpu, 0)) {
+      host_cores += cost.graph().devices[c].cores;
+    }
+    cores = std::max(
+        1, host_cores / RanksPerHost(start.ranks, static_cast<int>(cost.graph().hosts.size())));
+  }
   std::vector<int> threads;
   for (int t : options.threads) {
     if (t <= cores) threads.push_back(t);
@@ -188,6 +250,8 @@ Result<Plan> MakePlan(const Program& program, const CostModel& cost, const Plann
   if (threads.empty()) {
     for (int t = 1; t <= cores; ++t) threads.push_back(t);
   }
+  // A rank has its share of the host's cores: start within it.
+  if (start.ranks > 1) start.threads = std::min(start.threads, threads.back());
   int count = 0;
   // A split the caller gave (start.split) is kept when the planner may not
   // choose one.

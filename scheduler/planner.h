@@ -35,7 +35,17 @@ struct PlanKnobs {
   // Threads per stage when pipelined (each at most `threads`); all zero: the
   // trainer's default (TrainerStageThreads).
   PerStage<int> split;
+  // Ranks of the job (mpirun -np N): the other knobs are each rank's, every
+  // rank trains `batch` examples a step, and the job's samples/s is N times
+  // a rank's. The ranks fill the hosts of the resource graph in order, as
+  // many on each as the hosts allow evenly (RanksPerHost); the dense stage
+  // runs on CPU (the MPI all-reduce), the table is sharded over the ranks.
+  // 1: a job of one process, as without mpirun.
+  int ranks = 1;
 };
+
+// Ranks on each host when `ranks` fill `hosts` evenly: ceil(ranks / hosts).
+int RanksPerHost(int ranks, int hosts);
 
 struct PlannerOptions {
   // Thread counts to consider; empty: 1 .. the host's hardware threads.

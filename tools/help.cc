@@ -129,7 +129,7 @@ const std::vector<TopicFlags>& Topics() {
        {"predictions_out", "metrics_out", "export_dir", "trace_file", "plot_out", "model_hash",
         "timing_warmup_steps", "plan_out", "dot_out"}},
       {Topic::kPlanning,
-       {"plan", "cluster", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
+       {"plan", "cluster", "ranks", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
         "plan_memory_limit", "plan_refine_from", "network_scale", "draw_schedule",
         "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches"}},
       {Topic::kLogging, {"flagfile", "v", "log_dir"}},

@@ -35,6 +35,16 @@ DEFINE_string(plan, "auto",
 DEFINE_string(cluster, "",
               "plan: a cluster file (JSON, see scheduler/cluster_file.h) describing the machines "
               "to plan for; empty: this host, discovered and calibrated.");
+namespace {
+bool IsNonNegativeRanks(const char*, int32_t value) { return value >= 0; }
+}  // namespace
+
+DEFINE_int32(ranks, 0,
+             "plan: ranks of the job (mpirun -np N ember train): each trains --batch_size "
+             "examples a step with --threads threads, the ranks fill the hosts (this one, or "
+             "--cluster's) evenly, and the plan adds the key, row and gradient exchanges and "
+             "the dense all-reduce. 0: the MPI world when run under mpirun, else 1.");
+DEFINE_validator(ranks, &IsNonNegativeRanks);
 DEFINE_bool(recalibrate, false,
             "Measure this host's rates again (about a second) instead of reading them from the "
             "calibration cache.");
@@ -103,6 +113,16 @@ struct DataKeys {
   int64_t read_examples = 0;      // Examples read to count them.
   bool sampled = false;           // Read only the first read_examples.
 };
+
+// Ranks of the job: --ranks, else the world mpirun started (from its
+// environment; MPI itself is not needed to plan), else 1.
+int PlanRanks() {
+  if (FLAGS_ranks > 0) return FLAGS_ranks;
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
+  }
+  return 1;
+}
 
 // Examples read to count the distinct keys of --train_data: all of smaller
 // data, the first this many of larger data.
@@ -344,6 +364,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
   in.start.pipeline = FLAGS_pipeline == "on";
   in.start.prefetch = FLAGS_prefetch;
   in.start.early_pulls = FLAGS_early_pulls;
+  in.start.ranks = PlanRanks();
   const int host_threads = in.graph.cpu_threads();
   in.start.threads = FLAGS_threads > 0 ? std::min(FLAGS_threads, host_threads) : host_threads;
   in.fixed_threads = SetOnCommandLine("threads");

@@ -1,0 +1,201 @@
+// The cost of a job of ranks (mpirun -np N ember train): the bytes each rank
+// exchanges per step, the time on the links between ranks, and what the
+// planner predicts from them.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/cluster_file.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/planner.h"
+#include "tests/scheduler/scheduler_test_util.h"
+
+namespace ember::scheduler {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+struct BytesCase {
+  double distinct_keys;
+  int ranks;
+  int dim;
+  double gradient_bytes;
+};
+
+// As the sharded table and the MPI backend count them: the remotely owned
+// share (N - 1) / N of the distinct keys goes out as keys (8 B) with rows
+// back (4 dim B), and again as keys with gradients (8 + 4 dim B), plus a
+// count to every peer each; the dense all-reduce sends the whole gradient
+// to each of the N - 1 others.
+TEST(RankExchangeTest, BytesPerStepFollowTheExchangesAsImplemented) {
+  const std::vector<BytesCase> cases = {{1000, 2, 16, 4e6},
+                                        {1000, 3, 16, 4e6},
+                                        {52000, 8, 64, 2.2e6},
+                                        {3.5e5, 64, 128, 1e5},
+                                        {0, 4, 16, 0}};
+  for (const BytesCase& c : cases) {
+    const double n = c.ranks;
+    const double remote = c.distinct_keys * (n - 1) / n;
+    const RankExchangeBytes bytes =
+        RankExchangePerStep(c.distinct_keys, c.ranks, c.dim, c.gradient_bytes);
+    EXPECT_DOUBLE_EQ(remote * (8 + 4.0 * c.dim) + 8 * (n - 1), bytes.pull) << c.ranks;
+    EXPECT_DOUBLE_EQ(remote * (8 + 4.0 * c.dim) + 8 * (n - 1), bytes.push) << c.ranks;
+    EXPECT_DOUBLE_EQ((n - 1) * c.gradient_bytes, bytes.dense) << c.ranks;
+    EXPECT_DOUBLE_EQ(bytes.pull + bytes.push + bytes.dense, bytes.total());
+  }
+}
+
+TEST(RankExchangeTest, OneRankExchangesNothing) {
+  const RankExchangeBytes bytes = RankExchangePerStep(1e6, 1, 64, 1e8);
+  EXPECT_EQ(0.0, bytes.total());
+  RankLinks links;  // One rank.
+  links.loopback_gbps = links.network_gbps = 1.0;
+  EXPECT_EQ(0.0, RankExchangeSeconds(1e9, 3, links));
+}
+
+TEST(RankExchangeTest, RanksOnOneHostUseTheLoopbackAndOthersTheSharedNetwork) {
+  RankLinks links;
+  links.loopback_gbps = 4.0;
+  links.loopback_latency_us = 2.0;
+  links.network_gbps = 25.0;
+  links.network_latency_us = 5.0;
+  // Three ranks on one host: the loopback only.
+  links.ranks = 3;
+  links.ranks_per_host = 3;
+  EXPECT_DOUBLE_EQ(1e6 / 4e9 + 3 * 2 * 2e-6, RankExchangeSeconds(1e6, 3, links));
+  // Eight hosts of one rank: the network, one message per peer and round.
+  links.ranks = 8;
+  links.ranks_per_host = 1;
+  EXPECT_DOUBLE_EQ(1e6 / 25e9 + 2 * 7 * 5e-6, RankExchangeSeconds(1e6, 2, links));
+  // 64 ranks, 8 a host: 7 of the 63 peers are near; the host's 8 ranks
+  // share its link.
+  links.ranks = 64;
+  links.ranks_per_host = 8;
+  EXPECT_DOUBLE_EQ(1e6 * 7 / 63 / 4e9 + 7 * 2e-6 + 1e6 * 56 / 63 / (25e9 / 8) + 56 * 5e-6,
+                   RankExchangeSeconds(1e6, 1, links));
+}
+
+TEST(RankExchangeTest, RanksPerHostFillTheHostsEvenly) {
+  EXPECT_EQ(3, RanksPerHost(3, 1));
+  EXPECT_EQ(1, RanksPerHost(8, 8));
+  EXPECT_EQ(8, RanksPerHost(64, 8));
+  EXPECT_EQ(2, RanksPerHost(9, 8));
+  EXPECT_EQ(1, RanksPerHost(1, 8));
+}
+
+// ranks = 1 is the step as before there were ranks, bit for bit.
+TEST(RankExchangeTest, OneRankEstimatesTheStepAsBefore) {
+  const Program program = test::MlpProgram(256);
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  StepSetup setup;
+  setup.threads = PerStage<int>::Filled(2);
+  const StepCost before = cost.Estimate(program, setup);
+  setup.ranks = 1;
+  setup.ranks_per_host = 1;
+  const StepCost after = cost.Estimate(program, setup);
+  ASSERT_EQ(before.stages.size(), after.stages.size());
+  for (size_t i = 0; i < before.stages.size(); ++i) {
+    EXPECT_EQ(before.stages[i].name, after.stages[i].name);
+    EXPECT_EQ(before.stages[i].seconds, after.stages[i].seconds);
+  }
+  EXPECT_EQ(0.0, after.rank_exchange_seconds);
+  EXPECT_EQ(0.0, after.rank_bytes.total());
+
+  PlanKnobs knobs;
+  knobs.threads = 2;
+  Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(1, plan->ranks);
+  EXPECT_EQ(0.0, plan->exchange_bytes_per_step);
+  EXPECT_EQ(0.0, plan->exchange_share);
+  // A plan of one rank is written as before.
+  EXPECT_EQ(std::string::npos, plan->ToJson().find("\"ranks\""));
+  EXPECT_EQ(std::string::npos, plan->ToText().find("ranks:"));
+}
+
+// The exchanges are in the pull, push and dense stages: each is slower by
+// its exchange's time.
+TEST(RankExchangeTest, ExchangesAreInThePullPushAndDenseStages) {
+  const Program program = test::MlpProgram(256, 100000);
+  const ResourceGraph graph = test::Host(4, 64 * kGiB);
+  const CostModel cost(&graph);
+  StepSetup setup;
+  setup.early_pulls = false;
+  const StepCost one = cost.Estimate(program, setup);
+  setup.ranks = 2;
+  setup.ranks_per_host = 2;
+  setup.replicas_per_host = 2;
+  const StepCost two = cost.Estimate(program, setup);
+  EXPECT_DOUBLE_EQ(RankExchangePerStep(two.unique_ids, 2, program.sparse.embedding_dim,
+                                       4.0 * program.dense_parameters)
+                       .total(),
+                   two.rank_bytes.total());
+  for (Stage s : {Stage::kPull, Stage::kPush, Stage::kDense}) {
+    EXPECT_GT(two.stages[two.stage_index[s]].seconds, one.stages[one.stage_index[s]].seconds)
+        << StageName(s);
+  }
+  EXPECT_EQ(one.stages[one.stage_index[Stage::kUnique]].seconds,
+            two.stages[two.stage_index[Stage::kUnique]].seconds);
+  EXPECT_GT(two.rank_exchange_seconds, 0.0);
+}
+
+constexpr char kCluster[] = R"({
+  "hosts": [{"name": "node", "count": 8,
+             "sockets": [{"count": 2, "cores": 48, "memory_gb": 1024}]}],
+  "network": {"gbps": 25, "latency_us": 5}
+})";
+
+TEST(RankExchangeTest, TheExchangesShareOfTheStepGrowsWithTheRanks) {
+  Result<ResourceGraph> graph = ParseClusterFile(kCluster, "cluster.json");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const Program program = test::MlpProgram(256, 1000000, 10000000);
+  const CostModel cost(&*graph);
+  double share = 0.0, bytes = 0.0;
+  for (int ranks : {2, 8, 16, 64}) {
+    PlanKnobs knobs;
+    knobs.threads = 4;
+    knobs.batch = 1024;
+    knobs.ranks = ranks;
+    Result<Plan> plan = PredictPlan(program, cost, knobs, PlacerOptions{});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(ranks, plan->ranks);
+    EXPECT_EQ(RanksPerHost(ranks, 8), plan->ranks_per_host);
+    EXPECT_GT(plan->exchange_share, share) << ranks << " ranks";
+    EXPECT_LT(plan->exchange_share, 1.0);
+    EXPECT_GT(plan->exchange_bytes_per_step, bytes) << ranks << " ranks";
+    share = plan->exchange_share;
+    bytes = plan->exchange_bytes_per_step;
+    // The job trains every rank's batch each step, on CPUs.
+    EXPECT_DOUBLE_EQ(ranks * 1024 / plan->predicted_step_seconds,
+                     plan->predicted_samples_per_sec);
+    EXPECT_FALSE(plan->dense_device.is_cuda());
+    EXPECT_NE(std::string::npos, plan->ToText().find("of the step"));
+    // The plan file keeps the ranks.
+    Result<Plan> read = ParsePlanJson(plan->ToJson(), "plan.json");
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(ranks, read->ranks);
+  }
+}
+
+TEST(RankExchangeTest, RanksOnOneHostShareItsCores) {
+  const Program program = test::MlpProgram(256, 100000);
+  const ResourceGraph graph = test::Host(2, 64 * kGiB);
+  const CostModel cost(&graph);
+  PlannerOptions options;
+  options.max_rounds = 2;
+  PlanKnobs start;
+  start.threads = 2;
+  start.ranks = 3;
+  Result<Plan> plan = MakePlan(program, cost, options, start);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // Two cores for three ranks: one thread each.
+  EXPECT_EQ(1, plan->threads);
+  EXPECT_EQ(3, plan->ranks_per_host);
+  EXPECT_GT(plan->exchange_share, 0.0);
+}
+
+}  // namespace
+}  // namespace ember::scheduler
