@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/mpi_communicator.h"
+#include "core/nccl_communicator.h"
 #include "embedding/stored_rows.h"
 
 namespace ember::tools {
@@ -151,6 +152,16 @@ Status JobRanks::GatherRows(embedding::EmbeddingTable& table, embedding::Embeddi
     }
   }
   return control_->Barrier();
+}
+
+Status JobRanks::UseNcclForDense(int device, double timeout_seconds) {
+  if (!several()) return Status::OK();
+  NcclCommunicatorOptions options;
+  options.communicator.timeout_seconds = timeout_seconds;
+  Result<std::unique_ptr<Communicator>> nccl = NewNcclCommunicator(*control_, device, options);
+  if (!nccl.ok()) return nccl.status().WithContext("the dense all-reduce over NCCL");
+  dense_ = *std::move(nccl);
+  return Status::OK();
 }
 
 Result<int64_t> JobRanks::SumOverRanks(int64_t value) {

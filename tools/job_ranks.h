@@ -53,6 +53,11 @@ class JobRanks {
   // rank).
   Result<int64_t> SumOverRanks(int64_t value);
 
+  // For a dense model on cuda:`device`: the dense stage's all-reduce goes
+  // over NCCL (its id broadcast over MPI) instead of MPI. A collective; does
+  // nothing for one rank. (Compiled here; not yet run on GPUs.)
+  Status UseNcclForDense(int device, double timeout_seconds);
+
   // Leaves the job after a failure: the other ranks' exchanges with this
   // one fail at once, naming it and `reason`.
   void Abort(const Status& reason);

@@ -783,6 +783,17 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
         "--num_shards/--shard_index: under mpirun every rank reads shard <rank> of <ranks> of "
         "--train_data by itself; drop these flags");
   }
+  if (options->model.device.is_cuda()) {
+    // One GPU per rank of a host (its local rank among the host's ranks),
+    // and the dense gradients summed over NCCL.
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    const int devices = CudaDeviceCount();
+    if (devices > 0) {
+      options->model.device = Device::Cuda((local != nullptr ? std::atoi(local) : 0) % devices);
+    }
+    EMBER_RETURN_IF_ERROR(
+        ranks.UseNcclForDense(options->model.device.index, FLAGS_rank_timeout_seconds));
+  }
   options->ranks = ranks.group();
   options->show_progress = options->show_progress && ranks.rank() == 0;
   if (!options->table.disk_path.empty()) {
