@@ -129,13 +129,17 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     // Rows already in memory are pinned too: they must still be there when
     // the Pull comes.
     memory_.budget().Pin(shard, s, request.pin_until_step, memory_.step(), batch);
+    // Only rows the disk may hold are read: new keys are the Pull's.
     for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
-      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0) io.keys.push_back(batch.keys[k]);
+      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0 &&
+          MayBeOnDisk(batch.hashes[k])) {
+        io.keys.push_back(batch.keys[k]);
+      }
     }
     version = shard.next.version;
   }
   if (io.keys.empty()) return Status::OK();
-  EMBER_RETURN_IF_ERROR(ReadDiskRows(io));
+  EMBER_RETURN_IF_ERROR(ReadDiskRows(/*shard=*/nullptr, io));
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
   MutexLock lock(shard.mu);

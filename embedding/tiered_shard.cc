@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -32,6 +33,11 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   const int64_t meta_offset = memory_.meta_offset();
   io.slots.assign(n, -1);
   io.loaded.clear();
+  // Only the keys the disk may hold are looked up there; the others (most
+  // of them seen for the first time) cost no disk work.
+  SelectDiskCandidates(shard, io);
+  const int64_t candidates = static_cast<int64_t>(io.candidates.size());
+  if (candidates == 0) return Status::OK();
   // Rows are inserted at the end of the arena, so a failure undoes them by
   // removing the last `inserted` slots.
   int64_t inserted = 0;
@@ -48,9 +54,10 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   // budget); each chunk is one batched Get.
   int64_t read = 0;
   try {
-    for (int64_t begin = 0; begin < n; begin += kIoChunkRows) {
-      const int64_t count = std::min(kIoChunkRows, n - begin);
-      io.chunk_keys.assign(io.keys.begin() + begin, io.keys.begin() + begin + count);
+    for (int64_t begin = 0; begin < candidates; begin += kIoChunkRows) {
+      const int64_t count = std::min(kIoChunkRows, candidates - begin);
+      io.chunk_keys.resize(count);
+      for (int64_t i = 0; i < count; ++i) io.chunk_keys[i] = io.keys[io.candidates[begin + i]];
       io.rows.resize(count * row_bytes);
       if (Status got = disk_->Get(io.chunk_keys, io.rows.data(), &io.absent); !got.ok()) {
         undo();
@@ -72,7 +79,7 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
           continue;
         }
         // InsertRow copies with memcpy, so the byte buffer needs no alignment.
-        io.slots[begin + i] =
+        io.slots[io.candidates[begin + i]] =
             memory_.InsertRow(shard, io.chunk_keys[i], Mix64(io.chunk_keys[i]),
                               reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
         ++inserted;
@@ -101,14 +108,29 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   return Status::OK();
 }
 
+void TieredTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) const {
+  io.candidates.clear();
+  for (size_t i = 0; i < io.keys.size(); ++i) {
+    if (MayBeOnDisk(Mix64(io.keys[i]))) io.candidates.push_back(static_cast<int64_t>(i));
+  }
+}
+
+void TieredTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const {
+  if (keys.empty()) return;
+  std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(Mix64(keys[0]))];
+  if (filter == nullptr) filter = std::make_unique<KeyFilter>(max_filter_bytes_);
+  for (Key key : keys) filter->Add(Mix64(key));
+  shard.next_tier_bytes = static_cast<uint32_t>(sizeof(KeyFilter) + filter->bytes());
+}
+
 Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
   const MemoryBudget& budget = memory_.budget();
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
   const int64_t step = memory_.step();
-  // A second round is needed only when shrinking the index did not free
-  // what the first round counted on.
-  for (int round = 0; round < 2 && budget.OverBudget(shard); ++round) {
+  // A further round is needed only when shrinking the index did not free
+  // what the first round counted on, or the filter of disk keys grew.
+  for (int round = 0; round < 3 && budget.OverBudget(shard); ++round) {
     const int64_t size = shard.rows.size();
     const int64_t target = budget.SelectVictims(shard, step);
     if (target >= size) break;
@@ -126,6 +148,9 @@ Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
         io.chunk_keys[i] = ReadMeta(row + meta_offset).key;
         std::memcpy(io.rows.data() + i * row_bytes, row, row_bytes);
       }
+      // Into the filter first: should the Put fail, a key the filter holds
+      // but the disk does not is only a false positive.
+      AddDiskKeys(shard, io.chunk_keys);
       ++shard.next.version;
       if (Status put = disk_->Put(io.chunk_keys, io.rows.data()); !put.ok()) {
         budget.KeepVictims(shard, target, end);
@@ -142,20 +167,38 @@ Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
   return Status::OK();
 }
 
-Status TieredTable::ReadDiskRows(ShardIo& io) const {
+Status TieredTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
   const int64_t n = static_cast<int64_t>(io.keys.size());
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
+  io.slots.assign(n, -1);
+  if (shard != nullptr) {
+    SelectDiskCandidates(*shard, io);
+  } else {
+    io.candidates.resize(n);
+    for (int64_t i = 0; i < n; ++i) io.candidates[i] = i;
+  }
+  const int64_t candidates = static_cast<int64_t>(io.candidates.size());
+  if (candidates == 0) return Status::OK();
+  io.chunk_keys.resize(candidates);
+  for (int64_t j = 0; j < candidates; ++j) io.chunk_keys[j] = io.keys[io.candidates[j]];
   io.rows.resize(n * row_bytes);
-  io.slots.resize(n);
-  for (int64_t i = 0; i < n; ++i) io.slots[i] = i;
-  EMBER_RETURN_IF_ERROR(disk_->Get(io.keys, io.rows.data(), &io.absent));
-  for (int64_t i : io.absent) io.slots[i] = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (io.slots[i] < 0) continue;
+  // Read into the rows of the candidates' last positions, then moved into
+  // place from the back (candidates[j] >= j), so that io.rows holds row i of
+  // key i.
+  EMBER_RETURN_IF_ERROR(disk_->Get(io.chunk_keys, io.rows.data(), &io.absent));
+  size_t next_absent = io.absent.size();
+  for (int64_t j = candidates - 1; j >= 0; --j) {
+    if (next_absent > 0 && io.absent[next_absent - 1] == j) {
+      --next_absent;
+      continue;
+    }
+    const int64_t i = io.candidates[j];
+    char* row = io.rows.data() + i * row_bytes;
+    if (i != j) std::memcpy(row, io.rows.data() + j * row_bytes, row_bytes);
     alignas(float) float meta[kMetaFloats];
-    std::memcpy(meta, io.rows.data() + i * row_bytes + meta_offset * sizeof(float), sizeof(meta));
-    if (ExpiredOnDisk(meta)) io.slots[i] = -1;
+    std::memcpy(meta, row + meta_offset * sizeof(float), sizeof(meta));
+    if (!ExpiredOnDisk(meta)) io.slots[i] = i;
   }
   return Status::OK();
 }

@@ -21,7 +21,9 @@
 #include <glog/logging.h>
 
 #include "core/mutex.h"
+#include "core/random.h"
 #include "core/status.h"
+#include "embedding/internal/key_filter.h"
 #include "embedding/internal/table_options.h"
 #include "embedding/rocksdb_tier.h"
 #include "embedding/tiered_table.h"
@@ -42,6 +44,14 @@ MemoryTierOptions TierOptions(const EmbeddingTableOptions& options) {
 
 TieredTable::TieredTable(const EmbeddingTableOptions& options, std::unique_ptr<Tier> disk)
     : memory_(TierOptions(options)), disk_(std::move(disk)) {
+  // A filter may take a quarter of its shard's budget (up to 3.3 bytes per
+  // disk key: room for ~25 disk keys per memory row of 300 bytes), the rest
+  // is for rows; past that it saturates and the shard asks the disk about
+  // every key it lacks.
+  // (At most 2 GiB: next_tier_bytes is 32 bits.)
+  max_filter_bytes_ = std::min<int64_t>(
+      memory_.budget().shard_budget_bytes() / kFilterShareOfBudget, int64_t{1} << 31);
+  disk_keys_ = std::make_unique<std::unique_ptr<KeyFilter>[]>(memory_.num_shards());
   // Loader i serves shards i, i + n, ...: no more loaders than shards.
   const int loaders = std::min(options.prefetch_threads, options.num_shards);
   for (int i = 0; i < loaders; ++i) loaders_.push_back(std::make_unique<PrefetchLoader>());
@@ -59,8 +69,21 @@ TieredTable::~TieredTable() {
   for (auto& loader : loaders_) loader->thread.join();
 }
 
+Status TieredTable::LoadDiskKeys() {
+  return disk_->Scan([&](Key key, const char*) -> Status {
+    const uint64_t hash = Mix64(key);
+    Shard& shard = memory_.shard(memory_.ShardOf(hash));
+    MutexLock lock(shard.mu);
+    // One key at a time: the Scan visits them in key order, not by shard.
+    AddDiskKeys(shard, {key});
+    ++shard.next.disk_rows;
+    return Status::OK();
+  });
+}
+
 int64_t TieredTable::OverheadBytes(int num_shards) {
-  return static_cast<int64_t>(sizeof(TieredTable)) + int64_t{num_shards} * sizeof(void*);
+  // A pointer per shard to the memory tier's shard and one to its filter.
+  return static_cast<int64_t>(sizeof(TieredTable)) + int64_t{num_shards} * 2 * sizeof(void*);
 }
 
 Status TieredTable::TakePrefetchError() {
@@ -164,7 +187,7 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
           io.positions.push_back(k);
         });
     if (io.keys.empty()) return Status::OK();
-    EMBER_RETURN_IF_ERROR(ReadDiskRows(io));
+    EMBER_RETURN_IF_ERROR(ReadDiskRows(&shard, io));
     for (size_t i = 0; i < io.keys.size(); ++i) {
       float* dst = out + batch->positions[io.positions[i]] * dim;
       if (io.slots[i] < 0) {
@@ -260,13 +283,15 @@ Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptio
     return Status::InvalidArgument("NewTieredTable: disk tier rows have ", disk->row_bytes(),
                                    " bytes, the table's have ", row_bytes);
   }
+  std::unique_ptr<internal::TieredTable> table;
   try {
-    return std::unique_ptr<EmbeddingTable>(
-        std::make_unique<internal::TieredTable>(options, std::move(disk)));
+    table = std::make_unique<internal::TieredTable>(options, std::move(disk));
+    EMBER_RETURN_IF_ERROR(table->LoadDiskKeys());
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("embedding table: out of memory creating ", options.num_shards,
                                      " shards");
   }
+  return std::unique_ptr<EmbeddingTable>(std::move(table));
 }
 
 Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOptions& options) {

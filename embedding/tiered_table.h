@@ -11,9 +11,11 @@ namespace ember::embedding {
 // A table whose memory tier holds at most options.memory_budget_bytes, in
 // front of `disk` (which the table owns); NewEmbeddingTable calls it with a
 // RocksDB tier at options.disk_path. Tests pass an in-memory or a faulty
-// tier. `disk` must be empty and hold rows of StoredRows::row_floats() * 4
-// bytes. Fails with InvalidArgument as NewEmbeddingTable does (disk_path is
-// not used), if disk is null, or if its row_bytes() does not match.
+// tier. `disk` must hold rows of StoredRows::row_floats() * 4 bytes; rows it
+// holds already (a tier reopened) are the table's rows, as if written back
+// by it. Fails with InvalidArgument as NewEmbeddingTable does (disk_path is
+// not used), if disk is null, or if its row_bytes() does not match, and with
+// the errors of disk->Scan, which reads the keys it holds.
 //
 // Design: the table wraps the memory tier (embedding/internal/memory_tier.h,
 // the same unit NewMemoryTable's table is made of, here with a budget and an
@@ -40,6 +42,14 @@ namespace ember::embedding {
 //   stale and hidden, until a spill overwrites it or the row is erased.
 //   Values and RowMeta are identical to those of a table without a disk tier
 //   under any budget and policy.
+// * Disk keys: each shard keeps a Bloom filter of the keys the disk may hold
+//   (embedding/internal/key_filter.h: 2 to 3.3 bytes per key, ~1% false
+//   positives), filled from disk->Scan when the table is made and by every
+//   write to disk, and counted in the shard's bytes. Only keys it lets
+//   through are looked up on disk, so a key seen for the first time costs no
+//   disk work (but for false positives, which find nothing and change no
+//   result). A filter may take a quarter of its shard's budget; one that
+//   would outgrow that saturates and lets every key through.
 // * TTL: EvictExpired removes memory rows as NewMemoryTable's does and
 //   remembers its step; a disk row that had expired by then is dropped when
 //   it is next read (Pull, Push, Prefetch), counted in evicted_rows and

@@ -25,7 +25,7 @@ std::optional<RowMeta> TieredTable::row_meta(Key key) const {
   if (std::optional<RowMeta> meta = memory_.ResidentMeta(shard, key, hash)) return meta;
   ShardIo io;
   io.keys.push_back(key);
-  if (!ReadDiskRows(io).ok() || io.slots[0] < 0) return std::nullopt;
+  if (!ReadDiskRows(&shard, io).ok() || io.slots[0] < 0) return std::nullopt;
   const StoredMeta meta =
       ReadMeta(reinterpret_cast<const float*>(io.rows.data()) + memory_.meta_offset());
   return RowMeta{meta.frequency, meta.last_seen_step};
@@ -83,7 +83,7 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
           io.positions.push_back(k);
         });
     if (io.keys.empty()) return Status::OK();
-    EMBER_RETURN_IF_ERROR(ReadDiskRows(io));
+    EMBER_RETURN_IF_ERROR(ReadDiskRows(&shard, io));
     for (size_t i = 0; i < io.keys.size(); ++i) {
       if (io.slots[i] < 0) continue;
       const int64_t k = io.positions[i];
@@ -133,9 +133,17 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         });
     if (!io.keys.empty()) {
       const int64_t n = static_cast<int64_t>(io.keys.size());
-      // Which keys are new to disk, for disk_rows.
+      // Which keys are new to disk, for disk_rows: those the filter rules
+      // out, and those of the others the disk lacks.
       io.rows.resize(n * row_bytes);
-      EMBER_RETURN_IF_ERROR(disk_->Get(io.keys, io.rows.data(), &io.absent));
+      SelectDiskCandidates(shard, io);
+      io.chunk_keys.resize(io.candidates.size());
+      for (size_t j = 0; j < io.candidates.size(); ++j) {
+        io.chunk_keys[j] = io.keys[io.candidates[j]];
+      }
+      EMBER_RETURN_IF_ERROR(disk_->Get(io.chunk_keys, io.rows.data(), &io.absent));
+      const int64_t new_on_disk =
+          n - static_cast<int64_t>(io.candidates.size()) + static_cast<int64_t>(io.absent.size());
       for (int64_t i = 0; i < n; ++i) {
         char* dst = io.rows.data() + i * row_bytes;
         std::memcpy(dst, rows + batch->positions[io.positions[i]] * row_floats, row_bytes);
@@ -146,9 +154,10 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         WriteMeta(meta, meta_floats);
         std::memcpy(dst + meta_offset * sizeof(float), meta_floats, sizeof(meta_floats));
       }
+      AddDiskKeys(shard, io.keys);
       ++shard.next.version;
       EMBER_RETURN_IF_ERROR(disk_->Put(io.keys, io.rows.data()));
-      shard.next.disk_rows += static_cast<int64_t>(io.absent.size());
+      shard.next.disk_rows += new_on_disk;
       shard.next.disk_writes += n;
       memory_.RecordChanged(shard, io.keys);
     }
@@ -177,16 +186,20 @@ Status TieredTable::EraseRows(const std::vector<Key>& keys) {
         [&](int64_t k) { io.keys.push_back(batch->keys[k]); });
     const size_t in_memory = io.loaded.size();
     if (!io.keys.empty()) {
-      const int64_t n = static_cast<int64_t>(io.keys.size());
+      // Keys the filter rules out are in neither tier.
+      SelectDiskCandidates(shard, io);
+      const int64_t n = static_cast<int64_t>(io.candidates.size());
+      io.chunk_keys.resize(n);
+      for (int64_t j = 0; j < n; ++j) io.chunk_keys[j] = io.keys[io.candidates[j]];
       io.rows.resize(n * row_bytes);
-      EMBER_RETURN_IF_ERROR(disk_->Get(io.keys, io.rows.data(), &io.absent));
+      EMBER_RETURN_IF_ERROR(disk_->Get(io.chunk_keys, io.rows.data(), &io.absent));
       size_t next_absent = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        if (next_absent < io.absent.size() && io.absent[next_absent] == i) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (next_absent < io.absent.size() && io.absent[next_absent] == j) {
           ++next_absent;
           continue;
         }
-        io.loaded.push_back(io.keys[i]);
+        io.loaded.push_back(io.chunk_keys[j]);
       }
     }
     if (io.loaded.empty()) return Status::OK();
@@ -209,9 +222,9 @@ void TieredTable::TakeChanges(std::vector<Key>* changed, std::vector<Key>* remov
   WaitForPrefetch();
   // Of the keys memory lacks, those the disk does not hold either are gone.
   ShardIo io;
-  auto gone = [&](Shard&, const std::vector<Key>& keys, std::vector<Key>* out) {
+  auto gone = [&](Shard& shard, const std::vector<Key>& keys, std::vector<Key>* out) {
     io.keys = keys;
-    if (Status read = ReadDiskRows(io); !read.ok()) {
+    if (Status read = ReadDiskRows(&shard, io); !read.ok()) {
       // Reporting them as changed is safe: a checkpoint reads them again and
       // finds out.
       LOG(WARNING) << "TakeChanges: cannot read " << keys.size()

@@ -22,6 +22,7 @@ struct ShardIo {
   std::vector<Key> chunk_keys;     // the keys of one chunk of disk I/O
   std::vector<int64_t> positions;  // where each of `keys` came from
   std::vector<int64_t> slots;      // slot of each of `keys` after loading, or -1
+  std::vector<int64_t> candidates;  // indices of the `keys` the disk may hold
   std::vector<int64_t> absent;     // Tier::Get's missing indices
   std::vector<char> rows;          // rows read or to write
   std::vector<Key> loaded;         // keys loaded or expired: deleted from disk

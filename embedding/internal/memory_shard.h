@@ -117,6 +117,11 @@ struct alignas(64) Shard {
   // Rows whose epoch float equals `epoch` are in `changed` already. Starts
   // at 1 so that 0 means "not marked" (new and loaded rows).
   uint32_t epoch GUARDED_BY(mu) = 1;
+  // Bytes the table with a tier behind keeps in memory for this shard
+  // outside it (TieredTable's filter of the keys on disk), counted in
+  // ShardBytes and so in the budget. (In the padding after `epoch`: a
+  // larger Shard would raise every table's least budget.)
+  uint32_t next_tier_bytes GUARDED_BY(mu) = 0;
   // Keys changed / removed since the last TakeChanges, possibly repeated.
   // Outside memory_bytes() and the budget: they are the checkpoints'
   // bookkeeping, 8 bytes per key whichever tier holds its row (at a 10%
@@ -132,11 +137,12 @@ struct alignas(64) Shard {
   NextTierShard next GUARDED_BY(mu);
 };
 
-// Bytes a shard holds: the shard itself, its index, its arena and its
-// sketch. The change lists and pins are outside (see above).
+// Bytes a shard holds: the shard itself, its index, its arena, its sketch
+// and what the tier behind keeps for it. The change lists and pins are
+// outside (see above).
 inline int64_t ShardBytes(const Shard& shard) REQUIRES(shard.mu) {
   return static_cast<int64_t>(sizeof(Shard)) + shard.index.bytes() + shard.rows.bytes() +
-         (shard.sketch != nullptr ? shard.sketch->bytes() : 0);
+         (shard.sketch != nullptr ? shard.sketch->bytes() : 0) + shard.next_tier_bytes;
 }
 
 }  // namespace ember::embedding::internal

@@ -27,6 +27,7 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
+#include "embedding/internal/key_filter.h"
 #include "embedding/internal/memory_tier.h"
 #include "embedding/stored_rows.h"
 #include "embedding/tier.h"
@@ -37,6 +38,10 @@ namespace ember::embedding::internal {
 // per-call costs vanish, small enough that the row buffers each shard keeps
 // between batches (outside the budget) stay a few tens of KiB.
 constexpr int64_t kIoChunkRows = 128;
+
+// The most of a shard's budget its filter of disk keys may take, as a
+// fraction 1 / kFilterShareOfBudget.
+constexpr int64_t kFilterShareOfBudget = 4;
 
 // One Prefetch call: its keys, and the step until which their rows are
 // spared by eviction.
@@ -62,7 +67,8 @@ struct PrefetchLoader {
 class TieredTable final : public EmbeddingTable, public StoredRows {
  public:
   // May throw std::bad_alloc. REQUIRES: the options passed NewTieredTable's
-  // checks; disk is empty and holds rows of row_floats() * 4 bytes.
+  // checks; disk holds rows of row_floats() * 4 bytes. LoadDiskKeys must
+  // run before the table is used.
   TieredTable(const EmbeddingTableOptions& options, std::unique_ptr<Tier> disk);
   ~TieredTable() override;
   TieredTable(const TieredTable&) = delete;
@@ -107,6 +113,12 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   // taken off the budget.
   static int64_t OverheadBytes(int num_shards);
 
+  // Counts the rows the disk tier holds as the table's (stats().disk_rows)
+  // and adds their keys to the shards' filters: a table opened on a disk
+  // tier that holds rows reads them. Called once, by NewTieredTable, before
+  // any other method. Returns the disk's Scan errors.
+  Status LoadDiskKeys();
+
  private:
   // --- tiered_table.cc ---
   // Resolves the keys of shard s in `batch` to rows: memory's, then rows
@@ -132,7 +144,22 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   Status WriteBack(Shard& shard, ShardIo& io) const REQUIRES(shard.mu);
   // Copies the rows of io.keys that live only on disk and have not expired
   // into io.rows; io.slots[i] = i if found, -1 if not. Changes nothing.
-  Status ReadDiskRows(ShardIo& io) const;
+  // With `shard` (whose keys io.keys are; REQUIRES its lock) only the keys
+  // its filter lets through are read; null: every key is (the caller
+  // filtered them).
+  Status ReadDiskRows(const Shard* shard, ShardIo& io) const;
+  // io.candidates = the indices of the io.keys that the shard's filter
+  // says the disk may hold.
+  void SelectDiskCandidates(const Shard& shard, ShardIo& io) const REQUIRES(shard.mu);
+  // Whether the disk may hold the key of `hash`. REQUIRES the lock of the
+  // key's shard.
+  bool MayBeOnDisk(uint64_t hash) const {
+    const std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(hash)];
+    return filter != nullptr && filter->MayContain(hash);
+  }
+  // Adds `keys` (all of `shard`, about to be written to disk) to the shard's
+  // filter, making it if need be, and updates shard.next_tier_bytes.
+  void AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
   // Deletes the disk copies of the rows TTL removed from memory.
   void DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
 
@@ -150,6 +177,13 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
 
   MemoryTier memory_;
   const std::unique_ptr<Tier> disk_;
+  // Per shard, the keys its disk rows may have (see tiered_table.h), guarded
+  // by that shard's mutex; null until the shard first writes to disk. Its
+  // bytes are the shard's next_tier_bytes. Outside Shard, and behind a
+  // pointer, so that a table's least budget grows by a pointer per shard.
+  std::unique_ptr<std::unique_ptr<KeyFilter>[]> disk_keys_;
+  // The most bytes a shard's filter may take.
+  int64_t max_filter_bytes_ = 0;
 
   // Prefetch: one bounded queue of requests per loader; prefetch_mu_ guards
   // every loader's queue and busy flag.
