@@ -38,6 +38,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
     // This rank's rows in its own table, the others' behind the exchanges;
     // evaluation's lookups run between steps, on the pull communicator.
     options.pipeline.early_pulls = false;
+    options.pipeline.who = "rank " + std::to_string(options.ranks.rank()) + " of " +
+                           std::to_string(options.ranks.size());
     EMBER_ASSIGN_OR_RETURN(table, embedding::NewShardedTable(
                                       std::move(table), {options.ranks.pull, options.ranks.push,
                                                          options.ranks.pull}));

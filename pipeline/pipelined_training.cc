@@ -147,7 +147,8 @@ Status RunPipelinedTraining(TrainingStep& step, io::BatchSource& data, ThreadAre
     done_cv.NotifyAll();
   };
   pipeline_options.on_stall = [&](Stage stage, int64_t item, double seconds) {
-    LOG(WARNING) << "watchdog: stage " << StageName(stage) << " has been on batch " << item
+    LOG(WARNING) << "watchdog" << (options.who.empty() ? "" : " (" + options.who + ")")
+                 << ": stage " << StageName(stage) << " has been on batch " << item
                  << " for " << static_cast<int64_t>(seconds) << " s";
   };
   std::vector<StepState> states(std::max(1, options.depth));

@@ -69,6 +69,9 @@ struct TrainingLoopOptions {
   int64_t evict_every_steps = 0;
   // Warn when a stage stays on one batch longer than this; 0: no watchdog.
   double watchdog_seconds = 300.0;
+  // Who trains, for the watchdog's warnings ("rank 2 of 4"); empty: nobody
+  // is named (one process).
+  std::string who;
   // A span per stage per batch when set (not owned).
   Tracer* tracer = nullptr;
 };
