@@ -145,7 +145,7 @@ TEST(ModelRegistryRulesTest, ASingleTaskModelWithoutAMultiTaskOneSaysSo) {
 }
 
 TEST(BuiltinModelsTest, AreRegisteredInOrderWithTheirTaskCounts) {
-  EXPECT_THAT(ModelNames(), ElementsAre("dlrm", "deepfm", "wide_deep", "dcn_v2", "mmoe"));
+  EXPECT_THAT(ModelNames(), ElementsAre("dlrm", "deepfm", "wide_deep", "dcn_v2", "mmoe", "moe"));
   for (const ModelSpec* spec : DefaultModelRegistry().Specs()) {
     SCOPED_TRACE(spec->name);
     EXPECT_FALSE(spec->description.empty());
@@ -160,8 +160,9 @@ TEST(BuiltinModelsTest, AreRegisteredInOrderWithTheirTaskCounts) {
 struct InvalidCase {
   const char* what;
   std::function<void(ModelOptions&)> change;
-  std::string error;             // Every model but mmoe.
+  std::string error;             // Every model but mmoe (and moe).
   std::string mmoe_error = "=";  // "=": the same as the others.
+  std::string moe_error = "=";   // "=": the same as the others.
 };
 
 std::vector<InvalidCase> InvalidCases() {
@@ -186,7 +187,7 @@ std::vector<InvalidCase> InvalidCases() {
       {"two tasks", [](ModelOptions& o) { o.num_tasks = 2; },
        "the data has 2 labels per example, but --model=MODEL" + use_mmoe, ""},
       {"no expert", [](ModelOptions& o) { o.num_experts = 0; }, "",
-       "--num_experts must be >= 1, got 0"},
+       "--num_experts must be >= 1, got 0", "--num_experts must be >= 1, got 0"},
       {"no expert width", [](ModelOptions& o) { o.expert_mlp = {}; }, "",
        "--expert_mlp needs a width"},
       {"expert width 0",
@@ -224,7 +225,9 @@ TEST(BuiltinModelsTest, ValidationErrorsAreThoseOfEachModel) {
       options.top_mlp = {6};
       options.expert_mlp = {5};
       c.change(options);
-      std::string error = name == "mmoe" && c.mmoe_error != "=" ? c.mmoe_error : c.error;
+      std::string error = name == "mmoe" && c.mmoe_error != "=" ? c.mmoe_error
+                          : name == "moe" && c.moe_error != "="  ? c.moe_error
+                                                                  : c.error;
       if (const size_t at = error.find("MODEL"); at != std::string::npos) {
         error.replace(at, 5, name);
       }

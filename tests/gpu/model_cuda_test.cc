@@ -161,6 +161,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DenseModelCudaCasesTest, CoverEveryModelOfTheZoo) {
   for (const std::string& name : ModelNames()) {
+    // CPU only so far (see CudaOpRegistryTest).
+    if (name == "moe") continue;
     int cases = 0;
     for (const ZooCase& c : kZooCases) cases += name == c.model;
     EXPECT_GE(cases, 3) << name;

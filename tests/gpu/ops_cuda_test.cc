@@ -686,9 +686,15 @@ TEST_F(OpsCudaTest, ClippingByGlobalNormMatchesTheCpuAndRepeatsItsBits) {
 TEST(CudaOpRegistryTest, EveryOperatorWithACpuKernelHasACudaKernel) {
   if (!CudaCompiledIn()) GTEST_SKIP() << "Ember was built without CUDA";
   const OpRegistry& registry = DefaultOpRegistry();
+  // The MoE model's expert layers and balance loss run on the CPU only so
+  // far (issue 33: --model=moe on a GPU is refused for want of them).
+  const std::vector<std::string> cpu_only = {"moe_balance", "moe_expert_fc"};
   for (const std::string& op : registry.OpNames()) {
     if (!registry.HasKernel(op, DeviceType::kCpu)) continue;
-    EXPECT_TRUE(registry.HasKernel(op, DeviceType::kCuda)) << op << " has no CUDA kernel";
+    const bool exempt = std::find(cpu_only.begin(), cpu_only.end(), op) != cpu_only.end();
+    EXPECT_NE(exempt, registry.HasKernel(op, DeviceType::kCuda))
+        << op << (exempt ? " has a CUDA kernel now: drop it from cpu_only"
+                         : " has no CUDA kernel");
   }
 }
 
