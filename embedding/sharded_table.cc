@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/random.h"
+#include "embedding/unique_keys.h"
 
 namespace ember::embedding {
 namespace {
@@ -45,21 +45,6 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& counts, int64_t factor) 
   std::vector<int64_t> scaled(counts.size());
   for (size_t i = 0; i < counts.size(); ++i) scaled[i] = counts[i] * factor;
   return scaled;
-}
-
-// The distinct keys among `keys`, in first-seen order, and each key's
-// position among them.
-void Distinct(const std::vector<Key>& keys, std::vector<Key>* distinct,
-              std::vector<int64_t>* position) {
-  std::unordered_map<Key, int64_t> index;
-  index.reserve(keys.size());
-  distinct->clear();
-  position->resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    auto [it, inserted] = index.emplace(keys[i], static_cast<int64_t>(distinct->size()));
-    if (inserted) distinct->push_back(keys[i]);
-    (*position)[i] = it->second;
-  }
 }
 
 class ShardedTable final : public EmbeddingTable {
@@ -130,7 +115,7 @@ class ShardedTable final : public EmbeddingTable {
     // one rank pulling the union would).
     std::vector<Key> distinct;
     std::vector<int64_t> position;
-    Distinct(asked, &distinct, &position);
+    UniqueKeys(asked, &distinct, &position);
     std::vector<float> rows(distinct.size() * static_cast<size_t>(dim_));
     Status read = lookup ? local_->Lookup(distinct, rows.data())
                          : local_->Pull(distinct, rows.data());
@@ -183,14 +168,14 @@ class ShardedTable final : public EmbeddingTable {
     // in arrival order sums every key's contributions in rank order.
     std::vector<Key> distinct;
     std::vector<int64_t> position;
-    Distinct(got, &distinct, &position);
+    UniqueKeys(got, &distinct, &position);
     std::vector<float> sums(distinct.size() * static_cast<size_t>(dim_));
-    std::vector<char> seen(distinct.size(), 0);
+    int64_t first_seen = 0;  // Keys are numbered in order of first appearance.
     for (size_t i = 0; i < got.size(); ++i) {
       float* sum = &sums[static_cast<size_t>(position[i]) * dim_];
       const float* g = &got_grads[i * dim_];
-      if (!seen[static_cast<size_t>(position[i])]) {
-        seen[static_cast<size_t>(position[i])] = 1;
+      if (position[i] == first_seen) {
+        ++first_seen;
         std::memcpy(sum, g, sizeof(float) * dim_);
       } else {
         for (int d = 0; d < dim_; ++d) sum[d] += g[d];

@@ -13,7 +13,7 @@
 namespace ember::tools {
 namespace {
 
-// Tags of GatherRows' messages on the control communicator.
+// Tags of GatherTable's messages on the control communicator.
 constexpr int kRowCountTag = 1, kKeysTag = 2, kRowsTag = 3;
 // Rows per message: well under MPI's 2 GiB per message for any row width
 // Ember allows in practice, and a bounded staging copy.
@@ -112,7 +112,9 @@ Status JobRanks::CheckSameFlags(const std::vector<EffectiveFlag>& flags) {
                                  difference, " (every rank must run the same command)");
 }
 
-Status JobRanks::GatherRows(embedding::EmbeddingTable& table, embedding::EmbeddingTable* all) {
+Result<std::unique_ptr<embedding::EmbeddingTable>> JobRanks::GatherTable(
+    embedding::EmbeddingTable& table, const embedding::EmbeddingTableOptions& options) {
+  if (!several()) return std::unique_ptr<embedding::EmbeddingTable>();
   embedding::StoredRows& stored = table.stored_rows();
   const int64_t floats = stored.row_floats();
   std::vector<embedding::Key> keys;
@@ -131,12 +133,15 @@ Status JobRanks::GatherRows(embedding::EmbeddingTable& table, embedding::Embeddi
       EMBER_RETURN_IF_ERROR(
           control_->Send(ConstCommBuffer(rows.data() + begin * floats, n * floats), 0, kRowsTag));
     }
-    return control_->Barrier();
+    EMBER_RETURN_IF_ERROR(control_->Barrier());
+    return std::unique_ptr<embedding::EmbeddingTable>();
   }
-  if (all == nullptr || all->stored_rows().row_floats() != floats) {
-    return Status::InvalidArgument("GatherRows: rank 0 needs a table of ", floats,
-                                   " floats per stored row");
-  }
+  embedding::EmbeddingTableOptions in_memory = options;
+  in_memory.memory_budget_bytes = 0;
+  in_memory.disk_path.clear();
+  in_memory.track_changes = false;
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<embedding::EmbeddingTable> all,
+                         embedding::NewMemoryTable(in_memory));
   embedding::StoredRows& into = all->stored_rows();
   EMBER_RETURN_IF_ERROR(into.WriteRows(keys, rows.data()));
   for (int r = 1; r < size_; ++r) {
@@ -151,7 +156,8 @@ Status JobRanks::GatherRows(embedding::EmbeddingTable& table, embedding::Embeddi
       EMBER_RETURN_IF_ERROR(into.WriteRows(keys, rows.data()));
     }
   }
-  return control_->Barrier();
+  EMBER_RETURN_IF_ERROR(control_->Barrier());
+  return all;
 }
 
 Status JobRanks::UseNcclForDense(int device, double timeout_seconds) {

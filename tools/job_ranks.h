@@ -43,11 +43,12 @@ class JobRanks {
   // that has it and the value of each side. A collective.
   Status CheckSameFlags(const std::vector<EffectiveFlag>& flags);
 
-  // Copies every rank's stored rows of `table` (a sharded table: each rank
-  // holds its own) into `*all` on rank 0, which must be an empty table of the
-  // same row layout there (null on the others). A collective; for what rank
-  // 0 writes for the whole job. Holds the whole table in rank 0's memory.
-  Status GatherRows(embedding::EmbeddingTable& table, embedding::EmbeddingTable* all);
+  // Every rank's stored rows of `table` (a sharded table made with
+  // `options`: each rank holds its own) in one in-memory table on rank 0, for
+  // what rank 0 writes for the whole job; null on the other ranks. A
+  // collective. Holds the whole table in rank 0's memory.
+  Result<std::unique_ptr<embedding::EmbeddingTable>> GatherTable(
+      embedding::EmbeddingTable& table, const embedding::EmbeddingTableOptions& options);
 
   // The sum of every rank's `value` (a collective; `value` alone for one
   // rank).

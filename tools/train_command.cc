@@ -755,25 +755,6 @@ Status ExportTrained(engine::Trainer& trainer, embedding::EmbeddingTable& table,
   return Status::OK();
 }
 
-// Several ranks (under mpirun): every rank's rows in one in-memory table on
-// rank 0, for what rank 0 writes for the whole job (null on the others); one
-// rank: null, the trainer's table is whole.
-Result<std::unique_ptr<embedding::EmbeddingTable>> GatherTable(JobRanks& ranks,
-                                                               engine::Trainer& trainer) {
-  if (!ranks.several()) return std::unique_ptr<embedding::EmbeddingTable>();
-  std::unique_ptr<embedding::EmbeddingTable> all;
-  if (ranks.rank() == 0) {
-    embedding::EmbeddingTableOptions options = trainer.options().table;
-    options.memory_budget_bytes = 0;
-    options.disk_path.clear();
-    options.track_changes = false;
-    EMBER_ASSIGN_OR_RETURN(all, embedding::NewMemoryTable(options));
-  }
-  EMBER_RETURN_IF_ERROR(ranks.GatherRows(trainer.table(), all.get())
-                            .WithContext("gathering the ranks' embedding rows"));
-  return all;
-}
-
 // Under mpirun: each rank trains its shard of the data with its own rows,
 // in its own directories; rank 0 reports. Refuses what does not apply.
 Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
@@ -964,7 +945,8 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   // With ranks, the whole table on rank 0 for the hash and the bundle.
   std::unique_ptr<embedding::EmbeddingTable> gathered;
   if (ranks.several() && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
-    EMBER_ASSIGN_OR_RETURN(gathered, GatherTable(ranks, *trainer));
+    EMBER_ASSIGN_OR_RETURN(gathered,
+                           ranks.GatherTable(trainer->table(), trainer->options().table));
   }
   embedding::EmbeddingTable* whole = gathered ? gathered.get() : &trainer->table();
   std::string model_hash;
