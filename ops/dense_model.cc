@@ -82,8 +82,10 @@ Result<Tensor> DenseModel::CopyIn(const char* what, const Tensor& tensor, Tensor
   return on_device;
 }
 
-Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits) {
+Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits,
+                           bool training) {
   inputs_.clear();
+  executor_->set_expert_parallel(training ? experts_.get() : nullptr);
   if (device().is_cpu()) {
     if (num_dense_ > 0) inputs_.push_back(dense);
     inputs_.push_back(pooled);
@@ -116,8 +118,35 @@ Status DenseModel::WaitingOnFailure(const std::function<Status()>& body) {
   return status;
 }
 
-Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled) {
+Status DenseModel::EnableExpertParallel(Communicator* comm) {
+  bool any = false;
+  auto experts = std::make_unique<ExpertParallel>(comm);
+  for (const GraphNode& node : graph_->nodes()) {
+    if (node.op != "moe_expert_fc") continue;
+    any = true;
+    const int64_t count = graph_->values()[node.inputs[1]].shape[0];
+    EMBER_RETURN_IF_ERROR(experts->CheckExperts(count).WithContext("layer \"" + node.name + "\""));
+  }
+  if (!any) return Status::OK();
+  if (!device().is_cpu()) {
+    return Status::FailedPrecondition("expert parallelism runs on the CPU for now; the model is on ",
+                                      device().ToString());
+  }
+  experts_ = std::move(experts);
+  return Status::OK();
+}
+
+int64_t DenseModel::expert_exchange_bytes() const {
+  return experts_ == nullptr ? 0 : experts_->sent_bytes();
+}
+
+double DenseModel::expert_exchange_seconds() const {
+  return experts_ == nullptr ? 0.0 : experts_->seconds();
+}
+
+Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled, int64_t loss_examples) {
   if (inputs_.empty()) return Status::FailedPrecondition("Backward before Forward");
+  executor_->set_loss_examples(loss_examples);
   std::vector<Tensor*> input_grads(inputs_.size(), nullptr);
   if (device().is_cpu()) {
     input_grads.back() = dpooled;

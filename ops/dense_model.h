@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/dense_optimizer.h"
+#include "ops/expert_parallel.h"
 #include "ops/graph.h"
 #include "ops/graph_executor.h"
 #include "ops/moe_expert_ops.h"
@@ -69,11 +71,30 @@ class DenseModel {
   // must stay alive and unchanged until Backward. `*logits` is valid until the
   // next Forward. InvalidArgument naming an input on the wrong device or of
   // the wrong shape.
-  Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits);
+  // `training`: a forward that a Backward follows, whose expert layers run
+  // expert-parallel when EnableExpertParallel was called (every rank must
+  // then call it alike); false (evaluation) computes every expert here.
+  Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits,
+                 bool training = false);
   // From dlogits[B, num_tasks] (after Forward), fills every parameter's grad and
   // dpooled[B, num_slots * dim] (both host tensors; dpooled allocated by the
-  // caller).
-  Status Backward(const Tensor& dlogits, Tensor* dpooled);
+  // caller). `loss_examples`: the examples the loss is a mean over when it
+  // is more than this batch (every rank's batch), for the losses the graph
+  // adds itself (KernelContext::loss_examples); 0: this batch.
+  Status Backward(const Tensor& dlogits, Tensor* dpooled, int64_t loss_examples = 0);
+
+  // Divides the experts of the graph's expert layers among the ranks of
+  // `comm` (not owned; the dense stage's, used from its thread), for the
+  // training forwards and backwards that follow (ops/expert_parallel.h).
+  // FailedPrecondition on a CUDA device (expert parallelism runs on the CPU
+  // for now); InvalidArgument when a layer's experts do not divide among the
+  // ranks. A graph without expert layers is left as it was.
+  Status EnableExpertParallel(Communicator* comm);
+  bool expert_parallel() const { return experts_ != nullptr; }
+  // Bytes this rank's expert layers sent to other ranks, and the seconds
+  // they spent exchanging, since EnableExpertParallel (0 without it).
+  int64_t expert_exchange_bytes() const;
+  double expert_exchange_seconds() const;
 
   // Gives every parameter zeroed optimizer state for `options` on the model's
   // device (on the CPU: NewDenseOptimizerSlot).
@@ -142,6 +163,7 @@ class DenseModel {
   // Reusable buffers of a model on a CUDA device (unused on the CPU).
   Tensor dense_buffer_, pooled_buffer_, dlogits_buffer_, dpooled_buffer_;
   Tensor logits_host_;  // Pinned.
+  std::unique_ptr<ExpertParallel> experts_;  // Null: every expert here.
 };
 
 }  // namespace ember::ops

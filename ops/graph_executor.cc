@@ -109,8 +109,9 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const Graph* graph,
   executor->rows_independent_ = true;
   for (const GraphNode& node : graph->nodes()) {
     Result<const OpDef*> def = graph->registry().FindOp(node.op);
-    executor->rows_independent_ =
-        executor->rows_independent_ && def.ok() && (*def)->rows_independent;
+    executor->rows_independent_ = executor->rows_independent_ && def.ok() &&
+                                  ((*def)->rows_independent || (*def)->rows_grouped);
+    executor->rows_grouped_ = executor->rows_grouped_ || (def.ok() && (*def)->rows_grouped);
   }
   EMBER_RETURN_IF_ERROR(executor->InitializeParameters(seed));
   return executor;
@@ -196,6 +197,10 @@ int GraphExecutor::ShardsFor(int64_t batch) const {
   // that its rows get the bits each range of a run with more threads gets
   // (what a rank of a data-parallel job computes: pipeline/training_step.h).
   if (shards < 2) return row_shards_ == 0 ? 1 : 0;
+  if (experts_ != nullptr) return 0;  // One thread exchanges with the other ranks.
+  // Grouped ops compute over their range (the MoE routing's capacity): the
+  // ranges, and so the results, must not depend on the batch's size.
+  if (rows_grouped_) return static_cast<int>(std::clamp<int64_t>(batch, 1, shards));
   return static_cast<int>(std::clamp<int64_t>(batch / kMinShardRows, 1, shards));
 }
 
@@ -315,6 +320,9 @@ Status GraphExecutor::ForwardRows(int shard, int64_t begin, int64_t end, bool tr
     context.training = training;
     context.stream = stream_;
     context.precision = precision_;
+    context.loss_examples = batch_;
+    context.experts = experts_;
+    context.node = static_cast<int>(n);
     rows.Reserve(nodes[n].inputs.size() + nodes[n].outputs.size());
     for (int in : nodes[n].inputs) context.inputs.push_back(rows(&ValueTensor(in), in));
     for (int out : nodes[n].outputs) context.outputs.push_back(rows(&values_[out], out));
@@ -383,6 +391,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
     }
   }
   ResetBf16Copies(0);
+  loss_examples_ = 0;
   // Parameters no node reached keep a zero gradient.
   for (int id : graph_->parameters()) {
     if (!has_grad[id]) EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[parameter_slot_[id]], stream_));
@@ -420,6 +429,9 @@ Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
     context.step = node_steps_[n] - 1;  // The step of the forward call.
     context.stream = stream_;
     context.precision = precision_;
+    context.loss_examples = std::max(loss_examples_, batch_);
+    context.experts = experts_;
+    context.node = static_cast<int>(n);
     // Every consumer of the node's outputs ran before it (reverse order):
     // their gradients are complete, and read by no one after this kernel.
     context.output_grads_disposable = true;

@@ -66,7 +66,8 @@ class GraphExecutor {
   ComputePrecision precision() const { return precision_; }
   // The stream of a CUDA executor; null on the CPU.
   CudaStream* stream() const { return stream_; }
-  // Row shards (CPU, and graphs whose every op is rows_independent): each
+  // Row shards (CPU, and graphs whose every op is rows_independent or
+  // rows_grouped: a range is then a group of its own): each
   // batch is split into `shards` ranges of rows of equal size (within one),
   // and each range runs through all the nodes, forward and then backward, on
   // one thread with single-threaded kernels; the ranges run in parallel in
@@ -77,14 +78,26 @@ class GraphExecutor {
   // threads; 0 means one range per thread of the calling thread's arena at
   // each Forward (the Backward uses the Forward's split). A batch of fewer
   // than 64 rows a range runs in fewer ranges (at least one, still on one
-  // thread). Results are a function of the number of ranges, not of the
-  // threads that run them. InvalidArgument for shards < 0.
+  // thread; a graph with rows_grouped ops always runs in `shards` ranges,
+  // or one per row of a smaller batch, since its results depend on them).
+  // Results are a function of the number of ranges, not of the threads that
+  // run them. InvalidArgument for shards < 0.
   Status set_row_shards(int shards);
   int row_shards() const { return row_shards_; }
   // The row ranges the last Forward ran in (0: none, the whole batch at once).
   // With row_shards 0 a one-thread arena runs one range, so that one thread
   // computes what each range of a several-thread run computes.
   int forward_row_ranges() const { return forward_shards_; }
+  // Expert parallelism for the Forwards that follow and their Backwards
+  // (ops/expert_parallel.h; not owned; null, the default: every expert
+  // here). With it a several-thread arena runs the batch as one range, so
+  // that one thread talks to the other ranks.
+  void set_expert_parallel(ExpertParallel* experts) { experts_ = experts; }
+  ExpertParallel* expert_parallel() const { return experts_; }
+  // The examples the objective is a mean over, for the next Backward
+  // (KernelContext::loss_examples): every rank's batch in a data-parallel
+  // job. 0 (the default, and after each Backward): this batch.
+  void set_loss_examples(int64_t examples) { loss_examples_ = examples; }
   // Value `id` of the last Forward (an input or an activation), on the
   // executor's device; undefined before the first.
   const Tensor& value(int id) const { return values_[static_cast<size_t>(id)]; }
@@ -144,7 +157,14 @@ class GraphExecutor {
   std::vector<int64_t> node_steps_;
   int row_shards_ = 1;
   int forward_shards_ = 0;         // The last Forward's, for its Backward.
-  bool rows_independent_ = false;  // Every node's op computes each row alone.
+  // Every node's op computes each row alone, or the rows it is given as a
+  // group: the batch may run in row ranges.
+  bool rows_independent_ = false;
+  // Some node's op computes over its rows as a group: a batch runs in
+  // row_shards ranges whatever its size.
+  bool rows_grouped_ = false;
+  ExpertParallel* experts_ = nullptr;
+  int64_t loss_examples_ = 0;
   // Per shard after the first: parameter gradients and scratch buffers.
   std::vector<std::vector<Tensor>> shard_gradients_;
   std::vector<std::vector<std::vector<Tensor>>> shard_scratch_;

@@ -3,11 +3,13 @@
 
 #include "ops/moe_expert_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "ops/dense_ops.h"
+#include "ops/expert_parallel.h"
 #include "ops/moe_routing_ops.h"
 
 namespace ember::ops {
@@ -70,6 +72,7 @@ OpDef ExpertFcDef() {
     }
     return Shapes{{in[0].shape[0], w.shape[1]}};
   };
+  def.rows_grouped = true;
   def.cost = [](const std::vector<InputShape>& in, const OpAttrs& attrs, int64_t batch,
                 bool backward) {
     const int64_t slots = in[0].shape[0], width = in[0].shape[1];
@@ -89,45 +92,99 @@ OpDef ExpertFcDef() {
   return def;
 }
 
-struct ExpertViews {
-  int64_t experts = 0, capacity = 0, rows = 0, in = 0, out = 0;
-  Activation activation = Activation::kNone;
-};
+Tensor ExpertWeight(const Tensor& weight, int64_t e) {
+  return weight.Slice(e, e + 1).Reshape({weight.dim(1), weight.dim(2)});
+}
 
-ExpertViews ViewsOf(const KernelContext& c) {
-  ExpertViews v;
-  const Tensor& buffers = *c.inputs[0];
-  v.experts = c.inputs[1]->dim(0);
-  v.out = c.inputs[1]->dim(1);
-  v.in = c.inputs[1]->dim(2);
-  const int64_t batch = buffers.dim(0);
-  const int64_t slots = batch == 0 ? 0 : buffers.numel() / (batch * v.in);
-  v.rows = batch * slots;
-  v.capacity = batch == 0 ? 0 : ExpertCapacity(batch, v.experts, slots, *c.attrs);
-  v.activation = c.attrs->GetInt("activation", 0) == 1 ? Activation::kRelu : Activation::kNone;
-  return v;
+// Each block of x's rows through its expert: y's rows of the block =
+// act(x W_e^T + b_e).
+Status BlocksForward(const Tensor& x, const std::vector<ExpertBlock>& blocks, const Tensor& weight,
+                     const Tensor& bias, Activation activation, ComputePrecision precision,
+                     Tensor* y) {
+  for (const ExpertBlock& b : blocks) {
+    if (b.end <= b.begin) continue;
+    Tensor yb = y->Slice(b.begin, b.end);
+    EMBER_RETURN_IF_ERROR(FullyConnectedForward(
+        x.Slice(b.begin, b.end), ExpertWeight(weight, b.expert),
+        bias.Slice(b.expert, b.expert + 1).Reshape({weight.dim(1)}), activation, &yb, precision));
+  }
+  return Status::OK();
+}
+
+// The gradients of BlocksForward: each block's rows of *dx (when defined),
+// and the experts' parameter gradients, which an expert's first block writes
+// and its later blocks add to, in block order (the order in which a
+// graph executor adds its row ranges' gradients); an expert without a block
+// gets zeros.
+Status BlocksBackward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                      const std::vector<ExpertBlock>& blocks, const Tensor& weight,
+                      Activation activation, ComputePrecision precision, bool overwrite_dy,
+                      Tensor* dx, Tensor* dweight, Tensor* dbias) {
+  const int64_t experts = weight.dim(0), out = weight.dim(1), in = weight.dim(2);
+  std::vector<char> written(static_cast<size_t>(experts), 0);
+  Tensor dw_more, db_more;  // A later block's gradients, added in.
+  for (const ExpertBlock& b : blocks) {
+    const bool first = !written[b.expert];
+    if (!first && b.end <= b.begin) continue;  // Adds zeros.
+    Tensor dwe = dweight->Slice(b.expert, b.expert + 1).Reshape({out, in});
+    Tensor dbe = dbias->Slice(b.expert, b.expert + 1).Reshape({out});
+    if (!first) {
+      if (!dw_more.defined()) {
+        dw_more = Tensor::Empty({out, in});
+        db_more = Tensor::Empty({out});
+      }
+    }
+    Tensor dxb;
+    if (dx->defined()) dxb = dx->Slice(b.begin, b.end);
+    EMBER_RETURN_IF_ERROR(FullyConnectedBackward(
+        x.Slice(b.begin, b.end), ExpertWeight(weight, b.expert), y.Slice(b.begin, b.end),
+        dy.Slice(b.begin, b.end), activation, dx->defined() ? &dxb : nullptr,
+        first ? &dwe : &dw_more, first ? &dbe : &db_more, precision, {}, overwrite_dy));
+    if (!first) {
+      float* w = dwe.data<float>();
+      const float* more = dw_more.data<float>();
+      for (int64_t i = 0; i < out * in; ++i) w[i] += more[i];
+      float* bb = dbe.data<float>();
+      const float* bmore = db_more.data<float>();
+      for (int64_t i = 0; i < out; ++i) bb[i] += bmore[i];
+    }
+    written[b.expert] = 1;
+  }
+  for (int64_t e = 0; e < experts; ++e) {
+    if (written[e]) continue;
+    dweight->Slice(e, e + 1).SetZero();
+    dbias->Slice(e, e + 1).SetZero();
+  }
+  return Status::OK();
 }
 
 KernelPair ExpertFcCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) -> Status {
-    const ExpertViews v = ViewsOf(c);
+    const ExpertLayout v = ExpertLayoutOf(c);
     const Tensor x = c.inputs[0]->Reshape({v.rows, v.in});
-    const Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
+    Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
     const Tensor& weight = *c.inputs[1];
     const Tensor& bias = *c.inputs[2];
-    for (int64_t e = 0; v.capacity > 0 && e < v.experts; ++e) {
-      Tensor ye = y.Slice(e * v.capacity, (e + 1) * v.capacity);
-      EMBER_RETURN_IF_ERROR(FullyConnectedForward(
-          x.Slice(e * v.capacity, (e + 1) * v.capacity),
-          weight.Slice(e, e + 1).Reshape({v.out, v.in}), bias.Slice(e, e + 1).Reshape({v.out}),
-          v.activation, &ye, c.precision));
+    if (c.experts != nullptr) {
+      // Expert parallelism: the rows go to their experts' ranks and back.
+      std::vector<ExpertBlock> blocks;
+      EMBER_ASSIGN_OR_RETURN(Tensor received, c.experts->Dispatch(c.node, x, v.experts, v.capacity,
+                                                                  /*backward=*/false, &blocks));
+      Tensor computed = Tensor::Empty({received.dim(0), v.out});
+      EMBER_RETURN_IF_ERROR(
+          BlocksForward(received, blocks, weight, bias, v.activation, c.precision, &computed));
+      EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, computed, &y));
+      c.experts->kept(c.node) = {received, computed};
+    } else {
+      EMBER_RETURN_IF_ERROR(BlocksForward(x, LocalExpertBlocks(v.experts, v.capacity), weight, bias,
+                                          v.activation, c.precision, &y));
     }
     ZeroRows(y, v.experts * v.capacity, v.rows);
     return Status::OK();
   };
   k.backward = [](KernelContext& c) -> Status {
-    const ExpertViews v = ViewsOf(c);
+    const ExpertLayout v = ExpertLayoutOf(c);
     const Tensor x = c.inputs[0]->Reshape({v.rows, v.in});
     const Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
     const Tensor dy = c.output_grads[0]->Reshape({v.rows, v.out});
@@ -137,22 +194,28 @@ KernelPair ExpertFcCpu() {
     Tensor dweight = c.input_grads[1] != nullptr ? *c.input_grads[1] : Tensor::Empty(weight.shape());
     Tensor dbias =
         c.input_grads[2] != nullptr ? *c.input_grads[2] : Tensor::Empty(c.inputs[2]->shape());
-    if (v.capacity == 0) {
-      dweight.SetZero();
-      dbias.SetZero();
-    }
     Tensor dx;
     if (c.input_grads[0] != nullptr) dx = c.input_grads[0]->Reshape({v.rows, v.in});
-    for (int64_t e = 0; v.capacity > 0 && e < v.experts; ++e) {
-      const int64_t begin = e * v.capacity, end = (e + 1) * v.capacity;
-      Tensor dwe = dweight.Slice(e, e + 1).Reshape({v.out, v.in});
-      Tensor dbe = dbias.Slice(e, e + 1).Reshape({v.out});
-      Tensor dxe;
-      if (dx.defined()) dxe = dx.Slice(begin, end);
-      EMBER_RETURN_IF_ERROR(FullyConnectedBackward(
-          x.Slice(begin, end), weight.Slice(e, e + 1).Reshape({v.out, v.in}), y.Slice(begin, end),
-          dy.Slice(begin, end), v.activation, dx.defined() ? &dxe : nullptr, &dwe, &dbe,
-          c.precision, {}, c.output_grads_disposable));
+    if (c.experts != nullptr) {
+      std::vector<ExpertBlock> blocks;
+      EMBER_ASSIGN_OR_RETURN(Tensor received_dy,
+                             c.experts->Dispatch(c.node, dy, v.experts, v.capacity,
+                                                 /*backward=*/true, &blocks));
+      const std::vector<Tensor> kept = c.experts->kept(c.node);
+      if (kept.size() != 2) {
+        return Status::FailedPrecondition("the backward of an expert layer without its forward");
+      }
+      Tensor received_dx;
+      if (dx.defined()) received_dx = Tensor::Empty({kept[0].dim(0), v.in});
+      EMBER_RETURN_IF_ERROR(BlocksBackward(kept[0], kept[1], received_dy, blocks, weight,
+                                           v.activation, c.precision, /*overwrite_dy=*/true,
+                                           &received_dx, &dweight, &dbias));
+      if (dx.defined()) EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, received_dx, &dx));
+      c.experts->kept(c.node).clear();
+    } else {
+      EMBER_RETURN_IF_ERROR(BlocksBackward(x, y, dy, LocalExpertBlocks(v.experts, v.capacity),
+                                           weight, v.activation, c.precision,
+                                           c.output_grads_disposable, &dx, &dweight, &dbias));
     }
     if (dx.defined()) ZeroRows(dx, v.experts * v.capacity, v.rows);
     return Status::OK();
@@ -193,6 +256,7 @@ OpDef BalanceDef() {
     }
     return Shapes{{in[0].shape[0]}, {1}};
   };
+  def.rows_grouped = true;
   def.cost = [](const std::vector<InputShape>& in, const OpAttrs&, int64_t batch, bool backward) {
     const double n = static_cast<double>(batch * in[0].shape[0]);
     // Forward: the copy, the argmax (compares) and a multiply-add per
@@ -205,6 +269,12 @@ OpDef BalanceDef() {
   return def;
 }
 
+// The examples the objective's mean runs over (KernelContext::loss_examples),
+// at least this batch.
+int64_t LossExamples(const KernelContext& c, int64_t batch) {
+  return std::max(c.loss_examples, batch);
+}
+
 KernelPair BalanceCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) -> Status {
@@ -215,7 +285,7 @@ KernelPair BalanceCpu() {
     const std::vector<double> f = TopOneFractions(probs);
     const float* p = probs.data<float>();
     float* share = c.outputs[1]->data<float>();
-    const double scale = static_cast<double>(experts) / static_cast<double>(batch);
+    const double scale = static_cast<double>(experts) / static_cast<double>(LossExamples(c, batch));
     for (int64_t b = 0; b < batch; ++b) {
       double sum = 0.0;
       for (int64_t e = 0; e < experts; ++e) sum += f[e] * p[b * experts + e];
@@ -236,7 +306,7 @@ KernelPair BalanceCpu() {
     std::vector<float> add(experts);
     for (int64_t e = 0; e < experts; ++e) {
       add[e] = static_cast<float>(weight * static_cast<double>(experts) * f[e] /
-                                  static_cast<double>(batch));
+                                  static_cast<double>(LossExamples(c, batch)));
     }
     float* d = dprobs.data<float>();
     for (int64_t b = 0; b < batch; ++b) {
@@ -248,6 +318,20 @@ KernelPair BalanceCpu() {
 }
 
 }  // namespace
+
+ExpertLayout ExpertLayoutOf(const KernelContext& c) {
+  ExpertLayout v;
+  const Tensor& buffers = *c.inputs[0];
+  v.experts = c.inputs[1]->dim(0);
+  v.out = c.inputs[1]->dim(1);
+  v.in = c.inputs[1]->dim(2);
+  const int64_t batch = buffers.dim(0);
+  const int64_t slots = batch == 0 ? 0 : buffers.numel() / (batch * v.in);
+  v.rows = batch * slots;
+  v.capacity = batch == 0 ? 0 : ExpertCapacity(batch, v.experts, slots, *c.attrs);
+  v.activation = c.attrs->GetInt("activation", 0) == 1 ? Activation::kRelu : Activation::kNone;
+  return v;
+}
 
 Status RegisterMoeExpertOps(OpRegistry* registry) {
   EMBER_RETURN_IF_ERROR(registry->RegisterOp(ExpertFcDef()));

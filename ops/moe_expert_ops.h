@@ -29,25 +29,45 @@
 //   aux = E * sum_e f_e * P_e (GShard, Lepikhin et al. 2020, eq. 4; Switch,
 //   Fedus et al. 2021, eq. 4), f_e the fraction of the batch whose most
 //   probable expert is e (ties to the lower index) and P_e the mean of
-//   probs[:, e]: example b holds E * sum_e f_e * probs[b, e] / B, so that the
-//   batch's sum is aux (1 when the load is uniform). The backward adds
-//   w * d aux / d probs[b, e] = w * E * f_e / B to the gradient of probs (f
-//   held fixed, as both papers do); the gradient reaching output 1 is
-//   ignored. The loss thus enters training through the gradient alone: a
-//   model's objective is its logits' loss + w * aux.
+//   probs[:, e], both over the group of rows the kernel is given: example b
+//   holds E * sum_e f_e * probs[b, e] / L, L the examples the objective is a
+//   mean over (KernelContext::loss_examples, at least the group), so that a
+//   group's sum is aux * group / L and the sum over the groups of a batch is
+//   their weighted mean (1 when the load is uniform). The backward adds
+//   w * E * f_e / L to the gradient of probs (f held fixed, as both papers
+//   do); the gradient reaching output 1 is ignored. The loss thus enters
+//   training through the gradient alone: a model's objective is its logits'
+//   mean loss + w * the groups' mean aux, however the batch is split into
+//   row ranges or ranks.
 //
 // Neither computes a row from that row alone (the capacity and f depend on
-// the batch), so neither is rows_independent.
+// the batch), so neither is rows_independent; both compute over the rows they
+// are given as one group (rows_grouped).
+//
+// Expert parallelism: with KernelContext::experts set, moe_expert_fc sends
+// its rows to the ranks that own their experts and back
+// (ops/expert_parallel.h); without it every expert runs here.
 
 #include <cstdint>
 #include <functional>
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/dense_ops.h"
 #include "ops/graph.h"
 #include "ops/op_registry.h"
 
 namespace ember::ops {
+
+// How a moe_expert_fc kernel sees its buffers (for the CPU and the CUDA
+// kernels alike): `experts` x `capacity` rows of expert rows first (expert
+// e's at [e * capacity, (e + 1) * capacity)), then padding up to `rows`
+// (batch x slots), `in` floats wide in and `out` wide out.
+struct ExpertLayout {
+  int64_t experts = 0, capacity = 0, rows = 0, in = 0, out = 0;
+  Activation activation = Activation::kNone;
+};
+ExpertLayout ExpertLayoutOf(const KernelContext& c);
 
 // Registers moe_expert_fc and moe_balance with their CPU kernels
 // (RegisterMoeRoutingOps calls it). AlreadyExists when they already are.
@@ -68,6 +88,11 @@ struct MoeStepStats {
   // The auxiliary losses of the moe_balance nodes, unweighted (1 when the
   // load is uniform), summed over them.
   double aux_loss = 0.0;
+  // Bytes this rank's expert layers sent to other ranks, and the seconds of
+  // their exchanges (expert parallelism, ops/expert_parallel.h; 0 without
+  // it), forward and backward.
+  int64_t exchanged_bytes = 0;
+  double exchange_seconds = 0.0;
 };
 
 // The statistics of `graph`'s last forward. `value(id)` gives the host

@@ -178,6 +178,7 @@ OpDef RouteDef() {
       return Status::InvalidArgument("normalize must be 0 or 1");
     return Shapes{{k}, {2, k}};
   };
+  def.rows_grouped = true;  // Capacity and slots per group: ops/op_registry.h.
   def.cost = [](const std::vector<InputShape>& in, const OpAttrs& attrs, int64_t batch,
                 bool backward) {
     const RouteAttrs a = RouteAttrsOf(attrs);
@@ -231,6 +232,7 @@ OpDef DispatchDef() {
     if (k > experts) return Status::InvalidArgument("k=", k, " exceeds the ", experts, " experts");
     return Shapes{{slots, in[0].shape[0]}};
   };
+  def.rows_grouped = true;  // Capacity and slots per group: ops/op_registry.h.
   def.cost = [](const std::vector<InputShape>& in, const OpAttrs& attrs, int64_t batch,
                 bool backward) {
     const int64_t hidden = in[0].shape[0], k = in[1].shape[1];
@@ -293,6 +295,7 @@ OpDef CombineDef() {
     if (k > experts) return Status::InvalidArgument("k=", k, " exceeds the ", experts, " experts");
     return Shapes{{in[0].shape[1]}};
   };
+  def.rows_grouped = true;  // Capacity and slots per group: ops/op_registry.h.
   def.cost = [](const std::vector<InputShape>& in, const OpAttrs& attrs, int64_t batch,
                 bool backward) {
     const int64_t slots = in[0].shape[0], hidden = in[0].shape[1], k = in[1].shape[0];

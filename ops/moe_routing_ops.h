@@ -29,7 +29,9 @@
 // finite and > 0), which bounds the capacity as MoeNodeCapacity says; the
 // three nodes of one layer must give it the same value.
 // The capacity depends on the batch and slots are claimed in token order, so
-// none of the three computes a row from that row alone (not rows_independent).
+// none of the three computes a row from that row alone (not rows_independent);
+// each routes the rows it is given as one group (rows_grouped): run in row
+// ranges, each range is routed with its own capacity, as GShard's groups.
 // Costs are those of ops/moe_routing.h at the batch's capacity, plus the
 // padding rows written.
 

@@ -1,7 +1,8 @@
 // The CUDA kernels of moe_route, moe_dispatch and moe_combine
 // (ops/moe_routing_ops.h): thin adapters from KernelContext to the functions
 // of ops/dense_ops_cuda.h, queued on c.stream. The operators themselves,
-// their shapes and costs, are registered with their CPU kernels.
+// their shapes and costs, are registered with their CPU kernels. Those of
+// moe_expert_fc and moe_balance are in ops/moe_expert_ops_cuda.cc.
 
 #include <utility>
 #include <vector>
@@ -186,7 +187,9 @@ Status RegisterMoeRoutingCudaKernels(OpRegistry* registry) {
   constexpr DeviceType kCuda = DeviceType::kCuda;
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_route", kCuda, RouteCuda()));
   EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_dispatch", kCuda, DispatchCuda()));
-  return registry->RegisterKernel("moe_combine", kCuda, CombineCuda());
+  EMBER_RETURN_IF_ERROR(registry->RegisterKernel("moe_combine", kCuda, CombineCuda()));
+  // The experts and the balance loss that make a layer of the routing.
+  return RegisterMoeExpertCudaKernels(registry);
 }
 
 }  // namespace ember::ops

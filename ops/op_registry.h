@@ -27,6 +27,8 @@
 
 namespace ember::ops {
 
+class ExpertParallel;  // ops/expert_parallel.h
+
 // Named numeric attributes of a node ("activation", "features", ...).
 class OpAttrs {
  public:
@@ -79,6 +81,19 @@ struct KernelContext {
   // Forward (parameters change between steps) and after each Backward.
   std::vector<Tensor*> input_bf16;
   std::vector<Tensor*> output_bf16;
+  // The examples the model's objective is a mean over: every rank's batch,
+  // every row range of it (GraphExecutor sets it, at least the executor's
+  // batch). An op that adds a loss of its own (moe_balance) scales its
+  // gradient by it, so that the loss weighs the same however the batch is
+  // split. 0 outside an executor: the rows the kernel is given.
+  int64_t loss_examples = 0;
+  // Expert parallelism (ops/expert_parallel.h): the ranks among which the
+  // experts of moe_expert_fc are divided, and where such a kernel keeps what
+  // its backward needs. Null (the default): every expert is here.
+  ExpertParallel* experts = nullptr;
+  // The node's index in its graph (-1 outside one): keys what a kernel
+  // keeps through `experts` from its forward to its backward.
+  int node = -1;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;
@@ -111,6 +126,14 @@ struct OpDef {
   // the same rows (GraphExecutor::set_row_shards); parameter gradients are
   // then sums over the ranges. Not dropout: its mask is indexed by position.
   bool rows_independent = false;
+  // Whether the op computes over the rows it is given as one group of
+  // examples (GShard's groups): the MoE routing's capacity, the balance
+  // loss' statistics. Run on a range of rows, it treats the range as a
+  // group of its own, so a graph of such ops and rows_independent ones still
+  // runs in row shards, each range a group, with results a function of the
+  // ranges (GraphExecutor::set_row_shards); a rank of a data-parallel job is
+  // such a range of the job's batch.
+  bool rows_grouped = false;
   // Work of the forward (backward = false) or the backward at `batch`.
   std::function<OpCost(const std::vector<InputShape>&, const OpAttrs&, int64_t batch,
                        bool backward)>
