@@ -117,6 +117,12 @@ struct TrainOptions {
   const std::atomic<bool>* stop_requested = nullptr;
   // The other ranks of the job, if any (see RankGroup).
   RankGroup ranks;
+  // With ranks: divide the experts of the model's MoE layers among them
+  // (ops/expert_parallel.h); Create fails when they do not divide evenly.
+  // False: every rank computes every expert for its own examples. Either
+  // way the ranks train what one rank trains with their batches as row
+  // ranges (the MoE routing's groups).
+  bool expert_parallel = true;
 };
 
 // Validates option ranges (batch_size >= 1, epochs >= 1, ...), naming the

@@ -49,6 +49,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
     return model.status().WithContext("the dense model on " + options.model.device.ToString());
   }
   EMBER_RETURN_IF_ERROR((*model)->InitOptimizer(options.dense_optimizer));
+  if (options.ranks.active() && options.expert_parallel) {
+    EMBER_RETURN_IF_ERROR((*model)->EnableExpertParallel(options.ranks.dense));
+  }
   // With ranks, each keeps its checkpoints in a directory of its own and
   // rank 0 commits the job's (engine/rank_checkpoint.h).
   // One process resuming a job of ranks keeps that layout, as rank 0 of 1.

@@ -32,6 +32,8 @@ void TrainingProgress::Done(const pipeline::StepState& s) {
   report.moe_dropped_choices += s.moe.dropped_choices;
   report.moe_dropped_examples += s.moe.dropped_examples;
   report.moe_aux_loss_sum += s.moe.aux_loss;
+  report.moe_exchanged_bytes += s.moe.exchanged_bytes;
+  report.moe_exchange_seconds += s.moe.exchange_seconds;
   if (report.steps == warmup_steps_) {
     warm_end_ = std::chrono::steady_clock::now();
     warm_examples_ = report.examples;

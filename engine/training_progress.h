@@ -60,6 +60,10 @@ struct TrainReport {
   int64_t moe_dropped_choices = 0;
   int64_t moe_dropped_examples = 0;
   double moe_aux_loss_sum = 0.0;
+  // Bytes the expert layers sent to other ranks, and the seconds of their
+  // exchanges (expert parallelism).
+  int64_t moe_exchanged_bytes = 0;
+  double moe_exchange_seconds = 0.0;
   bool pipelined = false;
   // Stopped early through stop_requested.
   bool interrupted = false;

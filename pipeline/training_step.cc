@@ -71,19 +71,23 @@ Status TrainingStep::Lookup(StepState& state) {
   return table_->Lookup(state.unique_keys, state.rows.data<float>());
 }
 
-Status TrainingStep::Forward(StepState& state) {
+Status TrainingStep::Forward(StepState& state) { return Forward(state, /*training=*/false); }
+
+Status TrainingStep::Forward(StepState& state, bool training) {
   const int64_t b = state.batch.size;
   const int dim = table_->dim();
   Tensor pooled_bags = state.pooled.Reshape({b * state.batch.num_slots, dim});
   EMBER_RETURN_IF_ERROR(ops::EmbeddingBagForward(state.rows, state.row_index, state.offsets,
                                                  ops::Pooling::kSum, &pooled_bags));
-  return model_->Forward(state.dense, state.pooled, &state.logits);
+  return model_->Forward(state.dense, state.pooled, &state.logits, training);
 }
 
 Status TrainingStep::DenseTrain(StepState& state) {
   const int64_t b = state.batch.size;
   const int dim = table_->dim();
-  EMBER_RETURN_IF_ERROR(Forward(state));
+  const int64_t exchanged_before = model_->expert_exchange_bytes();
+  const double exchange_seconds_before = model_->expert_exchange_seconds();
+  EMBER_RETURN_IF_ERROR(Forward(state, /*training=*/true));
   const int64_t outputs = b * model_->num_tasks();
   state.dlogits = Tensor::Empty(state.logits.shape());
   Tensor flat_logits = state.logits.Reshape({outputs});
@@ -108,7 +112,10 @@ Status TrainingStep::DenseTrain(StepState& state) {
   // pipeline's later stages (the progress line's AUC).
   state.logits = state.logits.Clone();
   state.dpooled = Tensor::Empty({b, int64_t{state.batch.num_slots} * dim});
-  EMBER_RETURN_IF_ERROR(model_->Backward(state.dlogits, &state.dpooled));
+  EMBER_RETURN_IF_ERROR(
+      model_->Backward(state.dlogits, &state.dpooled, mean_over / model_->num_tasks()));
+  state.moe.exchanged_bytes = model_->expert_exchange_bytes() - exchanged_before;
+  state.moe.exchange_seconds = model_->expert_exchange_seconds() - exchange_seconds_before;
   if (ranks() > 1) EMBER_RETURN_IF_ERROR(AllReduceGradients());
   ++optimizer_steps_;
   EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));

@@ -101,6 +101,9 @@ class TrainingStep {
   int ranks() const { return dense_comm_ == nullptr ? 1 : dense_comm_->size(); }
 
  private:
+  // The forward of DenseTrain (training: expert layers may exchange with
+  // the other ranks) or of an evaluation.
+  Status Forward(StepState& state, bool training);
   // Sums every parameter's gradient over the ranks, in rank order.
   Status AllReduceGradients();
 

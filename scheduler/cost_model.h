@@ -58,12 +58,18 @@ struct RankExchangeBytes {
   // The dense all-reduce as the MPI backend runs it: the whole gradient to
   // every other rank, (N - 1) x gradient bytes.
   double dense = 0.0;
-  double total() const { return pull + push + dense; }
+  // Expert parallelism (ops/expert_parallel.h): the routed rows of the
+  // experts owned elsewhere, (N - 1) / N of them, out and back in the
+  // forward and again in the backward: 4 bytes x expert floats x 2.
+  double experts = 0.0;
+  double total() const { return pull + push + dense + experts; }
 };
 
-// All zero for one rank. REQUIRES: ranks >= 1.
+// All zero for one rank. `expert_floats`: what a rank's expert layers move
+// each way in a forward (Program::expert_floats_per_example x its batch; 0
+// without expert parallelism). REQUIRES: ranks >= 1.
 RankExchangeBytes RankExchangePerStep(double distinct_keys, int ranks, int dim,
-                                      double gradient_bytes);
+                                      double gradient_bytes, double expert_floats = 0.0);
 
 // Where the ranks of a job are and what joins them.
 struct RankLinks {
@@ -119,6 +125,9 @@ struct StepSetup {
   // gradients (RankExchangePerStep). ranks = 1: none of this.
   int ranks = 1;
   int ranks_per_host = 1;
+  // With ranks: the experts of the model's MoE layers divided among them
+  // (ops/expert_parallel.h), their rows exchanged in the dense stage.
+  bool expert_parallel = true;
 };
 
 // The cost of one step.
@@ -142,6 +151,8 @@ struct StepCost {
   // pull's, push's and dense stage's exchanges (in those stages' times).
   RankExchangeBytes rank_bytes;
   double rank_exchange_seconds = 0.0;
+  // Of them, the expert layers' (expert parallelism).
+  double expert_exchange_seconds = 0.0;
 };
 
 // The model's dense step timed on one CPU device (DenseStepTimer): seconds

@@ -81,6 +81,13 @@ std::string Plan::ToText() const {
                   Bytes(static_cast<int64_t>(exchange_bytes_per_step)).c_str(),
                   exchange_seconds_per_step * 1e3, 100.0 * exchange_share);
     out += line;
+    if (expert_exchange_bytes_per_step > 0) {
+      std::snprintf(line, sizeof(line),
+                    "  of which the experts' rows (expert parallelism): %s, %.3f ms\n",
+                    Bytes(static_cast<int64_t>(expert_exchange_bytes_per_step)).c_str(),
+                    expert_exchange_seconds_per_step * 1e3);
+      out += line;
+    }
   }
   out += "needs:\n";
   for (const DeviceNeed& n : needs) {
@@ -131,6 +138,8 @@ std::string Plan::ToJson() const {
     root.Add("ranks", ranks)
         .Add("ranks_per_host", ranks_per_host)
         .Add("exchange_bytes_per_step", exchange_bytes_per_step)
+        .Add("expert_exchange_bytes_per_step", expert_exchange_bytes_per_step)
+        .Add("expert_exchange_seconds_per_step", expert_exchange_seconds_per_step)
         .Add("exchange_seconds_per_step", exchange_seconds_per_step)
         .Add("exchange_share", exchange_share);
   }

@@ -81,6 +81,10 @@ struct Plan {
   // stages spend exchanging them, and their share of the step's work (the
   // exchange seconds over the sum of every stage's seconds).
   double exchange_bytes_per_step = 0.0;
+  // Of them, the expert layers' rows (expert parallelism; 0 without it),
+  // bytes and seconds.
+  double expert_exchange_bytes_per_step = 0.0;
+  double expert_exchange_seconds_per_step = 0.0;
   double exchange_seconds_per_step = 0.0;
   double exchange_share = 0.0;
   std::vector<DeviceNeed> needs;

@@ -193,6 +193,8 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
     plan.ranks_per_host = ranks_per_host;
     plan.predicted_samples_per_sec *= knobs.ranks;
     plan.exchange_bytes_per_step = step.rank_bytes.total();
+    plan.expert_exchange_bytes_per_step = step.rank_bytes.experts;
+    plan.expert_exchange_seconds_per_step = step.expert_exchange_seconds;
     plan.exchange_seconds_per_step = step.rank_exchange_seconds;
     double work = 0.0;
     for (const SimStage& s : step.stages) work += s.seconds;

@@ -1,5 +1,7 @@
 #include "scheduler/program.h"
 
+#include "ops/moe_routing_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -234,6 +236,15 @@ Result<Program> BuildProgram(const std::string& model, const ops::Graph& dense,
       if (value_tensor[v] >= 0) op.inputs.push_back(value_tensor[v]);
     }
     last = add(op);
+    if (node.op == "moe_expert_fc") {
+      const std::vector<int64_t>& weight = dense.values()[node.inputs[1]].shape;  // [E, out, in]
+      const int64_t slots = dense.values()[node.inputs[0]].shape[0];
+      const int64_t capacity = ops::MoeNodeCapacity(kPerExample, weight[0], slots,
+                                                    node.attrs.GetInt("k", 1), node.attrs);
+      ++p.expert_layers;
+      p.expert_floats_per_example += static_cast<double>(weight[0] * capacity) / kPerExample *
+                                     static_cast<double>(weight[1] + weight[2]);
+    }
     for (int v : node.outputs) {
       value_tensor[v] = tensor(dense.values()[v].name, last, 4.0 * dense.values()[v].elements());
       p.tensors[value_tensor[v]].has_gradient = !dense.values()[v].saved_for_backward;

@@ -242,6 +242,12 @@ DEFINE_double(rank_timeout_seconds, 60,
               "job fails, naming the ranks that did not answer (a rank that dies is reported by "
               "mpirun at once). Raise it if saving one rank's checkpoint takes longer.");
 DEFINE_validator(rank_timeout_seconds, &IsPositiveDouble);
+DEFINE_bool(expert_parallel, true,
+            "Under mpirun, --model=moe: divide the experts among the ranks, each computing its "
+            "experts for every rank's examples (all-to-all dispatch and combine); --num_experts "
+            "must then be a multiple of the ranks (left at its default, this flag turns itself "
+            "off when it is not, and on a GPU). false: every rank computes every expert for its "
+            "own examples. Both train the same model.");
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
@@ -776,6 +782,19 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
         ranks.UseNcclForDense(options->model.device.index, FLAGS_rank_timeout_seconds));
   }
   options->ranks = ranks.group();
+  options->expert_parallel = FLAGS_expert_parallel;
+  const bool uneven = options->model.num_experts % ranks.size() != 0;
+  if (FLAGS_expert_parallel && options->model.name == "moe" &&
+      (uneven || options->model.device.is_cuda()) &&
+      gflags::GetCommandLineFlagInfoOrDie("expert_parallel").is_default) {
+    LOG(WARNING) << "--expert_parallel: off, "
+                 << (uneven ? "--num_experts=" + std::to_string(options->model.num_experts) +
+                                  " does not divide among " + std::to_string(ranks.size()) +
+                                  " ranks"
+                            : std::string("the model is on a GPU"))
+                 << "; every rank computes every expert";
+    options->expert_parallel = false;
+  }
   options->show_progress = options->show_progress && ranks.rank() == 0;
   if (!options->table.disk_path.empty()) {
     options->table.disk_path += "/rank-" + std::to_string(ranks.rank());
@@ -930,11 +949,20 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
   if (report.moe_choices > 0) {
-    LOG(INFO) << "moe: " << report.moe_dropped_examples / static_cast<double>(report.steps)
+    // With ranks, each rank's own batches.
+    const std::string who =
+        ranks.several() ? " (rank " + std::to_string(ranks.rank()) + ")" : std::string();
+    LOG(INFO) << "moe" << who << ": "
+              << report.moe_dropped_examples / static_cast<double>(report.steps)
               << " examples a step lost a choice to a full expert ("
               << report.moe_dropped_choices << " of " << report.moe_choices
               << " choices dropped); load-balancing loss " << report.moe_aux_loss_sum / report.steps
               << " a step (1 a layer when balanced)";
+    if (report.moe_exchanged_bytes > 0) {
+      LOG(INFO) << "moe" << who << ": experts divided among the ranks; the expert layers sent "
+                << report.moe_exchanged_bytes / report.steps << " bytes a step, exchanging for "
+                << 1e3 * report.moe_exchange_seconds / report.steps << " ms a step";
+    }
   }
   if (ranks.several() && report.steps > 0) {
     const embedding::TableStats& t = report.embedding;
@@ -1057,7 +1085,9 @@ Status Train(JobRanks& ranks, int* stopped_by) {
           .Add("dropped_examples", report.moe_dropped_examples)
           .Add("dropped_examples_per_step",
                static_cast<double>(report.moe_dropped_examples) / report.steps)
-          .Add("aux_loss_per_step", report.moe_aux_loss_sum / report.steps);
+          .Add("aux_loss_per_step", report.moe_aux_loss_sum / report.steps)
+          .Add("exchanged_bytes", report.moe_exchanged_bytes)
+          .Add("exchange_seconds", report.moe_exchange_seconds);
       train_json.Add("moe", moe);
     }
     if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));

@@ -39,12 +39,21 @@ struct Param {
   bool disk_tier;
   // Data on which the sums can run in the same order (see BitwiseData).
   bool bitwise = false;
+  // "moe": the mixture of experts, its experts divided among the ranks
+  // (ops/expert_parallel.h); the reference routes each rank's rows as a
+  // group of its own (its row ranges), as the ranks do.
+  std::string model = "dlrm";
+  // false: every rank computes every expert for its own rows.
+  bool expert_parallel = true;
 };
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return std::to_string(info.param.ranks) + "Ranks" +
          (info.param.pipelined ? "Pipelined" : "Sequential") +
-         (info.param.disk_tier ? "Tiered" : "InMemory") + (info.param.bitwise ? "Bitwise" : "");
+         (info.param.disk_tier ? "Tiered" : "InMemory") + (info.param.bitwise ? "Bitwise" : "") +
+         (info.param.model != "moe"      ? ""
+          : info.param.expert_parallel ? "ExpertParallelMoe"
+                                       : "DataParallelMoe");
 }
 
 // `data` with the keys of every rank but the first made distinct within
@@ -96,8 +105,10 @@ class DistributedTrainerTest : public test::TempDirTest,
 
   TrainOptions Options(const std::string& disk_name) {
     TrainOptions options;
+    options.model.name = GetParam().model;
     options.model.bottom_mlp = {32, 16};
     options.model.top_mlp = {32, 16};
+    options.model.num_experts = GetParam().ranks == 3 ? 6 : 4;  // Divided among the ranks.
     options.table.dim = 16;
     options.epochs = 2;
     options.show_progress = false;
@@ -150,6 +161,7 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
       options.batch_size = kBatch;
       options.threads = 1;
       options.shuffle = !bitwise;
+      options.expert_parallel = GetParam().expert_parallel;
       options.ranks = {groups[0][r].get(), groups[1][r].get(), groups[2][r].get(),
                        groups[3][r].get()};
       auto trainer = Trainer::Create(options, train->num_dense(), train->num_slots());
@@ -172,6 +184,13 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
     ASSERT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].status();
     ASSERT_TRUE(predictions[r].ok()) << "rank " << r << ": " << predictions[r].status();
     EXPECT_EQ(reports[r]->steps, reference_report->steps) << "rank " << r;
+    if (GetParam().model == "moe") {
+      // The experts were divided: rows crossed between ranks (none with one).
+      const bool divided = GetParam().expert_parallel;
+      EXPECT_EQ(divided, trainers[r]->model().expert_parallel()) << "rank " << r;
+      EXPECT_EQ(divided && ranks > 1, reports[r]->moe_exchanged_bytes > 0) << "rank " << r;
+      EXPECT_GT(reports[r]->moe_choices, 0) << "rank " << r;
+    }
   }
 
   // Every rank holds the same dense model.
@@ -204,6 +223,12 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
                                                                      b[i]->value.data<float>()[j])));
     }
   }
+  // The MoE routing's groups are the row ranges of an evaluation batch too:
+  // the reference's (ranks threads) differ from the ranks' (one thread
+  // each), so a MoE model's predictions are compared among the ranks, whose
+  // models are the reference's, checked above.
+  const bool moe = GetParam().model == "moe";
+  if (moe) expected = *predictions[0];
   double prediction_diff = 0.0;
   for (int r = 0; r < ranks; ++r) {
     ASSERT_EQ(expected->size(), predictions[r]->size());
@@ -212,17 +237,21 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
                                  static_cast<double>(std::abs((*expected)[i] - (*predictions[r])[i])));
     }
   }
-  auto metrics = (*reference)->Evaluate(*test);
-  ASSERT_TRUE(metrics.ok());
+  double reference_auc = aucs[0];
+  if (!moe) {
+    auto metrics = (*reference)->Evaluate(*test);
+    ASSERT_TRUE(metrics.ok());
+    reference_auc = metrics->auc;
+  }
   std::printf("%d ranks vs one: max |difference| rows %.3g, dense %.3g, predictions %.3g; "
               "test AUC %.6f vs %.6f\n",
-              ranks, row_diff, dense_diff, prediction_diff, aucs[0], metrics->auc);
+              ranks, row_diff, dense_diff, prediction_diff, aucs[0], reference_auc);
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(aucs[r], aucs[0]) << "rank " << r;
   if (bitwise) {
     EXPECT_EQ(row_diff, 0.0);
     EXPECT_EQ(dense_diff, 0.0);
     EXPECT_EQ(prediction_diff, 0.0);
-    EXPECT_EQ(aucs[0], metrics->auc);
+    EXPECT_EQ(aucs[0], reference_auc);
   } else {
     // Rows trained with Adagrad amplify the last bit of a summed gradient
     // early on (a step is lr x g / |g| at first); the model's predictions
@@ -230,7 +259,7 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
     EXPECT_LE(row_diff, 1e-3);
     EXPECT_LE(dense_diff, 1e-6);
     EXPECT_LE(prediction_diff, 5e-6);
-    EXPECT_NEAR(aucs[0], metrics->auc, 5e-5);
+    EXPECT_NEAR(aucs[0], reference_auc, 5e-5);
   }
 }
 
@@ -388,7 +417,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DistributedTrainerTest,
                                            Param{3, false, false}, Param{3, true, false},
                                            Param{2, true, true}, Param{2, false, false, true},
                                            Param{3, true, false, true},
-                                           Param{3, true, true, true}),
+                                           Param{3, true, true, true},
+                                           Param{1, false, false, true, "moe"},
+                                           Param{2, true, false, true, "moe"},
+                                           Param{4, false, false, true, "moe"},
+                                           Param{3, true, false, false, "moe"},
+                                           Param{2, false, false, false, "moe", false}),
                          ParamName);
 
 }  // namespace

@@ -44,7 +44,46 @@ TEST(RankExchangeTest, BytesPerStepFollowTheExchangesAsImplemented) {
     EXPECT_DOUBLE_EQ(remote * (8 + 4.0 * c.dim) + 8 * (n - 1), bytes.push) << c.ranks;
     EXPECT_DOUBLE_EQ((n - 1) * c.gradient_bytes, bytes.dense) << c.ranks;
     EXPECT_DOUBLE_EQ(bytes.pull + bytes.push + bytes.dense, bytes.total());
+    EXPECT_EQ(0.0, bytes.experts);
+    // Expert parallelism: the rows of experts owned elsewhere, out and back
+    // in the forward and again in the backward.
+    const RankExchangeBytes moe =
+        RankExchangePerStep(c.distinct_keys, c.ranks, c.dim, c.gradient_bytes, 5000.0);
+    EXPECT_DOUBLE_EQ(4.0 * 5000.0 * 2.0 * (n - 1) / n, moe.experts) << c.ranks;
+    EXPECT_DOUBLE_EQ(bytes.total() + moe.experts, moe.total());
   }
+}
+
+// A MoE model's program counts what its expert layers route (experts x
+// capacity rows per example, each in + out floats), and a job of ranks pays
+// for moving them in its dense stage when the experts are divided.
+TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
+  const SparseFeatures f = test::Features(100000, 100000);
+  auto graph = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, /*experts=*/4,
+                              /*hidden=*/64);
+  Result<Program> program = BuildProgram("moe", *graph, f);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const double in = f.num_dense + f.num_slots * f.embedding_dim;
+  EXPECT_EQ(1, program->expert_layers);
+  // Top-1, capacity factor 1: 4 experts x 256 rows of a batch of 1024.
+  EXPECT_DOUBLE_EQ(1.0 * (in + 64), program->expert_floats_per_example);
+
+  const ResourceGraph host = test::Host(4, 64 * kGiB);
+  const CostModel cost(&host);
+  StepSetup setup;
+  setup.batch = 512;
+  setup.ranks = 4;
+  setup.ranks_per_host = 4;
+  setup.replicas_per_host = 4;
+  const StepCost divided = cost.Estimate(*program, setup);
+  EXPECT_DOUBLE_EQ(4.0 * (in + 64) * 512 * 2 * 3 / 4, divided.rank_bytes.experts);
+  setup.expert_parallel = false;
+  const StepCost replicated = cost.Estimate(*program, setup);
+  EXPECT_EQ(0.0, replicated.rank_bytes.experts);
+  EXPECT_GT(divided.stages[divided.stage_index[Stage::kDense]].seconds,
+            replicated.stages[replicated.stage_index[Stage::kDense]].seconds);
+  EXPECT_EQ(divided.stages[divided.stage_index[Stage::kPull]].seconds,
+            replicated.stages[replicated.stage_index[Stage::kPull]].seconds);
 }
 
 TEST(RankExchangeTest, OneRankExchangesNothing) {

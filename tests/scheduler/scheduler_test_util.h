@@ -47,6 +47,38 @@ inline std::unique_ptr<ops::Graph> CrossGraph(int num_dense, int num_slots, int 
   return g;
 }
 
+// A mixture of experts: [dense, pooled] -> gate over `experts` -> top-1
+// routing with capacity factor 1 (one slot per example) -> one expert layer
+// of `hidden` -> combine -> 1.
+inline std::unique_ptr<ops::Graph> MoeGraph(int num_dense, int num_slots, int dim, int experts,
+                                            int hidden) {
+  auto g = std::make_unique<ops::Graph>(&ops::DefaultOpRegistry());
+  const int dense = *g->AddInput("dense", {num_dense});
+  const int pooled = *g->AddInput("pooled", {int64_t{num_slots} * dim});
+  const int x = (*g->AddNode("x0", "concat", {dense, pooled}))[0];
+  const int64_t in = num_dense + int64_t{num_slots} * dim;
+  ops::OpAttrs routing;
+  routing.Set("experts", experts).Set("k", 1).Set("slots", 1).Set("capacity_factor", 1.0);
+  const int wg = *g->AddParameter("gate.weight", {experts, in}, ops::Initializer::kHeUniform, in);
+  const int bg = *g->AddParameter("gate.bias", {experts}, ops::Initializer::kZeros);
+  const int logits = (*g->AddNode("gate", "fully_connected", {x, wg, bg}))[0];
+  const int probs = (*g->AddNode("softmax", "softmax", {logits}))[0];
+  const std::vector<int> gate = *g->AddNode("route", "moe_route", {probs}, routing);
+  const int buffers = (*g->AddNode("dispatch", "moe_dispatch", {x, gate[1]}, routing))[0];
+  const int we = *g->AddParameter("expert.weight", {experts, hidden, in},
+                                  ops::Initializer::kHeUniform, in);
+  const int be = *g->AddParameter("expert.bias", {experts, hidden}, ops::Initializer::kZeros);
+  ops::OpAttrs fc = routing;
+  fc.Set("activation", 1);
+  const int h = (*g->AddNode("expert", "moe_expert_fc", {buffers, we, be}, fc))[0];
+  const int mixed = (*g->AddNode("combine", "moe_combine", {h, gate[0], gate[1]}, routing))[0];
+  const int w2 = *g->AddParameter("fc.weight", {1, hidden}, ops::Initializer::kHeUniform, hidden);
+  const int b2 = *g->AddParameter("fc.bias", {1}, ops::Initializer::kZeros);
+  const int y = (*g->AddNode("fc", "fully_connected", {mixed, w2, b2}))[0];
+  (void)g->MarkOutput(y);
+  return g;
+}
+
 inline SparseFeatures Features(int64_t vocabulary, int64_t examples) {
   SparseFeatures f;
   f.slot_vocabulary.assign(f.num_slots, vocabulary);

@@ -14,8 +14,12 @@
 #   resume      2 ranks stopped at a checkpoint resume to the model of an
 #               uninterrupted run (same hash); the checkpoint resumes on 3
 #               ranks and on 1 (resharded) and trains on.
+#   moe N       --model=moe with its experts divided among N ranks (issue 33)
+#               trains the model one rank trains in N row ranges (the
+#               routing's groups): same --model_hash; rows crossed between
+#               ranks (the metrics' moe exchanged_bytes).
 #
-# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill | resume
+# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill | resume | moe N
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -129,6 +133,26 @@ kill)
       echo "FAIL: rank process $pid still runs"; kill -KILL "$pid"; status=1
     fi
   done
+  exit $status
+  ;;
+moe)
+  n=$4
+  cd "$work"
+  moe=("${data[@]}" --model=moe --num_experts=4 --moe_expert_mlp=32,16 --threads=1)
+  timeout 300 "$ember" train "${moe[@]}" --dense_row_shards="$n" --batch_size=$((n * 128)) \
+      >one.txt 2>&1 || { echo "FAIL: one rank exited $?"; tail -n 20 one.txt; exit 1; }
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${moe[@]}" --batch_size=128 \
+      --metrics_out=metrics.json >ranks.txt 2>&1 ||
+    { echo "FAIL: $n ranks exited $?"; grep -v '^I[0-9]' ranks.txt | tail -n 20; exit 1; }
+  echo "moe: one rank hash $(hash_of one.txt); $n ranks hash $(hash_of ranks.txt)"
+  grep -h "moe:" ranks.txt | sed 's/^.*\] //'
+  status=0
+  [[ -n "$(hash_of one.txt)" && "$(hash_of one.txt)" == "$(hash_of ranks.txt)" ]] ||
+    { echo "FAIL: the model hashes differ"; status=1; }
+  grep -q "experts divided among the ranks" ranks.txt ||
+    { echo "FAIL: the experts were not divided"; status=1; }
+  python3 -c 'import json,sys; m=json.load(open("metrics.json"))["train"]["moe"]; sys.exit(m["exchanged_bytes"] <= 0)' ||
+    { echo "FAIL: no exchanged bytes in metrics.json"; status=1; }
   exit $status
   ;;
 resume)
