@@ -32,8 +32,11 @@ Clock::time_point DeadlineAfter(double seconds);
 
 // Spacing of polls: MPI has no blocking wait with a timeout, so waits poll.
 // A few yields keep latency low when the peer is about to answer; then
-// sleeps growing to 1 ms keep an idle wait from taking a core (ranks are
-// often oversubscribed in tests).
+// sleeps growing to 100 us keep an idle wait from taking a core (ranks are
+// often oversubscribed in tests). A large message moves only while both
+// sides poll (MPI's progress runs in the calls), so the sleeps stay short:
+// at 1 ms the MoE layers' exchanges in the middle of the dense step, whose
+// messages take many rounds, cost several times the bytes' time.
 class Backoff {
  public:
   void Wait() {
@@ -41,7 +44,7 @@ class Backoff {
       std::this_thread::yield();
       return;
     }
-    const int64_t sleep_us = std::min<int64_t>(1000, 10 * (polls_ - 64));
+    const int64_t sleep_us = std::min<int64_t>(100, 5 * (polls_ - 64));
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }
 
