@@ -8,6 +8,7 @@
 #include "ops/dense_ops.h"
 #include "ops/dropout.h"
 #include "ops/fm_interaction.h"
+#include "ops/kernel_helpers.h"
 #include "ops/moe_routing.h"
 #include "ops/moe_routing_ops.h"
 #include "ops/op_registry.h"
@@ -26,9 +27,6 @@ Result<int64_t> Width(const std::vector<InputShape>& in, size_t i, const char* w
   }
   return in[i].shape[0];
 }
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) { return t.Reshape({t.dim(0), t.numel() / t.dim(0)}); }
 
 // --- fully_connected: y = act(x W^T + b) -----------------------------------
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/dense_ops_cuda.h"
+#include "ops/kernel_helpers.h"
 #include "ops/moe_routing_ops.h"
 #include "ops/op_registry.h"
 
@@ -19,17 +20,6 @@ int64_t PerExample(const Tensor& t) {
   int64_t n = 1;
   for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
   return n;
-}
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) { return t.Reshape({t.dim(0), PerExample(t)}); }
-
-Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
-  if (c.stream == nullptr) {
-    return Status::FailedPrecondition("the CUDA kernel of ", op,
-                                      " needs KernelContext::stream");
-  }
-  return c.stream;
 }
 
 // A device tensor of `shape` for the duration of one kernel call (an

@@ -121,11 +121,25 @@ Status DenseModel::WaitingOnFailure(const std::function<Status()>& body) {
 Status DenseModel::EnableExpertParallel(Communicator* comm) {
   bool any = false;
   auto experts = std::make_unique<ExpertParallel>(comm);
-  for (const GraphNode& node : graph_->nodes()) {
+  const std::vector<GraphNode>& nodes = graph_->nodes();
+  // Readers of each value (a graph output counts as one more).
+  std::vector<int> readers(graph_->values().size(), 0);
+  for (const GraphNode& node : nodes) {
+    for (int in : node.inputs) ++readers[in];
+  }
+  for (int out : graph_->outputs()) ++readers[out];
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const GraphNode& node = nodes[n];
     if (node.op != "moe_expert_fc") continue;
     any = true;
     const int64_t count = graph_->values()[node.inputs[1]].shape[0];
     EMBER_RETURN_IF_ERROR(experts->CheckExperts(count).WithContext("layer \"" + node.name + "\""));
+    // An expert layer that reads the output of one that only it reads: a
+    // chain, whose rows stay on the owners between the two.
+    const int from = graph_->values()[node.inputs[0]].producer;
+    if (from >= 0 && nodes[from].op == "moe_expert_fc" && readers[node.inputs[0]] == 1) {
+      experts->ChainLayers(from, static_cast<int>(n));
+    }
   }
   if (!any) return Status::OK();
   if (!device().is_cpu()) {

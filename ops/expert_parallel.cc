@@ -25,6 +25,13 @@ Status ExpertParallel::CheckExperts(int64_t experts) const {
   return Status::OK();
 }
 
+int ExpertParallel::NextOf(int node_id) const {
+  for (const auto& [id, state] : nodes_) {
+    if (state.chain.from == node_id) return id;
+  }
+  return -1;
+}
+
 std::vector<int64_t> ExpertParallel::SendRows(const NodeState& node) const {
   const int64_t per_rank = node.experts / ranks();
   return std::vector<int64_t>(static_cast<size_t>(ranks()),
@@ -73,6 +80,25 @@ Result<Tensor> ExpertParallel::Dispatch(int node_id, const Tensor& local, int64_
   EMBER_RETURN_IF_ERROR(CheckExperts(experts));
   const auto start = std::chrono::steady_clock::now();
   NodeState& node = nodes_[node_id];
+  const bool chained = backward ? node.chain.feeds_next : node.chain.from >= 0;
+  if (chained) {
+    // Forward: the previous layer's rows; backward: the next layer's
+    // gradient of them. Same owners, same blocks.
+    if (!backward) {
+      const NodeState& from = nodes_[node.chain.from];
+      node.experts = from.experts;
+      node.capacities = from.capacities;
+      node.blocks = from.blocks;
+    }
+    if (!node.passed.defined() || node.experts != experts ||
+        node.capacities[static_cast<size_t>(rank())] != capacity) {
+      return Status::FailedPrecondition("an expert layer of a chain ran without its neighbour");
+    }
+    *blocks = node.blocks;
+    Tensor rows = std::move(node.passed);
+    node.passed = Tensor();
+    return rows;
+  }
   if (!backward) {
     node.experts = experts;
     node.capacities.assign(static_cast<size_t>(ranks()), 0);
@@ -102,17 +128,26 @@ Result<Tensor> ExpertParallel::Dispatch(int node_id, const Tensor& local, int64_
       at += node.capacities[s];
     }
   }
+  node.blocks = *blocks;
   seconds_ += SecondsSince(start);
   return received;
 }
 
-Status ExpertParallel::Combine(int node_id, const Tensor& computed, Tensor* local) {
+Status ExpertParallel::Combine(int node_id, const Tensor& computed, bool backward, Tensor* local) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.capacities.empty()) {
     return Status::FailedPrecondition("combining an expert layer's rows before their dispatch");
   }
-  const auto start = std::chrono::steady_clock::now();
   const NodeState& node = it->second;
+  const int next = backward ? node.chain.from : node.chain.feeds_next ? NextOf(node_id) : -1;
+  if (next >= 0) {
+    // Within a chain: the rows stay here for the neighbour.
+    nodes_[next].passed = computed;
+    const int64_t rows = node.experts * node.capacities[static_cast<size_t>(rank())];
+    local->Slice(0, rows).SetZero();
+    return Status::OK();
+  }
+  const auto start = std::chrono::steady_clock::now();
   const int64_t width = computed.dim(1);
   // The reverse of the dispatch: what came from rank s goes back to it.
   const std::vector<int64_t> send = Elements(ReceiveRows(node), width);

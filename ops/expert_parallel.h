@@ -15,7 +15,9 @@
 //   3. combine: the results go back where their rows came from (AllToAllV),
 //      into rows [0, E * C_r) of the layer's output.
 // The backward does the same with the output's gradient, and sends the
-// inputs' gradient back; each owner sums its experts' parameter gradients
+// inputs' gradient back. Consecutive expert layers (an expert MLP) form a
+// chain (set_chain): their rows stay on the owners between the layers, so an
+// MLP's rows cross once each way per pass whatever its depth; each owner sums its experts' parameter gradients
 // over the source ranks in rank order and leaves the other experts' zero, so
 // that the data-parallel all-reduce in rank order (pipeline/training_step.h)
 // gives every rank the owner's bits. The experts' weights stay on every rank,
@@ -28,9 +30,10 @@
 // evaluation computes every expert here, from the replicated weights, so
 // that ranks may evaluate different batches, or one rank alone.
 //
-// Bytes per expert layer and step, summed over the ranks: each routed row
-// crosses once each way in the forward and in the backward, so about
-// rows * (in + out) * 4 bytes * 2 (forward and backward) * (N - 1) / N.
+// Bytes per chain of expert layers and step, summed over the ranks: each
+// routed row crosses once each way in the forward and in the backward, so
+// about rows * (in + out) * 4 bytes * 2 (forward and backward) * (N - 1) / N,
+// `in` the chain's first layer's input width and `out` its last's output.
 
 #include <cstdint>
 #include <map>
@@ -68,19 +71,32 @@ class ExpertParallel {
   // InvalidArgument unless `experts` divide evenly among the ranks.
   Status CheckExperts(int64_t experts) const;
 
+  // Chains node `to` after node `from`: `to` reads the output of `from`,
+  // which nothing else reads, so their rows stay on the owners between the
+  // two. Called before the first forward, alike on every rank.
+  void ChainLayers(int from, int to) {
+    nodes_[to].chain.from = from;
+    nodes_[from].chain.feeds_next = true;
+  }
+
   // Step 1 of the forward (backward = false) of node `node`, or of its
   // backward (true, with the forward's capacities): sends each expert's rows
   // of `local` (f32 [rows, width], rows >= experts * capacity) to its owner
   // and returns the rows this rank's experts received, source rank by source
   // rank, with their blocks (in that order: an expert's blocks come in
   // source rank order). The forward learns every rank's capacity (one
-  // AllGather).
+  // AllGather). Within a chain it sends nothing: the forward returns the
+  // rows the previous layer computed here, the backward the gradient the
+  // next layer's backward left here (`local` is not read).
   Result<Tensor> Dispatch(int node, const Tensor& local, int64_t experts, int64_t capacity,
                           bool backward, std::vector<ExpertBlock>* blocks);
   // Step 3: sends `computed` (laid out as Dispatch returned its rows, any
   // width) back where its rows came from, into rows [0, experts * capacity)
-  // of `*local` (the rest untouched). REQUIRES: Dispatch for `node` before.
-  Status Combine(int node, const Tensor& computed, Tensor* local);
+  // of `*local` (the rest untouched). Within a chain it keeps them here for
+  // the next layer's forward (or the previous layer's backward) and zeroes
+  // those rows of `*local`. REQUIRES: Dispatch for `node`, in the same
+  // pass, before.
+  Status Combine(int node, const Tensor& computed, bool backward, Tensor* local);
 
   // What a node keeps from its forward to its backward (the rows its
   // experts received and computed); replaced at the next forward.
@@ -94,11 +110,23 @@ class ExpertParallel {
   double seconds() const { return seconds_; }
 
  private:
+  // A node's place in a chain of expert layers: the node whose output is
+  // its input (-1: its rows come from the dispatch), and whether its output
+  // goes only to the next layer of the chain.
+  struct Chain {
+    int from = -1;
+    bool feeds_next = false;
+  };
   struct NodeState {
+    Chain chain;
     int64_t experts = 0;
     std::vector<int64_t> capacities;  // Per rank, from the forward.
+    std::vector<ExpertBlock> blocks;  // Of the received rows.
     std::vector<Tensor> kept;
+    Tensor passed;  // Rows a neighbour in the chain left for this node.
   };
+  // The node whose chain.from is `node`, or -1.
+  int NextOf(int node) const;
   // Rows this rank sends to, and receives from, each rank.
   std::vector<int64_t> SendRows(const NodeState& node) const;
   std::vector<int64_t> ReceiveRows(const NodeState& node) const;

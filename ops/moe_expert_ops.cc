@@ -10,6 +10,7 @@
 
 #include "ops/dense_ops.h"
 #include "ops/expert_parallel.h"
+#include "ops/kernel_helpers.h"
 #include "ops/moe_routing_ops.h"
 
 namespace ember::ops {
@@ -18,13 +19,6 @@ namespace {
 using Shapes = std::vector<std::vector<int64_t>>;
 
 constexpr double kF32 = 4.0;
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
-  return t.Reshape({t.dim(0), n});
-}
 
 // Rows [begin, end) of a 2-D tensor, zeroed.
 void ZeroRows(const Tensor& rows, int64_t begin, int64_t end) {
@@ -174,7 +168,7 @@ KernelPair ExpertFcCpu() {
       Tensor computed = Tensor::Empty({received.dim(0), v.out});
       EMBER_RETURN_IF_ERROR(
           BlocksForward(received, blocks, weight, bias, v.activation, c.precision, &computed));
-      EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, computed, &y));
+      EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, computed, /*backward=*/false, &y));
       c.experts->kept(c.node) = {received, computed};
     } else {
       EMBER_RETURN_IF_ERROR(BlocksForward(x, LocalExpertBlocks(v.experts, v.capacity), weight, bias,
@@ -210,7 +204,9 @@ KernelPair ExpertFcCpu() {
       EMBER_RETURN_IF_ERROR(BlocksBackward(kept[0], kept[1], received_dy, blocks, weight,
                                            v.activation, c.precision, /*overwrite_dy=*/true,
                                            &received_dx, &dweight, &dbias));
-      if (dx.defined()) EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, received_dx, &dx));
+      if (dx.defined()) {
+        EMBER_RETURN_IF_ERROR(c.experts->Combine(c.node, received_dx, /*backward=*/true, &dx));
+      }
       c.experts->kept(c.node).clear();
     } else {
       EMBER_RETURN_IF_ERROR(BlocksBackward(x, y, dy, LocalExpertBlocks(v.experts, v.capacity),

@@ -16,6 +16,7 @@
 #include "core/tensor_copy.h"
 #include "ops/dense_ops.h"
 #include "ops/dense_ops_cuda.h"
+#include "ops/kernel_helpers.h"
 #include "ops/moe_expert_ops.h"
 #include "ops/moe_routing_cuda.h"
 #include "ops/moe_routing_ops.h"
@@ -23,20 +24,6 @@
 
 namespace ember::ops {
 namespace {
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
-  return t.Reshape({t.dim(0), n});
-}
-
-Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
-  if (c.stream == nullptr) {
-    return Status::FailedPrecondition("the CUDA kernel of ", op, " needs KernelContext::stream");
-  }
-  return c.stream;
-}
 
 // --- moe_expert_fc: buffers [S, in], weight [E, out, in], bias [E, out] -> [S, out]
 

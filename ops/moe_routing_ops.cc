@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/kernel_helpers.h"
 #include "ops/moe_expert_ops.h"
 #include "ops/moe_routing.h"
 
@@ -21,13 +22,6 @@ constexpr double kF32 = 4.0;
 // An f32 holds every integer of magnitude below 2^24 exactly: the bound on
 // the experts and slots a routing value carries.
 constexpr int64_t kMaxIndex = int64_t{1} << 24;
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
-  return t.Reshape({t.dim(0), n});
-}
 
 struct RouteAttrs {
   int64_t k = 1;

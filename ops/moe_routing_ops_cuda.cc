@@ -9,6 +9,7 @@
 
 #include "core/tensor_copy.h"
 #include "ops/dense_ops_cuda.h"
+#include "ops/kernel_helpers.h"
 #include "ops/moe_routing.h"
 #include "ops/moe_routing_cuda.h"
 #include "ops/moe_routing_ops.h"
@@ -19,20 +20,6 @@ namespace {
 // An f32 holds every integer of magnitude below 2^24 exactly (as in
 // moe_routing_ops.cc).
 constexpr int64_t kMaxIndex = int64_t{1} << 24;
-
-// [B, shape...] viewed as [B, elements].
-Tensor Flat(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
-  return t.Reshape({t.dim(0), n});
-}
-
-Result<CudaStream*> StreamOf(const KernelContext& c, const char* op) {
-  if (c.stream == nullptr) {
-    return Status::FailedPrecondition("the CUDA kernel of ", op, " needs KernelContext::stream");
-  }
-  return c.stream;
-}
 
 Result<int64_t> Capacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
                          const OpAttrs& attrs) {

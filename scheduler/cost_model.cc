@@ -348,17 +348,17 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     links.network_gbps = setup.network_gbps;
     links.network_latency_us = setup.network_latency_us;
     const double gradient_bytes = 4.0 * program.dense_parameters;
-    // Expert parallelism: per expert layer a capacity gather and four
+    // Expert parallelism: per expert MLP a capacity gather and four
     // all-to-alls (dispatch and combine, forward and backward), in the
     // dense stage.
-    const bool experts = setup.expert_parallel && program.expert_layers > 0;
+    const bool experts = setup.expert_parallel && program.expert_chains > 0;
     cost.rank_bytes = RankExchangePerStep(
         u, setup.ranks, program.sparse.embedding_dim, gradient_bytes,
         experts ? program.expert_floats_per_example * static_cast<double>(setup.batch) : 0.0);
     const double pull = RankExchangeSeconds(cost.rank_bytes.pull, 3, links);
     const double push = RankExchangeSeconds(cost.rank_bytes.push, 3, links);
     cost.expert_exchange_seconds = RankExchangeSeconds(
-        cost.rank_bytes.experts, experts ? 5 * program.expert_layers : 0, links);
+        cost.rank_bytes.experts, experts ? 5 * program.expert_chains : 0, links);
     const double dense = RankExchangeSeconds(cost.rank_bytes.dense, 1, links) +
                          setup.ranks * gradient_bytes / (gbps * 1e9) +
                          cost.expert_exchange_seconds;

@@ -239,11 +239,20 @@ Result<Program> BuildProgram(const std::string& model, const ops::Graph& dense,
     if (node.op == "moe_expert_fc") {
       const std::vector<int64_t>& weight = dense.values()[node.inputs[1]].shape;  // [E, out, in]
       const int64_t slots = dense.values()[node.inputs[0]].shape[0];
-      const int64_t capacity = ops::MoeNodeCapacity(kPerExample, weight[0], slots,
-                                                    node.attrs.GetInt("k", 1), node.attrs);
-      ++p.expert_layers;
-      p.expert_floats_per_example += static_cast<double>(weight[0] * capacity) / kPerExample *
-                                     static_cast<double>(weight[1] + weight[2]);
+      const double rows = static_cast<double>(
+          weight[0] * ops::MoeNodeCapacity(kPerExample, weight[0], slots,
+                                           node.attrs.GetInt("k", 1), node.attrs)) /
+                          kPerExample;
+      // A chain's rows cross at its start (in) and its end (out).
+      const int from = dense.values()[node.inputs[0]].producer;
+      const bool starts = from < 0 || dense.nodes()[from].op != "moe_expert_fc";
+      bool ends = true;
+      for (const ops::GraphNode& other : dense.nodes()) {
+        if (other.op == "moe_expert_fc" && other.inputs[0] == node.outputs[0]) ends = false;
+      }
+      if (starts) ++p.expert_chains;
+      p.expert_floats_per_example += rows * static_cast<double>((starts ? weight[2] : 0) +
+                                                                (ends ? weight[1] : 0));
     }
     for (int v : node.outputs) {
       value_tensor[v] = tensor(dense.values()[v].name, last, 4.0 * dense.values()[v].elements());

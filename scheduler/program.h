@@ -71,11 +71,12 @@ struct Program {
   std::vector<ProgramTensor> tensors;
   SparseFeatures sparse;
   int64_t dense_parameters = 0;
-  // The expert layers (moe_expert_fc): their count, and the floats per
-  // example that expert parallelism moves each way in a forward: for each
-  // layer the rows its routing keeps for an example (experts x capacity /
-  // batch) times the layer's in + out widths (ops/expert_parallel.h).
-  int expert_layers = 0;
+  // The expert MLPs (chains of moe_expert_fc layers, ops/expert_parallel.h):
+  // their count, and the floats per example that expert parallelism moves
+  // each way in a forward: for each chain the rows its routing keeps for an
+  // example (experts x capacity / batch) times its first layer's input width
+  // plus its last layer's output width.
+  int expert_chains = 0;
   double expert_floats_per_example = 0.0;
 
   // Expected distinct ids in a batch of `batch` examples (the rows a pull

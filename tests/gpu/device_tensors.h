@@ -12,9 +12,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/cuda_stream.h"
 #include "core/device.h"
+#include "core/random.h"
 #include "core/tensor.h"
 #include "core/tensor_copy.h"
 
@@ -34,6 +36,16 @@ class CudaStreamTest : public ::testing::Test {
 
   std::unique_ptr<CudaStream> stream_;
 };
+
+// A host tensor of `shape` with values uniform in [lo, hi).
+inline Tensor RandomHost(std::vector<int64_t> shape, RandomStream& random, double lo = -1.0,
+                  double hi = 1.0) {
+  Tensor t = Tensor::Empty(std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<float>()[i] = static_cast<float>(random.Uniform(lo, hi));
+  }
+  return t;
+}
 
 // A copy of host tensor `host` on the device of `stream`.
 inline Tensor Up(const Tensor& host, CudaStream& stream) {

@@ -30,16 +30,8 @@ namespace ember::ops {
 namespace {
 
 using ember::testing::ExpectClose;
+using ember::testing::RandomHost;
 using ember::testing::SameBits;
-
-Tensor RandomHost(std::vector<int64_t> shape, RandomStream& random, double lo = -1.0,
-                  double hi = 1.0) {
-  Tensor t = Tensor::Empty(std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    t.data<float>()[i] = static_cast<float>(random.Uniform(lo, hi));
-  }
-  return t;
-}
 
 const KernelPair& KernelOf(const std::string& op, DeviceType device) {
   Result<const KernelPair*> kernel = DefaultOpRegistry().FindKernel(op, device);

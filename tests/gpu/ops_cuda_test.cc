@@ -29,14 +29,7 @@
 namespace ember::ops {
 namespace {
 
-Tensor RandomHost(std::vector<int64_t> shape, RandomStream& random, double lo = -1.0,
-                  double hi = 1.0) {
-  Tensor t = Tensor::Empty(std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    t.data<float>()[i] = static_cast<float>(random.Uniform(lo, hi));
-  }
-  return t;
-}
+using ember::testing::RandomHost;
 
 // Host copies of the tensors of one test, on one stream of cuda:0.
 class OpsCudaTest : public ember::testing::CudaStreamTest {

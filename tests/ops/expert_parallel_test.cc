@@ -79,7 +79,7 @@ TEST(ExpertParallelTest, RowsReachTheirExpertsOwnerAndComeBack) {
         Tensor back = Tensor::Empty({kExperts * c + 2, 2 * kWidth});
         back.SetZero();
         back.data<float>()[(kExperts * c) * 2 * kWidth] = 42.0f;  // Padding stays.
-        EMBER_RETURN_IF_ERROR(experts.Combine(7, computed, &back));
+        EMBER_RETURN_IF_ERROR(experts.Combine(7, computed, /*backward=*/false, &back));
         for (int64_t e = 0; e < kExperts; ++e) {
           for (int64_t i = 0; i < c; ++i) {
             for (int64_t d = 0; d < 2 * kWidth; ++d) {
@@ -115,6 +115,68 @@ TEST(ExpertParallelTest, RowsReachTheirExpertsOwnerAndComeBack) {
     EXPECT_EQ(received[r], 2 * others * (2 * kWidth) * bytes +
                                2 * capacity[r] * (kRanks - 1) * (2 * kWidth) * bytes)
         << "rank " << r;
+  }
+}
+
+// Two chained layers: the rows go out at the first and come back at the
+// second; between them they stay on the owners (forward and backward).
+TEST(ExpertParallelTest, ChainedLayersExchangeOnlyAtTheirEnds) {
+  constexpr int kRanks = 2;
+  constexpr int64_t kExperts = 2, kCapacity = 3, kWidth = 4;
+  auto comms = NewInProcessCommunicators(kRanks, {.timeout_seconds = 30});
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  std::vector<Status> status(kRanks);
+  std::vector<int64_t> sent(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      status[r] = [&]() -> Status {
+        ExpertParallel experts((*comms)[r].get());
+        experts.ChainLayers(/*from=*/1, /*to=*/2);
+        const int64_t rows = kExperts * kCapacity;
+        Tensor local = Tensor::Empty({rows, kWidth});
+        for (int64_t i = 0; i < rows * kWidth; ++i) local.data<float>()[i] = 100.0f * r + i;
+        std::vector<ExpertBlock> blocks, blocks2;
+        // Forward: layer 1 dispatches; its result stays for layer 2.
+        EMBER_ASSIGN_OR_RETURN(Tensor got, experts.Dispatch(1, local, kExperts, kCapacity,
+                                                            /*backward=*/false, &blocks));
+        Tensor between = Tensor::Empty({rows, kWidth});
+        between.data<float>()[0] = 7.0f;
+        EMBER_RETURN_IF_ERROR(experts.Combine(1, got, /*backward=*/false, &between));
+        EXPECT_EQ(between.data<float>()[0], 0.0f) << "the local rows between are zeros";
+        EMBER_ASSIGN_OR_RETURN(Tensor again, experts.Dispatch(2, between, kExperts, kCapacity,
+                                                              /*backward=*/false, &blocks2));
+        EXPECT_EQ(again.raw_data(), got.raw_data()) << "layer 2 reads layer 1's rows in place";
+        EXPECT_EQ(blocks2.size(), blocks.size());
+        Tensor out = Tensor::Empty({rows, kWidth});
+        EMBER_RETURN_IF_ERROR(experts.Combine(2, again, /*backward=*/false, &out));
+        for (int64_t i = 0; i < rows * kWidth; ++i) {
+          EXPECT_EQ(out.data<float>()[i], local.data<float>()[i]) << "rank " << r << " at " << i;
+        }
+        // Backward: layer 2 dispatches the gradient; layer 1 combines it.
+        EMBER_ASSIGN_OR_RETURN(Tensor dy, experts.Dispatch(2, local, kExperts, kCapacity,
+                                                           /*backward=*/true, &blocks2));
+        EMBER_RETURN_IF_ERROR(experts.Combine(2, dy, /*backward=*/true, &between));
+        EMBER_ASSIGN_OR_RETURN(Tensor dy1, experts.Dispatch(1, between, kExperts, kCapacity,
+                                                            /*backward=*/true, &blocks));
+        EXPECT_EQ(dy1.raw_data(), dy.raw_data());
+        Tensor dx = Tensor::Empty({rows, kWidth});
+        EMBER_RETURN_IF_ERROR(experts.Combine(1, dy1, /*backward=*/true, &dx));
+        for (int64_t i = 0; i < rows * kWidth; ++i) {
+          EXPECT_EQ(dx.data<float>()[i], local.data<float>()[i]) << "rank " << r << " at " << i;
+        }
+        sent[r] = experts.sent_bytes();
+        return Status::OK();
+      }();
+      if (!status[r].ok()) (*comms)[r]->Abort(status[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    // Four exchanges (out and back, forward and backward) of the expert
+    // owned by the other rank: kCapacity rows of kWidth floats each.
+    EXPECT_EQ(sent[r], 4 * kCapacity * kWidth * int64_t{sizeof(float)}) << "rank " << r;
   }
 }
 

@@ -64,7 +64,7 @@ TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
   Result<Program> program = BuildProgram("moe", *graph, f);
   ASSERT_TRUE(program.ok()) << program.status();
   const double in = f.num_dense + f.num_slots * f.embedding_dim;
-  EXPECT_EQ(1, program->expert_layers);
+  EXPECT_EQ(1, program->expert_chains);
   // Top-1, capacity factor 1: 4 experts x 256 rows of a batch of 1024.
   EXPECT_DOUBLE_EQ(1.0 * (in + 64), program->expert_floats_per_example);
 
@@ -84,6 +84,13 @@ TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
             replicated.stages[replicated.stage_index[Stage::kDense]].seconds);
   EXPECT_EQ(divided.stages[divided.stage_index[Stage::kPull]].seconds,
             replicated.stages[replicated.stage_index[Stage::kPull]].seconds);
+
+  // Two expert layers are one chain: its rows cross at its ends only.
+  auto deep = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, 4, 64, /*hidden2=*/16);
+  Result<Program> mlp = BuildProgram("moe", *deep, f);
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  EXPECT_EQ(1, mlp->expert_chains);
+  EXPECT_DOUBLE_EQ(1.0 * (in + 16), mlp->expert_floats_per_example);
 }
 
 TEST(RankExchangeTest, OneRankExchangesNothing) {

@@ -48,10 +48,10 @@ inline std::unique_ptr<ops::Graph> CrossGraph(int num_dense, int num_slots, int 
 }
 
 // A mixture of experts: [dense, pooled] -> gate over `experts` -> top-1
-// routing with capacity factor 1 (one slot per example) -> one expert layer
-// of `hidden` -> combine -> 1.
+// routing with capacity factor 1 (one slot per example) -> expert layers of
+// `hidden` (then `hidden2` when > 0) -> combine -> 1.
 inline std::unique_ptr<ops::Graph> MoeGraph(int num_dense, int num_slots, int dim, int experts,
-                                            int hidden) {
+                                            int hidden, int hidden2 = 0) {
   auto g = std::make_unique<ops::Graph>(&ops::DefaultOpRegistry());
   const int dense = *g->AddInput("dense", {num_dense});
   const int pooled = *g->AddInput("pooled", {int64_t{num_slots} * dim});
@@ -70,7 +70,14 @@ inline std::unique_ptr<ops::Graph> MoeGraph(int num_dense, int num_slots, int di
   const int be = *g->AddParameter("expert.bias", {experts, hidden}, ops::Initializer::kZeros);
   ops::OpAttrs fc = routing;
   fc.Set("activation", 1);
-  const int h = (*g->AddNode("expert", "moe_expert_fc", {buffers, we, be}, fc))[0];
+  int h = (*g->AddNode("expert", "moe_expert_fc", {buffers, we, be}, fc))[0];
+  if (hidden2 > 0) {
+    const int we2 = *g->AddParameter("expert2.weight", {experts, hidden2, hidden},
+                                     ops::Initializer::kHeUniform, hidden);
+    const int be2 = *g->AddParameter("expert2.bias", {experts, hidden2}, ops::Initializer::kZeros);
+    h = (*g->AddNode("expert2", "moe_expert_fc", {h, we2, be2}, fc))[0];
+    hidden = hidden2;
+  }
   const int mixed = (*g->AddNode("combine", "moe_combine", {h, gate[0], gate[1]}, routing))[0];
   const int w2 = *g->AddParameter("fc.weight", {1, hidden}, ops::Initializer::kHeUniform, hidden);
   const int b2 = *g->AddParameter("fc.bias", {1}, ops::Initializer::kZeros);
