@@ -51,6 +51,11 @@ struct PlanInputs {
 // from the --plan_* flags. Errors name the flag or file.
 Result<PlanInputs> PlanInputsFromFlags();
 
+// The model the flags describe (--model and its widths, experts and MoE
+// options; the data's shape from --num_dense, --num_slots and --tasks, which
+// a trainer replaces by its data's). Errors name the flag.
+Result<engine::ModelOptions> ModelOptionsFromFlags();
+
 // The cost model of `in`: its graph (borrowed: `in` must outlive the
 // model), stage scales and dense measurement.
 scheduler::CostModel PlanCostModel(const PlanInputs& in);

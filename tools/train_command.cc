@@ -278,19 +278,10 @@ namespace ember::tools {
 
 Result<engine::TrainOptions> TrainOptionsFromFlags() {
   engine::TrainOptions options;
-  options.model.name = FLAGS_model;
-  options.model.cross_layers = FLAGS_cross_layers;
-  options.model.cross_rank = FLAGS_cross_rank;
-  options.model.num_experts = FLAGS_num_experts;
-  EMBER_ASSIGN_OR_RETURN(options.model.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
-  options.model.moe_top_k = FLAGS_moe_top_k;
-  options.model.moe_capacity_factor = FLAGS_moe_capacity_factor;
-  EMBER_ASSIGN_OR_RETURN(options.model.moe_expert_mlp,
-                         ParseWidths("moe_expert_mlp", FLAGS_moe_expert_mlp));
-  options.model.moe_aux_loss_weight = FLAGS_moe_aux_loss_weight;
+  // The trainer sets the data's shape (num_dense, num_slots, num_tasks) and
+  // embedding_dim from the data and the table.
+  EMBER_ASSIGN_OR_RETURN(options.model, ModelOptionsFromFlags());
   options.table.dim = FLAGS_embedding_dim;
-  EMBER_ASSIGN_OR_RETURN(options.model.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
-  EMBER_ASSIGN_OR_RETURN(options.model.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
   options.batch_size = FLAGS_batch_size;
   options.epochs = FLAGS_epochs;
   options.max_steps = FLAGS_max_steps;
