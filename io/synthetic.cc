@@ -39,7 +39,16 @@ constexpr uint64_t kDenseTag = 0x3f5d7b9a1c2e4f60ULL;
 constexpr uint64_t kDenseCenterTag = 0x4a6c8e0f2b3d5f71ULL;
 constexpr uint64_t kTaskWeightTag = 0x5b7d9f1a3c4e6082ULL;
 constexpr uint64_t kClusterTag = 0x6c8e0a2b4d5f7193ULL;
+constexpr uint64_t kClusterNormTag = 0x7d9f1b3c5e6a8204ULL;
 constexpr int kMaxClusters = 16;
+constexpr int kMaxClusterUnits = 1024;
+// Samples of Gaussian latents used to centre and scale each cluster's
+// teacher network.
+constexpr int kClusterNormSamples = 8192;
+// A cluster feature's log count is N(mu, kClusterModeScale) shifted by
+// -/+ kClusterModeShift: two modes with a gap of about 2 x shift between them.
+constexpr double kClusterModeScale = 0.5;
+constexpr double kClusterModeShift = 1.5;
 // Tasks after the first: how much of the click logit they share, and the
 // scale of their own id weights relative to id_weight_scale.
 constexpr double kTaskShare = 0.7;
@@ -65,20 +74,34 @@ struct PlantedModel {
   // Tasks 1.. num_tasks-1: their own id weights, task after task, each
   // laid out as id_weights.
   std::vector<float> task_weights;
-  // Clusters 1.. num_clusters-1: their own id weights, each laid out as
-  // id_weights, and dense weights, each [num_dense].
+  // With num_clusters > 1, each cluster's teacher network over the pairs of
+  // interacting slots (pair (a, b), a < b, in row-major order), `units`
+  // hidden units: input weights [clusters x units x pairs], biases and
+  // output weights [clusters x units], and an offset per cluster that
+  // centres its output. Its input is each pair's dot product times
+  // pair_input_scale. Empty when num_clusters is 1.
   int num_clusters = 1;
-  std::vector<float> cluster_weights;
-  std::vector<double> cluster_dense_weight;
-  std::vector<float> latents;         // [latent rows x rank]
-  std::vector<double> dense_mu;       // [num_dense]: mean of log(1 + count)
-  std::vector<double> dense_weight;   // [num_dense]
-  std::vector<double> dense_center;   // [num_dense]: E[LogTransform(value)]
+  int cluster_units = 0;
+  double pair_input_scale = 0.0;
+  std::vector<double> teacher_in;
+  std::vector<double> teacher_bias;
+  std::vector<double> teacher_out;
+  std::vector<double> teacher_offset;
+  // Dense features 0 .. cluster_bits-1 place a row in its cluster.
+  int cluster_bits = 0;
+  std::vector<float> latents;        // [latent rows x rank]
+  std::vector<double> dense_mu;      // [num_dense]: mean of log(1 + count)
+  std::vector<double> dense_weight;  // [num_dense]
+  std::vector<double> dense_center;  // [num_dense]: E[LogTransform(value)]
 };
 
 // One drawn row, before it is written in a format.
 struct DrawnRow {
   double p = 0.0;
+  int cluster = 0;  // Bits of the hidden cluster, before the modulo.
+  // With clusters: the probability with the row's cluster's teacher output
+  // replaced by the mean of all clusters', what a cluster-blind model sees.
+  double blind_p = 0.0;
   bool label = false;
   // Tasks after the first: their probabilities and labels.
   std::vector<double> task_p;
@@ -89,11 +112,25 @@ struct DrawnRow {
   std::vector<int> bag_end;    // [num_slots]: end of slot s's bag in ids
   std::vector<int64_t> ranks;  // Zipf ranks, as `ids` (scratch)
   std::vector<float> pooled;   // [interacting_slots x rank] (scratch)
+  std::vector<double> pair_input;    // With clusters: the teacher's input (scratch)
 };
 
 std::vector<int64_t> SlotVocabularies(const SyntheticOptions& options) {
   if (!options.slot_vocabularies.empty()) return options.slot_vocabularies;
   return std::vector<int64_t>(options.num_slots, options.vocabulary);
+}
+
+// Bits of the cluster: ceil(log2(num_clusters)).
+int ClusterBits(int num_clusters) {
+  int bits = 0;
+  while ((1 << bits) < num_clusters) ++bits;
+  return bits;
+}
+
+// The normal draw of a cluster feature moved to one of two modes by its
+// sign: N(0, 1) becomes kClusterModeScale * z -/+ kClusterModeShift.
+double ClusterModeNormal(double normal) {
+  return kClusterModeScale * normal + (normal > 0.0 ? kClusterModeShift : -kClusterModeShift);
 }
 
 // Feature j's count: floor(exp(N(mu, 1))) - 1, at least 0.
@@ -103,7 +140,9 @@ int64_t DenseCount(double mu, double normal) {
 }
 
 void BuildDenseModel(const SyntheticOptions& options, PlantedModel* model) {
+  model->cluster_bits = options.num_clusters > 1 ? ClusterBits(options.num_clusters) : 0;
   for (int j = 0; j < options.num_dense; ++j) {
+    const bool cluster_feature = j < model->cluster_bits;
     RandomStream rng(HashCombine(options.seed, kDenseTag), j);
     const double mu = rng.Uniform(-0.5, 4.0);
     model->dense_mu.push_back(mu);
@@ -113,9 +152,13 @@ void BuildDenseModel(const SyntheticOptions& options, PlantedModel* model) {
     RandomStream sampler(HashCombine(options.seed, kDenseCenterTag), j);
     double sum = 0.0;
     for (int i = 0; i < kDenseCenterSamples; ++i) {
-      sum += LogTransform(static_cast<double>(DenseCount(mu, sampler.Normal())));
+      const double normal =
+          cluster_feature ? ClusterModeNormal(sampler.Normal()) : sampler.Normal();
+      sum += LogTransform(static_cast<double>(DenseCount(mu, normal)));
     }
-    model->dense_center.push_back((1.0 - kDenseMissingRate) * sum / kDenseCenterSamples);
+    // Cluster features are never missing.
+    const double present = cluster_feature ? 1.0 : 1.0 - kDenseMissingRate;
+    model->dense_center.push_back(present * sum / kDenseCenterSamples);
   }
 }
 
@@ -150,30 +193,79 @@ std::vector<double> ZipfCdf(int64_t vocab, double exponent) {
   return cdf;
 }
 
-// Clusters after the first: id weights drawn and centred as the click
-// model's, dense weights as its, each from its own streams.
+// Cluster `cluster`'s teacher network at the scaled pair products `x`
+// ([pairs]), before its offset: sum_h out_h * relu(in_h . x + bias_h).
+double RawTeacher(const PlantedModel& model, int cluster, const double* x, int64_t pairs) {
+  double y = 0.0;
+  for (int h = 0; h < model.cluster_units; ++h) {
+    const int64_t unit = int64_t{cluster} * model.cluster_units + h;
+    const double* in = model.teacher_in.data() + unit * pairs;
+    double z = model.teacher_bias[unit];
+    for (int64_t p = 0; p < pairs; ++p) z += in[p] * x[p];
+    if (z > 0.0) y += model.teacher_out[unit] * z;
+  }
+  return y;
+}
+
+// Clusters: for each, a random one-hidden-layer ReLU teacher over the pair
+// products (see SyntheticOptions::num_clusters): input weights N(0, 1 /
+// pairs) (a unit's pre-activation has about unit variance), biases
+// U(-1, 1), output weights N(0, 1); then each output is centred and scaled
+// to a standard deviation of cluster_scale, both measured on pair products
+// of Gaussian latents.
 void BuildClusters(const SyntheticOptions& options, PlantedModel* model) {
   model->num_clusters = options.num_clusters;
-  const int64_t weights_per_cluster = model->weight_begin.back();
-  model->cluster_weights.resize((options.num_clusters - 1) * weights_per_cluster);
-  for (int c = 1; c < options.num_clusters; ++c) {
+  if (options.num_clusters == 1) return;
+  const int clusters = options.num_clusters, units = options.cluster_units;
+  const int slots = options.interacting_slots, rank = options.latent_rank;
+  const int64_t pairs = int64_t{slots} * (slots - 1) / 2;
+  model->cluster_units = units;
+  // A pair's product of N(0, scale^2 I_rank) vectors has a variance of
+  // rank * scale^4.
+  const double dot_std =
+      options.interaction_scale * options.interaction_scale * std::sqrt(std::max(rank, 1));
+  model->pair_input_scale = dot_std > 0.0 ? 1.0 / dot_std : 0.0;
+  model->teacher_in.resize(int64_t{clusters} * units * pairs);
+  model->teacher_bias.resize(int64_t{clusters} * units);
+  model->teacher_out.resize(int64_t{clusters} * units);
+  model->teacher_offset.assign(clusters, 0.0);
+  const double in_scale = pairs > 0 ? 1.0 / std::sqrt(static_cast<double>(pairs)) : 0.0;
+  for (int c = 0; c < clusters; ++c) {
     const uint64_t cluster_seed = HashCombine(HashCombine(options.seed, kClusterTag), c);
-    float* weights = model->cluster_weights.data() + (c - 1) * weights_per_cluster;
-    ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t slot = begin; slot < end; ++slot) {
-        const uint64_t seed = HashCombine(cluster_seed, slot);
-        for (int64_t id = 0; id < model->vocabulary[slot]; ++id) {
-          RandomStream weight(seed, id);
-          weights[model->weight_begin[slot] + id] =
-              static_cast<float>(options.id_weight_scale * weight.Normal());
-        }
+    for (int h = 0; h < units; ++h) {
+      const int64_t unit = int64_t{c} * units + h;
+      RandomStream rng(cluster_seed, h);
+      for (int64_t p = 0; p < pairs; ++p) {
+        model->teacher_in[unit * pairs + p] = in_scale * rng.Normal();
       }
-    });
-    CenterIdWeights(model, weights);
-    RandomStream dense(HashCombine(cluster_seed, kDenseTag), 0);
-    for (int j = 0; j < options.num_dense; ++j) {
-      model->cluster_dense_weight.push_back(kDenseWeightScale * dense.Normal());
+      model->teacher_bias[unit] = rng.Uniform(-1.0, 1.0);
+      model->teacher_out[unit] = rng.Normal();
     }
+  }
+  // Centre and scale on the same samples for every cluster.
+  std::vector<double> latent(int64_t{slots} * rank), x(pairs), sum(clusters), sum2(clusters);
+  RandomStream sampler(HashCombine(options.seed, kClusterNormTag), 0);
+  for (int i = 0; i < kClusterNormSamples; ++i) {
+    for (double& v : latent) v = sampler.Normal();
+    for (int a = 0, p = 0; a < slots; ++a) {
+      for (int b = a + 1; b < slots; ++b, ++p) {
+        double dot = 0.0;
+        for (int k = 0; k < rank; ++k) dot += latent[a * rank + k] * latent[b * rank + k];
+        x[p] = dot / std::sqrt(std::max(rank, 1));
+      }
+    }
+    for (int c = 0; c < clusters; ++c) {
+      const double y = RawTeacher(*model, c, x.data(), pairs);
+      sum[c] += y;
+      sum2[c] += y * y;
+    }
+  }
+  for (int c = 0; c < clusters; ++c) {
+    const double mean = sum[c] / kClusterNormSamples;
+    const double var = std::max(sum2[c] / kClusterNormSamples - mean * mean, 1e-12);
+    const double gain = options.cluster_scale / std::sqrt(var);
+    for (int h = 0; h < units; ++h) model->teacher_out[int64_t{c} * units + h] *= gain;
+    model->teacher_offset[c] = -mean * gain;
   }
 }
 
@@ -285,9 +377,19 @@ void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t
   RandomStream rng(options.seed, row);
   out->dense.resize(options.num_dense);
   out->dense_values.resize(options.num_dense);
+  out->cluster = 0;
   for (int j = 0; j < options.num_dense; ++j) {
-    const bool missing = rng.Bernoulli(kDenseMissingRate);
-    const int64_t count = DenseCount(model.dense_mu[j], rng.Normal());
+    // A cluster feature draws as the others (so that the other features'
+    // values do not depend on num_clusters) but is never missing, and its
+    // normal goes to the mode of its sign, the cluster's bit j.
+    const bool cluster_feature = j < model.cluster_bits;
+    const bool missing = rng.Bernoulli(kDenseMissingRate) && !cluster_feature;
+    double normal = rng.Normal();
+    if (cluster_feature) {
+      if (normal > 0.0) out->cluster |= 1 << j;
+      normal = ClusterModeNormal(normal);
+    }
+    const int64_t count = DenseCount(model.dense_mu[j], normal);
     out->dense_values[j] = missing ? 0.0 : LogTransform(static_cast<double>(count));
     out->dense[j] = missing ? -1 : count;
   }
@@ -304,25 +406,17 @@ void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t
     }
     out->bag_end[s] = static_cast<int>(out->ids.size());
   }
-  // The hidden cluster: the Zipf rank of slot 0's first id (none: cluster
-  // 0), modulo the clusters. The sums run in the order of the draws, as the
+  // The hidden cluster: its bits from the modes of the cluster features,
+  // modulo the clusters. The sums run in the order of the draws, as the
   // first generator added them.
-  const int cluster = out->ranks.empty() || out->bag_end[0] == 0
-                          ? 0
-                          : static_cast<int>(out->ranks[0] % model.num_clusters);
-  const int64_t weights_per_cluster = model.weight_begin.back();
-  const double* dense_weight = cluster == 0 ? model.dense_weight.data()
-                                            : model.cluster_dense_weight.data() +
-                                                  (cluster - 1) * options.num_dense;
-  const float* id_weights = cluster == 0 ? model.id_weights.data()
-                                         : model.cluster_weights.data() +
-                                               (cluster - 1) * weights_per_cluster;
+  const int cluster = out->cluster % model.num_clusters;
   double logit = options.bias;
   for (int j = 0; j < options.num_dense; ++j) {
-    logit += dense_weight[j] * (out->dense_values[j] - model.dense_center[j]);
+    logit += model.dense_weight[j] * (out->dense_values[j] - model.dense_center[j]);
   }
   for (int s = 0, i = 0; s < options.num_slots; ++s) {
-    for (; i < out->bag_end[s]; ++i) logit += id_weights[model.weight_begin[s] + out->ranks[i]];
+    for (; i < out->bag_end[s]; ++i)
+      logit += model.id_weights[model.weight_begin[s] + out->ranks[i]];
   }
   // Each interacting slot's latent vector, summed over its bag (one id for a
   // single-valued slot, copied exactly).
@@ -335,14 +429,36 @@ void DrawRow(const SyntheticOptions& options, const PlantedModel& model, int64_t
       for (int k = 0; k < rank; ++k) pooled[k] += v[k];
     }
   }
+  const bool clustered = model.num_clusters > 1;
+  out->pair_input.clear();
   for (int a = 0; a < model.interacting_slots; ++a) {
     const float* va = out->pooled.data() + a * rank;
     for (int b = a + 1; b < model.interacting_slots; ++b) {
       const float* vb = out->pooled.data() + b * rank;
-      for (int k = 0; k < rank; ++k) logit += double{va[k]} * vb[k];
+      if (!clustered) {
+        for (int k = 0; k < rank; ++k) logit += double{va[k]} * vb[k];
+      } else {
+        double dot = 0.0;
+        for (int k = 0; k < rank; ++k) dot += double{va[k]} * vb[k];
+        logit += dot;
+        out->pair_input.push_back(dot * model.pair_input_scale);
+      }
     }
   }
+  double blind_logit = logit;
+  if (clustered) {
+    const int64_t pairs = static_cast<int64_t>(out->pair_input.size());
+    const double* x = out->pair_input.data();
+    double mean = 0.0;
+    for (int c = 0; c < model.num_clusters; ++c) {
+      const double y = RawTeacher(model, c, x, pairs) + model.teacher_offset[c];
+      if (c == cluster) logit += y;
+      mean += y / model.num_clusters;
+    }
+    blind_logit += mean;
+  }
   out->p = 1.0 / (1.0 + std::exp(-logit));
+  out->blind_p = 1.0 / (1.0 + std::exp(-blind_logit));
   out->label = rng.Bernoulli(out->p);
   out->task_p.resize(model.num_tasks - 1);
   out->task_labels.resize(model.num_tasks - 1);
@@ -469,7 +585,7 @@ Result<Output> OpenOutput(const std::string& path, const SyntheticOptions& optio
 // time. Fills p and labels per row and task: [rows x num_tasks].
 Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Output* output,
                  const std::function<void(int64_t)>& progress, std::vector<double>* p,
-                 std::vector<uint8_t>* labels) {
+                 std::vector<uint8_t>* labels, std::vector<double>* blind_p) {
   const int64_t chunks = (options.rows + kChunkRows - 1) / kChunkRows;
   const int64_t wave_chunks = std::max(2, 2 * HardwareThreads());
   const char delimiter = options.format == SyntheticFormat::kCriteo ? '\t' : ',';
@@ -490,6 +606,7 @@ Status WriteRows(const SyntheticOptions& options, const PlantedModel& model, Out
           const int tasks = options.num_tasks;
           (*p)[row * tasks] = drawn.p;
           (*labels)[row * tasks] = drawn.label ? 1 : 0;
+          if (!blind_p->empty()) (*blind_p)[row] = drawn.blind_p;
           for (int t = 1; t < tasks; ++t) {
             (*p)[row * tasks + t] = drawn.task_p[t - 1];
             (*labels)[row * tasks + t] = drawn.task_labels[t - 1];
@@ -544,7 +661,11 @@ std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info)
       .Add("num_dense", options.num_dense)
       .Add("num_slots", options.num_slots)
       .Add("vocabulary", options.vocabulary);
-  if (options.num_clusters > 1) opts.Add("num_clusters", options.num_clusters);
+  if (options.num_clusters > 1) {
+    opts.Add("num_clusters", options.num_clusters)
+        .Add("cluster_units", options.cluster_units)
+        .Add("cluster_scale", options.cluster_scale);
+  }
   if (!options.slot_vocabularies.empty()) {
     std::string list = "[";
     for (const int64_t v : options.slot_vocabularies) {
@@ -567,6 +688,7 @@ std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info)
       .Add("positive_rate", info.positive_rate)
       .Add("bayes_auc", info.bayes_auc)
       .Add("bayes_logloss", info.bayes_logloss);
+  if (options.num_clusters > 1) facts.Add("cluster_blind_auc", info.cluster_blind_auc);
   facts.AddRaw("task_bayes_auc", JsonNumberArray(info.task_bayes_auc));
   JsonObject meta;
   const char* format_names[] = {"criteo_tsv", "csv", "columnar"};
@@ -633,6 +755,18 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
     return Status::InvalidArgument("num_clusters must be in [1, ", kMaxClusters, "], got ",
                                    o.num_clusters);
   }
+  if (o.num_clusters > 1 && ClusterBits(o.num_clusters) > o.num_dense) {
+    return Status::InvalidArgument(
+        "num_clusters=", o.num_clusters, " needs at least ", ClusterBits(o.num_clusters),
+        " dense features (they place a row in its cluster), got ", "num_dense=", o.num_dense);
+  }
+  if (o.cluster_units < 1 || o.cluster_units > kMaxClusterUnits) {
+    return Status::InvalidArgument("cluster_units must be in [1, ", kMaxClusterUnits, "], got ",
+                                   o.cluster_units);
+  }
+  if (!(o.cluster_scale >= 0.0) || !std::isfinite(o.cluster_scale)) {
+    return Status::InvalidArgument("cluster_scale must be finite and >= 0, got ", o.cluster_scale);
+  }
   if (o.vocabulary < 1 || o.vocabulary > kMaxVocabulary) {
     return Status::InvalidArgument("vocabulary must be in [1, 2^32], got ", o.vocabulary);
   }
@@ -688,7 +822,8 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   if (o.format == SyntheticFormat::kCriteo &&
       (o.num_dense != 13 || o.num_slots != 26 || o.multi_hot_slots != 0)) {
     return Status::InvalidArgument(
-        "the criteo format holds 13 dense and 26 single-valued slots (got num_dense=",
+        "the criteo format holds 13 dense and 26 "
+        "single-valued slots (got num_dense=",
         o.num_dense, ", num_slots=", o.num_slots, ", multi_hot_slots=", o.multi_hot_slots,
         "); write csv or columnar");
   }
@@ -697,6 +832,10 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   for (int s = 0; s < o.num_slots; ++s) {
     const double floats = o.num_tasks + (s < o.interacting_slots ? o.latent_rank : 0);
     model_bytes += static_cast<double>(vocabularies[s]) * (sizeof(double) + sizeof(float) * floats);
+  }
+  if (o.num_clusters > 1) {
+    const double pairs = 0.5 * o.interacting_slots * (o.interacting_slots - 1);
+    model_bytes += sizeof(double) * o.num_clusters * o.cluster_units * (pairs + 2.0);
   }
   if (model_bytes > static_cast<double>(kMaxModelBytes)) {
     return Status::InvalidArgument("the planted model would need ", model_bytes / (1 << 20),
@@ -714,7 +853,8 @@ Result<SyntheticInfo> WriteSynthetic(const std::string& path, const SyntheticOpt
   std::vector<double> p(options.rows * tasks);
   std::vector<uint8_t> labels(options.rows * tasks);
   EMBER_ASSIGN_OR_RETURN(Output output, OpenOutput(path, options));
-  EMBER_RETURN_IF_ERROR(WriteRows(options, model, &output, progress, &p, &labels));
+  std::vector<double> blind_p(options.num_clusters > 1 ? options.rows : 0);
+  EMBER_RETURN_IF_ERROR(WriteRows(options, model, &output, progress, &p, &labels, &blind_p));
   EMBER_RETURN_IF_ERROR(output.text ? output.text->Commit() : output.columnar->Finish());
 
   SyntheticInfo info;
@@ -733,6 +873,7 @@ Result<SyntheticInfo> WriteSynthetic(const std::string& path, const SyntheticOpt
     info.positive_rate = static_cast<double>(positives) / static_cast<double>(options.rows);
     info.bayes_auc = info.task_bayes_auc[0];
     info.bayes_logloss = MeanLogLoss(task_p, task_labels);
+    if (!blind_p.empty()) info.cluster_blind_auc = ExactAuc(blind_p, task_labels);
   }
   EMBER_RETURN_IF_ERROR(WriteFileAtomic(path + ".meta.json", MetaJson(options, info)));
   return info;

@@ -83,14 +83,37 @@ struct SyntheticOptions {
   // needs the csv or columnar format.
   int num_tasks = 1;
   int max_bag_size = 4;
-  // Hidden clusters, each with its own planted function: the cluster of a
-  // row is the Zipf rank of slot 0's (first) id modulo num_clusters, and
-  // cluster c > 0 replaces the click model's id weights and dense weights by
-  // its own (drawn and centred alike; latent interactions are shared). A
-  // model must tell the clusters apart by slot 0 to reach the ceiling: the
-  // data a mixture of experts is for. 1 (default): the model above, rows
-  // unchanged. At most 16.
+  // Hidden clusters, each with its own planted function: the data a mixture
+  // of experts is for. 1 (default): the model above, rows unchanged. At most
+  // 16; needs num_dense >= b = ceil(log2(num_clusters)).
+  // - Where a row's cluster comes from: dense features 0 .. b-1 are never
+  //   missing and their normal draw z becomes 0.5 z -/+ 1.5 by the sign of z
+  //   (two modes of the log count, a gap of about 3 between them, distinct
+  //   counts for any mu); bit i of the cluster is feature i's upper mode, and
+  //   the cluster is those bits modulo num_clusters. It is thus a function
+  //   of the features (not given as a label), which a model must learn to
+  //   read. The other features draw as without clusters.
+  // - What differs between the clusters: the click logit above (bias, dense,
+  //   id weights and the pairwise latent interactions, all shared) gains
+  //   t_c(x), cluster c's own "teacher" network: one hidden layer of
+  //   cluster_units ReLU units over x, the P = interacting_slots choose 2
+  //   pair products <v_a, v_b> divided by their spread (interaction_scale^2
+  //   * sqrt(latent_rank)),
+  //     t_c(x) = sum_h a_ch relu(u_ch . x + b_ch) + o_c,
+  //   u_ch ~ N(0, I / P), b_ch ~ U(-1, 1), a_ch ~ N(0, 1), drawn per
+  //   cluster, then a_ch and the offset o_c set so that t_c has mean 0 and
+  //   standard deviation cluster_scale (on Gaussian latents). A model that
+  //   reads the cluster and fits cluster_units units per cluster reaches
+  //   bayes_auc: one expert per cluster, if an expert is that wide. A dense
+  //   MLP must hold num_clusters x cluster_units units to do the same, and
+  //   one of the FLOPs of a top-1 or top-2 mixture cannot. A model blind to
+  //   the cluster gets about cluster_blind_auc of SyntheticInfo (the AUC with
+  //   t_c replaced by its mean over the clusters).
   int num_clusters = 1;
+  // Width of each cluster's teacher, in [1, 1024], and the standard deviation
+  // of its output, in logits (>= 0). Used only with num_clusters > 1.
+  int cluster_units = 32;
+  double cluster_scale = 1.5;
   SyntheticFormat format = SyntheticFormat::kCriteo;
   // kColumnar: the key bits of the slot (feature_hash.h), stored in the file.
   int slot_bits = kDefaultSlotBits;
@@ -108,20 +131,25 @@ struct SyntheticInfo {
   // the ceiling a perfect model would reach on them.
   double bayes_auc = 0.0;
   double bayes_logloss = 0.0;
+  // With num_clusters > 1: the AUC of the planted probabilities with each
+  // cluster's teacher network replaced by the mean of all clusters' -- about
+  // what a model reaches that cannot tell the clusters apart. 0 otherwise.
+  double cluster_blind_auc = 0.0;
   // Per task (num_tasks values; the first is bayes_auc): the AUC of each
   // task's planted probabilities against its labels.
   std::vector<double> task_bayes_auc;
 };
 
 // Validates options: rows >= 1, num_dense in [0, 64], num_slots in [1, 1023],
-// num_clusters in [1, 16], vocabulary in [1, 2^32] (each of slot_vocabularies too, and num_slots of
-// them if any), zipf_exponent > 0, scales >= 0, latent_rank in [0, 256],
-// interacting_slots in [0, num_slots], a finite bias, num_tasks in [1, 16]
-// (1 for kCriteo), multi_hot_slots in
-// [0, num_slots], max_bag_size in [1, 1024], slot_bits in [1, 32] with
-// room for num_slots, the Criteo shape for kCriteo, and planted tables
-// (the sum over slots of vocabulary x (1 + latent_rank if interacting))
-// under 2 GiB. InvalidArgument naming the field otherwise.
+// num_clusters in [1, 16] (and at most 2^num_dense), cluster_units in [1,
+// 1024], cluster_scale >= 0, vocabulary in [1, 2^32] (each of slot_vocabularies
+// too, and num_slots of them if any), zipf_exponent > 0, scales >= 0,
+// latent_rank in [0, 256], interacting_slots in [0, num_slots], a finite bias,
+// num_tasks in [1, 16] (1 for kCriteo), multi_hot_slots in [0, num_slots],
+// max_bag_size in [1, 1024], slot_bits in [1, 32] with room for num_slots, the
+// Criteo shape for kCriteo, and planted tables (the sum over slots of
+// vocabulary x (1 + latent_rank if interacting)) under 2 GiB. InvalidArgument
+// naming the field otherwise.
 Status ValidateSyntheticOptions(const SyntheticOptions& options);
 
 // Writes `options.rows` examples to `path` in `options.format` (text: ids as

@@ -1,8 +1,8 @@
 // --model=moe (engine/models/moe.cc): its options are checked naming the
 // flag, its parameters grow with the experts and its FLOPs per example do
-// not, it trains on planted data beside DLRM, and (a disabled measurement)
-// on data whose examples follow one of several planted functions by a hidden
-// cluster, beside the dense DLRM of about the same forward FLOPs per example.
+// not, it trains on planted data beside DLRM, and on data whose examples
+// follow one of several planted functions by a hidden cluster, beside the
+// dense DLRM of about the same forward FLOPs per example.
 
 #include <unistd.h>
 
@@ -27,6 +27,7 @@ struct Planted {
   io::Dataset train;
   io::Dataset test;
   double bayes_auc = 0;
+  double blind_auc = 0;
 };
 
 // `synthetic` written as Criteo TSV to a temporary file, read back and split
@@ -46,6 +47,7 @@ Planted Generate(const io::SyntheticOptions& synthetic, const std::string& tag) 
   p.train = all->Slice(0, split);
   p.test = all->Slice(split, all->size());
   p.bayes_auc = info->bayes_auc;
+  p.blind_auc = info->cluster_blind_auc;
   return p;
 }
 
@@ -166,22 +168,39 @@ TEST(MoeModelTest, TrainsOnPlantedDataToASensibleAuc) {
   }
 }
 
-// The data a mixture of experts is for: 4 hidden clusters (by slot 0's id),
-// each with its own planted function; MoE with 4 experts, top-2, and the
-// dense DLRM whose top MLP costs about the same forward FLOPs per example,
-// trained on the same rows, both reported. A measurement (about 7 minutes on
-// 2 cores), run with --gtest_also_run_disabled_tests. TODO(#33): the goal
-// is MoE within 0.02 of the ceiling and above the dense model; measured
-// first: ceiling 0.8235, moe 0.7014, dlrm {164,32} 0.7147 -- both far below,
-// so the bounds below are what holds today, not the goal.
-TEST(MoeModelTest, DISABLED_OnClusteredDataBesideADenseMlpOfEqualFlops) {
+// The data a mixture of experts is for (io/synthetic.h, num_clusters): 4
+// hidden clusters, read from two bimodal dense features, each adding its own
+// random ReLU teacher network (16 units, output std 3 logits) over the 15
+// pair products of 6 interacting slots; no id weights, so that the clusters'
+// functions are most of what is to learn. MoE with 4 experts of {64, 32},
+// top-2, and the dense DLRM whose top MLP {w, 32} costs about the same
+// forward FLOPs per example, trained alike (480k rows, 2 epochs, learning
+// rate 3e-3) on the same rows, both reported. About 20 s on 2 cores.
+//
+// Issue 33's goal has two parts. MoE within 0.02 AUC of the ceiling holds
+// (data seed 3, ceiling 0.9331, cluster-blind 0.7587; training seeds 1, 2:
+// 0.9184, 0.9152). MoE above the dense model of equal FLOPs does not: dense
+// {164, 32} reached 0.9184, 0.9153, a tie, as on the earlier planted
+// functions; with top-1 (4 experts, dense {84, 32}) the two swap places from
+// seed to seed (MoE -0.011 .. +0.007), and teachers of 32 or 64 units, or
+// 1.2M rows, did not separate them either. So only "not clearly worse" is
+// asserted here. TODO(#33): MoE > dense.
+TEST(MoeModelTest, OnClusteredDataBesideADenseMlpOfEqualFlops) {
   io::SyntheticOptions synthetic;
-  synthetic.rows = 500000;
+  synthetic.rows = 600000;
   synthetic.seed = 3;
   synthetic.num_clusters = 4;
+  synthetic.cluster_units = 16;
+  synthetic.cluster_scale = 3.0;
+  synthetic.vocabulary = 20;
+  synthetic.id_weight_scale = 0.0;
+  synthetic.interacting_slots = 6;
+  synthetic.interaction_scale = 0.4;
   const Planted data = Generate(synthetic, "clusters");
 
-  const TrainOptions moe = MoeOptions();
+  TrainOptions moe = MoeOptions();
+  moe.epochs = 2;
+  moe.dense_optimizer.learning_rate = 3e-3f;
   const double moe_flops = ForwardFlopsPerExample(moe.model, moe.batch_size);
   // The dense top MLP {w, 32} whose FLOPs come closest to the MoE model's.
   TrainOptions dense = moe;
@@ -199,13 +218,16 @@ TEST(MoeModelTest, DISABLED_OnClusteredDataBesideADenseMlpOfEqualFlops) {
   const double moe_auc = TrainedAuc(moe, data);
   const double dense_auc = TrainedAuc(dense, data);
   std::printf(
-      "4 planted clusters, 400k rows, one epoch: ceiling AUC %.4f\n"
+      "4 planted clusters, 480k rows, 2 epochs: ceiling AUC %.4f, cluster-blind %.4f\n"
       "  moe (4 experts of {64,32}, top-2, capacity 1.25): AUC %.4f, %.0f forward FLOPs/example\n"
       "  dlrm (top MLP {%d,32}):                           AUC %.4f, %.0f forward FLOPs/example\n",
-      data.bayes_auc, moe_auc, moe_flops, dense.model.top_mlp[0], dense_auc, dense_flops);
-  EXPECT_GT(moe_auc, 0.65);
-  EXPECT_GT(dense_auc, 0.65);
+      data.bayes_auc, data.blind_auc, moe_auc, moe_flops, dense.model.top_mlp[0], dense_auc,
+      dense_flops);
   EXPECT_NEAR(moe_flops, dense_flops, 0.05 * moe_flops);
+  // The clusters are worth about 0.17 AUC: both models read them.
+  EXPECT_GT(data.bayes_auc, data.blind_auc + 0.1);
+  EXPECT_GE(moe_auc, data.bayes_auc - 0.02);
+  EXPECT_GT(moe_auc, dense_auc - 0.01);
 }
 
 }  // namespace

@@ -96,6 +96,36 @@ TEST_F(SyntheticTest, MetaRecordsABayesAucBetweenHalfAndOne) {
   EXPECT_THAT(meta, HasSubstr("\"zipf_exponent\""));
 }
 
+// Clusters change only the rows' cluster features and probabilities; the
+// cluster-blind AUC (every cluster's teacher network replaced by their mean)
+// is below the ceiling and is recorded.
+TEST_F(SyntheticTest, ClustersAreWorthAucAndLeaveTheOtherFeaturesAlone) {
+  SyntheticOptions plain = SmallOptions();
+  plain.format = SyntheticFormat::kCsv;
+  plain.interaction_scale = 0.4;
+  SyntheticOptions clustered = plain;
+  clustered.num_clusters = 4;
+  Result<SyntheticInfo> a = WriteSynthetic(Path("plain.csv"), plain);
+  Result<SyntheticInfo> b = WriteSynthetic(Path("clustered.csv"), clustered);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(0.0, a->cluster_blind_auc);
+  EXPECT_GT(b->bayes_auc, b->cluster_blind_auc + 0.03);
+  EXPECT_GT(b->cluster_blind_auc, 0.5);
+  EXPECT_THAT(*ReadFile(Path("clustered.csv.meta.json")), HasSubstr("\"cluster_blind_auc\""));
+  Result<Dataset> x = ReadCsvOutput(Path("plain.csv"), plain);
+  Result<Dataset> y = ReadCsvOutput(Path("clustered.csv"), clustered);
+  ASSERT_TRUE(x.ok() && y.ok());
+  ASSERT_EQ(x->size(), y->size());
+  // Dense features 0 and 1 place a row in its cluster; the rest are drawn
+  // alike.
+  const int dense = x->num_dense();
+  for (int64_t row = 0; row < x->size(); ++row) {
+    for (int j = 2; j < dense; ++j) {
+      ASSERT_EQ(x->all().dense[row * dense + j], y->all().dense[row * dense + j]) << row;
+    }
+  }
+}
+
 TEST_F(SyntheticTest, DefaultsGiveACriteoLikeClickRateAndAuc) {
   SyntheticOptions options;
   options.rows = 50000;
@@ -167,13 +197,19 @@ TEST_F(SyntheticTest, DefaultOptionsKeepTheFirstGeneratorsRows) {
   options.rows = 2;
   ASSERT_TRUE(WriteSyntheticCriteo(Path("a.tsv"), options).ok());
   EXPECT_EQ(
-      "1\t0\t4\t18\t\t34\t2\t6\t31\t3\t0\t0\t0\t25\ta8e60d2e\ta18818d3\tba9f56d3\t8ca4cb6f\t"
-      "568d19eb\tf523d6cf\t08271c6d\tf7bfcb58\t392cbdd2\tc8c0cf7f\t785f4796\t0939d222\t0c150db4\t"
-      "28137a22\t95f214b9\tf4f3f642\tbccc0793\tb429e21a\t49e6b715\t998cf95e\td4ff72d9\t9a9e7257\t"
+      "1\t0\t4\t18\t\t34\t2\t6\t31\t3\t0\t0\t0\t25\ta8e60d2e\ta18818d3\tb"
+      "a9f56d3\t8ca4cb6f\t"
+      "568d19eb\tf523d6cf\t08271c6d\tf7bfcb58\t392cbdd2\tc8c0cf7f\t785f47"
+      "96\t0939d222\t0c150db4\t"
+      "28137a22\t95f214b9\tf4f3f642\tbccc0793\tb429e21a\t49e6b715\t998cf9"
+      "5e\td4ff72d9\t9a9e7257\t"
       "06466e1a\t9d7122e8\t71fce2ee\tf6f5ec28\n"
-      "0\t14\t2\t13\t0\t1\t0\t16\t10\t7\t\t\t0\t28\t123b195a\t74e130f9\tb7ae4bb8\tb5fbfcce\t"
-      "ea102dad\tc683e215\t5fd2b875\t1eabdddd\t871bc3f2\t8bd6bf0e\t6c9bd71e\t0812859c\tac16824a\t"
-      "f10706da\t9ac13dd0\t6391ffec\tfe2d4121\tc5565c0c\t9ba97d8c\t5f3a69d2\t77085711\t786b2f0e\t"
+      "0\t14\t2\t13\t0\t1\t0\t16\t10\t7\t\t\t0\t28\t123b195a\t74e130f9\tb"
+      "7ae4bb8\tb5fbfcce\t"
+      "ea102dad\tc683e215\t5fd2b875\t1eabdddd\t871bc3f2\t8bd6bf0e\t6c9bd7"
+      "1e\t0812859c\tac16824a\t"
+      "f10706da\t9ac13dd0\t6391ffec\tfe2d4121\tc5565c0c\t9ba97d8c\t5f3a69"
+      "d2\t77085711\t786b2f0e\t"
       "2f8b4f99\tf6216668\t953c1cfd\t57bbe0d5\n",
       *ReadFile(Path("a.tsv")));
 }
@@ -367,13 +403,25 @@ TEST(SyntheticOptionsTest, InvalidOptionsAreRejectedNamingTheField) {
       {"interacting_slots", [](SyntheticOptions* o) { o->interacting_slots = 27; }},
       {"interaction_scale", [](SyntheticOptions* o) { o->interaction_scale = -0.1; }},
       {"vocabulary", [](SyntheticOptions* o) { o->vocabulary = int64_t{1} << 30; }},
-      {"slot_vocabularies", [](SyntheticOptions* o) { o->slot_vocabularies = {5, 6}; }},
       {"slot_vocabularies",
-       [](SyntheticOptions* o) { o->slot_vocabularies = std::vector<int64_t>(26, 0); }},
-      {"multi_hot_slots", [](SyntheticOptions* o) { o->multi_hot_slots = 27; }},
-      {"max_bag_size", [](SyntheticOptions* o) { o->max_bag_size = 0; }},
-      {"slot_bits", [](SyntheticOptions* o) { o->slot_bits = 4; }},
-      {"criteo format", [](SyntheticOptions* o) { o->num_dense = 2; }},
+       [](SyntheticOptions *o) {
+         o->slot_vocabularies = {5, 6};
+       }},
+      {"slot_vocabularies",
+       [](SyntheticOptions *o) { o->slot_vocabularies = std::vector<int64_t>(26, 0); }},
+      {"multi_hot_slots", [](SyntheticOptions *o) { o->multi_hot_slots = 27; }},
+      {"max_bag_size", [](SyntheticOptions *o) { o->max_bag_size = 0; }},
+      {"slot_bits", [](SyntheticOptions *o) { o->slot_bits = 4; }},
+      {"criteo format", [](SyntheticOptions *o) { o->num_dense = 2; }},
+      {"num_clusters", [](SyntheticOptions *o) { o->num_clusters = 17; }},
+      {"num_clusters",
+       [](SyntheticOptions *o) {
+         o->format = SyntheticFormat::kCsv;
+         o->num_dense = 1;
+         o->num_clusters = 3;
+       }},
+      {"cluster_units", [](SyntheticOptions *o) { o->cluster_units = 0; }},
+      {"cluster_scale", [](SyntheticOptions *o) { o->cluster_scale = -1; }},
   };
   EXPECT_TRUE(ValidateSyntheticOptions(SyntheticOptions()).ok());
   for (const InvalidCase& c : cases) {
