@@ -155,9 +155,11 @@ struct EmbeddingTableOptions {
   std::string disk_path;
   // RocksDB memory of the disk tier, outside memory_budget_bytes: its block
   // cache, and two write buffers (memtables) of disk_write_buffer_bytes each.
-  // Together they are the tier's fixed overhead. Defaults: 8 MiB and 4 MiB.
+  // Together they are the tier's fixed overhead. Defaults: 8 MiB and 16 MiB
+  // (16 MiB memtables: DLRM at a 10% budget, 600k examples, 2 threads, 8%
+  // more samples/s and 11% less CPU than 4 MiB; fewer flushes and L0 files).
   int64_t disk_block_cache_bytes = int64_t{8} << 20;
-  int64_t disk_write_buffer_bytes = int64_t{4} << 20;
+  int64_t disk_write_buffer_bytes = int64_t{16} << 20;
   // Background threads that load Prefetch()ed rows from the disk tier, each
   // for its own subset of the shards, in [1, 64]; unused without a disk tier.
   // They run outside the caller's arena: count them in the machine's thread
