@@ -83,6 +83,7 @@ JsonObject ModelJson(const ModelOptions& m) {
       .Add("moe_top_k", m.moe_top_k).Add("moe_capacity_factor", m.moe_capacity_factor)
       .AddRaw("moe_expert_mlp", IntArray(m.moe_expert_mlp))
       .Add("moe_aux_loss_weight", m.moe_aux_loss_weight)
+      .Add("moe_gate_input", m.moe_gate_input)
       .Add("seed", std::to_string(m.seed))
       .Add("precision", ops::ComputePrecisionName(m.precision))
       .Add("cpu_row_shards", m.cpu_row_shards);
@@ -148,6 +149,11 @@ class FieldReader {
     if (v != nullptr) *out = std::strtod(v->text.c_str(), nullptr);
     return *this;
   }
+  // Absent (a bundle written before the field): `out` keeps its value.
+  FieldReader& OptionalString(const char* key, std::string* out) {
+    if (object_ == nullptr || object_->Find(key) == nullptr) return *this;
+    return String(key, out);
+  }
   FieldReader& String(const char* key, std::string* out) {
     const JsonValue* v = Get(key, JsonValue::Type::kString, "a string");
     if (v != nullptr) *out = v->text;
@@ -212,6 +218,7 @@ Status ReadModel(const std::string& path, const JsonValue& root, ModelOptions* m
       .Int("moe_top_k", &m->moe_top_k).OptionalDouble("moe_capacity_factor", &capacity_factor)
       .IntArray("moe_expert_mlp", &m->moe_expert_mlp)
       .OptionalDouble("moe_aux_loss_weight", &aux_loss_weight)
+      .OptionalString("moe_gate_input", &m->moe_gate_input)
       .String("seed", &seed).String("precision", &precision)
       .Int("cpu_row_shards", &m->cpu_row_shards);
   EMBER_RETURN_IF_ERROR(r.status());

@@ -47,6 +47,11 @@ struct ModelOptions {
   double moe_capacity_factor = 1.25;
   std::vector<int> moe_expert_mlp;
   double moe_aux_loss_weight = 0.01;
+  // What the MoE gate reads: "interaction" (the interaction's output, which
+  // the experts read too) or "bottom" (the bottom MLP's output over the
+  // dense features alone; needs num_dense > 0), for data whose examples
+  // fall into groups the dense features tell apart.
+  std::string moe_gate_input = "interaction";
   uint64_t seed = 1;
   // Where the dense half runs: its parameters, gradients, optimizer state and
   // activations live there. The same seed gives the same initial parameters

@@ -89,7 +89,7 @@ Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* lo
   if (device().is_cpu()) {
     if (num_dense_ > 0) inputs_.push_back(dense);
     inputs_.push_back(pooled);
-    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
+    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_, training));
     *logits = executor_->output(0);
     return Status::OK();
   }
@@ -100,7 +100,7 @@ Status DenseModel::Forward(const Tensor& dense, const Tensor& pooled, Tensor* lo
     }
     EMBER_ASSIGN_OR_RETURN(Tensor on_device, CopyIn("pooled", pooled, &pooled_buffer_));
     inputs_.push_back(on_device);
-    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_));
+    EMBER_RETURN_IF_ERROR(executor_->Forward(inputs_, training));
     const Tensor& out = executor_->output(0);
     EMBER_ASSIGN_OR_RETURN(Tensor host, Reusable(&logits_host_, out.shape(), /*pinned=*/true));
     EMBER_RETURN_IF_ERROR(CopyTensor(out, &host, executor_->stream()));

@@ -71,11 +71,13 @@ class DenseModel {
   // must stay alive and unchanged until Backward. `*logits` is valid until the
   // next Forward. InvalidArgument naming an input on the wrong device or of
   // the wrong shape.
-  // `training`: a forward that a Backward follows, whose expert layers run
-  // expert-parallel when EnableExpertParallel was called (every rank must
-  // then call it alike); false (evaluation) computes every expert here.
+  // `training` (the default): a forward that a Backward may follow, whose
+  // expert layers run expert-parallel when EnableExpertParallel was called
+  // (every rank must then call it alike). false: an inference (evaluation,
+  // prediction): every expert here, MoE layers routed without capacity
+  // (ops/moe_routing_ops.h), and no Backward after it.
   Status Forward(const Tensor& dense, const Tensor& pooled, Tensor* logits,
-                 bool training = false);
+                 bool training = true);
   // From dlogits[B, num_tasks] (after Forward), fills every parameter's grad and
   // dpooled[B, num_slots * dim] (both host tensors; dpooled allocated by the
   // caller). `loss_examples`: the examples the loss is a mean over when it

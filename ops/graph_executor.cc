@@ -280,6 +280,7 @@ Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) 
     values_[ids[i]] = inputs[i].Reshape(Batched(batch, graph_->values()[ids[i]].shape));
   }
   const int shards = forward_shards_ = ShardsFor(batch);
+  forward_training_ = training;
   ResetBf16Copies(std::max(shards, 1));
   Status status = shards > 0 ? RunShards(shards,
                                          [&](int shard, int64_t begin, int64_t end) {
@@ -427,6 +428,7 @@ Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
     KernelContext context;
     context.attrs = &node.attrs;
     context.step = node_steps_[n] - 1;  // The step of the forward call.
+    context.training = forward_training_;
     context.stream = stream_;
     context.precision = precision_;
     context.loss_examples = std::max(loss_examples_, batch_);

@@ -157,6 +157,7 @@ class GraphExecutor {
   std::vector<int64_t> node_steps_;
   int row_shards_ = 1;
   int forward_shards_ = 0;         // The last Forward's, for its Backward.
+  bool forward_training_ = true;   // Likewise.
   // Every node's op computes each row alone, or the rows it is given as a
   // group: the batch may run in row ranges.
   bool rows_independent_ = false;

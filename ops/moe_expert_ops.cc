@@ -38,8 +38,15 @@ int64_t ExpertCapacity(int64_t batch, int64_t experts, int64_t slots, const OpAt
 OpDef ExpertFcDef() {
   OpDef def;
   def.name = "moe_expert_fc";
-  def.num_inputs = 3;
+  def.num_inputs = -1;  // 3, or 4 with the routing (for inference).
   def.infer = [](const std::vector<InputShape>& in, const OpAttrs& attrs) -> Result<Shapes> {
+    if (in.size() != 3 && in.size() != 4) {
+      return Status::InvalidArgument("moe_expert_fc takes the buffers, the weight, the bias and "
+                                     "optionally the routing, got ", in.size(), " inputs");
+    }
+    if (in.size() == 4 && (!in[3].batched || in[3].shape.size() != 2 || in[3].shape[0] != 2)) {
+      return Status::InvalidArgument("the routing must be a batched [2, k] value (of moe_route)");
+    }
     if (!in[0].batched || in[0].shape.size() != 2) {
       return Status::InvalidArgument("the experts' buffers must be a batched [slots, width] value");
     }
@@ -152,6 +159,44 @@ Status BlocksBackward(const Tensor& x, const Tensor& y, const Tensor& dy,
   return Status::OK();
 }
 
+// Inference (moe_routing_ops.h): the token-major rows of each expert,
+// gathered, through the expert, and scattered back; the other rows zero.
+Status ExpertFcForInference(const KernelContext& c, const ExpertLayout& v, const Tensor& x,
+                            Tensor* y) {
+  if (c.inputs.size() < 4) {
+    return Status::FailedPrecondition(
+        "moe_expert_fc: an inference forward needs the routing (the op's 4th input)");
+  }
+  const int64_t batch = c.inputs[0]->dim(0);
+  const int64_t slots = batch == 0 ? 0 : v.rows / batch;
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(v.experts));
+  for (const MoeChoice& m : MoeKeptChoices(*c.inputs[3], slots)) {
+    if (m.expert < 0 || m.expert >= v.experts) {
+      return Status::InvalidArgument("moe_expert_fc: routing names expert ", m.expert, " of ",
+                                     v.experts);
+    }
+    rows[static_cast<size_t>(m.expert)].push_back(m.row);
+  }
+  y->SetZero();
+  for (int64_t e = 0; e < v.experts; ++e) {
+    const std::vector<int64_t>& mine = rows[static_cast<size_t>(e)];
+    if (mine.empty()) continue;
+    const int64_t n = static_cast<int64_t>(mine.size());
+    Tensor in = Tensor::Empty({n, v.in}), out = Tensor::Empty({n, v.out});
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(in.data<float>() + i * v.in, x.data<float>() + mine[i] * v.in,
+                  static_cast<size_t>(v.in) * sizeof(float));
+    }
+    EMBER_RETURN_IF_ERROR(BlocksForward(in, {{e, 0, n}}, *c.inputs[1], *c.inputs[2], v.activation,
+                                        c.precision, &out));
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(y->data<float>() + mine[i] * v.out, out.data<float>() + i * v.out,
+                  static_cast<size_t>(v.out) * sizeof(float));
+    }
+  }
+  return Status::OK();
+}
+
 KernelPair ExpertFcCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) -> Status {
@@ -160,6 +205,7 @@ KernelPair ExpertFcCpu() {
     Tensor y = c.outputs[0]->Reshape({v.rows, v.out});
     const Tensor& weight = *c.inputs[1];
     const Tensor& bias = *c.inputs[2];
+    if (!c.training) return ExpertFcForInference(c, v, x, &y);
     if (c.experts != nullptr) {
       // Expert parallelism: the rows go to their experts' ranks and back.
       std::vector<ExpertBlock> blocks;
@@ -178,6 +224,9 @@ KernelPair ExpertFcCpu() {
     return Status::OK();
   };
   k.backward = [](KernelContext& c) -> Status {
+    if (!c.training) {
+      return Status::FailedPrecondition("moe_expert_fc: no backward of an inference forward");
+    }
     const ExpertLayout v = ExpertLayoutOf(c);
     const Tensor x = c.inputs[0]->Reshape({v.rows, v.in});
     const Tensor y = c.outputs[0]->Reshape({v.rows, v.out});

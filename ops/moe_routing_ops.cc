@@ -183,6 +183,13 @@ OpDef RouteDef() {
   return def;
 }
 
+// The backward of an inference forward (token-major, without capacity;
+// moe_routing_ops.h) is refused.
+Status NoBackwardOfInference(const KernelContext& c, const char* op) {
+  if (c.training) return Status::OK();
+  return Status::FailedPrecondition(op, ": no backward of an inference forward");
+}
+
 KernelPair RouteCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) -> Status {
@@ -191,13 +198,28 @@ KernelPair RouteCpu() {
     MoeRoutingOptions options;
     options.k = static_cast<int>(a.k);
     options.normalize_gates = a.normalize;
-    EMBER_ASSIGN_OR_RETURN(options.capacity, Capacity(probs.dim(0), probs.dim(1), a.slots, a.k, *c.attrs));
-    EMBER_ASSIGN_OR_RETURN(const MoeRouting routing, RouteTopK(probs, options));
+    // Inference: no expert is ever full (a token takes at most one of an
+    // expert's rows); each token's choices then go to its own rows.
+    EMBER_ASSIGN_OR_RETURN(options.capacity,
+                           c.training ? Capacity(probs.dim(0), probs.dim(1), a.slots, a.k, *c.attrs)
+                                      : Result<int64_t>(std::max<int64_t>(probs.dim(0), 1)));
+    EMBER_ASSIGN_OR_RETURN(MoeRouting routing, RouteTopK(probs, options));
+    if (!c.training) {
+      int32_t* slot = routing.slot.data<int32_t>();
+      float* gate = routing.gate.data<float>();
+      for (int64_t b = 0; b < probs.dim(0); ++b) {
+        for (int64_t j = 0; j < a.k; ++j) {
+          slot[b * a.k + j] = j < a.slots ? static_cast<int32_t>(j) : -1;
+          if (j >= a.slots) gate[b * a.k + j] = 0.0f;
+        }
+      }
+    }
     std::memcpy(c.outputs[0]->raw_data(), routing.gate.raw_data(), routing.gate.nbytes());
     EncodeRouting(routing, c.outputs[1]);
     return Status::OK();
   };
   k.backward = [](KernelContext& c) -> Status {
+    EMBER_RETURN_IF_ERROR(NoBackwardOfInference(c, "moe_route"));
     // The routing output has no gradient: what reaches it is ignored.
     if (c.input_grads[0] == nullptr) return Status::OK();
     const Tensor probs = Flat(*c.inputs[0]);
@@ -244,6 +266,17 @@ KernelPair DispatchCpu() {
   KernelPair k;
   k.forward = [](KernelContext& c) -> Status {
     const Tensor x = Flat(*c.inputs[0]);
+    if (!c.training) {
+      // Token-major: token b's kept choices in its own rows b * S + slot.
+      const int64_t slots = c.attrs->GetInt("slots", 1), hidden = x.dim(1);
+      Tensor rows = c.outputs[0]->Reshape({x.dim(0) * slots, hidden});
+      rows.SetZero();
+      for (const MoeChoice& m : MoeKeptChoices(*c.inputs[1], slots)) {
+        std::memcpy(rows.data<float>() + m.row * hidden, x.data<float>() + m.token * hidden,
+                    static_cast<size_t>(hidden) * sizeof(float));
+      }
+      return Status::OK();
+    }
     const int64_t experts = c.attrs->GetInt("experts", 1);
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
                            Capacity(x.dim(0), experts, c.attrs->GetInt("slots", 1),
@@ -256,6 +289,7 @@ KernelPair DispatchCpu() {
     return Status::OK();
   };
   k.backward = [](KernelContext& c) -> Status {
+    EMBER_RETURN_IF_ERROR(NoBackwardOfInference(c, "moe_dispatch"));
     ZeroIfWanted(c.input_grads[1]);
     if (c.input_grads[0] == nullptr) return Status::OK();
     Tensor dx = Flat(*c.input_grads[0]);
@@ -308,6 +342,21 @@ KernelPair CombineCpu() {
   k.forward = [](KernelContext& c) -> Status {
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
+    if (!c.training) {
+      // Token-major: out_b = sum over b's kept choices j of gate_bj x its row.
+      const int64_t slots = expert_out.dim(1), hidden = expert_out.dim(2);
+      const Tensor gate = Flat(*c.inputs[1]);
+      const int64_t k = gate.dim(1);
+      Tensor out = Flat(*c.outputs[0]);
+      out.SetZero();
+      for (const MoeChoice& m : MoeKeptChoices(*c.inputs[2], slots)) {
+        const float g = gate.data<float>()[m.token * k + m.choice];
+        const float* y = expert_out.data<float>() + m.row * hidden;
+        float* o = out.data<float>() + m.token * hidden;
+        for (int64_t h = 0; h < hidden; ++h) o[h] += g * y[h];
+      }
+      return Status::OK();
+    }
     EMBER_ASSIGN_OR_RETURN(const int64_t capacity,
                            Capacity(expert_out.dim(0), experts, expert_out.dim(1),
                                     Flat(*c.inputs[1]).dim(1), *c.attrs));
@@ -317,6 +366,7 @@ KernelPair CombineCpu() {
     return MoeCombine(Buffers(expert_out, experts, capacity), Flat(*c.inputs[1]), routing, &out);
   };
   k.backward = [](KernelContext& c) -> Status {
+    EMBER_RETURN_IF_ERROR(NoBackwardOfInference(c, "moe_combine"));
     ZeroIfWanted(c.input_grads[2]);
     const Tensor& expert_out = *c.inputs[0];
     const int64_t experts = c.attrs->GetInt("experts", 1);
@@ -340,6 +390,23 @@ KernelPair CombineCpu() {
 }
 
 }  // namespace
+
+std::vector<MoeChoice> MoeKeptChoices(const Tensor& routing, int64_t slots) {
+  const Tensor r = Flat(routing);  // [B, 2k]: experts, then slots.
+  const int64_t batch = r.dim(0), k = batch == 0 ? 0 : r.dim(1) / 2;
+  const float* in = r.data<float>();
+  std::vector<MoeChoice> kept;
+  kept.reserve(static_cast<size_t>(batch * k));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < k; ++j) {
+      const float s = in[b * 2 * k + k + j];
+      if (!(s >= 0.0f && s < static_cast<float>(slots))) continue;
+      kept.push_back({b, j, static_cast<int64_t>(in[b * 2 * k + j]),
+                      b * slots + static_cast<int64_t>(s)});
+    }
+  }
+  return kept;
+}
 
 int64_t MoeSlotCapacity(int64_t batch, int64_t experts, int64_t slots) {
   return batch * slots / experts;

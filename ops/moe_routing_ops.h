@@ -36,8 +36,10 @@
 // padding rows written.
 
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
+#include "core/tensor.h"
 #include "ops/op_registry.h"
 
 namespace ember::ops {
@@ -59,6 +61,23 @@ int64_t MoeSlotCapacity(int64_t batch, int64_t experts, int64_t slots);
 // REQUIRES: as MoeSlotCapacity; k >= 1.
 int64_t MoeNodeCapacity(int64_t batch, int64_t experts, int64_t slots, int64_t k,
                         const OpAttrs& attrs);
+
+// Inference. A forward with KernelContext::training false (evaluation,
+// prediction, serving) routes without capacity, so that an example's output
+// depends on it alone, not on what else is in its batch: moe_route keeps
+// every example's first min(k, S) choices (all k when capacity_factor >= 1),
+// with slot j for choice j; the buffers are token-major, token b's choice
+// with slot s in row b * S + s of [B * S, H] (the other rows zero);
+// moe_expert_fc reads each row's expert from the routing (its optional 4th
+// input) and moe_combine sums the kept rows by their gates. Training (and
+// the CUDA kernels, whose inference is training's) uses the capacity layout
+// above. An inference forward has no backward (FailedPrecondition).
+struct MoeChoice {
+  int64_t token = 0, choice = 0, expert = 0, row = 0;
+};
+// The kept choices (slot in [0, slots)) of `routing` [B, 2, k] in the
+// token-major layout of `slots` rows per token, in token and choice order.
+std::vector<MoeChoice> MoeKeptChoices(const Tensor& routing, int64_t slots);
 
 // Registers moe_route, moe_dispatch and moe_combine with their CPU kernels
 // (RegisterCpuOps calls it), then the experts' operators

@@ -89,7 +89,8 @@ class TrainingStep {
   // push: the rows' gradients into the table.
   Status Push(StepState& state);
   // Evaluation: the rows without changing the table, then the forward
-  // (state.logits, the model's buffer until the next forward).
+  // (state.logits, the model's buffer until the next forward), an inference
+  // (DenseModel::Forward: a MoE model's scores depend on each example alone).
   Status Lookup(StepState& state);
   Status Forward(StepState& state);
 
@@ -102,7 +103,7 @@ class TrainingStep {
 
  private:
   // The forward of DenseTrain (training: expert layers may exchange with
-  // the other ranks) or of an evaluation.
+  // the other ranks) or of an evaluation (an inference).
   Status Forward(StepState& state, bool training);
   // Sums every parameter's gradient over the ranks, in rank order.
   Status AllReduceGradients();

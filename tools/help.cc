@@ -111,7 +111,7 @@ const std::vector<TopicFlags>& Topics() {
         "interacting_slots", "num_dense", "num_slots", "multi_hot_slots", "max_bag_size", "tasks"}},
       {Topic::kModel,
        {"model", "num_experts", "expert_mlp", "moe_top_k", "moe_capacity_factor", "moe_expert_mlp",
-        "moe_aux_loss_weight", "expert_parallel", "cross_layers", "cross_rank", "embedding_dim",
+        "moe_aux_loss_weight", "moe_gate_input", "expert_parallel", "cross_layers", "cross_rank", "embedding_dim",
         "bottom_mlp",
         "top_mlp", "dense_device", "dense_precision", "dense_row_shards"}},
       {Topic::kTraining,

@@ -333,6 +333,7 @@ Result<engine::ModelOptions> ModelOptionsFromFlags() {
   model.moe_capacity_factor = FLAGS_moe_capacity_factor;
   EMBER_ASSIGN_OR_RETURN(model.moe_expert_mlp, ParseWidths("moe_expert_mlp", FLAGS_moe_expert_mlp));
   model.moe_aux_loss_weight = FLAGS_moe_aux_loss_weight;
+  model.moe_gate_input = FLAGS_moe_gate_input;
   return model;
 }
 

@@ -89,6 +89,10 @@ DEFINE_double(moe_aux_loss_weight, 0.01,
               "--model=moe: weight of the auxiliary load-balancing loss (GShard/Switch: "
               "experts x sum of dispatch fraction x mean gate probability, 1 when uniform); "
               "0 turns it off.");
+DEFINE_string(moe_gate_input, "interaction",
+              "--model=moe: what the gate reads: interaction (the interaction's output, which "
+              "the experts read too) or bottom (the bottom MLP's output over the dense features "
+              "alone; needs dense features). Default interaction.");
 DEFINE_string(expert_mlp, "256,64",
               "--model=mmoe: comma-separated widths of each expert's MLP; the tasks' gates mix "
               "the last.");

@@ -16,6 +16,7 @@ DECLARE_int32(moe_top_k);
 DECLARE_double(moe_capacity_factor);
 DECLARE_string(moe_expert_mlp);
 DECLARE_double(moe_aux_loss_weight);
+DECLARE_string(moe_gate_input);
 DECLARE_int32(cross_layers);
 DECLARE_int32(cross_rank);
 DECLARE_int32(embedding_dim);

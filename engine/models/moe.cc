@@ -4,7 +4,11 @@
 // dot interaction are DLRM's (without dense features the slots interact among
 // themselves, as in dlrm.cc); their output t goes to
 //
-//   a gate: softmax(W_g t + b_g) over num_experts experts, with the auxiliary
+//   a gate: softmax(W_g u + b_g) over num_experts experts, u being t or, with
+//     moe_gate_input "bottom", the bottom MLP's output (the dense features
+//     alone: where those tell apart groups of examples that follow different
+//     functions, the gate reads the groups without the interaction's pairs
+//     in the way), with the auxiliary
 //     load-balancing loss of GShard/Switch (weight moe_aux_loss_weight) on
 //     its probabilities;
 //   top-k routing (moe_top_k): each example goes to its k most probable
@@ -35,7 +39,8 @@ namespace {
 // The capacity factor's bound: slots per example (ceil(factor * k)) stay
 // small, and the capacity of any batch stays well inside a routing value.
 constexpr double kMaxCapacityFactor = 64.0;
-// How much smaller than He's the gate's initial weights are.
+// How much smaller than He's the initial weights of a gate reading the
+// interaction are.
 constexpr int64_t kGateInitShrink = 10;
 
 std::vector<int> ExpertWidths(const ModelOptions& o) {
@@ -62,6 +67,14 @@ Status CheckMoe(const ModelOptions& o) {
   for (int w : o.moe_expert_mlp) {
     if (w < 1) return Status::InvalidArgument("--moe_expert_mlp widths must be positive, got ", w);
   }
+  if (o.moe_gate_input != "interaction" && o.moe_gate_input != "bottom") {
+    return Status::InvalidArgument("--moe_gate_input must be interaction or bottom, got \"",
+                                   o.moe_gate_input, "\"");
+  }
+  if (o.moe_gate_input == "bottom" && o.num_dense < 1) {
+    return Status::InvalidArgument(
+        "--moe_gate_input=bottom needs dense features (the bottom MLP's input); there are none");
+  }
   if (ExpertWidths(o).empty()) {
     return Status::InvalidArgument(
         "--model=moe needs expert widths: set --moe_expert_mlp (or --top_mlp, its default)");
@@ -70,8 +83,10 @@ Status CheckMoe(const ModelOptions& o) {
 }
 
 // DLRM's bottom MLP and interaction (dlrm.cc): the value the top MLP would
-// read, and its width.
-Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width) {
+// read, and its width; and the bottom MLP's output in `*bottom` (-1 without
+// dense features), of width embedding_dim.
+Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width, int* bottom) {
+  *bottom = -1;
   EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
   const int dim = o.embedding_dim;
   *width = in.pooled_width;
@@ -79,6 +94,7 @@ Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width) {
     EMBER_ASSIGN_OR_RETURN(const int direct,
                            AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.bottom_mlp, dim),
                                   /*last_relu=*/true));
+    *bottom = direct;
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
                            g->AddNode("interaction", "dlrm_interaction", {direct, in.pooled}));
     const int64_t features = int64_t{o.num_slots} + 1;
@@ -95,26 +111,33 @@ Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width) {
   return t[0];
 }
 
-// The MoE block over `x` (width `in`): gate, balance, route, dispatch, the
-// experts, combine. Returns the combined output, of the experts' last width.
-Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in) {
+// The MoE block over `x` (width `in`): the gate over `u` (width
+// `gate_in`), balance, route, dispatch, the experts, combine. Returns the
+// combined output, of the experts' last width.
+Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in, int u,
+                        int64_t gate_in) {
   const int64_t experts = o.num_experts, k = o.moe_top_k;
   const int64_t slots = static_cast<int64_t>(std::ceil(o.moe_capacity_factor * k));
   ops::OpAttrs routing;
   routing.Set("experts", experts).Set("k", k).Set("slots", slots)
       .Set("capacity_factor", o.moe_capacity_factor);
-  // The gate starts near uniform (Switch's reduced initialisation scale): He
-  // uniform for a fan-in kGateInitShrink^2 times the input's, so weights
-  // kGateInitShrink times smaller. At He's own scale the wide input makes the
-  // first softmaxes near one-hot, one expert takes every example and most
-  // are dropped before the balance loss can spread them.
-  EMBER_ASSIGN_OR_RETURN(const int wg, g->AddParameter("moe.gate.weight", {experts, in},
-                                                       ops::Initializer::kHeUniform,
-                                                       in * kGateInitShrink * kGateInitShrink));
+  // A gate reading the interaction starts near uniform (Switch's reduced
+  // initialisation scale): He uniform for a fan-in kGateInitShrink^2 times
+  // the input's, so weights kGateInitShrink times smaller. At He's own scale
+  // the wide input makes the first softmaxes near one-hot, one expert takes
+  // every example and most are dropped before the balance loss can spread
+  // them. The bottom MLP's output is narrow (embedding_dim): He's scale
+  // gives the experts different examples from the start, and the gate
+  // settled on the clusters more reliably so (tests/engine/moe_test.cc).
+  const int64_t shrink = o.moe_gate_input == "bottom" ? 1 : kGateInitShrink;
+  EMBER_ASSIGN_OR_RETURN(const int wg,
+                         g->AddParameter("moe.gate.weight", {experts, gate_in},
+                                         ops::Initializer::kHeUniform,
+                                         gate_in * shrink * shrink));
   EMBER_ASSIGN_OR_RETURN(const int bg, g->AddParameter("moe.gate.bias", {experts},
                                                        ops::Initializer::kZeros));
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate_out,
-                         g->AddNode("moe.gate", "fully_connected", {x, wg, bg}));
+                         g->AddNode("moe.gate", "fully_connected", {u, wg, bg}));
   const int gate_logits = gate_out[0];
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> probs,
                          g->AddNode("moe.softmax", "softmax", {gate_logits}));
@@ -141,8 +164,9 @@ Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in)
                                                         ops::Initializer::kZeros));
     ops::OpAttrs fc = routing;
     fc.Set("activation", 1);
+    // The routing too: an inference reads each row's expert from it.
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> y,
-                           g->AddNode(layer, "moe_expert_fc", {h, w, b}, fc));
+                           g->AddNode(layer, "moe_expert_fc", {h, w, b, gate[1]}, fc));
     h = y[0];
     width = out;
   }
@@ -153,8 +177,12 @@ Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in)
 
 Status BuildMoe(const ModelOptions& o, ops::Graph* g) {
   int64_t width = 0;
-  EMBER_ASSIGN_OR_RETURN(const int t, AddDlrmFront(o, g, &width));
-  EMBER_ASSIGN_OR_RETURN(const int mixed, AddMoeBlock(o, g, t, width));
+  int bottom = -1;
+  EMBER_ASSIGN_OR_RETURN(const int t, AddDlrmFront(o, g, &width, &bottom));
+  const bool from_bottom = o.moe_gate_input == "bottom";
+  EMBER_ASSIGN_OR_RETURN(const int mixed,
+                         AddMoeBlock(o, g, t, width, from_bottom ? bottom : t,
+                                     from_bottom ? o.embedding_dim : width));
   EMBER_ASSIGN_OR_RETURN(const int logit, AddMlp(g, "top.out", mixed, ExpertWidths(o).back(), {1},
                                                  /*last_relu=*/false));
   return g->MarkOutput(logit);
@@ -174,7 +202,8 @@ ModelSpec MoeSpec() {
     return " bottom=" + JoinWidths(o.bottom_mlp) + " experts=" + std::to_string(o.num_experts) +
            " top_k=" + std::to_string(o.moe_top_k) +
            " capacity_factor=" + std::to_string(o.moe_capacity_factor) +
-           " expert=" + JoinWidths(ExpertWidths(o));
+           " expert=" + JoinWidths(ExpertWidths(o)) +
+           (o.moe_gate_input == "interaction" ? "" : " gate_input=" + o.moe_gate_input);
   };
   return spec;
 }

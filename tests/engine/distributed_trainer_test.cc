@@ -223,12 +223,10 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
                                                                      b[i]->value.data<float>()[j])));
     }
   }
-  // The MoE routing's groups are the row ranges of an evaluation batch too:
-  // the reference's (ranks threads) differ from the ranks' (one thread
-  // each), so a MoE model's predictions are compared among the ranks, whose
-  // models are the reference's, checked above.
+  // An inference scores each example alone (a MoE model too: no capacity),
+  // so the reference's thread count does not matter beyond the last bits of
+  // a MoE model's per-expert products, which gather different rows.
   const bool moe = GetParam().model == "moe";
-  if (moe) expected = *predictions[0];
   double prediction_diff = 0.0;
   for (int r = 0; r < ranks; ++r) {
     ASSERT_EQ(expected->size(), predictions[r]->size());
@@ -237,12 +235,9 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
                                  static_cast<double>(std::abs((*expected)[i] - (*predictions[r])[i])));
     }
   }
-  double reference_auc = aucs[0];
-  if (!moe) {
-    auto metrics = (*reference)->Evaluate(*test);
-    ASSERT_TRUE(metrics.ok());
-    reference_auc = metrics->auc;
-  }
+  auto metrics = (*reference)->Evaluate(*test);
+  ASSERT_TRUE(metrics.ok());
+  const double reference_auc = metrics->auc;
   std::printf("%d ranks vs one: max |difference| rows %.3g, dense %.3g, predictions %.3g; "
               "test AUC %.6f vs %.6f\n",
               ranks, row_diff, dense_diff, prediction_diff, aucs[0], reference_auc);
@@ -250,8 +245,13 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
   if (bitwise) {
     EXPECT_EQ(row_diff, 0.0);
     EXPECT_EQ(dense_diff, 0.0);
-    EXPECT_EQ(prediction_diff, 0.0);
-    EXPECT_EQ(aucs[0], reference_auc);
+    if (moe) {
+      EXPECT_LE(prediction_diff, 1e-6);
+      EXPECT_NEAR(aucs[0], reference_auc, 1e-5);
+    } else {
+      EXPECT_EQ(prediction_diff, 0.0);
+      EXPECT_EQ(aucs[0], reference_auc);
+    }
   } else {
     // Rows trained with Adagrad amplify the last bit of a summed gradient
     // early on (a step is lr x g / |g| at first); the model's predictions

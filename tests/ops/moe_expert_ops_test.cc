@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -62,7 +63,10 @@ struct Layer {
 // x [D] -> out [H2], as engine/models/moe.cc builds it; parameters in the
 // order gate weight [E, D], gate bias [E], then weight and bias of each
 // expert layer.
-Layer BuildLayer(const LayerCase& c) {
+// `routing_input`: the expert layers also read the routing, which an
+// inference forward needs (ops/moe_routing_ops.h); a training forward does
+// not read it.
+Layer BuildLayer(const LayerCase& c, bool routing_input = false) {
   Layer layer;
   layer.graph = std::make_unique<Graph>(&DefaultOpRegistry());
   Graph& g = *layer.graph;
@@ -88,7 +92,9 @@ Layer BuildLayer(const LayerCase& c) {
     const int b = *g.AddParameter(name + ".bias", {c.experts, out}, Initializer::kZeros);
     OpAttrs fc = routing;
     fc.Set("activation", 1);
-    h = (*g.AddNode(name, "moe_expert_fc", {h, w, b}, fc))[0];
+    std::vector<int> inputs = {h, w, b};
+    if (routing_input) inputs.push_back(route[1]);
+    h = (*g.AddNode(name, "moe_expert_fc", inputs, fc))[0];
     in = out;
   }
   const int out = (*g.AddNode("combine", "moe_combine", {h, route[0], route[1]}, routing))[0];
@@ -241,6 +247,71 @@ INSTANTIATE_TEST_SUITE_P(
         // GShard: top-2 with normalised gates, a fractional factor (drops).
         LayerCase{12, 4, 3, 2, 5, 4, 0.75, 0.05}, LayerCase{9, 4, 3, 2, 5, 4, 1.25, 0.0}),
     [](const auto& info) { return Describe(info.param); });
+
+// An inference forward routes without capacity: every choice is kept, each
+// example's output is the reference's with its full routing, and it is the
+// same in any batch (here alone and reversed); a training forward of the
+// same batch drops choices. No backward follows an inference forward.
+TEST(MoeLayerOpsTest, AnInferenceScoresEachExampleAloneAndDropsNothing) {
+  const LayerCase c{24, 5, 4, 2, 6, 3, 1.0, 0.0};
+  Layer layer = BuildLayer(c, /*routing_input=*/true);
+  auto executor = GraphExecutor::Create(layer.graph.get(), 1);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  RandomStream rng(11, 0);
+  const Tensor x = RandomTensor({c.batch, c.width}, rng);
+  std::vector<double> point = ToDouble(x);
+  for (Tensor& p : (*executor)->parameters()) {
+    const Tensor values = RandomTensor(p.shape(), rng);
+    std::memcpy(p.raw_data(), values.raw_data(), values.nbytes());
+    for (double v : ToDouble(p)) point.push_back(v);
+  }
+  ASSERT_TRUE((*executor)->Forward({x}, /*training=*/true).ok());
+  int64_t dropped_in_training = 0;
+  for (float s : Values((*executor)->output(1))) dropped_in_training += s < 0;
+  EXPECT_GT(dropped_in_training, 0) << "the case should drop in training";
+
+  ASSERT_TRUE((*executor)->Forward({x}, /*training=*/false).ok());
+  const std::vector<float> routing = Values((*executor)->output(1));
+  const std::vector<float> out = Values((*executor)->output(0));
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t j = 0; j < c.k; ++j) {
+      EXPECT_EQ(routing[b * 2 * c.k + c.k + j], static_cast<float>(j)) << "token " << b;
+    }
+  }
+  std::vector<double> expected;
+  const std::vector<double> f(c.experts, 0.0), dy(c.batch * c.hidden2, 0.0);
+  Reference(c, point, routing, f, dy, &expected);
+  ExpectAllClose(expected, (*executor)->output(0), 1e-5, "inference out");
+
+  // Alone and in another order: the same scores.
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const Tensor one = x.Slice(b, b + 1).Clone();
+    ASSERT_TRUE((*executor)->Forward({one}, /*training=*/false).ok());
+    const std::vector<float> alone = Values((*executor)->output(0));
+    for (int64_t h = 0; h < c.hidden2; ++h) {
+      EXPECT_NEAR(alone[h], out[b * c.hidden2 + h], 1e-6) << "token " << b << " alone";
+    }
+  }
+  Tensor reversed = Tensor::Empty({c.batch, c.width});
+  for (int64_t b = 0; b < c.batch; ++b) {
+    std::memcpy(reversed.data<float>() + b * c.width, x.data<float>() + (c.batch - 1 - b) * c.width,
+                static_cast<size_t>(c.width) * sizeof(float));
+  }
+  ASSERT_TRUE((*executor)->Forward({reversed}, /*training=*/false).ok());
+  const std::vector<float> back = Values((*executor)->output(0));
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t h = 0; h < c.hidden2; ++h) {
+      EXPECT_NEAR(back[(c.batch - 1 - b) * c.hidden2 + h], out[b * c.hidden2 + h], 1e-6)
+          << "token " << b << " reversed";
+    }
+  }
+  Tensor dx = Tensor::Empty({c.batch, c.width});
+  const Status backward = (*executor)->Backward(
+      {Tensor::Zeros({c.batch, c.hidden2}), Tensor::Zeros({c.batch, 2, c.k}),
+       Tensor::Zeros({c.batch, 1})},
+      {&dx});
+  EXPECT_EQ(StatusCode::kFailedPrecondition, backward.code()) << backward;
+}
 
 TEST(MoeNodeCapacityTest, AFractionalFactorGivesTheCapacityItNames) {
   const OpAttrs none;
