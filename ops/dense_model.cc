@@ -142,10 +142,6 @@ Status DenseModel::EnableExpertParallel(Communicator* comm) {
     }
   }
   if (!any) return Status::OK();
-  if (!device().is_cpu()) {
-    return Status::FailedPrecondition("expert parallelism runs on the CPU for now; the model is on ",
-                                      device().ToString());
-  }
   experts_ = std::move(experts);
   return Status::OK();
 }

@@ -87,10 +87,10 @@ class DenseModel {
 
   // Divides the experts of the graph's expert layers among the ranks of
   // `comm` (not owned; the dense stage's, used from its thread), for the
-  // training forwards and backwards that follow (ops/expert_parallel.h).
-  // FailedPrecondition on a CUDA device (expert parallelism runs on the CPU
-  // for now); InvalidArgument when a layer's experts do not divide among the
-  // ranks. A graph without expert layers is left as it was.
+  // training forwards and backwards that follow (ops/expert_parallel.h). On
+  // a CUDA device `comm` must take device buffers (NCCL). InvalidArgument
+  // when a layer's experts do not divide among the ranks. A graph without
+  // expert layers is left as it was.
   Status EnableExpertParallel(Communicator* comm);
   bool expert_parallel() const { return experts_ != nullptr; }
   // Bytes this rank's expert layers sent to other ranks, and the seconds

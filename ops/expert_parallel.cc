@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/tensor_copy.h"
+
 namespace ember::ops {
 
 std::vector<ExpertBlock> LocalExpertBlocks(int64_t experts, int64_t capacity) {
@@ -76,7 +78,7 @@ int64_t Sum(const std::vector<int64_t>& v) {
 
 Result<Tensor> ExpertParallel::Dispatch(int node_id, const Tensor& local, int64_t experts,
                                         int64_t capacity, bool backward,
-                                        std::vector<ExpertBlock>* blocks) {
+                                        std::vector<ExpertBlock>* blocks, CudaStream* stream) {
   EMBER_RETURN_IF_ERROR(CheckExperts(experts));
   const auto start = std::chrono::steady_clock::now();
   NodeState& node = nodes_[node_id];
@@ -113,7 +115,15 @@ Result<Tensor> ExpertParallel::Dispatch(int node_id, const Tensor& local, int64_
   const std::vector<int64_t> send = Elements(SendRows(node), width);
   const std::vector<int64_t> recv_rows = ReceiveRows(node);
   const std::vector<int64_t> recv = Elements(recv_rows, width);
-  Tensor received = Tensor::Empty({Sum(recv_rows), width});
+  Tensor received;
+  if (stream == nullptr) {
+    received = Tensor::Empty({Sum(recv_rows), width});
+  } else {
+    EMBER_ASSIGN_OR_RETURN(received, Tensor::Allocate({Sum(recv_rows), width}, DType::kF32,
+                                                      local.device(), stream->allocator()));
+    // The kernels that wrote `local` are done before it leaves.
+    EMBER_RETURN_IF_ERROR(stream->Synchronize().WithContext("before dispatching expert rows"));
+  }
   const Tensor outgoing = local.Slice(0, experts * capacity);
   EMBER_RETURN_IF_ERROR(comm_->AllToAllV(outgoing, send, received, recv)
                             .WithContext("dispatching rows to their experts' ranks"));
@@ -133,7 +143,8 @@ Result<Tensor> ExpertParallel::Dispatch(int node_id, const Tensor& local, int64_
   return received;
 }
 
-Status ExpertParallel::Combine(int node_id, const Tensor& computed, bool backward, Tensor* local) {
+Status ExpertParallel::Combine(int node_id, const Tensor& computed, bool backward, Tensor* local,
+                               CudaStream* stream) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.capacities.empty()) {
     return Status::FailedPrecondition("combining an expert layer's rows before their dispatch");
@@ -144,8 +155,15 @@ Status ExpertParallel::Combine(int node_id, const Tensor& computed, bool backwar
     // Within a chain: the rows stay here for the neighbour.
     nodes_[next].passed = computed;
     const int64_t rows = node.experts * node.capacities[static_cast<size_t>(rank())];
-    local->Slice(0, rows).SetZero();
-    return Status::OK();
+    Tensor between = local->Slice(0, rows);
+    if (stream == nullptr) {
+      between.SetZero();
+      return Status::OK();
+    }
+    return ZeroTensor(&between, stream);
+  }
+  if (stream != nullptr) {
+    EMBER_RETURN_IF_ERROR(stream->Synchronize().WithContext("before combining expert rows"));
   }
   const auto start = std::chrono::steady_clock::now();
   const int64_t width = computed.dim(1);

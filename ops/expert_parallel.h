@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/cuda_stream.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -88,15 +89,20 @@ class ExpertParallel {
   // AllGather). Within a chain it sends nothing: the forward returns the
   // rows the previous layer computed here, the backward the gradient the
   // next layer's backward left here (`local` is not read).
+  // On a CUDA device (`stream` set: the kernel's), the rows stay on the
+  // device: the communicator must take device buffers (NCCL), and the
+  // stream is waited for before the rows leave.
   Result<Tensor> Dispatch(int node, const Tensor& local, int64_t experts, int64_t capacity,
-                          bool backward, std::vector<ExpertBlock>* blocks);
+                          bool backward, std::vector<ExpertBlock>* blocks,
+                          CudaStream* stream = nullptr);
   // Step 3: sends `computed` (laid out as Dispatch returned its rows, any
   // width) back where its rows came from, into rows [0, experts * capacity)
   // of `*local` (the rest untouched). Within a chain it keeps them here for
   // the next layer's forward (or the previous layer's backward) and zeroes
   // those rows of `*local`. REQUIRES: Dispatch for `node`, in the same
   // pass, before.
-  Status Combine(int node, const Tensor& computed, bool backward, Tensor* local);
+  Status Combine(int node, const Tensor& computed, bool backward, Tensor* local,
+                 CudaStream* stream = nullptr);
 
   // What a node keeps from its forward to its backward (the rows its
   // experts received and computed); replaced at the next forward.

@@ -250,8 +250,8 @@ DEFINE_bool(expert_parallel, true,
             "Under mpirun, --model=moe: divide the experts among the ranks, each computing its "
             "experts for every rank's examples (all-to-all dispatch and combine); --num_experts "
             "must then be a multiple of the ranks (left at its default, this flag turns itself "
-            "off when it is not, and on a GPU). false: every rank computes every expert for its "
-            "own examples. Both train the same model.");
+            "off when it is not). On GPUs the rows move over NCCL. false: every rank computes "
+            "every expert for its own examples. Both train the same model.");
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
@@ -778,16 +778,12 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
   }
   options->ranks = ranks.group();
   options->expert_parallel = FLAGS_expert_parallel;
-  const bool uneven = options->model.num_experts % ranks.size() != 0;
   if (FLAGS_expert_parallel && options->model.name == "moe" &&
-      (uneven || options->model.device.is_cuda()) &&
+      options->model.num_experts % ranks.size() != 0 &&
       gflags::GetCommandLineFlagInfoOrDie("expert_parallel").is_default) {
-    LOG(WARNING) << "--expert_parallel: off, "
-                 << (uneven ? "--num_experts=" + std::to_string(options->model.num_experts) +
-                                  " does not divide among " + std::to_string(ranks.size()) +
-                                  " ranks"
-                            : std::string("the model is on a GPU"))
-                 << "; every rank computes every expert";
+    LOG(WARNING) << "--expert_parallel: off, --num_experts=" << options->model.num_experts
+                 << " does not divide among " << ranks.size()
+                 << " ranks; every rank computes every expert";
     options->expert_parallel = false;
   }
   options->show_progress = options->show_progress && ranks.rank() == 0;
