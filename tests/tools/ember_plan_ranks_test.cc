@@ -3,36 +3,23 @@
 // the exchange's share of the step. Fields only, no timings.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
+#include "tests/testing/command_run.h"
+
+namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using test::CommandRun;
 
+// `ember ARGS`, stderr merged into stdout.
 CommandRun Ember(const std::string& args) {
-  const std::string command = std::string(EMBER_BINARY) + " " + args + " 2>&1";
-  CommandRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    run.output.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+  return test::RunCommand(std::string(EMBER_BINARY) + " " + args);
 }
 
 // The line `ember plan` prints for a job of ranks.
@@ -86,3 +73,4 @@ TEST(EmberPlanRanksTest, PlanHelpListsRanks) {
 }
 
 }  // namespace
+}  // namespace ember
