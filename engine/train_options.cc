@@ -50,6 +50,18 @@ Status ValidateTrainOptions(const TrainOptions& o) {
     return Status::InvalidArgument("--dense_lr must be > 0, got ", o.dense_optimizer.learning_rate);
   }
   EMBER_RETURN_IF_ERROR(pipeline::ValidateTrainingLoopOptions(o.pipeline, JobThreads(o)));
+  if (o.pipeline_parallel.active()) {
+    EMBER_RETURN_IF_ERROR(pipeline::ValidatePipelineParallelOptions(o.pipeline_parallel));
+    if (o.ranks.active()) {
+      return Status::InvalidArgument(
+          "--pipeline_parallel: every rank of the job is a stage of one pipeline; data "
+          "parallelism across pipelines is not supported yet");
+    }
+    if (o.model.device.is_cuda()) {
+      return Status::InvalidArgument("--pipeline_parallel/--micro_batches: the dense chunks run "
+                                     "on the CPU; use --dense_device=cpu");
+    }
+  }
   if (o.embedding_reserve_rows < -1) {
     return Status::InvalidArgument("--embedding_reserve_rows must be >= -1 (-1: auto), got ",
                                    o.embedding_reserve_rows);

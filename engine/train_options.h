@@ -18,6 +18,7 @@
 #include "engine/model_options.h"
 #include "engine/training_checkpoint.h"
 #include "ops/dense_optimizer.h"
+#include "pipeline/pipeline_parallel.h"
 #include "pipeline/training_loop.h"
 
 namespace ember::engine {
@@ -123,6 +124,12 @@ struct TrainOptions {
   // way the ranks train what one rank trains with their batches as row
   // ranges (the MoE routing's groups).
   bool expert_parallel = true;
+  // The dense model split into chunks over ranks, or its batch into
+  // micro-batches (pipeline/pipeline_parallel.h): rank 0 trains as a job of
+  // one rank whose dense stage runs the pipeline; the other ranks serve
+  // their chunks (Trainer::ServePipeline). Not with `ranks` (data
+  // parallelism), a CUDA dense model, or a MoE model.
+  pipeline::PipelineParallelOptions pipeline_parallel;
 };
 
 // Validates option ranges (batch_size >= 1, epochs >= 1, ...), naming the

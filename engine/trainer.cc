@@ -12,7 +12,9 @@
 #include "engine/prediction.h"
 #include "engine/rank_checkpoint.h"
 #include "io/rank_slice_source.h"
+#include "pipeline/pipeline_parallel.h"
 #include "pipeline/training_loop.h"
+#include "scheduler/pipeline_partition.h"
 
 namespace ember::engine {
 
@@ -64,6 +66,21 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
   std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), *std::move(model)));
   trainer->job_checkpoint_dir_ = job_checkpoint_dir;
   trainer->ranks_layout_ = ranks_layout;
+  const pipeline::PipelineParallelOptions& pp = options.pipeline_parallel;
+  if (pp.active() && (pp.ranks == 1 || pp.stages->rank() == 0)) {
+    const ops::Graph& graph = trainer->model_->graph();
+    EMBER_ASSIGN_OR_RETURN(
+        const scheduler::PipelinePartition partition,
+        pipeline::PartitionForPipeline(
+            graph, pp, (options.batch_size + pp.micro_batches - 1) / pp.micro_batches));
+    LOG(INFO) << "pipeline: " << pp.ranks << " ranks, " << pp.virtual_stages
+              << " chunks a rank, " << pp.micro_batches << " micro-batches a step; chunks:\n"
+              << scheduler::ToText(graph, partition);
+    EMBER_ASSIGN_OR_RETURN(trainer->pipeline_stage_,
+                           pipeline::PipelineDenseStage::Create(graph, partition, pp, options.seed,
+                                                                options.dense_optimizer));
+    trainer->step_.set_pipeline(trainer->pipeline_stage_.get());
+  }
   if (!options.checkpoint.dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(trainer->checkpointer_,
                            TrainingCheckpointer::Create(*trainer->table_, options.checkpoint));
@@ -119,6 +136,7 @@ Result<int64_t> Trainer::Restore() {
                          options_.ranks.active() || ranks_layout_ ? RestoreRanks(dense)
                                                                  : checkpointer_->Restore(dense));
   if (!model_->device().is_cpu()) EMBER_RETURN_IF_ERROR(model_->ParametersFromHost(host));
+  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersFrom(*model_));
   job_steps_ = step;
   skip_batches_ = step;
   return step;
@@ -188,6 +206,7 @@ Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
 Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
                                TrainReport* report) {
   TraceSpan span(options_.pipeline.tracer, "checkpoint", "checkpoint", step);
+  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersTo(*model_));
   std::string position = data_position;
   std::vector<Parameter> host;
   EMBER_ASSIGN_OR_RETURN(const DenseState dense,
@@ -405,6 +424,7 @@ Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_
     report.already_finished = true;
   }
   job_steps_ += report.steps;
+  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersTo(*model_));
   // The last point of the history: the trained model (unless the last
   // barrier evaluated it).
   if (evaluates && report.steps > 0 &&
@@ -432,6 +452,7 @@ Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
 Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
                         std::vector<float>* labels) {
   EMBER_RETURN_IF_ERROR(CheckShape(data));
+  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersTo(*model_));
   Status status;
   arena_.Execute([&] {
     SetOpenMpThreads(arena_.threads());
@@ -448,6 +469,19 @@ Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
     }
   });
   return status;
+}
+
+Status Trainer::ServePipeline() {
+  const pipeline::PipelineParallelOptions& pp = options_.pipeline_parallel;
+  if (!pp.active() || pp.ranks == 1 || pp.stages->rank() == 0) {
+    return Status::FailedPrecondition("only ranks 1.. of a pipeline of ranks serve it");
+  }
+  return pipeline::ServePipelineStages(model_->graph(), pp, options_.seed,
+                                       options_.dense_optimizer);
+}
+
+Status Trainer::FinishPipeline() {
+  return pipeline_stage_ ? pipeline_stage_->Finish() : Status::OK();
 }
 
 Result<Metrics> Trainer::Evaluate(const io::Dataset& data) {

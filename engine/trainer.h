@@ -76,6 +76,16 @@ class Trainer {
   Result<Metrics> Evaluate(const io::Dataset& data);
   Result<Metrics> Evaluate(io::BatchSource& data);
 
+  // A rank other than 0 of a pipeline (options.pipeline_parallel): runs its
+  // chunks of the dense model for rank 0's steps until rank 0 finishes
+  // (OK) or fails (its error). FailedPrecondition on rank 0 or without a
+  // pipeline.
+  Status ServePipeline();
+  // Rank 0 of a pipeline: tells the other ranks that training ended (after
+  // the last Fit; model() holds every rank's trained parameters once Fit
+  // returns). Does nothing without a pipeline.
+  Status FinishPipeline();
+
   embedding::EmbeddingTable& table() { return *table_; }
   DenseModel& model() { return *model_; }
   // The options, with what Create filled in.
@@ -108,6 +118,9 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<embedding::EmbeddingTable> table_;
   std::unique_ptr<DenseModel> model_;
+  // Rank 0 of a pipeline: the dense stage's chunks (its parameters are
+  // copied into model_ before anything reads model_).
+  std::unique_ptr<pipeline::PipelineDenseStage> pipeline_stage_;
   pipeline::TrainingStep step_;
   ThreadArena arena_;
   // Steps the job has trained (a restored checkpoint's included).

@@ -59,13 +59,13 @@ class RankExecutor {
       }
       case InstrKind::kRecvActivation: {
         std::vector<float>& input = state_.inputs[{instr.micro_batch, instr.chunk + 1}];
-        input.resize(static_cast<size_t>(work_.OutputElements(instr.chunk)));
+        input.resize(static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk)));
         return comm_->Recv(input, instr.peer, MessageTag(shape_, instr));
       }
       case InstrKind::kRecvGrad: {
         // The gradient of chunk - 1's output (chunk's input).
         std::vector<float>& grad = state_.output_grads[{instr.micro_batch, instr.chunk - 1}];
-        grad.resize(static_cast<size_t>(work_.OutputElements(instr.chunk - 1)));
+        grad.resize(static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk - 1)));
         return comm_->Recv(grad, instr.peer, MessageTag(shape_, instr));
       }
       case InstrKind::kOptimizerStep:

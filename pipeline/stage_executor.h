@@ -19,10 +19,10 @@ class ChunkWork {
  public:
   virtual ~ChunkWork() = default;
 
-  // Elements of `chunk`'s output for one micro-batch: what goes to chunk + 1,
+  // Elements of `chunk`'s output for `micro_batch`: what goes to chunk + 1,
   // and the size of the gradient that comes back. Only asked of chunks whose
   // output crosses ranks.
-  virtual int64_t OutputElements(int chunk) const = 0;
+  virtual int64_t OutputElements(int micro_batch, int chunk) const = 0;
   // Forward of `chunk` on `micro_batch`. `input` is chunk - 1's output
   // (empty for chunk 0, which reads the micro-batch itself). Writes the
   // output (the last chunk may leave it empty: it keeps its loss).

@@ -73,18 +73,42 @@ Status TrainingStep::Lookup(StepState& state) {
 
 Status TrainingStep::Forward(StepState& state) { return Forward(state, /*training=*/false); }
 
+Status TrainingStep::PoolEmbeddings(StepState& state) const {
+  Tensor pooled_bags = state.pooled.Reshape({state.batch.size * state.batch.num_slots,
+                                             table_->dim()});
+  return ops::EmbeddingBagForward(state.rows, state.row_index, state.offsets, ops::Pooling::kSum,
+                                  &pooled_bags);
+}
+
+Status TrainingStep::RowGradients(StepState& state, int ranges) const {
+  state.drows = Tensor::Empty(state.rows.shape());
+  const Tensor dbags =
+      state.dpooled.Reshape({state.batch.size * state.batch.num_slots, table_->dim()});
+  return ops::EmbeddingBagBackward(dbags, state.row_index, state.offsets, ops::Pooling::kSum,
+                                   &state.drows, ranges, state.batch.num_slots);
+}
+
 Status TrainingStep::Forward(StepState& state, bool training) {
-  const int64_t b = state.batch.size;
-  const int dim = table_->dim();
-  Tensor pooled_bags = state.pooled.Reshape({b * state.batch.num_slots, dim});
-  EMBER_RETURN_IF_ERROR(ops::EmbeddingBagForward(state.rows, state.row_index, state.offsets,
-                                                 ops::Pooling::kSum, &pooled_bags));
+  EMBER_RETURN_IF_ERROR(PoolEmbeddings(state));
   return model_->Forward(state.dense, state.pooled, &state.logits, training);
 }
 
 Status TrainingStep::DenseTrain(StepState& state) {
   const int64_t b = state.batch.size;
   const int dim = table_->dim();
+  if (pipeline_ != nullptr) {
+    // The model's forward, loss, backward and optimizer step, split over
+    // the pipeline's ranks.
+    EMBER_RETURN_IF_ERROR(PoolEmbeddings(state));
+    state.logits = Tensor::Empty({b, model_->num_tasks()});
+    state.dpooled = Tensor::Empty({b, int64_t{state.batch.num_slots} * dim});
+    EMBER_RETURN_IF_ERROR(pipeline_->Train(state.dense, state.pooled, state.labels,
+                                           optimizer_steps_, &state.logits, &state.dpooled,
+                                           &state.loss));
+    ++optimizer_steps_;
+    state.moe = {};
+    return RowGradients(state, /*ranges=*/1);
+  }
   const int64_t exchanged_before = model_->expert_exchange_bytes();
   const double exchange_seconds_before = model_->expert_exchange_seconds();
   EMBER_RETURN_IF_ERROR(Forward(state, /*training=*/true));
@@ -119,12 +143,9 @@ Status TrainingStep::DenseTrain(StepState& state) {
   if (ranks() > 1) EMBER_RETURN_IF_ERROR(AllReduceGradients());
   ++optimizer_steps_;
   EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));
-  state.drows = Tensor::Empty(state.rows.shape());
-  const Tensor dbags = state.dpooled.Reshape({b * state.batch.num_slots, dim});
   // Summed per row range of the dense model, then over the ranges: the
   // order in which ranks that each ran one range sum (see the header).
-  return ops::EmbeddingBagBackward(dbags, state.row_index, state.offsets, ops::Pooling::kSum,
-                                   &state.drows, model_->row_ranges(), state.batch.num_slots);
+  return RowGradients(state, model_->row_ranges());
 }
 
 Status TrainingStep::AllReduceGradients() {

@@ -23,6 +23,7 @@
 #include "io/batch.h"
 #include "ops/dense_model.h"
 #include "ops/dense_optimizer.h"
+#include "pipeline/pipeline_parallel.h"
 
 namespace ember::pipeline {
 
@@ -98,6 +99,11 @@ class TrainingStep {
   ops::DenseModel& model() { return *model_; }
   // Dense optimizer steps taken (a checkpoint saves and restores it).
   int64_t* optimizer_steps() { return &optimizer_steps_; }
+  // Runs the dense model's forward, loss, backward and optimizer step in
+  // `stage` (not owned; rank 0 of a pipeline, pipeline/pipeline_parallel.h)
+  // instead of the model, whose parameters are then the stage's business
+  // until it copies them back. Null: the model itself.
+  void set_pipeline(PipelineDenseStage* stage) { pipeline_ = stage; }
   // Ranks training together (1 without a dense communicator).
   int ranks() const { return dense_comm_ == nullptr ? 1 : dense_comm_->size(); }
 
@@ -105,6 +111,11 @@ class TrainingStep {
   // The forward of DenseTrain (training: expert layers may exchange with
   // the other ranks) or of an evaluation (an inference).
   Status Forward(StepState& state, bool training);
+  // Pooling: state.pooled from state.rows.
+  Status PoolEmbeddings(StepState& state) const;
+  // Pooling's backward: state.drows from state.dpooled, summed per row
+  // range of `ranges` and then over the ranges.
+  Status RowGradients(StepState& state, int ranges) const;
   // Sums every parameter's gradient over the ranks, in rank order.
   Status AllReduceGradients();
 
@@ -112,6 +123,7 @@ class TrainingStep {
   ops::DenseModel* model_;
   ops::DenseOptimizerOptions dense_optimizer_;
   Communicator* dense_comm_;
+  PipelineDenseStage* pipeline_ = nullptr;
   int64_t optimizer_steps_ = 0;
   std::vector<float> gradients_;  // The all-reduce's buffer (host models).
 };

@@ -18,6 +18,7 @@ constexpr int kRowCountTag = 1, kKeysTag = 2, kRowsTag = 3;
 // Rows per message: well under MPI's 2 GiB per message for any row width
 // Ember allows in practice, and a bounded staging copy.
 constexpr int64_t kRowsPerMessage = 1 << 16;
+constexpr double kPipelineCommandTimeoutSeconds = 24 * 3600;
 
 // Gives every rank `root`'s `text`. A collective: two broadcasts.
 Status BroadcastString(Communicator& comm, int root, std::string* text) {
@@ -84,6 +85,14 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
     if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
     *comm = *std::move(made);
   }
+  // Ranks 1.. of a pipeline wait on it for rank 0's next command while rank
+  // 0 reads, evaluates or writes a checkpoint: up to a day. A rank 0 that
+  // fails aborts it (they stop at once); one that dies ends the job (mpirun).
+  CommunicatorOptions commands = options;
+  commands.timeout_seconds = std::max(timeout_seconds, kPipelineCommandTimeoutSeconds);
+  Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(commands);
+  if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
+  ranks->commands_ = *std::move(made);
   LOG(INFO) << "rank " << world.rank << " of " << world.size << " (mpirun)";
   return ranks;
 }
@@ -178,7 +187,8 @@ Result<int64_t> JobRanks::SumOverRanks(int64_t value) {
 }
 
 void JobRanks::Abort(const Status& reason) {
-  for (Communicator* comm : {pull_.get(), push_.get(), dense_.get(), control_.get()}) {
+  for (Communicator* comm :
+       {pull_.get(), push_.get(), dense_.get(), control_.get(), commands_.get()}) {
     if (comm != nullptr) comm->Abort(reason);
   }
 }

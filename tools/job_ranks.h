@@ -38,6 +38,12 @@ class JobRanks {
   // The communicators for the trainer; empty for one rank.
   engine::RankGroup group() const;
 
+  // The communicators of a pipeline over the job's ranks (pipeline/
+  // pipeline_parallel.h): its stages' (the dense stage's), and its commands',
+  // whose waits last up to a day. Null for one rank.
+  Communicator* pipeline_stages() const { return dense_.get(); }
+  Communicator* pipeline_commands() const { return commands_.get(); }
+
   // InvalidArgument on every rank unless every rank runs with the same
   // `flags` (name and value), naming the first flag that differs, a rank
   // that has it and the value of each side. A collective.
@@ -68,7 +74,7 @@ class JobRanks {
 
   int rank_ = 0;
   int size_ = 1;
-  std::unique_ptr<Communicator> pull_, push_, dense_, control_;
+  std::unique_ptr<Communicator> pull_, push_, dense_, control_, commands_;
 };
 
 // Ends MPI after a job's last JobRanks is gone, when the job finished

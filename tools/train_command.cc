@@ -252,6 +252,25 @@ DEFINE_bool(expert_parallel, true,
             "must then be a multiple of the ranks (left at its default, this flag turns itself "
             "off when it is not). On GPUs the rows move over NCCL. false: every rank computes "
             "every expert for its own examples. Both train the same model.");
+DEFINE_int32(pipeline_parallel, 1,
+             "Under mpirun: split the dense model into stages over this many ranks (every rank "
+             "of the job: -np must equal it). Rank 0 reads the data and holds the embedding "
+             "table; each rank runs --virtual_stages chunks of the dense graph in a 1F1B or "
+             "interleaved 1F1B schedule. 1: no split.");
+DEFINE_validator(pipeline_parallel, &IsPositive32);
+DEFINE_int32(virtual_stages, 1,
+             "With --pipeline_parallel: chunks of the dense graph per rank (interleaved 1F1B "
+             "when > 1; then --micro_batches must be a multiple of --pipeline_parallel).");
+DEFINE_validator(virtual_stages, &IsPositive32);
+DEFINE_int32(micro_batches, 1,
+             "Micro-batches per step: each batch's dense forward and backward run in this many "
+             "parts whose gradients are summed before one optimizer step (the pipeline's "
+             "micro-batches with --pipeline_parallel; gradient accumulation without).");
+DEFINE_validator(micro_batches, &IsPositive32);
+DEFINE_string(pipeline_schedule, "",
+              "With --pipeline_parallel or --micro_batches: the schedule, gpipe, 1f1b or "
+              "interleaved; empty: interleaved when --virtual_stages > 1, else 1f1b "
+              "(`ember plan --draw_schedule` draws one).");
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "
@@ -350,6 +369,10 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.pipeline.watchdog_seconds = FLAGS_watchdog_seconds;
   options.eval_every_steps = FLAGS_eval_every_steps;
   options.eval_every_epoch = FLAGS_eval_every_epoch;
+  // The ranks and their communicators come with the job's ranks (ApplyRanks).
+  options.pipeline_parallel.virtual_stages = FLAGS_virtual_stages;
+  options.pipeline_parallel.micro_batches = FLAGS_micro_batches;
+  options.pipeline_parallel.schedule = FLAGS_pipeline_schedule;
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }
@@ -759,6 +782,23 @@ Status ExportTrained(engine::Trainer& trainer, embedding::EmbeddingTable& table,
 // Under mpirun: each rank trains its shard of the data with its own rows,
 // in its own directories; rank 0 reports. Refuses what does not apply.
 Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
+  if (FLAGS_pipeline_parallel != ranks.size()) {
+    if (FLAGS_pipeline_parallel > 1) {
+      return Status::InvalidArgument(
+          "--pipeline_parallel=", FLAGS_pipeline_parallel, " splits the dense model over that "
+          "many ranks, and this job has ", ranks.size(), ": run it under mpirun -np ",
+          FLAGS_pipeline_parallel, " (data parallelism across pipelines is not supported yet)");
+    }
+  } else if (ranks.several()) {
+    // A pipeline: rank 0 trains as a job of one rank (all the data, the
+    // whole table) whose dense stage runs the pipeline; the others serve.
+    options->pipeline_parallel.ranks = ranks.size();
+    options->pipeline_parallel.stages = ranks.pipeline_stages();
+    options->pipeline_parallel.commands = ranks.pipeline_commands();
+    options->show_progress = options->show_progress && ranks.rank() == 0;
+    if (!FLAGS_trace_file.empty()) FLAGS_trace_file += ".rank-" + std::to_string(ranks.rank());
+    return Status::OK();
+  }
   if (!ranks.several()) return Status::OK();
   if (FLAGS_num_shards > 1 || FLAGS_shard_index > 0) {
     return Status::InvalidArgument(
@@ -800,6 +840,8 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   EMBER_RETURN_IF_ERROR(ApplyRanks(ranks, &options));
   const bool reports = ranks.rank() == 0;
+  // Ranks that train data in parallel (not the stages of a pipeline).
+  const bool data_parallel = options.ranks.active();
   // Fail now rather than after hours of training.
   for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
                                    std::pair{"--trace_file", FLAGS_trace_file},
@@ -820,9 +862,9 @@ Status Train(JobRanks& ranks, int* stopped_by) {
 
   TempDir temp_dir;
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads,
-                                          ranks.several() ? Shard{ranks.size(), ranks.rank()}
-                                                          : Shard{FLAGS_num_shards, FLAGS_shard_index},
-                                          ranks.several()));
+                                          data_parallel ? Shard{ranks.size(), ranks.rank()}
+                                                        : Shard{FLAGS_num_shards, FLAGS_shard_index},
+                                          data_parallel));
   TempDir embedding_temp_dir;
   if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
@@ -851,6 +893,10 @@ Status Train(JobRanks& ranks, int* stopped_by) {
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
   evaluated_trainer = trainer.get();
+  if (options.pipeline_parallel.ranks > 1 && !reports) {
+    // A stage of rank 0's pipeline: it trains, checkpoints and reports.
+    return trainer->ServePipeline();
+  }
   if (!FLAGS_checkpoint_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(const int64_t newest, trainer->NewestCheckpointStep());
     if (newest >= 0 && !FLAGS_resume) {
@@ -885,8 +931,9 @@ Status Train(JobRanks& ranks, int* stopped_by) {
     data.train_source.bad_lines = data.train_source.stream->bad_lines;
   }
   EMBER_RETURN_IF_ERROR(fit.status());
+  EMBER_RETURN_IF_ERROR(trainer->FinishPipeline());
   engine::TrainReport report = *std::move(fit);
-  if (ranks.several()) {
+  if (data_parallel) {
     // The job's examples and speed: every rank's, trained in step.
     EMBER_ASSIGN_OR_RETURN(const int64_t job_examples, ranks.SumOverRanks(report.examples));
     const double scale = report.examples > 0 ? static_cast<double>(job_examples) / report.examples
@@ -942,7 +989,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   if (report.moe_choices > 0) {
     // With ranks, each rank's own batches.
     const std::string who =
-        ranks.several() ? " (rank " + std::to_string(ranks.rank()) + ")" : std::string();
+        data_parallel ? " (rank " + std::to_string(ranks.rank()) + ")" : std::string();
     LOG(INFO) << "moe" << who << ": "
               << report.moe_dropped_examples / static_cast<double>(report.steps)
               << " examples a step lost a choice to a full expert ("
@@ -955,7 +1002,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
                 << 1e3 * report.moe_exchange_seconds / report.steps << " ms a step";
     }
   }
-  if (ranks.several() && report.steps > 0) {
+  if (data_parallel && report.steps > 0) {
     const embedding::TableStats& t = report.embedding;
     LOG(INFO) << "exchanges of rank " << ranks.rank() << ": " << t.exchanged_bytes / report.steps
               << " bytes a step (the least possible: " << t.exchanged_bytes_minimum / report.steps
@@ -963,7 +1010,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   }
   // With ranks, the whole table on rank 0 for the hash and the bundle.
   std::unique_ptr<embedding::EmbeddingTable> gathered;
-  if (ranks.several() && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
+  if (data_parallel && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
     EMBER_ASSIGN_OR_RETURN(gathered,
                            ranks.GatherTable(trainer->table(), trainer->options().table));
   }

@@ -44,7 +44,7 @@ class AffineChain final : public ChunkWork {
     return {0.5f + 0.25f * static_cast<float>(mb), -0.3f * static_cast<float>(mb), 1.0f / (mb + 1)};
   }
 
-  int64_t OutputElements(int) const override { return kDim; }
+  int64_t OutputElements(int, int) const override { return kDim; }
 
   Status Forward(int mb, int c, const std::vector<float>& input,
                  std::vector<float>* output) override {
@@ -111,7 +111,7 @@ class FailingChain final : public ChunkWork {
  public:
   FailingChain(int chunks, int fail_mb, int fail_chunk)
       : chain_(chunks), fail_mb_(fail_mb), fail_chunk_(fail_chunk) {}
-  int64_t OutputElements(int c) const override { return chain_.OutputElements(c); }
+  int64_t OutputElements(int mb, int c) const override { return chain_.OutputElements(mb, c); }
   Status Forward(int mb, int c, const std::vector<float>& in, std::vector<float>* out) override {
     return chain_.Forward(mb, c, in, out);
   }

@@ -74,7 +74,7 @@ struct Interval {
 // Equal chunks of spinning arithmetic; records when each compute ran.
 class SpinWork final : public ChunkWork {
 public:
-  int64_t OutputElements(int) const override { return kMessageFloats; }
+  int64_t OutputElements(int, int) const override { return kMessageFloats; }
   Status Forward(int, int, const std::vector<float> &input,
                  std::vector<float> *output) override {
     const auto start = Clock::now();
