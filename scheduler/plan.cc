@@ -162,6 +162,22 @@ std::string Plan::ToJson() const {
     links_json += (i ? ", " : "") + l.ToString(-1);
   }
   root.AddRaw("links", links_json + "]").Add("rationale", rationale);
+  if (pipeline_parallel.ranks > 0) {
+    const PipelineParallelPrediction& p = pipeline_parallel;
+    JsonObject pp;
+    pp.Add("ranks", p.ranks)
+        .Add("virtual_stages", p.virtual_stages)
+        .Add("micro_batches", p.micro_batches)
+        .Add("schedule", p.schedule)
+        .Add("step_seconds", p.step_seconds)
+        .Add("samples_per_sec", p.samples_per_sec)
+        .Add("bubble_ratio", p.bubble_ratio)
+        .AddRaw("rank_activation_bytes",
+                JsonNumberArray(std::vector<double>(p.rank_activation_bytes.begin(),
+                                                    p.rank_activation_bytes.end())))
+        .Add("unpipelined_step_seconds", p.unpipelined_step_seconds);
+    root.Add("pipeline_parallel", pp);
+  }
   return root.ToString();
 }
 

@@ -40,6 +40,23 @@ struct LinkNeed {
   double gbps_available = 0.0;
 };
 
+// Pipeline parallelism of the dense graph over ranks, as `ember plan
+// --pipeline_ranks` chooses it (pipeline/pipeline_choice.h): the schedule
+// and what the schedule simulator predicts for it.
+struct PipelineParallelPrediction {
+  int ranks = 0;  // p; 0: not planned.
+  int virtual_stages = 1;
+  int micro_batches = 1;
+  std::string schedule;  // "gpipe", "1f1b" or "interleaved".
+  double step_seconds = 0.0;
+  double samples_per_sec = 0.0;
+  double bubble_ratio = 0.0;
+  // The most activation bytes each rank holds at once.
+  std::vector<int64_t> rank_activation_bytes;
+  // The whole batch on one rank (p = 1, m = 1), for comparison.
+  double unpipelined_step_seconds = 0.0;
+};
+
 struct Plan {
   // The device of the dense stages (forward, loss, backward, optimizer).
   Device dense_device = Device::Cpu();
@@ -89,6 +106,8 @@ struct Plan {
   double exchange_share = 0.0;
   std::vector<DeviceNeed> needs;
   std::vector<LinkNeed> links;
+  // Written as "pipeline_parallel" when planned (ranks > 0); not read back.
+  PipelineParallelPrediction pipeline_parallel;
 
   // Human-readable: placement, stages, bottleneck, needs.
   std::string ToText() const;

@@ -46,8 +46,10 @@ constexpr Command kCommands[] = {
     {"plan",
      "plan a training job (the flags of train) on this host or a\n"
      "--cluster file: placement, predicted stage times, samples/s\n"
-     "and memory, disk and bandwidth needs; or draw a pipeline\n"
-     "schedule (--draw_schedule) with its predicted bubble"},
+     "and memory, disk and bandwidth needs, and with --pipeline_ranks\n"
+     "the pipeline (ranks, chunks, micro-batches, schedule) of the\n"
+     "dense graph; or draw a pipeline schedule (--draw_schedule)\n"
+     "with its predicted bubble"},
 };
 
 // Topics, in the order help lists them.
@@ -132,7 +134,8 @@ const std::vector<TopicFlags>& Topics() {
       {Topic::kPlanning,
        {"plan", "cluster", "ranks", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
         "plan_memory_limit", "plan_refine_from", "network_scale", "draw_schedule",
-        "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches"}},
+        "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches", "pipeline_ranks",
+        "pipeline_activation_limit"}},
       {Topic::kLogging, {"flagfile", "v", "log_dir"}},
   };
   return topics;

@@ -3,13 +3,18 @@
 // stage's predicted time, the bottleneck, samples/s and what each device
 // needs, and writes the placed graph as DOT and the plan as JSON. With
 // --draw_schedule it draws a pipeline schedule instead (pipeline/
-// schedule_drawing.h) and plans nothing.
+// schedule_drawing.h) and plans nothing. With --pipeline_ranks it also
+// chooses how to pipeline the model's dense graph over ranks (pipeline/
+// pipeline_choice.h).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <cstdio>
 
 #include "core/file.h"
+#include "engine/model_zoo.h"
+#include "ops/op_registry.h"
+#include "pipeline/pipeline_choice.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_drawing.h"
 #include "scheduler/cost_model.h"
@@ -20,6 +25,7 @@
 namespace {
 bool IsPositiveDouble(const char*, double value) { return value > 0; }
 bool IsPositiveInt(const char*, int32_t value) { return value > 0; }
+bool IsNonNegativeInt(const char*, int32_t value) { return value >= 0; }
 }  // namespace
 
 DEFINE_string(plan_out, "",
@@ -46,6 +52,16 @@ DEFINE_int32(schedule_micro_batches, 4,
              "plan --draw_schedule: micro-batches per step (m), >= 1; interleaved needs a "
              "multiple of --schedule_ranks.");
 DEFINE_validator(schedule_micro_batches, &IsPositiveInt);
+DEFINE_int32(pipeline_ranks, 0,
+             "plan: also choose pipeline parallelism of the model's dense graph over up to this "
+             "many ranks: the ranks p, chunks per rank v, micro-batches m of the plan's batch "
+             "and schedule (gpipe, 1f1b, interleaved) the schedule simulator predicts fastest, "
+             "ranks filling the hosts (this one, or --cluster's) and sharing their threads. "
+             "0: don't.");
+DEFINE_validator(pipeline_ranks, &IsNonNegativeInt);
+DEFINE_string(pipeline_activation_limit, "",
+              "plan --pipeline_ranks: activation memory a pipeline rank may hold at once (e.g. "
+              "512MB); candidates over it are left out. Empty: no limit.");
 
 namespace ember::tools {
 namespace {
@@ -62,6 +78,46 @@ Status DrawSchedule() {
   return Status::OK();
 }
 
+// Chooses the pipeline of --pipeline_ranks for `plan`'s batch, prints it
+// and records it in the plan.
+Status PlanPipeline(const scheduler::CostModel& cost, scheduler::Plan* plan) {
+  EMBER_ASSIGN_OR_RETURN(const engine::ModelOptions model, ModelOptionsFromFlags());
+  EMBER_ASSIGN_OR_RETURN(const auto graph,
+                         engine::BuildModelGraph(model, ops::DefaultOpRegistry()));
+  pipeline::PipelineChoiceOptions options;
+  options.batch_size = plan->batch_size;
+  options.max_ranks = FLAGS_pipeline_ranks;
+  if (!FLAGS_pipeline_activation_limit.empty()) {
+    EMBER_ASSIGN_OR_RETURN(
+        options.rank_activation_limit_bytes,
+        ParseByteSize("pipeline_activation_limit", FLAGS_pipeline_activation_limit));
+  }
+  options.placement = pipeline::RankPlacementOf(cost);
+  Result<pipeline::PipelineChoice> choice = pipeline::ChoosePipeline(*graph, cost, options);
+  if (!choice.ok()) return choice.status().WithContext("--pipeline_ranks");
+  const pipeline::RankPlacement& place = options.placement;
+  std::printf(
+      "pipeline parallelism of the dense graph (%zu nodes) over up to %d ranks, batch %lld, "
+      "ranks over %d host(s) (%d threads each, shared by a host's ranks), loopback %.1f GB/s, "
+      "network %.1f GB/s:\n%s",
+      graph->nodes().size(), options.max_ranks, static_cast<long long>(options.batch_size),
+      place.hosts, place.threads, place.loopback.bytes_per_second / 1e9,
+      place.network.bytes_per_second / 1e9, pipeline::ToText(*choice).c_str());
+  std::fflush(stdout);
+  const pipeline::PipelineCandidate& chosen = choice->chosen;
+  scheduler::PipelineParallelPrediction& p = plan->pipeline_parallel;
+  p.ranks = chosen.shape.ranks;
+  p.virtual_stages = chosen.shape.virtual_stages;
+  p.micro_batches = chosen.shape.micro_batches;
+  p.schedule = chosen.kind;
+  p.step_seconds = chosen.step_seconds;
+  p.samples_per_sec = chosen.samples_per_second;
+  p.bubble_ratio = chosen.bubble_ratio;
+  p.rank_activation_bytes = chosen.rank_activation_bytes;
+  p.unpipelined_step_seconds = choice->unpipelined.step_seconds;
+  return Status::OK();
+}
+
 Status Plan() {
   LogEffectiveFlags({"tools/plan_command.cc", "tools/plan_flags.cc"});
   if (!FLAGS_draw_schedule.empty()) return DrawSchedule();
@@ -74,10 +130,11 @@ Status Plan() {
   }
   const scheduler::CostModel cost = PlanCostModel(in);
   int evaluations = 0;
-  EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan,
+  EMBER_ASSIGN_OR_RETURN(scheduler::Plan plan,
                          scheduler::MakePlan(in.program, cost, in.planner, in.start, &evaluations));
   std::printf("%s\n%s", in.graph.Summary().c_str(), plan.ToText().c_str());
   std::fflush(stdout);
+  if (FLAGS_pipeline_ranks > 0) EMBER_RETURN_IF_ERROR(PlanPipeline(cost, &plan));
   if (!FLAGS_dot_out.empty()) {
     EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_dot_out, plan.ToDot(in.program)));
     LOG(INFO) << "wrote the placed graph to " << FLAGS_dot_out;
