@@ -9,17 +9,23 @@
 #               a disk tier on every rank.
 #   flags       ranks started with different flags are refused at start,
 #               naming the flag.
-#   kill        a rank killed (SIGKILL) mid-run ends the job non-zero within
-#               60 s, with output naming it, and no process is left.
+#   kill [FLAGS...]
+#               a rank killed (SIGKILL) mid-run ends the job non-zero within
+#               60 s, with output naming it, and no process is left (FLAGS:
+#               added to the job's, e.g. a pipeline's).
 #   resume      2 ranks stopped at a checkpoint resume to the model of an
 #               uninterrupted run (same hash); the checkpoint resumes on 3
 #               ranks and on 1 (resharded) and trains on.
+#   pipeline N  --pipeline_parallel=N (issue 32): DCN-v2 split into 2 chunks a
+#               rank over N ranks, interleaved 1F1B, trains the model one rank
+#               trains with the same micro-batches: same --model_hash.
 #   moe N       --model=moe with its experts divided among N ranks (issue 33)
 #               trains the model one rank trains in N row ranges (the
 #               routing's groups): same --model_hash; rows crossed between
 #               ranks (the metrics' moe exchanged_bytes).
 #
-# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill | resume | moe N
+# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill [FLAGS...] | resume | pipeline N |
+#        moe N
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -93,7 +99,7 @@ flags)
 kill)
   cd "$work"
   setsid "${mpirun[@]}" -np 3 "$ember" train --rows=400000 --epochs=5 --plan=off --threads=1 \
-      --batch_size=64 >out.txt 2>&1 &
+      --batch_size=64 "${@:4}" >out.txt 2>&1 &
   launcher=$!
   # Rank 1 is killed once every rank trains.
   victim=""
@@ -134,6 +140,23 @@ kill)
     fi
   done
   exit $status
+  ;;
+pipeline)
+  n=$4
+  cd "$work"
+  job=("${data[@]}" --model=dcn_v2 --cross_layers=3 --threads=1 --batch_size=256
+       --micro_batches=$((2 * n)))
+  timeout 300 "$ember" train "${job[@]}" >one.txt 2>&1 ||
+    { echo "FAIL: one rank exited $?"; tail -n 20 one.txt; exit 1; }
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${job[@]}" --pipeline_parallel="$n" \
+      --virtual_stages=2 >ranks.txt 2>&1 ||
+    { echo "FAIL: $n ranks exited $?"; grep -v '^I[0-9]' ranks.txt | tail -n 20; exit 1; }
+  echo "pipeline: one rank hash $(hash_of one.txt), AUC $(auc_of one.txt);" \
+       "$n ranks hash $(hash_of ranks.txt), AUC $(auc_of ranks.txt)"
+  grep -h -A$((2 * n)) "pipeline: $n ranks" ranks.txt | sed 's/^.*\] //'
+  [[ -n "$(hash_of one.txt)" && "$(hash_of one.txt)" == "$(hash_of ranks.txt)" ]] ||
+    { echo "FAIL: the model hashes differ"; exit 1; }
+  exit 0
   ;;
 moe)
   n=$4
