@@ -24,6 +24,9 @@ const std::vector<std::string> kMayChangeOnResume = {
     // --pipeline with --max_staleness=0, the disk tier and its prefetch).
     "threads", "stage_threads", "plan", "recalibrate", "cluster", "pipeline", "read_ahead",
     "prefetch", "early_pulls", "embedding_memory_budget", "embedding_dir",
+    // The dense graph's split into pipeline stages (the same micro-batches
+    // train the same bits however they are split).
+    "pipeline_parallel", "virtual_stages", "pipeline_schedule",
     // Evaluation only.
     "test_data"};
 

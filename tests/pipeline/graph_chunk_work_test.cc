@@ -15,6 +15,7 @@
 #include "ops/dense_ops.h"
 #include "ops/graph_executor.h"
 #include "ops/op_registry.h"
+#include "pipeline/pipeline_parallel.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_checker.h"
 #include "scheduler/cost_model.h"
@@ -53,21 +54,11 @@ std::unique_ptr<ops::Graph> TopMlp() {
 }
 
 scheduler::PipelinePartition Partition(const ops::Graph &g, int p, int v) {
-  scheduler::ResourceGraph resources;
-  resources.hosts.push_back({"h", {}});
-  scheduler::DeviceNode cpu;
-  cpu.cores = 4;
-  cpu.rates.gemm_gflops_per_core = 50;
-  cpu.rates.gemm_gflops = 200;
-  cpu.rates.memory_gbps = 20;
-  resources.AddDevice(0, scheduler::DeviceKind::kCpu, cpu);
-  const scheduler::CostModel cost(&resources);
-  scheduler::PipelinePartitionOptions options;
+  PipelineParallelOptions options;
   options.ranks = p;
   options.virtual_stages = v;
-  options.micro_batch_size = kBatch;
   Result<scheduler::PipelinePartition> partition =
-      scheduler::PartitionDenseGraph(g, cost, options);
+      PartitionForPipeline(g, options, kBatch);
   CHECK(partition.ok()) << partition.status();
   return *partition;
 }
@@ -101,16 +92,20 @@ ops::DenseOptimizerOptions Adam() {
 }
 
 // The unsplit model: one executor over the whole graph, gradients summed
-// over the micro-batches in order, then the optimizer.
+// over the micro-batches in order (they may differ in size: a short last
+// batch), then the optimizer.
 std::map<std::string, std::vector<float>>
 TrainUnsplit(const ops::Graph &g,
-             const std::vector<std::vector<MicroBatchData>> &steps) {
+                  const std::vector<std::vector<MicroBatchData>> &steps) {
   auto executor = *ops::GraphExecutor::Create(&g, kSeed);
   std::vector<Tensor> &params = executor->parameters();
   std::vector<ops::DenseOptimizerSlot> slots;
   for (const Tensor &p : params)
     slots.push_back(ops::NewDenseOptimizerSlot(Adam(), p));
   for (size_t s = 0; s < steps.size(); ++s) {
+    int64_t examples = 0;
+    for (const MicroBatchData &mb : steps[s])
+      examples += mb.labels.numel();
     std::vector<std::vector<float>> sums;
     for (const Tensor &p : params)
       sums.emplace_back(p.numel(), 0.0f);
@@ -119,8 +114,7 @@ TrainUnsplit(const ops::Graph &g,
       const Tensor &logits = executor->output(0);
       Tensor dlogits = Tensor::Empty(logits.shape());
       CHECK(ops::SigmoidCrossEntropyWithLogits(
-                logits, mb.labels.Reshape(logits.shape()), &dlogits,
-                kBatch * static_cast<int64_t>(steps[s].size()))
+                logits, mb.labels.Reshape(logits.shape()), &dlogits, examples)
                 .ok());
       CHECK(executor->Backward({dlogits}, {}).ok());
       for (size_t i = 0; i < params.size(); ++i) {
@@ -337,57 +331,11 @@ TEST(GraphChunkWorkTest, CarriesValuesThatPassThroughAChunk) {
   ASSERT_TRUE(CutGraph(*g, partition).ok());
 }
 
-// The micro-batches of a step may differ in size (a short last batch).
-std::map<std::string, std::vector<float>>
-TrainUnsplitSizes(const ops::Graph &g,
-                  const std::vector<std::vector<MicroBatchData>> &steps) {
-  auto executor = *ops::GraphExecutor::Create(&g, kSeed);
-  std::vector<Tensor> &params = executor->parameters();
-  std::vector<ops::DenseOptimizerSlot> slots;
-  for (const Tensor &p : params)
-    slots.push_back(ops::NewDenseOptimizerSlot(Adam(), p));
-  for (size_t s = 0; s < steps.size(); ++s) {
-    int64_t examples = 0;
-    for (const MicroBatchData &mb : steps[s])
-      examples += mb.labels.numel();
-    std::vector<std::vector<float>> sums;
-    for (const Tensor &p : params)
-      sums.emplace_back(p.numel(), 0.0f);
-    for (const MicroBatchData &mb : steps[s]) {
-      CHECK(executor->Forward(mb.inputs).ok());
-      const Tensor &logits = executor->output(0);
-      Tensor dlogits = Tensor::Empty(logits.shape());
-      CHECK(ops::SigmoidCrossEntropyWithLogits(
-                logits, mb.labels.Reshape(logits.shape()), &dlogits, examples)
-                .ok());
-      CHECK(executor->Backward({dlogits}, {}).ok());
-      for (size_t i = 0; i < params.size(); ++i) {
-        const float *grad = executor->gradients()[i].data<float>();
-        for (size_t k = 0; k < sums[i].size(); ++k)
-          sums[i][k] += grad[k];
-      }
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      Tensor grad = Tensor::FromVector(sums[i], params[i].shape());
-      CHECK(ops::DenseOptimizerStep(Adam(), static_cast<int64_t>(s) + 1, grad,
-                                    &params[i], &slots[i])
-                .ok());
-    }
-  }
-  std::map<std::string, std::vector<float>> named;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const float *v = params[i].data<float>();
-    named[g.values()[g.parameters()[i]].name] =
-        std::vector<float>(v, v + params[i].numel());
-  }
-  return named;
-}
-
 TEST(GraphChunkWorkTest, SkipConnectionsAndUnequalMicroBatchesTrainTheUnsplitModel) {
   const auto g = SkipGraph();
   const std::vector<int64_t> sizes = {8, 5, 3, 8};
   const auto steps = SkipSteps(3, sizes);
-  const auto reference = TrainUnsplitSizes(*g, steps);
+  const auto reference = TrainUnsplit(*g, steps);
   for (const auto &[kind, p, v] : {std::tuple{"gpipe", 4, 1},
                                    {"gpipe", 2, 2},
                                    {"1f1b", 4, 1},
