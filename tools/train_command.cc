@@ -859,12 +859,34 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   }
   // --plan=auto|off|FILE (tools/plan_flags.h) sets threads and pipeline knobs.
   EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
+  // A pipeline's stages read no data: rank 0 tells them the examples' shape
+  // (their model's inputs and outputs) once it has read the data.
+  const bool pipeline_stages = options.pipeline_parallel.ranks > 1;
+  std::vector<int64_t> shape(3);
+  if (pipeline_stages && !reports) {
+    EMBER_RETURN_IF_ERROR(options.pipeline_parallel.commands->Broadcast(shape, 0)
+                              .WithContext("waiting for rank 0 to read the data"));
+    // The embedding table is rank 0's: a stage keeps an empty one in memory.
+    options.table.memory_budget_bytes = 0;
+    options.table.disk_path.clear();
+    EMBER_ASSIGN_OR_RETURN(auto stage,
+                           engine::Trainer::Create(options, static_cast<int>(shape[0]),
+                                                   static_cast<int>(shape[1]),
+                                                   static_cast<int>(shape[2])));
+    // A stage of rank 0's pipeline: rank 0 trains, checkpoints and reports.
+    return stage->ServePipeline();
+  }
 
   TempDir temp_dir;
   EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads,
                                           data_parallel ? Shard{ranks.size(), ranks.rank()}
                                                         : Shard{FLAGS_num_shards, FLAGS_shard_index},
                                           data_parallel));
+  if (pipeline_stages) {
+    shape = {data.num_dense, data.num_slots, data.num_labels};
+    EMBER_RETURN_IF_ERROR(options.pipeline_parallel.commands->Broadcast(shape, 0)
+                              .WithContext("telling the pipeline's stages the data's shape"));
+  }
   TempDir embedding_temp_dir;
   if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
     EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
@@ -893,10 +915,6 @@ Status Train(JobRanks& ranks, int* stopped_by) {
                          engine::Trainer::Create(options, data.num_dense, data.num_slots,
                                                  data.num_labels));
   evaluated_trainer = trainer.get();
-  if (options.pipeline_parallel.ranks > 1 && !reports) {
-    // A stage of rank 0's pipeline: it trains, checkpoints and reports.
-    return trainer->ServePipeline();
-  }
   if (!FLAGS_checkpoint_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(const int64_t newest, trainer->NewestCheckpointStep());
     if (newest >= 0 && !FLAGS_resume) {
