@@ -93,6 +93,16 @@ bool CommDTypeIsSummable(CommDType dtype) {
   return dtype != CommDType::kF16 && dtype != CommDType::kBF16;
 }
 
+Status Communicator::SendRecvGroup(const std::vector<PeerTransfer>& transfers) {
+  for (const PeerTransfer& t : transfers) {
+    if (t.send) EMBER_RETURN_IF_ERROR(Send(t.data, t.peer, t.tag));
+  }
+  for (const PeerTransfer& t : transfers) {
+    if (!t.send) EMBER_RETURN_IF_ERROR(Recv(t.data, t.peer, t.tag));
+  }
+  return Status::OK();
+}
+
 Status ValidateCommunicatorOptions(const CommunicatorOptions& options) {
   if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds)) {
     return Status::InvalidArgument("communicator timeout_seconds must be positive and finite, got ",

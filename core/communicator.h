@@ -117,6 +117,14 @@ struct ConstCommBuffer {
   size_t bytes() const { return static_cast<size_t>(count) * CommDTypeSize(dtype); }
 };
 
+// One send or receive of Communicator::SendRecvGroup.
+struct PeerTransfer {
+  bool send = true;  // false: a receive into `data`.
+  CommBuffer data;   // A send only reads it.
+  int peer = -1;
+  int tag = 0;
+};
+
 struct CommunicatorOptions {
   // Longest that one blocking call waits for its peers. A peer that has not
   // joined a collective, or sent what a Recv waits for, by then makes the call
@@ -215,6 +223,18 @@ class Communicator {
 
   // Returns when every rank has called Barrier (as its same collective).
   virtual Status Barrier() = 0;
+
+  // Posts every send and receive of `transfers` together and returns when
+  // all have completed: no transfer waits for another of the same group, so
+  // two ranks that each send to and receive from the other in one group both
+  // finish, even where a Send waits for its receive (NCCL: one
+  // ncclGroupStart/End). The default runs the sends, then the receives, each
+  // in order: enough where a Send returns before its receive (in-process,
+  // MPI). REQUIRES: what Send and Recv require of each transfer.
+  virtual Status SendRecvGroup(const std::vector<PeerTransfer>& transfers);
+  // Whether a Send waits for its receive (NCCL): a pipeline schedule must
+  // then pass CheckRendezvous (pipeline/schedule_checker.h).
+  virtual bool sends_wait_for_receives() const { return false; }
 
   // Leaves the group: calls of peers that wait on this rank, now or later,
   // fail with Unavailable naming this rank and `reason`, at once where the

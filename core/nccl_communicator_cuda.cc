@@ -113,6 +113,8 @@ class NcclCommunicator final : public Communicator {
 
   Status Send(ConstCommBuffer data, int dst, int tag) override;
   Status Recv(CommBuffer data, int src, int tag) override;
+  Status SendRecvGroup(const std::vector<PeerTransfer>& transfers) override;
+  bool sends_wait_for_receives() const override { return true; }
   Status AllReduce(ConstCommBuffer in, CommBuffer out) override;
   Status AllGather(ConstCommBuffer in, CommBuffer out) override;
   Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
@@ -333,6 +335,48 @@ Status NcclCommunicator::Recv(CommBuffer data, int src, int tag) {
         },
         nullptr));
     return CopyOut(data, scratch);
+  });
+}
+
+Status NcclCommunicator::SendRecvGroup(const std::vector<PeerTransfer>& transfers) {
+  std::string peers;
+  for (const PeerTransfer& t : transfers) {
+    EMBER_RETURN_IF_ERROR(ValidatePeer(*this, t.send ? "send" : "recv", t.peer, t.tag));
+    peers += internal::StrCat(peers.empty() ? "" : ", ", t.send ? "send to " : "recv from ",
+                              "rank ", t.peer, " (tag ", t.tag, ")");
+  }
+  const std::string what = "group of " + peers;
+  return Call(what, [&]() -> Status {
+    // Every transfer staged (host buffers through device scratch), then all
+    // posted in one group, then the receives copied out.
+    std::vector<Tensor> scratch(transfers.size());
+    std::vector<void*> buffers(transfers.size(), nullptr);
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const PeerTransfer& t = transfers[i];
+      if (t.data.count == 0) continue;
+      EMBER_ASSIGN_OR_RETURN(buffers[i], t.send ? StageIn(what, t.data, &scratch[i])
+                                                : StageOut(what, t.data, &scratch[i]));
+    }
+    EMBER_RETURN_IF_ERROR(Run(
+        what, "its peers",
+        [&]() -> ncclResult_t {
+          for (size_t i = 0; i < transfers.size(); ++i) {
+            const PeerTransfer& t = transfers[i];
+            if (t.data.count == 0) continue;
+            const ncclResult_t r =
+                t.send ? ncclSend(buffers[i], static_cast<size_t>(t.data.count),
+                                  NcclType(t.data.dtype), t.peer, comm_, stream())
+                       : ncclRecv(buffers[i], static_cast<size_t>(t.data.count),
+                                  NcclType(t.data.dtype), t.peer, comm_, stream());
+            if (r != ncclSuccess && r != ncclInProgress) return r;
+          }
+          return ncclSuccess;
+        },
+        nullptr));
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      if (!transfers[i].send) EMBER_RETURN_IF_ERROR(CopyOut(transfers[i].data, scratch[i]));
+    }
+    return Status::OK();
   });
 }
 

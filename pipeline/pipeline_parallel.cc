@@ -182,6 +182,10 @@ Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
                                        " ranks (a job of that many ranks)");
       }
     }
+    if (options.stages->sends_wait_for_receives()) {
+      EMBER_RETURN_IF_ERROR(CheckRendezvous(*schedule).WithContext(
+          "--pipeline_schedule=" + KindOf(options) + " over a communicator whose sends wait"));
+    }
   }
   return Status::OK();
 }

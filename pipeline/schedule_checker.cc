@@ -1,5 +1,6 @@
 #include "pipeline/schedule_checker.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <string>
@@ -204,5 +205,84 @@ class Checker {
 }  // namespace
 
 Status CheckSchedule(const Schedule& schedule) { return Checker(schedule).Run(); }
+
+namespace {
+
+bool IsGradMessage(const Instr& instr) {
+  return instr.kind == InstrKind::kSendGrad || instr.kind == InstrKind::kRecvGrad;
+}
+
+// Whether `a` on rank `ra` and `b` on rank `rb` are the two ends of one
+// message.
+bool Counterparts(const Instr& a, int ra, const Instr& b, int rb) {
+  return a.peer == rb && b.peer == ra && a.is_send() != b.is_send() &&
+         IsGradMessage(a) == IsGradMessage(b) && a.micro_batch == b.micro_batch &&
+         a.chunk == b.chunk;
+}
+
+}  // namespace
+
+Status CheckRendezvous(const Schedule& schedule) {
+  const int p = schedule.shape.ranks;
+  if (static_cast<int>(schedule.ranks.size()) != p) {
+    return Status::InvalidArgument("schedule ", schedule.kind, ": ", schedule.ranks.size(),
+                                   " instruction lists for ", p, " ranks");
+  }
+  auto is_transfer = [](const Instr& instr) { return instr.is_send() || instr.is_recv(); };
+  // Per rank: its current group [begin, end) and which of it has matched.
+  std::vector<size_t> begin(p, 0), end(p, 0);
+  std::vector<std::vector<bool>> matched(p);
+  auto open_group = [&](int r) {
+    const std::vector<Instr>& list = schedule.ranks[r];
+    while (begin[r] < list.size() && !is_transfer(list[begin[r]])) ++begin[r];
+    end[r] = begin[r];
+    while (end[r] < list.size() && is_transfer(list[end[r]])) ++end[r];
+    matched[r].assign(end[r] - begin[r], false);
+  };
+  for (int r = 0; r < p; ++r) open_group(r);
+  for (;;) {
+    bool progress = false, finished = true;
+    for (int r = 0; r < p; ++r) {
+      for (size_t i = begin[r]; i < end[r]; ++i) {
+        if (matched[r][i - begin[r]]) continue;
+        const Instr& a = schedule.ranks[r][i];
+        const int q = a.peer;
+        if (q < 0 || q >= p) continue;
+        for (size_t j = begin[q]; j < end[q]; ++j) {
+          if (!matched[q][j - begin[q]] && Counterparts(a, r, schedule.ranks[q][j], q)) {
+            matched[r][i - begin[r]] = true;
+            matched[q][j - begin[q]] = true;
+            progress = true;
+            break;
+          }
+        }
+      }
+    }
+    for (int r = 0; r < p; ++r) {
+      if (begin[r] >= schedule.ranks[r].size()) continue;
+      finished = false;
+      if (std::find(matched[r].begin(), matched[r].end(), false) == matched[r].end()) {
+        begin[r] = end[r];
+        open_group(r);
+        progress = true;
+      }
+    }
+    if (finished) return Status::OK();
+    if (progress) continue;
+    std::string stuck;
+    for (int r = 0; r < p; ++r) {
+      if (begin[r] >= schedule.ranks[r].size()) continue;
+      stuck += internal::StrCat(stuck.empty() ? "" : "; ", "rank ", r, " at instructions ",
+                                begin[r], "..", end[r] - 1, " (");
+      for (size_t i = begin[r]; i < end[r]; ++i) {
+        stuck += (i > begin[r] ? " " : "") + ToString(schedule.ranks[r][i]);
+      }
+      stuck += ")";
+    }
+    return Status::InvalidArgument("schedule ", schedule.kind, " (", ToString(schedule.shape),
+                                   "): with sends that wait for their receive, deadlock: ",
+                                   stuck);
+  }
+}
 
 }  // namespace ember::pipeline

@@ -32,4 +32,15 @@ namespace ember::pipeline {
 // stuck instruction of every rank that did not finish.
 Status CheckSchedule(const Schedule& schedule);
 
+// Returns OK when `schedule` (which CheckSchedule accepts) also finishes on a
+// backend whose sends wait for their receive (NCCL): each run of consecutive
+// sends and receives of a rank is posted together as one group
+// (Communicator::SendRecvGroup), a group completes when every transfer in it
+// has met its counterpart in the peer's current group, and then the rank
+// goes on. 1F1B and GPipe with one chunk per rank pass, and interleaved 1F1B
+// with m = p; interleaved with m > p and GPipe with v > 1 do not
+// (tests/pipeline/schedule_checker_test.cc). Otherwise InvalidArgument
+// naming the first stuck group of every rank that did not finish.
+Status CheckRendezvous(const Schedule& schedule);
+
 }  // namespace ember::pipeline

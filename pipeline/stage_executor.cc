@@ -1,7 +1,11 @@
 #include "pipeline/stage_executor.h"
 
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "pipeline/schedule_checker.h"
 
 namespace ember::pipeline {
 namespace {
@@ -53,25 +57,50 @@ class RankExecutor {
         return Status::OK();
       }
       case InstrKind::kSendActivation:
-      case InstrKind::kSendGrad: {
-        const std::vector<float> message = Take(state_.outbox, key);
-        return comm_->Send(message, instr.peer, MessageTag(shape_, instr));
-      }
-      case InstrKind::kRecvActivation: {
-        std::vector<float>& input = state_.inputs[{instr.micro_batch, instr.chunk + 1}];
-        input.resize(static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk)));
-        return comm_->Recv(input, instr.peer, MessageTag(shape_, instr));
-      }
-      case InstrKind::kRecvGrad: {
-        // The gradient of chunk - 1's output (chunk's input).
-        std::vector<float>& grad = state_.output_grads[{instr.micro_batch, instr.chunk - 1}];
-        grad.resize(static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk - 1)));
-        return comm_->Recv(grad, instr.peer, MessageTag(shape_, instr));
-      }
+      case InstrKind::kSendGrad:
+      case InstrKind::kRecvActivation:
+      case InstrKind::kRecvGrad:
+        return Transfer({instr});
       case InstrKind::kOptimizerStep:
         return work_.OptimizerStep();
     }
     return Status::Internal("unknown instruction kind");
+  }
+
+  // Runs consecutive sends and receives as one group
+  // (Communicator::SendRecvGroup): on a backend whose sends wait for their
+  // receive, two ranks that exchange in both directions at once both go on.
+  Status Transfer(const std::vector<Instr>& group) {
+    std::vector<std::vector<float>> outgoing;  // Alive until the group is done.
+    outgoing.reserve(group.size());
+    std::vector<PeerTransfer> transfers;
+    for (const Instr& instr : group) {
+      const TensorKey key{instr.micro_batch, instr.chunk};
+      PeerTransfer t;
+      t.peer = instr.peer;
+      t.tag = MessageTag(shape_, instr);
+      t.send = instr.is_send();
+      if (t.send) {
+        outgoing.push_back(Take(state_.outbox, key));
+        t.data = CommBuffer(outgoing.back());
+      } else if (instr.kind == InstrKind::kRecvActivation) {
+        std::vector<float>& input = state_.inputs[{instr.micro_batch, instr.chunk + 1}];
+        input.resize(static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk)));
+        t.data = CommBuffer(input);
+      } else {
+        // The gradient of chunk - 1's output (chunk's input).
+        std::vector<float>& grad = state_.output_grads[{instr.micro_batch, instr.chunk - 1}];
+        grad.resize(
+            static_cast<size_t>(work_.OutputElements(instr.micro_batch, instr.chunk - 1)));
+        t.data = CommBuffer(grad);
+      }
+      transfers.push_back(t);
+    }
+    return transfers.size() == 1 && transfers[0].send
+               ? comm_->Send(transfers[0].data, transfers[0].peer, transfers[0].tag)
+           : transfers.size() == 1
+               ? comm_->Recv(transfers[0].data, transfers[0].peer, transfers[0].tag)
+               : comm_->SendRecvGroup(transfers);
   }
 
  private:
@@ -100,15 +129,28 @@ Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Comm
                                    ") on rank ", rank, " needs a communicator of rank ", rank,
                                    " in a group of ", p);
   }
+  if (comm != nullptr && comm->sends_wait_for_receives()) {
+    EMBER_RETURN_IF_ERROR(CheckRendezvous(schedule));
+  }
   RankExecutor executor(schedule, rank, work, comm);
   const std::vector<Instr>& list = schedule.ranks[static_cast<size_t>(rank)];
-  for (size_t i = 0; i < list.size(); ++i) {
-    Status status = executor.Run(list[i]);
-    if (status.ok()) continue;
-    status = status.WithContext(internal::StrCat("schedule ", schedule.kind, " rank ", rank,
-                                                 " instruction ", i, " (", ToString(list[i]), ")"));
-    if (comm != nullptr) comm->Abort(status);
-    return status;
+  auto is_transfer = [](const Instr& instr) { return instr.is_send() || instr.is_recv(); };
+  for (size_t i = 0; i < list.size();) {
+    // A compute alone; a run of consecutive sends and receives as a group.
+    size_t end = i + 1;
+    while (is_transfer(list[i]) && end < list.size() && is_transfer(list[end])) ++end;
+    Status status = end == i + 1 ? executor.Run(list[i])
+                                 : executor.Transfer({list.begin() + i, list.begin() + end});
+    if (!status.ok()) {
+      std::string what = ToString(list[i]);
+      for (size_t k = i + 1; k < end; ++k) what += " " + ToString(list[k]);
+      status = status.WithContext(internal::StrCat(
+          "schedule ", schedule.kind, " rank ", rank, " instruction", end == i + 1 ? " " : "s ",
+          i, end == i + 1 ? "" : internal::StrCat("..", end - 1), " (", what, ")"));
+      if (comm != nullptr) comm->Abort(status);
+      return status;
+    }
+    i = end;
   }
   return Status::OK();
 }

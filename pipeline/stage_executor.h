@@ -44,7 +44,10 @@ int MessageTag(const ScheduleShape& shape, const Instr& instr);
 
 // Runs `schedule.ranks[rank]` in order with `work` (borrowed for the call).
 // `comm` (borrowed; its rank must be `rank` and its size p) carries the
-// sends and receives; it may be null when the schedule has none (p = 1).
+// sends and receives, each run of consecutive ones as one group
+// (Communicator::SendRecvGroup); it may be null when the schedule has none
+// (p = 1). Where the communicator's sends wait for their receive (NCCL), the
+// schedule must pass CheckRendezvous (InvalidArgument, its message).
 // Returns the first error, with context naming the rank and instruction;
 // before returning it aborts `comm` with that error, so that peers waiting on
 // this rank fail at once rather than at their timeout.

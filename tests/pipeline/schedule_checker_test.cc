@@ -167,5 +167,42 @@ TEST(ScheduleCheckerTest, WrongNumberOfRanksIsRejected) {
   EXPECT_THAT(Rejection(schedule), HasSubstr("1 instruction lists for 2 ranks"));
 }
 
+// With sends that wait for their receive (NCCL), grouped as the executor
+// posts them: every schedule with one chunk per rank finishes, over a grid;
+// some with more do not (tests/pipeline/stage_executor_test.cc runs both
+// kinds over such a backend).
+TEST(ScheduleCheckerTest, RendezvousSendsFinishWithOneChunkPerRank) {
+  int refused = 0;
+  for (const std::string kind : {"gpipe", "1f1b", "interleaved"}) {
+    for (int p = 1; p <= 4; ++p) {
+      for (int v = 1; v <= 3; ++v) {
+        for (int m = 1; m <= 12; ++m) {
+          Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
+          if (!schedule.ok()) continue;
+          const Status status = CheckRendezvous(*schedule);
+          if (p == 1 || v == 1) {
+            EXPECT_TRUE(status.ok()) << kind << " p=" << p << " v=" << v << " m=" << m << ": "
+                                     << status;
+          }
+          refused += !status.ok();
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_FALSE(CheckRendezvous(*BuiltinSchedules().Make("gpipe", {2, 2, 4})).ok());
+  EXPECT_TRUE(CheckRendezvous(*BuiltinSchedules().Make("interleaved", {2, 2, 2})).ok());
+}
+
+TEST(ScheduleCheckerTest, ARendezvousDeadlockNamesEveryStuckGroup) {
+  const Schedule schedule = *BuiltinSchedules().Make("interleaved", {2, 2, 4});
+  ASSERT_TRUE(CheckSchedule(schedule).ok());
+  const Status status = CheckRendezvous(schedule);
+  EXPECT_EQ(StatusCode::kInvalidArgument, status.code());
+  EXPECT_THAT(status.message(), HasSubstr("with sends that wait for their receive, deadlock"));
+  EXPECT_THAT(status.message(), HasSubstr("rank 0 at instructions"));
+  EXPECT_THAT(status.message(), HasSubstr("rank 1 at instructions"));
+}
+
 }  // namespace
 }  // namespace ember::pipeline

@@ -126,15 +126,81 @@ class FailingChain final : public ChunkWork {
   int fail_mb_, fail_chunk_;
 };
 
+// Sends that wait for their receive, as NCCL's (over in-process
+// communicators): a receiver acknowledges each message, and a Send returns
+// with the acknowledgement. A group posts its sends, then its receives, then
+// waits for its sends' acknowledgements. `declares` is what
+// sends_wait_for_receives() says (false: a backend that hides it).
+class RendezvousCommunicator final : public Communicator {
+ public:
+  RendezvousCommunicator(std::unique_ptr<Communicator> inner, bool declares)
+      : inner_(std::move(inner)), declares_(declares) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(ConstCommBuffer data, int dst, int tag) override {
+    EMBER_RETURN_IF_ERROR(inner_->Send(data, dst, tag));
+    return WaitForAck(dst, tag);
+  }
+  Status Recv(CommBuffer data, int src, int tag) override {
+    EMBER_RETURN_IF_ERROR(inner_->Recv(data, src, tag));
+    const std::vector<int32_t> ack = {1};
+    return inner_->Send(ack, src, kAckTag + tag);
+  }
+  Status SendRecvGroup(const std::vector<PeerTransfer>& transfers) override {
+    for (const PeerTransfer& t : transfers) {
+      if (t.send) EMBER_RETURN_IF_ERROR(inner_->Send(t.data, t.peer, t.tag));
+    }
+    for (const PeerTransfer& t : transfers) {
+      if (!t.send) EMBER_RETURN_IF_ERROR(Recv(t.data, t.peer, t.tag));
+    }
+    for (const PeerTransfer& t : transfers) {
+      if (t.send) EMBER_RETURN_IF_ERROR(WaitForAck(t.peer, t.tag));
+    }
+    return Status::OK();
+  }
+  bool sends_wait_for_receives() const override { return declares_; }
+  Status AllReduce(ConstCommBuffer in, CommBuffer out) override {
+    return inner_->AllReduce(in, out);
+  }
+  Status AllGather(ConstCommBuffer in, CommBuffer out) override {
+    return inner_->AllGather(in, out);
+  }
+  Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
+                   const std::vector<int64_t>& recv_counts) override {
+    return inner_->AllToAllV(in, send_counts, out, recv_counts);
+  }
+  Status Broadcast(CommBuffer data, int root) override { return inner_->Broadcast(data, root); }
+  Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const Status& reason) override { inner_->Abort(reason); }
+
+ private:
+  static constexpr int kAckTag = 1 << 20;
+  Status WaitForAck(int peer, int tag) {
+    std::vector<int32_t> ack(1);
+    return inner_->Recv(ack, peer, kAckTag + tag);
+  }
+  std::unique_ptr<Communicator> inner_;
+  bool declares_;
+};
+
+enum class Sends { kBuffered, kRendezvous, kHiddenRendezvous };
+
 // Runs `steps` steps of `schedule` with one thread per rank; returns each
 // rank's status of the first failing step (or OK).
 std::vector<Status> RunRanks(const Schedule& schedule,
-                             std::vector<std::unique_ptr<ChunkWork>>& work, int steps) {
+                             std::vector<std::unique_ptr<ChunkWork>>& work, int steps,
+                             Sends sends = Sends::kBuffered, double timeout_seconds = 60) {
   const int p = schedule.shape.ranks;
   CommunicatorOptions options;
-  options.timeout_seconds = 60;  // a hang fails the test instead of stalling it
+  options.timeout_seconds = timeout_seconds;  // a hang fails the test instead of stalling it
   auto comms = NewInProcessCommunicators(p, options);
   CHECK(comms.ok()) << comms.status();
+  if (sends != Sends::kBuffered) {
+    for (auto& comm : *comms) {
+      comm = std::make_unique<RendezvousCommunicator>(std::move(comm),
+                                                      sends == Sends::kRendezvous);
+    }
+  }
   std::vector<Status> statuses(static_cast<size_t>(p));
   std::vector<std::thread> threads;
   for (int r = 0; r < p; ++r) {
@@ -191,6 +257,49 @@ TEST(StageExecutorTest, ARankFailingMidScheduleStopsEveryRankWithoutAHang) {
   EXPECT_THAT(statuses[1].message(), HasSubstr("(B1.3): injected fault"));
   EXPECT_FALSE(statuses[0].ok());
   EXPECT_NE(StatusCode::kDeadlineExceeded, statuses[0].code()) << statuses[0];
+}
+
+TEST(StageExecutorTest, SendsThatWaitForTheirReceiveFinishTheSchedulesTheCheckerAccepts) {
+  for (const auto& [kind, p, v, m] : {std::tuple{"1f1b", 2, 1, 4},
+                                      {"1f1b", 3, 1, 5},
+                                      {"gpipe", 3, 1, 4},
+                                      {"interleaved", 2, 2, 2},
+                                      {"interleaved", 3, 2, 3}}) {
+    const Schedule schedule = *BuiltinSchedules().Make(kind, {p, v, m});
+    ASSERT_TRUE(CheckRendezvous(schedule).ok()) << kind << " " << ToString(schedule.shape);
+    std::vector<std::unique_ptr<ChunkWork>> work;
+    for (int r = 0; r < p; ++r) work.push_back(std::make_unique<AffineChain>(p * v));
+    for (const Status& status : RunRanks(schedule, work, 2, Sends::kRendezvous)) {
+      ASSERT_TRUE(status.ok()) << kind << " " << ToString(schedule.shape) << ": " << status;
+    }
+    AffineChain reference(p * v);
+    for (int s = 0; s < 2; ++s) reference.SequentialStep(m);
+    for (int c = 0; c < p * v; ++c) {
+      const auto& owner = static_cast<const AffineChain&>(*work[schedule.shape.RankOf(c)]);
+      EXPECT_EQ(reference.w(c), owner.w(c)) << kind << " " << ToString(schedule.shape);
+    }
+  }
+}
+
+TEST(StageExecutorTest, ARendezvousDeadlockIsRefusedBeforeItHangs) {
+  const Schedule schedule = *BuiltinSchedules().Make("interleaved", {2, 2, 4});
+  std::vector<std::unique_ptr<ChunkWork>> work;
+  for (int r = 0; r < 2; ++r) work.push_back(std::make_unique<AffineChain>(4));
+  // A backend that says its sends wait: refused at once, naming the stuck
+  // groups.
+  for (const Status& status : RunRanks(schedule, work, 1, Sends::kRendezvous)) {
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
+    EXPECT_THAT(status.message(), HasSubstr("with sends that wait for their receive, deadlock"));
+  }
+  // One that hides it: the checker was right, the ranks wait for each other
+  // until their timeout.
+  const std::vector<Status> hidden = RunRanks(schedule, work, 1, Sends::kHiddenRendezvous, 1.0);
+  bool timed_out = false;
+  for (const Status& status : hidden) {
+    EXPECT_FALSE(status.ok());
+    timed_out = timed_out || status.code() == StatusCode::kDeadlineExceeded;
+  }
+  EXPECT_TRUE(timed_out) << hidden[0] << " / " << hidden[1];
 }
 
 TEST(StageExecutorTest, RejectsARankOrCommunicatorThatDoesNotFit) {
