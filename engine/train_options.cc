@@ -57,10 +57,6 @@ Status ValidateTrainOptions(const TrainOptions& o) {
           "--pipeline_parallel: every rank of the job is a stage of one pipeline; data "
           "parallelism across pipelines is not supported yet");
     }
-    if (o.model.device.is_cuda()) {
-      return Status::InvalidArgument("--pipeline_parallel/--micro_batches: the dense chunks run "
-                                     "on the CPU; use --dense_device=cpu");
-    }
   }
   if (o.embedding_reserve_rows < -1) {
     return Status::InvalidArgument("--embedding_reserve_rows must be >= -1 (-1: auto), got ",

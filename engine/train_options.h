@@ -127,8 +127,8 @@ struct TrainOptions {
   // The dense model split into chunks over ranks, or its batch into
   // micro-batches (pipeline/pipeline_parallel.h): rank 0 trains as a job of
   // one rank whose dense stage runs the pipeline; the other ranks serve
-  // their chunks (Trainer::ServePipeline). Not with `ranks` (data
-  // parallelism), a CUDA dense model, or a MoE model.
+  // their chunks (Trainer::ServePipeline), on model.device. Not with `ranks`
+  // (data parallelism), or a MoE model.
   pipeline::PipelineParallelOptions pipeline_parallel;
 };
 

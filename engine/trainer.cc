@@ -78,7 +78,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
               << scheduler::ToText(graph, partition);
     EMBER_ASSIGN_OR_RETURN(trainer->pipeline_stage_,
                            pipeline::PipelineDenseStage::Create(graph, partition, pp, options.seed,
-                                                                options.dense_optimizer));
+                                                                options.dense_optimizer,
+                                                                options.model.device));
     trainer->step_.set_pipeline(trainer->pipeline_stage_.get());
   }
   if (!options.checkpoint.dir.empty()) {
@@ -477,7 +478,7 @@ Status Trainer::ServePipeline() {
     return Status::FailedPrecondition("only ranks 1.. of a pipeline of ranks serve it");
   }
   return pipeline::ServePipelineStages(model_->graph(), pp, options_.seed,
-                                       options_.dense_optimizer);
+                                       options_.dense_optimizer, options_.model.device);
 }
 
 Status Trainer::FinishPipeline() {

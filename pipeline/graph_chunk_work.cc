@@ -1,10 +1,13 @@
 #include "pipeline/graph_chunk_work.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
+#include "core/tensor_copy.h"
 #include "ops/dense_ops.h"
+#include "ops/dense_ops_cuda.h"
 
 namespace ember::pipeline {
 namespace {
@@ -179,6 +182,9 @@ Result<std::unique_ptr<GraphChunkWork>> GraphChunkWork::Create(
   }
   EMBER_ASSIGN_OR_RETURN(std::vector<GraphChunk> cut, CutGraph(graph, partition));
   std::unique_ptr<GraphChunkWork> work(new GraphChunkWork(options, shape, rank));
+  if (options.device.is_cuda()) {
+    EMBER_ASSIGN_OR_RETURN(work->stream_, CudaStream::Create(options.device.index));
+  }
   for (const ops::GraphValue& value : graph.values()) {
     work->value_elements_.push_back(value.elements());
   }
@@ -191,10 +197,18 @@ Result<std::unique_ptr<GraphChunkWork>> GraphChunkWork::Create(
     chunk->index = c;
     chunk->cut = std::move(cut[static_cast<size_t>(c)]);
     EMBER_ASSIGN_OR_RETURN(auto executor,
-                           ops::GraphExecutor::Create(chunk->cut.graph.get(), options.seed));
+                           ops::GraphExecutor::Create(chunk->cut.graph.get(), options.seed,
+                                                      options.device, work->stream_.get()));
     for (const Tensor& p : executor->parameters()) {
-      chunk->grad_sums.push_back(Tensor::Zeros(p.shape()));
-      chunk->slots.push_back(ops::NewDenseOptimizerSlot(options.optimizer, p));
+      EMBER_ASSIGN_OR_RETURN(Tensor sum, work->DeviceZeros(p.shape()));
+      chunk->grad_sums.push_back(std::move(sum));
+      if (options.device.is_cpu()) {
+        chunk->slots.push_back(ops::NewDenseOptimizerSlot(options.optimizer, p));
+      } else {
+        EMBER_ASSIGN_OR_RETURN(chunk->slots.emplace_back(),
+                               ops::NewDenseOptimizerSlotCuda(options.optimizer, p,
+                                                              *work->stream_));
+      }
     }
     chunk->executors.push_back(std::move(executor));
     chunk->idle.push_back(0);
@@ -218,7 +232,8 @@ Result<int> GraphChunkWork::TakeExecutor(Chunk& chunk) {
     return e;
   }
   EMBER_ASSIGN_OR_RETURN(auto executor,
-                         ops::GraphExecutor::Create(chunk.cut.graph.get(), options_.seed));
+                         ops::GraphExecutor::Create(chunk.cut.graph.get(), options_.seed,
+                                                    options_.device, stream_.get()));
   // Tensors share storage: every executor of the chunk reads one set of
   // parameters, which OptimizerStep updates in place.
   executor->parameters() = chunk.executors[0]->parameters();
@@ -231,6 +246,30 @@ int64_t GraphChunkWork::MicroBatchSize(int micro_batch) const {
     return sizes_[static_cast<size_t>(micro_batch)];
   }
   return options_.micro_batch_size;
+}
+
+Result<Tensor> GraphChunkWork::ToDevice(const Tensor& host) const {
+  if (options_.device.is_cpu()) return host;
+  EMBER_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(host.shape(), DType::kF32, options_.device,
+                                                    stream_->allocator()));
+  EMBER_RETURN_IF_ERROR(CopyTensor(host, &t, stream_.get()));
+  return t;
+}
+
+Result<Tensor> GraphChunkWork::ToHost(const Tensor& tensor) const {
+  if (options_.device.is_cpu()) return tensor;
+  Tensor host = Tensor::Empty(tensor.shape());
+  EMBER_RETURN_IF_ERROR(CopyTensor(tensor, &host, stream_.get()));
+  EMBER_RETURN_IF_ERROR(stream_->Synchronize());
+  return host;
+}
+
+Result<Tensor> GraphChunkWork::DeviceZeros(const std::vector<int64_t>& shape) const {
+  if (options_.device.is_cpu()) return Tensor::Zeros(shape);
+  EMBER_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(shape, DType::kF32, options_.device,
+                                                    stream_->allocator()));
+  EMBER_RETURN_IF_ERROR(ZeroTensor(&t, stream_.get()));
+  return t;
 }
 
 int64_t GraphChunkWork::OutputElements(int micro_batch, int chunk) const {
@@ -272,6 +311,9 @@ Status GraphChunkWork::Forward(int micro_batch, int chunk, const std::vector<flo
     EMBER_ASSIGN_OR_RETURN(carried, Split(input, cut.carried_in, batch,
                                           internal::StrCat("chunk ", chunk, ": input")));
   }
+  for (Tensor& t : carried) {
+    EMBER_ASSIGN_OR_RETURN(t, ToDevice(t));
+  }
   EMBER_ASSIGN_OR_RETURN(const int e, TakeExecutor(*c));
   c->in_flight[micro_batch] = e;
   ops::GraphExecutor& executor = *c->executors[static_cast<size_t>(e)];
@@ -279,7 +321,8 @@ Status GraphChunkWork::Forward(int micro_batch, int chunk, const std::vector<flo
   output->clear();
   if (chunk + 1 < shape_.chunks()) {
     for (size_t i = 0; i < cut.carried_out.size(); ++i) {
-      Append(executor.output(static_cast<int>(i)), output);
+      EMBER_ASSIGN_OR_RETURN(const Tensor out, ToHost(executor.output(static_cast<int>(i))));
+      Append(out, output);
     }
   }
   c->carried[micro_batch] = std::move(carried);  // The executor reads them until backward.
@@ -303,7 +346,7 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
       return Status::FailedPrecondition("pipeline chunks: no labels for micro-batch ",
                                         micro_batch);
     }
-    const Tensor& logits = executor.output(0);
+    EMBER_ASSIGN_OR_RETURN(const Tensor logits, ToHost(executor.output(0)));
     Tensor dlogits = Tensor::Empty(logits.shape());
     const Tensor& labels = (*micro_batches_)[static_cast<size_t>(micro_batch)].labels;
     if (labels.numel() != logits.numel()) {
@@ -314,17 +357,22 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
                                                   logits, labels.Reshape(logits.shape()),
                                                   &dlogits, options_.loss_mean_over));
     running_loss_ += loss;
-    logits_[micro_batch] = logits.Clone();
+    logits_[micro_batch] = options_.device.is_cpu() ? logits.Clone() : logits;
+    EMBER_ASSIGN_OR_RETURN(dlogits, ToDevice(dlogits));
     output_grads.push_back(dlogits);
   } else {
     EMBER_ASSIGN_OR_RETURN(output_grads,
                            Split(output_grad, cut.carried_out, batch,
                                  internal::StrCat("chunk ", chunk, ": output gradient")));
+    for (Tensor& t : output_grads) {
+      EMBER_ASSIGN_OR_RETURN(t, ToDevice(t));
+    }
   }
   // The gradient of every carried value (chunk 0: of the graph's inputs).
   std::vector<Tensor> in_grads;
   for (int v : cut.carried_in) {
-    in_grads.push_back(Tensor::Empty({batch, value_elements_[static_cast<size_t>(v)]}));
+    EMBER_ASSIGN_OR_RETURN(in_grads.emplace_back(),
+                           DeviceZeros({batch, value_elements_[static_cast<size_t>(v)]}));
   }
   std::vector<Tensor*> grad_ptrs;
   for (Tensor& t : in_grads) grad_ptrs.push_back(&t);
@@ -332,9 +380,18 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
   // Summed in the order the backwards run: micro-batch order in every
   // built-in schedule, as in the unsplit model's gradient accumulation.
   for (size_t i = 0; i < c->grad_sums.size(); ++i) {
-    float* sum = c->grad_sums[i].data<float>();
-    const float* g = executor.gradients()[i].data<float>();
-    for (int64_t k = 0; k < c->grad_sums[i].numel(); ++k) sum[k] += g[k];
+    Tensor& sum = c->grad_sums[i];
+    const Tensor& g = executor.gradients()[i];
+    if (!options_.device.is_cpu()) {
+      EMBER_RETURN_IF_ERROR(ops::AddCuda(sum, g, &sum, *stream_));
+      continue;
+    }
+    float* s = sum.data<float>();
+    const float* gi = g.data<float>();
+    for (int64_t k = 0; k < sum.numel(); ++k) s[k] += gi[k];
+  }
+  for (Tensor& t : in_grads) {
+    EMBER_ASSIGN_OR_RETURN(t, ToHost(t));
   }
   input_grad->clear();
   if (chunk > 0) {
@@ -352,9 +409,16 @@ Status GraphChunkWork::OptimizerStep() {
   for (const std::unique_ptr<Chunk>& c : chunks_) {
     std::vector<Tensor>& params = c->executors[0]->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
-      EMBER_RETURN_IF_ERROR(ops::DenseOptimizerStep(options_.optimizer, step_, c->grad_sums[i],
-                                                    &params[i], &c->slots[i]));
-      std::memset(c->grad_sums[i].data<float>(), 0, c->grad_sums[i].nbytes());
+      if (options_.device.is_cpu()) {
+        EMBER_RETURN_IF_ERROR(ops::DenseOptimizerStep(options_.optimizer, step_,
+                                                      c->grad_sums[i], &params[i], &c->slots[i]));
+        std::memset(c->grad_sums[i].data<float>(), 0, c->grad_sums[i].nbytes());
+        continue;
+      }
+      EMBER_RETURN_IF_ERROR(ops::DenseOptimizerStepCuda(options_.optimizer, step_,
+                                                        c->grad_sums[i], &params[i],
+                                                        &c->slots[i], *stream_));
+      EMBER_RETURN_IF_ERROR(ZeroTensor(&c->grad_sums[i], stream_.get()));
     }
   }
   step_loss_ = running_loss_;
@@ -362,16 +426,72 @@ Status GraphChunkWork::OptimizerStep() {
   return Status::OK();
 }
 
-std::vector<ChunkParameter> GraphChunkWork::parameters() {
-  std::vector<ChunkParameter> named;
+Result<std::vector<ChunkParameter>> GraphChunkWork::ParametersToHost() {
+  std::vector<ChunkParameter> host;
   for (const std::unique_ptr<Chunk>& c : chunks_) {
     const ops::Graph& g = *c->cut.graph;
     const std::vector<int>& ids = g.parameters();
     for (size_t i = 0; i < ids.size(); ++i) {
-      named.push_back({g.values()[ids[i]].name, c->executors[0]->parameters()[i], &c->slots[i]});
+      ChunkParameter p;
+      p.name = g.values()[ids[i]].name;
+      EMBER_ASSIGN_OR_RETURN(p.value, ToHost(c->executors[0]->parameters()[i]));
+      const ops::DenseOptimizerSlot& slot = c->slots[i];
+      if (slot.first_moment.defined()) {
+        EMBER_ASSIGN_OR_RETURN(p.slot.first_moment, ToHost(slot.first_moment));
+      }
+      if (slot.second_moment.defined()) {
+        EMBER_ASSIGN_OR_RETURN(p.slot.second_moment, ToHost(slot.second_moment));
+      }
+      // On the CPU these share the chunk's storage: copies, as on a device.
+      if (options_.device.is_cpu()) {
+        p.value = p.value.Clone();
+        if (p.slot.first_moment.defined()) p.slot.first_moment = p.slot.first_moment.Clone();
+        if (p.slot.second_moment.defined()) p.slot.second_moment = p.slot.second_moment.Clone();
+      }
+      host.push_back(std::move(p));
     }
   }
-  return named;
+  return host;
+}
+
+Status GraphChunkWork::ParametersFromHost(const std::vector<ChunkParameter>& parameters) {
+  // Every tensor of the chunks, beside its host source, checked first.
+  std::vector<std::pair<const Tensor*, Tensor*>> copies;
+  size_t at = 0;
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    const ops::Graph& g = *c->cut.graph;
+    const std::vector<int>& ids = g.parameters();
+    for (size_t i = 0; i < ids.size(); ++i, ++at) {
+      const std::string& name = g.values()[ids[i]].name;
+      if (at >= parameters.size() || parameters[at].name != name) {
+        return Status::InvalidArgument("pipeline chunks: parameter ", at, " of rank ", rank_,
+                                       " is \"", name, "\", given ",
+                                       at < parameters.size() ? parameters[at].name : "none");
+      }
+      const ChunkParameter& from = parameters[at];
+      ops::DenseOptimizerSlot& slot = c->slots[i];
+      const std::array<std::pair<const Tensor*, Tensor*>, 3> pairs = {
+          std::pair{&from.value, &c->executors[0]->parameters()[i]},
+          std::pair{&from.slot.first_moment, &slot.first_moment},
+          std::pair{&from.slot.second_moment, &slot.second_moment}};
+      for (const auto& [src, dst] : pairs) {
+        if (!dst->defined()) continue;
+        if (!src->defined() || src->numel() != dst->numel()) {
+          return Status::InvalidArgument("pipeline chunks: parameter \"", name, "\" of rank ",
+                                         rank_, " takes ", dst->numel(), " floats a tensor");
+        }
+        copies.emplace_back(src, dst);
+      }
+    }
+  }
+  if (at != parameters.size()) {
+    return Status::InvalidArgument("pipeline chunks: rank ", rank_, " holds ", at,
+                                   " parameters, given ", parameters.size());
+  }
+  for (const auto& [src, dst] : copies) {
+    EMBER_RETURN_IF_ERROR(CopyTensor(*src, dst, stream_.get()));
+  }
+  return stream_ ? stream_->Synchronize() : Status::OK();
 }
 
 Result<Tensor> GraphChunkWork::Logits(int micro_batch) const {

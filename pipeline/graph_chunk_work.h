@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_stream.h"
+#include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/dense_optimizer.h"
@@ -55,6 +57,10 @@ Result<std::vector<GraphChunk>> CutGraph(const ops::Graph& graph,
                                          const scheduler::PipelinePartition& partition);
 
 struct GraphChunkWorkOptions {
+  // Where the chunks' parameters, optimizer state and activations live and
+  // run: the CPU, or a CUDA device (one stream for the rank's chunks; the
+  // messages stay host floats, copied in and out at the chunk's edges).
+  Device device = Device::Cpu();
   // Examples per micro-batch, unless set_micro_batch_sizes says otherwise.
   int64_t micro_batch_size = 64;
   // Initialises the parameters (GraphExecutor::Create).
@@ -74,12 +80,11 @@ struct MicroBatchData {
   Tensor labels;
 };
 
-// A parameter of the rank's chunks: its tensors share storage with the
-// chunk's, so that writing them sets the parameter.
+// A parameter of the rank's chunks with its optimizer state, on the host.
 struct ChunkParameter {
   std::string name;
   Tensor value;
-  ops::DenseOptimizerSlot* slot = nullptr;
+  ops::DenseOptimizerSlot slot;
 };
 
 // Thread safety: none; one rank's thread calls every method.
@@ -118,9 +123,14 @@ class GraphChunkWork final : public ChunkWork {
                   std::vector<float>* input_grad) override;
   Status OptimizerStep() override;
 
-  // The rank's parameters by name with their optimizer state, chunk by
-  // chunk in graph order.
-  std::vector<ChunkParameter> parameters();
+  // Host copies of the rank's parameters with their optimizer state, chunk
+  // by chunk in each chunk's order (a slot tensor the optimizer does not use
+  // stays undefined).
+  Result<std::vector<ChunkParameter>> ParametersToHost();
+  // Sets the rank's parameters and optimizer state from host tensors laid
+  // out as ParametersToHost gives them. InvalidArgument, with nothing
+  // changed, when a name or size differs.
+  Status ParametersFromHost(const std::vector<ChunkParameter>& parameters);
   // The losses of the last step's micro-batches on the last chunk, summed in
   // backward order (0 on other ranks).
   double step_loss() const { return step_loss_; }
@@ -139,6 +149,11 @@ class GraphChunkWork final : public ChunkWork {
   // parameters (an idle one, or a new one).
   Result<int> TakeExecutor(Chunk& chunk);
   int64_t MicroBatchSize(int micro_batch) const;
+  // A host tensor's copy on the work's device (itself on the CPU), and back.
+  Result<Tensor> ToDevice(const Tensor& host) const;
+  Result<Tensor> ToHost(const Tensor& tensor) const;
+  // Zeros of `shape` on the work's device.
+  Result<Tensor> DeviceZeros(const std::vector<int64_t>& shape) const;
   // Splits a message of `values`' per-example widths into [B, elements]
   // tensors; InvalidArgument naming `what` when its size is not theirs.
   Result<std::vector<Tensor>> Split(const std::vector<float>& message,
@@ -148,6 +163,9 @@ class GraphChunkWork final : public ChunkWork {
   GraphChunkWorkOptions options_;
   ScheduleShape shape_;
   int rank_;
+  // On a CUDA device, the stream of every executor of the rank (declared
+  // before chunks_, so that it outlives them).
+  std::unique_ptr<CudaStream> stream_;
   std::vector<int64_t> value_elements_;  // Per whole-graph value id.
   std::vector<std::unique_ptr<Chunk>> chunks_;  // The rank's, by local index.
   std::vector<int64_t> carried_out_elements_;  // Per example, of every chunk.

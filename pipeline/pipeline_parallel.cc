@@ -63,20 +63,27 @@ Result<std::vector<int>> ParameterRanks(const ops::Graph& graph,
 
 // The tensors of one parameter as the pack below lays them out: its value,
 // then the optimizer's moments it uses.
-std::vector<Tensor*> PackedTensors(Tensor* value, ops::DenseOptimizerSlot* slot) {
-  std::vector<Tensor*> tensors = {value};
-  if (slot->first_moment.defined()) tensors.push_back(&slot->first_moment);
-  if (slot->second_moment.defined()) tensors.push_back(&slot->second_moment);
+std::vector<Tensor*> PackedTensors(ChunkParameter& p) {
+  std::vector<Tensor*> tensors = {&p.value};
+  if (p.slot.first_moment.defined()) tensors.push_back(&p.slot.first_moment);
+  if (p.slot.second_moment.defined()) tensors.push_back(&p.slot.second_moment);
   return tensors;
 }
 
-// `rank`'s parameters of `work`, in the graph's parameter order.
-Result<std::vector<ChunkParameter>> RankParameters(GraphChunkWork& work, const ops::Graph& graph,
-                                                   const std::vector<int>& parameter_rank,
-                                                   int rank) {
-  std::map<std::string, ChunkParameter> by_name;
-  for (ChunkParameter& p : work.parameters()) by_name[p.name] = p;
+// Host copies of `rank`'s parameters of `work`: as the work lays them out
+// (`host`), and in the graph's parameter order (`ordered`, sharing the
+// storage of `host`).
+struct RankParameters {
+  std::vector<ChunkParameter> host;
   std::vector<ChunkParameter> ordered;
+};
+
+Result<RankParameters> RankParametersOf(GraphChunkWork& work, const ops::Graph& graph,
+                                        const std::vector<int>& parameter_rank, int rank) {
+  RankParameters parameters;
+  EMBER_ASSIGN_OR_RETURN(parameters.host, work.ParametersToHost());
+  std::map<std::string, const ChunkParameter*> by_name;
+  for (const ChunkParameter& p : parameters.host) by_name[p.name] = &p;
   for (size_t i = 0; i < graph.parameters().size(); ++i) {
     if (parameter_rank[i] != rank) continue;
     const std::string& name = graph.values()[graph.parameters()[i]].name;
@@ -84,15 +91,15 @@ Result<std::vector<ChunkParameter>> RankParameters(GraphChunkWork& work, const o
     if (it == by_name.end()) {
       return Status::Internal("pipeline rank ", rank, " lacks parameter \"", name, "\"");
     }
-    ordered.push_back(it->second);
+    parameters.ordered.push_back(*it->second);  // Tensors share their storage.
   }
-  return ordered;
+  return parameters;
 }
 
 std::vector<float> Pack(std::vector<ChunkParameter>& parameters) {
   std::vector<float> packed;
   for (ChunkParameter& p : parameters) {
-    for (const Tensor* t : PackedTensors(&p.value, p.slot)) {
+    for (const Tensor* t : PackedTensors(p)) {
       packed.insert(packed.end(), t->data<float>(), t->data<float>() + t->numel());
     }
   }
@@ -102,7 +109,7 @@ std::vector<float> Pack(std::vector<ChunkParameter>& parameters) {
 int64_t PackedFloats(std::vector<ChunkParameter>& parameters) {
   int64_t n = 0;
   for (ChunkParameter& p : parameters) {
-    for (const Tensor* t : PackedTensors(&p.value, p.slot)) n += t->numel();
+    for (const Tensor* t : PackedTensors(p)) n += t->numel();
   }
   return n;
 }
@@ -110,7 +117,7 @@ int64_t PackedFloats(std::vector<ChunkParameter>& parameters) {
 void Unpack(const std::vector<float>& packed, std::vector<ChunkParameter>& parameters) {
   const float* at = packed.data();
   for (ChunkParameter& p : parameters) {
-    for (Tensor* t : PackedTensors(&p.value, p.slot)) {
+    for (Tensor* t : PackedTensors(p)) {
       std::memcpy(t->data<float>(), at, t->nbytes());
       at += t->numel();
     }
@@ -213,7 +220,7 @@ Result<scheduler::PipelinePartition> PartitionForPipeline(const ops::Graph& grap
 Result<std::unique_ptr<PipelineDenseStage>> PipelineDenseStage::Create(
     const ops::Graph& graph, const scheduler::PipelinePartition& partition,
     const PipelineParallelOptions& options, uint64_t seed,
-    const ops::DenseOptimizerOptions& optimizer) {
+    const ops::DenseOptimizerOptions& optimizer, const Device& device) {
   EMBER_RETURN_IF_ERROR(ValidatePipelineParallelOptions(options));
   if (options.ranks > 1 && options.stages->rank() != 0) {
     return Status::InvalidArgument("pipeline parallelism: rank ", options.stages->rank(),
@@ -232,6 +239,7 @@ Result<std::unique_ptr<PipelineDenseStage>> PipelineDenseStage::Create(
   }
   EMBER_ASSIGN_OR_RETURN(stage->parameter_rank_, ParameterRanks(graph, partition, options.ranks));
   GraphChunkWorkOptions work;
+  work.device = device;
   work.seed = seed;
   work.optimizer = optimizer;
   EMBER_ASSIGN_OR_RETURN(
@@ -325,7 +333,7 @@ Status PipelineDenseStage::CopyParametersTo(ops::DenseModel& model) {
   EMBER_ASSIGN_OR_RETURN(std::vector<ops::Parameter> host, model.ParametersToHost());
   std::vector<ChunkParameter> all;  // Views of `host`, in the graph's order.
   for (size_t i = 0; i < host.size(); ++i) {
-    all.push_back({"", host[i].value, &host[i].slot});
+    all.push_back({"", host[i].value, host[i].slot});
   }
   for (int r = 0; r < options_.ranks; ++r) {
     std::vector<ChunkParameter> mine;
@@ -334,9 +342,9 @@ Status PipelineDenseStage::CopyParametersTo(ops::DenseModel& model) {
     }
     std::vector<float> packed;
     if (r == 0) {
-      EMBER_ASSIGN_OR_RETURN(std::vector<ChunkParameter> own,
-                             RankParameters(*work_, *graph_, parameter_rank_, 0));
-      packed = Pack(own);
+      EMBER_ASSIGN_OR_RETURN(RankParameters own,
+                             RankParametersOf(*work_, *graph_, parameter_rank_, 0));
+      packed = Pack(own.ordered);
     } else {
       packed.resize(static_cast<size_t>(PackedFloats(mine)));
       EMBER_RETURN_IF_ERROR(
@@ -356,13 +364,14 @@ Status PipelineDenseStage::CopyParametersFrom(ops::DenseModel& model) {
   for (int r = 0; r < options_.ranks; ++r) {
     std::vector<ChunkParameter> mine;
     for (size_t i = 0; i < host.size(); ++i) {
-      if (parameter_rank_[i] == r) mine.push_back({"", host[i].value, &host[i].slot});
+      if (parameter_rank_[i] == r) mine.push_back({"", host[i].value, host[i].slot});
     }
     const std::vector<float> packed = Pack(mine);
     if (r == 0) {
-      EMBER_ASSIGN_OR_RETURN(std::vector<ChunkParameter> own,
-                             RankParameters(*work_, *graph_, parameter_rank_, 0));
-      Unpack(packed, own);
+      EMBER_ASSIGN_OR_RETURN(RankParameters own,
+                             RankParametersOf(*work_, *graph_, parameter_rank_, 0));
+      Unpack(packed, own.ordered);
+      EMBER_RETURN_IF_ERROR(work_->ParametersFromHost(own.host));
     } else {
       EMBER_RETURN_IF_ERROR(
           options_.stages->Send(packed, r, kParamsTag)
@@ -381,7 +390,8 @@ Status PipelineDenseStage::Finish() {
 }
 
 Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOptions& options,
-                           uint64_t seed, const ops::DenseOptimizerOptions& optimizer) {
+                           uint64_t seed, const ops::DenseOptimizerOptions& optimizer,
+                           const Device& device) {
   EMBER_RETURN_IF_ERROR(ValidatePipelineParallelOptions(options));
   if (options.ranks == 1 || options.stages->rank() == 0) {
     return Status::InvalidArgument("pipeline parallelism: rank 0 drives the pipeline "
@@ -410,6 +420,7 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> parameter_rank,
                            ParameterRanks(graph, partition, p));
     GraphChunkWorkOptions work_options;
+    work_options.device = device;
     work_options.seed = seed;
     work_options.optimizer = optimizer;
     EMBER_ASSIGN_OR_RETURN(
@@ -424,16 +435,17 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
       EMBER_RETURN_IF_ERROR(Broadcast(options.commands, &command, "waiting for rank 0's command"));
       if (command[0] == kFinish) return Status::OK();
       if (command[0] == kGather || command[0] == kScatter) {
-        EMBER_ASSIGN_OR_RETURN(std::vector<ChunkParameter> mine,
-                               RankParameters(*work, graph, parameter_rank, rank));
+        EMBER_ASSIGN_OR_RETURN(RankParameters mine,
+                               RankParametersOf(*work, graph, parameter_rank, rank));
         if (command[0] == kGather) {
-          EMBER_RETURN_IF_ERROR(options.stages->Send(Pack(mine), 0, kParamsTag)
+          EMBER_RETURN_IF_ERROR(options.stages->Send(Pack(mine.ordered), 0, kParamsTag)
                                     .WithContext("sending the parameters to rank 0"));
         } else {
-          std::vector<float> packed(static_cast<size_t>(PackedFloats(mine)));
+          std::vector<float> packed(static_cast<size_t>(PackedFloats(mine.ordered)));
           EMBER_RETURN_IF_ERROR(options.stages->Recv(packed, 0, kParamsTag)
                                     .WithContext("receiving the parameters from rank 0"));
-          Unpack(packed, mine);
+          Unpack(packed, mine.ordered);
+          EMBER_RETURN_IF_ERROR(work->ParametersFromHost(mine.host));
         }
         continue;
       }

@@ -47,7 +47,8 @@ struct PipelineParallelOptions {
   std::string schedule;
   // With p > 1, this rank's communicators of the p ranks (not owned):
   // `stages` carries the schedule's activations and gradients, the labels,
-  // the logits and the parameters, with the job's rank timeout; `commands`
+  // the logits and the parameters, with the job's rank timeout (NCCL for
+  // chunks on GPUs: the schedule must then pass CheckRendezvous); `commands`
   // carries rank 0's commands, which the other ranks wait for between steps
   // while rank 0 reads, evaluates or writes checkpoints: give it a timeout
   // longer than any of those.
@@ -76,10 +77,11 @@ class PipelineDenseStage {
   // one output of logits) for `partition` and sends the partition to the
   // other ranks. The parameters start from `seed` as the whole graph's do.
   // The errors of GraphChunkWork::Create and of the communicators.
+  // The chunks run on `device` (the CPU or a CUDA device).
   static Result<std::unique_ptr<PipelineDenseStage>> Create(
       const ops::Graph& graph, const scheduler::PipelinePartition& partition,
       const PipelineParallelOptions& options, uint64_t seed,
-      const ops::DenseOptimizerOptions& optimizer);
+      const ops::DenseOptimizerOptions& optimizer, const Device& device = Device::Cpu());
   // Without Finish, aborts the communicators so that the other ranks stop.
   ~PipelineDenseStage();
   PipelineDenseStage(const PipelineDenseStage&) = delete;
@@ -119,6 +121,7 @@ class PipelineDenseStage {
 // chunks of `graph` (the same graph as rank 0's) for every step until rank 0
 // finishes (OK) or fails (its error, naming it).
 Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOptions& options,
-                           uint64_t seed, const ops::DenseOptimizerOptions& optimizer);
+                           uint64_t seed, const ops::DenseOptimizerOptions& optimizer,
+                           const Device& device = Device::Cpu());
 
 }  // namespace ember::pipeline

@@ -60,9 +60,10 @@ class JobRanks {
   // rank).
   Result<int64_t> SumOverRanks(int64_t value);
 
-  // For a dense model on cuda:`device`: the dense stage's all-reduce goes
-  // over NCCL (its id broadcast over MPI) instead of MPI. A collective; does
-  // nothing for one rank. (Compiled here; not yet run on GPUs.)
+  // For a dense model on cuda:`device`: the dense stage's communicator (the
+  // data-parallel all-reduce, or a pipeline's stages) goes over NCCL (its id
+  // broadcast over MPI) instead of MPI. A collective; does nothing for one
+  // rank. (Compiled here; not yet run on GPUs.)
   Status UseNcclForDense(int device, double timeout_seconds);
 
   // Leaves the job after a failure: the other ranks' exchanges with this

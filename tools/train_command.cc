@@ -779,6 +779,20 @@ Status ExportTrained(engine::Trainer& trainer, embedding::EmbeddingTable& table,
   return Status::OK();
 }
 
+// With a dense model on a GPU under mpirun: one GPU per rank of a host (its
+// local rank among the host's ranks), and the dense stage's communicator
+// over NCCL (the data-parallel gradients' all-reduce, or a pipeline's
+// activations and gradients).
+Status UseLocalGpu(JobRanks& ranks, engine::TrainOptions* options) {
+  if (!options->model.device.is_cuda()) return Status::OK();
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int devices = CudaDeviceCount();
+  if (devices > 0) {
+    options->model.device = Device::Cuda((local != nullptr ? std::atoi(local) : 0) % devices);
+  }
+  return ranks.UseNcclForDense(options->model.device.index, FLAGS_rank_timeout_seconds);
+}
+
 // Under mpirun: each rank trains its shard of the data with its own rows,
 // in its own directories; rank 0 reports. Refuses what does not apply.
 Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
@@ -792,6 +806,7 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
   } else if (ranks.several()) {
     // A pipeline: rank 0 trains as a job of one rank (all the data, the
     // whole table) whose dense stage runs the pipeline; the others serve.
+    EMBER_RETURN_IF_ERROR(UseLocalGpu(ranks, options));
     options->pipeline_parallel.ranks = ranks.size();
     options->pipeline_parallel.stages = ranks.pipeline_stages();
     options->pipeline_parallel.commands = ranks.pipeline_commands();
@@ -805,17 +820,7 @@ Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
         "--num_shards/--shard_index: under mpirun every rank reads shard <rank> of <ranks> of "
         "--train_data by itself; drop these flags");
   }
-  if (options->model.device.is_cuda()) {
-    // One GPU per rank of a host (its local rank among the host's ranks),
-    // and the dense gradients summed over NCCL.
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    const int devices = CudaDeviceCount();
-    if (devices > 0) {
-      options->model.device = Device::Cuda((local != nullptr ? std::atoi(local) : 0) % devices);
-    }
-    EMBER_RETURN_IF_ERROR(
-        ranks.UseNcclForDense(options->model.device.index, FLAGS_rank_timeout_seconds));
-  }
+  EMBER_RETURN_IF_ERROR(UseLocalGpu(ranks, options));
   options->ranks = ranks.group();
   options->expert_parallel = FLAGS_expert_parallel;
   if (FLAGS_expert_parallel && options->model.name == "moe" &&

@@ -178,7 +178,9 @@ TrainPipelined(const ops::Graph &g, const Schedule &schedule,
   std::map<std::string, std::vector<float>> named;
   for (int r = 0; r < shape.ranks; ++r) {
     EXPECT_TRUE(statuses[r].ok()) << statuses[r];
-    for (const ChunkParameter &param : work[r]->parameters()) {
+    Result<std::vector<ChunkParameter>> host = work[r]->ParametersToHost();
+    CHECK(host.ok()) << host.status();
+    for (const ChunkParameter &param : *host) {
       named[param.name] = std::vector<float>(
           param.value.data<float>(),
           param.value.data<float>() + param.value.numel());
@@ -374,7 +376,9 @@ TEST(GraphChunkWorkTest, SkipConnectionsAndUnequalMicroBatchesTrainTheUnsplitMod
     std::map<std::string, std::vector<float>> pipelined;
     for (int r = 0; r < p; ++r) {
       ASSERT_TRUE(statuses[r].ok()) << statuses[r];
-      for (const ChunkParameter &param : work[r]->parameters()) {
+      Result<std::vector<ChunkParameter>> host = work[r]->ParametersToHost();
+    CHECK(host.ok()) << host.status();
+    for (const ChunkParameter &param : *host) {
         pipelined[param.name] = std::vector<float>(
             param.value.data<float>(),
             param.value.data<float>() + param.value.numel());
@@ -434,6 +438,39 @@ TEST(GraphChunkWorkTest, KeepsTheLogitsAndTheGradientOfTheGraphInputs) {
   EXPECT_EQ(StatusCode::kFailedPrecondition, work->Logits(2).status().code());
   EXPECT_EQ(StatusCode::kFailedPrecondition,
             work->InputGradient(0, 2).status().code());
+}
+
+TEST(GraphChunkWorkTest, ParametersGoToTheHostAndBackWithTheirOptimizerState) {
+  const auto g = SkipGraph();
+  const ScheduleShape shape{2, 2, 2};
+  GraphChunkWorkOptions options;
+  options.seed = kSeed;
+  options.optimizer = Adam();
+  auto work = *GraphChunkWork::Create(*g, SkipPartition(), shape, 1, options);
+  Result<std::vector<ChunkParameter>> host = work->ParametersToHost();
+  ASSERT_TRUE(host.ok()) << host.status();
+  // Rank 1 holds chunks 1 and 3: fc1 and fc3, each a weight and a bias.
+  ASSERT_EQ(4u, host->size());
+  EXPECT_EQ("fc1.w", (*host)[0].name);
+  EXPECT_EQ("fc3.b", (*host)[3].name);
+  ASSERT_TRUE((*host)[0].slot.first_moment.defined()); // Adam's m and v.
+  (*host)[0].value.data<float>()[2] = 7.5f;
+  (*host)[0].slot.second_moment.data<float>()[1] = 0.25f;
+  // A copy: the chunk's own parameter is unchanged until set.
+  EXPECT_NE(7.5f, (*work->ParametersToHost())[0].value.data<float>()[2]);
+  ASSERT_TRUE(work->ParametersFromHost(*host).ok());
+  Result<std::vector<ChunkParameter>> again = work->ParametersToHost();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(7.5f, (*again)[0].value.data<float>()[2]);
+  EXPECT_EQ(0.25f, (*again)[0].slot.second_moment.data<float>()[1]);
+  // A wrong name or size changes nothing.
+  std::vector<ChunkParameter> renamed = *again;
+  renamed[1].name = "fc9.b";
+  renamed[0].value = Tensor::Zeros(renamed[0].value.shape());
+  EXPECT_THAT(work->ParametersFromHost(renamed).message(), HasSubstr("\"fc1.b\", given fc9.b"));
+  EXPECT_EQ(7.5f, (*work->ParametersToHost())[0].value.data<float>()[2]);
+  std::vector<ChunkParameter> short_list(again->begin(), again->end() - 1);
+  EXPECT_EQ(StatusCode::kInvalidArgument, work->ParametersFromHost(short_list).code());
 }
 
 } // namespace
