@@ -21,6 +21,8 @@
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/engine/pipeline_ranks.h"
+#include "tests/testing/forwarding_communicator.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -127,32 +129,14 @@ class PipelineParallelTrainerTest : public test::TempDirTest,
   Result<Trained> TrainRanks(int p, const std::function<TrainOptions(int)>& options_of) {
     Comms stages = *NewInProcessCommunicators(p, {.timeout_seconds = 60});
     Comms commands = *NewInProcessCommunicators(p, {.timeout_seconds = 120});
-    std::vector<Status> statuses(static_cast<size_t>(p));
     Trained trained;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < p; ++r) {
-      threads.emplace_back([&, r] {
-        TrainOptions options = options_of(r);
-        options.pipeline_parallel.stages = stages[r].get();
-        options.pipeline_parallel.commands = commands[r].get();
-        statuses[r] = [&]() -> Status {
-          EMBER_ASSIGN_OR_RETURN(auto trainer,
-                                 Trainer::Create(options, train_.num_dense(), train_.num_slots()));
-          if (r > 0) return trainer->ServePipeline();
-          EMBER_ASSIGN_OR_RETURN(const TrainReport report, trainer->Fit(train_));
-          EMBER_RETURN_IF_ERROR(trainer->FinishPipeline());
-          return Collect(*trainer, report, test_, &trained);
-        }();
-        if (!statuses[r].ok()) {
-          stages[r]->Abort(statuses[r]);
-          commands[r]->Abort(statuses[r]);
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (int r = 0; r < p; ++r) {
-      if (!statuses[r].ok()) return statuses[r].WithContext("rank " + std::to_string(r));
-    }
+    EMBER_RETURN_IF_ERROR(test::FirstFailure(test::RunPipelineRanks(
+        stages, commands, options_of, train_.num_dense(), train_.num_slots(),
+        [&](Trainer& trainer) -> Status {
+          EMBER_ASSIGN_OR_RETURN(const TrainReport report, trainer.Fit(train_));
+          // The parameters are rank 0's once Fit returns.
+          return Collect(trainer, report, test_, &trained);
+        })));
     return trained;
   }
 
@@ -258,34 +242,17 @@ TEST_P(PipelineParallelJobTest, ARankWithAnotherModelIsRefusedBeforeTraining) {
       << trained.status();
 }
 
-// Forwards to a communicator, failing its `fail_at`-th Send.
-class FailingCommunicator final : public Communicator {
+// Fails its `fail_at`-th Send.
+class FailingCommunicator final : public test::ForwardingCommunicator {
  public:
   FailingCommunicator(std::unique_ptr<Communicator> inner, int fail_at)
-      : inner_(std::move(inner)), fail_at_(fail_at) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingCommunicator(std::move(inner)), fail_at_(fail_at) {}
   Status Send(ConstCommBuffer data, int dst, int tag) override {
     if (++sends_ == fail_at_) return Status::Internal("injected: the rank lost its device");
-    return inner_->Send(data, dst, tag);
+    return inner().Send(data, dst, tag);
   }
-  Status Recv(CommBuffer data, int src, int tag) override { return inner_->Recv(data, src, tag); }
-  Status AllReduce(ConstCommBuffer in, CommBuffer out) override {
-    return inner_->AllReduce(in, out);
-  }
-  Status AllGather(ConstCommBuffer in, CommBuffer out) override {
-    return inner_->AllGather(in, out);
-  }
-  Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
-                   const std::vector<int64_t>& recv_counts) override {
-    return inner_->AllToAllV(in, send_counts, out, recv_counts);
-  }
-  Status Broadcast(CommBuffer data, int root) override { return inner_->Broadcast(data, root); }
-  Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const Status& reason) override { inner_->Abort(reason); }
 
  private:
-  std::unique_ptr<Communicator> inner_;
   int fail_at_;
   int sends_ = 0;
 };
@@ -298,24 +265,11 @@ TEST_P(PipelineParallelJobTest, ARankThatFailsMidScheduleStopsEveryRankWithItsEr
   // The last rank fails its 7th send: in the second step (it sends a
   // gradient per micro-batch and the logits and loss each step).
   stages[p - 1] = std::make_unique<FailingCommunicator>(std::move(stages[p - 1]), 7);
-  std::vector<Status> statuses(static_cast<size_t>(p));
-  std::vector<int64_t> steps(static_cast<size_t>(p), -1);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
-      TrainOptions options =
-          Options(p, param.virtual_stages, param.micro_batches, param.schedule);
-      options.pipeline_parallel.stages = stages[r].get();
-      options.pipeline_parallel.commands = commands[r].get();
-      statuses[r] = [&]() -> Status {
-        EMBER_ASSIGN_OR_RETURN(auto trainer,
-                               Trainer::Create(options, train_.num_dense(), train_.num_slots()));
-        if (r > 0) return trainer->ServePipeline();
-        return trainer->Fit(train_).status();
-      }();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Status> statuses = test::RunPipelineRanks(
+      stages, commands,
+      [&](int) { return Options(p, param.virtual_stages, param.micro_batches, param.schedule); },
+      train_.num_dense(), train_.num_slots(),
+      [&](Trainer& trainer) { return trainer.Fit(train_).status(); });
   // Every rank stopped with the failure, none at a timeout.
   for (int r = 0; r < p; ++r) {
     ASSERT_FALSE(statuses[r].ok()) << "rank " << r;

@@ -21,6 +21,7 @@
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/engine/pipeline_ranks.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -66,33 +67,14 @@ class PipelineParallelCudaTest : public test::TempDirTest {
   Result<std::vector<float>> TrainTwoRanks(const std::function<Device(int)>& device_of,
                                            Comms stages) {
     Comms commands = *NewInProcessCommunicators(2, {.timeout_seconds = 120});
-    std::vector<Status> statuses(2);
     std::vector<float> predictions;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        TrainOptions options = Options(device_of(r));
-        options.pipeline_parallel.stages = stages[r].get();
-        options.pipeline_parallel.commands = commands[r].get();
-        statuses[r] = [&]() -> Status {
-          EMBER_ASSIGN_OR_RETURN(auto trainer,
-                                 Trainer::Create(options, train_.num_dense(), train_.num_slots()));
-          if (r > 0) return trainer->ServePipeline();
-          EMBER_RETURN_IF_ERROR(trainer->Fit(train_).status());
-          EMBER_RETURN_IF_ERROR(trainer->FinishPipeline());
-          EMBER_ASSIGN_OR_RETURN(predictions, trainer->Predict(test_));
+    EMBER_RETURN_IF_ERROR(test::FirstFailure(test::RunPipelineRanks(
+        stages, commands, [&](int r) { return Options(device_of(r)); }, train_.num_dense(),
+        train_.num_slots(), [&](Trainer& trainer) -> Status {
+          EMBER_RETURN_IF_ERROR(trainer.Fit(train_).status());
+          EMBER_ASSIGN_OR_RETURN(predictions, trainer.Predict(test_));
           return Status::OK();
-        }();
-        if (!statuses[r].ok()) {
-          stages[r]->Abort(statuses[r]);
-          commands[r]->Abort(statuses[r]);
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (int r = 0; r < 2; ++r) {
-      if (!statuses[r].ok()) return statuses[r].WithContext("rank " + std::to_string(r));
-    }
+        })));
     return predictions;
   }
 

@@ -15,6 +15,7 @@
 #include "core/in_process_communicator.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_checker.h"
+#include "tests/testing/forwarding_communicator.h"
 
 namespace ember::pipeline {
 namespace {
@@ -131,24 +132,22 @@ class FailingChain final : public ChunkWork {
 // with the acknowledgement. A group posts its sends, then its receives, then
 // waits for its sends' acknowledgements. `declares` is what
 // sends_wait_for_receives() says (false: a backend that hides it).
-class RendezvousCommunicator final : public Communicator {
+class RendezvousCommunicator final : public test::ForwardingCommunicator {
  public:
   RendezvousCommunicator(std::unique_ptr<Communicator> inner, bool declares)
-      : inner_(std::move(inner)), declares_(declares) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingCommunicator(std::move(inner)), declares_(declares) {}
   Status Send(ConstCommBuffer data, int dst, int tag) override {
-    EMBER_RETURN_IF_ERROR(inner_->Send(data, dst, tag));
+    EMBER_RETURN_IF_ERROR(inner().Send(data, dst, tag));
     return WaitForAck(dst, tag);
   }
   Status Recv(CommBuffer data, int src, int tag) override {
-    EMBER_RETURN_IF_ERROR(inner_->Recv(data, src, tag));
+    EMBER_RETURN_IF_ERROR(inner().Recv(data, src, tag));
     const std::vector<int32_t> ack = {1};
-    return inner_->Send(ack, src, kAckTag + tag);
+    return inner().Send(ack, src, kAckTag + tag);
   }
   Status SendRecvGroup(const std::vector<PeerTransfer>& transfers) override {
     for (const PeerTransfer& t : transfers) {
-      if (t.send) EMBER_RETURN_IF_ERROR(inner_->Send(t.data, t.peer, t.tag));
+      if (t.send) EMBER_RETURN_IF_ERROR(inner().Send(t.data, t.peer, t.tag));
     }
     for (const PeerTransfer& t : transfers) {
       if (!t.send) EMBER_RETURN_IF_ERROR(Recv(t.data, t.peer, t.tag));
@@ -159,27 +158,13 @@ class RendezvousCommunicator final : public Communicator {
     return Status::OK();
   }
   bool sends_wait_for_receives() const override { return declares_; }
-  Status AllReduce(ConstCommBuffer in, CommBuffer out) override {
-    return inner_->AllReduce(in, out);
-  }
-  Status AllGather(ConstCommBuffer in, CommBuffer out) override {
-    return inner_->AllGather(in, out);
-  }
-  Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
-                   const std::vector<int64_t>& recv_counts) override {
-    return inner_->AllToAllV(in, send_counts, out, recv_counts);
-  }
-  Status Broadcast(CommBuffer data, int root) override { return inner_->Broadcast(data, root); }
-  Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const Status& reason) override { inner_->Abort(reason); }
 
  private:
   static constexpr int kAckTag = 1 << 20;
   Status WaitForAck(int peer, int tag) {
     std::vector<int32_t> ack(1);
-    return inner_->Recv(ack, peer, kAckTag + tag);
+    return inner().Recv(ack, peer, kAckTag + tag);
   }
-  std::unique_ptr<Communicator> inner_;
   bool declares_;
 };
 
