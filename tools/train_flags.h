@@ -23,6 +23,13 @@ DECLARE_int32(embedding_dim);
 DECLARE_string(bottom_mlp);
 DECLARE_string(top_mlp);
 DECLARE_int32(batch_size);
+// Read by tools/train_data.cc too.
+DECLARE_string(reader);
+DECLARE_int32(reader_threads);
+DECLARE_int64(piece_kib);
+DECLARE_bool(shuffle);
+DECLARE_int64(shuffle_buffer);
+DECLARE_int32(num_shards);
 DECLARE_int32(epochs);
 DECLARE_int64(max_steps);
 DECLARE_string(sparse_optimizer);

@@ -1,0 +1,281 @@
+#include "tools/train_data.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+
+#include "core/progress.h"
+#include "engine/model_zoo.h"
+#include "engine/train_options.h"
+#include "io/columnar.h"
+#include "io/criteo.h"
+#include "io/synthetic.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+#include "tools/format_flags.h"
+#include "tools/train_flags.h"
+
+namespace ember::tools {
+namespace {
+
+// The shape of examples, to compare training and test data.
+struct Shape {
+  int num_labels = 0;
+  int num_dense = 0;
+  int num_slots = 0;
+  int slot_bits = 0;
+};
+
+// Generates --rows examples into `dir` and reads them: Criteo TSV for
+// Criteo's shape (13 dense, 26 single-valued slots), columnar otherwise.
+Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions& read,
+                               std::vector<double>* bayes_auc) {
+  EMBER_ASSIGN_OR_RETURN(io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
+  if (FLAGS_tasks == 0) synthetic.num_tasks = engine::DefaultTaskCount(FLAGS_model);
+  const bool criteo_shape = synthetic.num_dense == io::kCriteoDense &&
+                            synthetic.num_slots == io::kCriteoSlots &&
+                            synthetic.multi_hot_slots == 0 && synthetic.num_tasks == 1;
+  synthetic.format = criteo_shape ? io::SyntheticFormat::kCriteo : io::SyntheticFormat::kColumnar;
+  const std::string path = dir + (criteo_shape ? "/generated.tsv" : "/generated.col");
+  LOG(INFO) << "no --train_data: generating " << synthetic.rows
+            << " examples from a planted model (seed " << synthetic.seed << ")";
+  if (FLAGS_format != "auto") {
+    LOG(WARNING) << "--format=" << FLAGS_format << " applies to --train_data and --test_data; "
+                 << "the generated data is read as "
+                 << io::SyntheticFormatName(synthetic.format);
+  }
+  ProgressReporter progress("gen-data rows", synthetic.rows);
+  EMBER_ASSIGN_OR_RETURN(
+      io::SyntheticInfo info,
+      io::WriteSynthetic(path, synthetic, [&](int64_t rows) { progress.Update(rows); }));
+  progress.Finish();
+  *bayes_auc = info.task_bayes_auc;
+  InputData input;
+  input.format = io::SyntheticFormatName(synthetic.format);
+  input.slot_bits = synthetic.slot_bits;
+  if (criteo_shape) {
+    EMBER_ASSIGN_OR_RETURN(auto format, io::NewCriteoFormat(synthetic.slot_bits));
+    EMBER_ASSIGN_OR_RETURN(input.data, io::ReadTextFiles({path}, *format, read));
+  } else {
+    EMBER_ASSIGN_OR_RETURN(input.data, io::ReadColumnarDataset(path));
+  }
+  return input;
+}
+
+Status CheckSameShape(const Shape& a, const Shape& b) {
+  if (a.num_dense != b.num_dense || a.num_slots != b.num_slots ||
+      a.num_labels != b.num_labels) {
+    return Status::InvalidArgument(
+        "--test_data has ", b.num_labels, " labels, ", b.num_dense, " dense features and ",
+        b.num_slots, " slots per example, --train_data ", a.num_labels, ", ", a.num_dense,
+        " and ", a.num_slots);
+  }
+  if (a.slot_bits != b.slot_bits) {
+    return Status::InvalidArgument("--test_data keys use ", b.slot_bits,
+                                   " slot bits, --train_data keys ", a.slot_bits,
+                                   " (see --slot_bits)");
+  }
+  return Status::OK();
+}
+
+Shape ShapeOf(const io::Dataset& data, int slot_bits) {
+  return Shape{data.num_labels(), data.num_dense(), data.num_slots(), slot_bits};
+}
+
+Shape ShapeOf(const io::StreamReader& reader, int slot_bits) {
+  return Shape{reader.num_labels(), reader.num_dense(), reader.num_slots(), slot_bits};
+}
+
+// Whether --reader asks to stream the training data.
+Result<bool> StreamTrainingData(bool have_test_data) {
+  if (FLAGS_reader == "memory") return false;
+  if (FLAGS_reader == "stream") {
+    if (!have_test_data) {
+      return Status::InvalidArgument(
+          "--reader=stream needs --test_data: a streamed training set cannot hold out its "
+          "last --test_fraction (give --test_data, or use --reader=memory)");
+    }
+    return true;
+  }
+  if (FLAGS_reader == "auto") return have_test_data;
+  return Status::InvalidArgument("--reader=", FLAGS_reader,
+                                 " is not known; use auto, memory or stream");
+}
+
+// --piece_kib in bytes, or for 0 the default: 1 MiB, less for small input so
+// that each shard has at least 8 pieces (no less than 16 KiB). A function of
+// the input's size: the same input gets the same pieces, hence the same order.
+int64_t PieceBytes(const std::vector<std::string>& paths, int shards) {
+  if (FLAGS_piece_kib > 0) return FLAGS_piece_kib << 10;
+  const int64_t per_piece = TotalFileBytes(paths) / (8 * int64_t{shards});
+  return std::clamp<int64_t>(per_piece, int64_t{16} << 10, int64_t{1} << 20);
+}
+
+int ReaderThreads(int threads) {
+  if (FLAGS_reader_threads > 0) return FLAGS_reader_threads;
+  return std::max(1, threads / 4);
+}
+
+// Streams --train_data (shard `shard` of it) and --test_data.
+Status OpenStreams(const std::vector<std::string>& train_paths,
+                   const std::vector<std::string>& test_paths, int threads, Shard shard,
+                   Data* data) {
+  if (shard.index >= shard.count) {
+    return Status::InvalidArgument("--shard_index=", shard.index,
+                                   " must be below --num_shards=", shard.count);
+  }
+  io::StreamReaderOptions options;
+  options.batch_size = FLAGS_batch_size;
+  options.num_epochs = FLAGS_epochs;
+  options.seed = FLAGS_seed;
+  options.shuffle_files = FLAGS_shuffle;
+  options.shuffle_pieces = FLAGS_shuffle;
+  options.shuffle_buffer = FLAGS_shuffle ? FLAGS_shuffle_buffer : 0;
+  options.num_shards = shard.count;
+  options.shard_index = shard.index;
+  options.threads = ReaderThreads(threads);
+  options.piece_bytes = PieceBytes(train_paths, shard.count);
+  // Columnar: 4096 rows for 1 MiB, the StreamReader's default.
+  options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
+  Result<InputStream> train = OpenInputStream(train_paths, options);
+  if (!train.ok()) return train.status().WithContext("--train_data");
+  const Shape train_shape = ShapeOf(*train->reader, train->slot_bits);
+
+  io::StreamReaderOptions test_options;
+  test_options.batch_size = engine::TrainOptions().eval_batch_size;
+  test_options.threads = options.threads;
+  Result<InputStream> test = OpenInputStream(test_paths, test_options);
+  if (!test.ok()) return test.status().WithContext("--test_data");
+  EMBER_RETURN_IF_ERROR(CheckSameShape(train_shape, ShapeOf(*test->reader, test->slot_bits)));
+
+  data->train_source = Source{train->format, train->slot_bits, {}, {}};
+  data->test_source = Source{test->format, test->slot_bits, {}, {}};
+  data->num_labels = train_shape.num_labels;
+  data->num_dense = train_shape.num_dense;
+  data->num_slots = train_shape.num_slots;
+  LOG(INFO) << "data: streaming --train_data (" << train_paths.size() << " files, "
+            << train->reader->num_pieces() << " pieces, about "
+            << train->reader->EpochLines(0) << " examples per epoch in this shard, "
+            << options.threads << " parser threads) and --test_data (" << test_paths.size()
+            << " files), " << train_shape.num_dense << " dense features, "
+            << train_shape.num_slots << " slots";
+  data->train_stream = std::move(train->reader);
+  data->test_stream = std::move(test->reader);
+  data->test_paths = test_paths;
+  data->test_options = test_options;
+  // The stream reads the test files only when evaluating, after training:
+  // read a first batch of them now, so that a file that is not readable,
+  // not in the format or without labels fails before the first step.
+  Result<InputStream> probe = OpenInputStream(test_paths, test_options);
+  if (!probe.ok()) return probe.status().WithContext("--test_data");
+  io::Batch batch;
+  Result<bool> more = probe->reader->Next(&batch);
+  if (!more.ok()) return more.status().WithContext("--test_data");
+  if (!*more) return Status::InvalidArgument("--test_data: the test data has no examples");
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_ranks) {
+  EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
+  Data data;
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
+                         ExpandPathList("train_data", FLAGS_train_data));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> test_paths,
+                         ExpandPathList("test_data", FLAGS_test_data));
+  if (!train_paths.empty()) {
+    Result<std::vector<double>> bayes = io::ReadSyntheticTaskBayesAuc(train_paths.front());
+    if (bayes.ok()) data.ceiling_auc = *bayes;
+  }
+  EMBER_ASSIGN_OR_RETURN(const bool stream,
+                         StreamTrainingData(!train_paths.empty() && !test_paths.empty()));
+  if (stream) {
+    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, shard, &data));
+    return data;
+  }
+  if (FLAGS_num_shards > 1 && !several_ranks) {
+    return Status::InvalidArgument("--num_shards needs --reader=stream (and --test_data)");
+  }
+  InputData train;
+  if (train_paths.empty()) {
+    EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create("ember-train"));
+    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &data.ceiling_auc));
+  } else {
+    Result<InputData> input = ReadInput(train_paths, read);
+    if (!input.ok()) return input.status().WithContext("--train_data");
+    train = *std::move(input);
+  }
+  data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines(), {}};
+  if (!test_paths.empty()) {
+    Result<InputData> test = ReadInput(test_paths, read);
+    if (!test.ok()) return test.status().WithContext("--test_data");
+    EMBER_RETURN_IF_ERROR(CheckSameShape(ShapeOf(train.data, train.slot_bits),
+                                         ShapeOf(test->data, test->slot_bits)));
+    data.test_source = Source{test->format, test->slot_bits, test->data.bad_lines(), {}};
+    data.test = std::move(test->data);
+    data.train = std::move(train.data);
+  } else {
+    const io::Dataset& all = train.data;
+    const int64_t test_rows = static_cast<int64_t>(std::llround(all.size() * FLAGS_test_fraction));
+    const int64_t train_rows = all.size() - test_rows;
+    if (train_rows < 1 || test_rows < 1) {
+      return Status::InvalidArgument("--train_data holds ", all.size(),
+                                     " examples: too few to hold out --test_fraction=",
+                                     FLAGS_test_fraction);
+    }
+    data.test = all.Slice(train_rows, all.size());
+    data.train = all.Slice(0, train_rows);
+  }
+  if (data.test.size() == 0) return Status::InvalidArgument("the test data has no examples");
+  data.num_labels = data.train.num_labels();
+  data.num_dense = data.train.num_dense();
+  data.num_slots = data.train.num_slots();
+  LOG(INFO) << "data: " << data.train.size() << " training and " << data.test.size()
+            << " test examples, " << data.num_dense << " dense features, " << data.num_slots
+            << " slots";
+  return data;
+}
+
+std::string SourceSummary(const Source& source) {
+  std::string summary =
+      source.format == "columnar" ? "columnar (lines were checked when it was written)"
+                                  : source.format + ", " + io::BadLineTotals(source.bad_lines);
+  if (source.stream) {
+    const io::StreamStats& s = *source.stream;
+    summary += ::ember::internal::StrCat("; streamed ", s.records_delivered, " examples in ",
+                                         s.batches_delivered, " batches");
+    if (s.padded_for_equal_shards + s.dropped_for_equal_shards > 0) {
+      summary += ::ember::internal::StrCat(
+          " (equal shards: ", s.padded_for_equal_shards, " repeated, ",
+          s.dropped_for_equal_shards, " lines left unread)");
+    }
+  }
+  return summary;
+}
+
+JsonObject SourceJson(const Source& source) {
+  JsonObject json;
+  json.Add("format", source.format)
+      .Add("lines_read", source.bad_lines.lines_read)
+      .Add("bad_lines", source.bad_lines.bad_lines);
+  if (source.stream) {
+    json.Add("streamed_examples", source.stream->records_delivered)
+        .Add("padded_for_equal_shards", source.stream->padded_for_equal_shards)
+        .Add("dropped_for_equal_shards", source.stream->dropped_for_equal_shards);
+  }
+  JsonObject by_reason;
+  for (const auto& [reason, count] : source.bad_lines.by_reason) by_reason.Add(reason, count);
+  json.Add("bad_lines_by_reason", by_reason);
+  return json;
+}
+
+// Each stage's busy time and busy fraction of the run's `seconds`, the
+// bottleneck, and the ideal pipeline speed-up (the sum of the stage times
+// over the slowest one).
+
+}  // namespace ember::tools

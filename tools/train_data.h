@@ -1,0 +1,67 @@
+#pragma once
+
+// `ember train`'s data (tools/train_command.cc): the training and test data
+// its flags name (files, read whole or streamed, or generated with --rows),
+// checked for the same shape, and what a run reports about each source.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/status.h"
+#include "io/dataset.h"
+#include "io/stream_reader.h"
+
+namespace ember::tools {
+
+// Data read from one source (the training or the test files).
+struct Source {
+  std::string format;     // "criteo", ..., "columnar"
+  int slot_bits = 0;
+  io::BadLineReport bad_lines;
+  // Streamed sources: the reader's counts, filled in when it is done.
+  std::optional<io::StreamStats> stream;
+};
+
+// The training and test data: in memory, or in stream readers.
+struct Data {
+  io::Dataset train;
+  io::Dataset test;
+  std::unique_ptr<io::StreamReader> train_stream;
+  std::unique_ptr<io::StreamReader> test_stream;
+  // Streamed test data: its files and reader options, to read it again
+  // (each evaluation during training reads it afresh).
+  std::vector<std::string> test_paths;
+  io::StreamReaderOptions test_options;
+  Source train_source;
+  std::optional<Source> test_source;  // Unset when the test data is held out.
+  // Bayes AUC of generated data, per task.
+  std::vector<double> ceiling_auc;
+  int num_labels = 1;
+  int num_dense = 0;
+  int num_slots = 0;
+};
+
+// Which part of the training files this process reads: --num_shards and
+// --shard_index, or under mpirun the rank's.
+struct Shard {
+  int count = 1;
+  int index = 0;
+};
+
+// With `several_ranks` (mpirun: --num_shards/--shard_index are the ranks'),
+// data in memory is read whole by every rank, which trains its rows of each
+// global batch (engine::Trainer::Fit(Dataset)); streamed data is sharded.
+// `threads` read and parse; generated data goes under `temp_dir`.
+Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_ranks);
+
+// "criteo, 3 of 1000 lines bad (bad label: 3)", or for columnar input
+// "columnar (lines were checked when it was written)".
+std::string SourceSummary(const Source& source);
+// The same, for --metrics_out.
+JsonObject SourceJson(const Source& source);
+
+}  // namespace ember::tools
