@@ -40,6 +40,7 @@
 #include "tools/serving_flags.h"
 #include "tools/stop_signals.h"
 #include "tools/train_data.h"
+#include "tools/train_report.h"
 #include "tools/train_flags.h"
 
 namespace {
@@ -376,26 +377,6 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
 
 namespace {
 
-std::string StageSummary(const pipeline::StageTimes& times, double seconds) {
-  std::string summary;
-  const std::optional<pipeline::Stage> bottleneck = times.Bottleneck();
-  for (pipeline::Stage s : pipeline::kAllStages) {
-    char part[112];
-    std::snprintf(part, sizeof(part), "%s%s %.2fs (busy %.0f%%)%s", summary.empty() ? "" : ", ",
-                  pipeline::StageName(s), times.busy_seconds[s],
-                  seconds > 0 ? 100.0 * times.busy_seconds[s] / seconds : 0.0,
-                  s == bottleneck ? " <- bottleneck" : "");
-    summary += part;
-  }
-  if (bottleneck) {
-    char part[96];
-    std::snprintf(part, sizeof(part), "; ideal pipeline speed-up %.2fx",
-                  times.TotalSeconds() / times.busy_seconds[*bottleneck]);
-    summary += part;
-  }
-  return summary;
-}
-
 // Whether the metrics JSON at `path` is that of a run that finished the job
 // at step `step`: not interrupted, and ending there.
 bool MetricsOfJobFinishedAt(const std::string& path, int64_t step) {
@@ -424,33 +405,6 @@ const std::vector<std::string> kTrainFlagFiles = {"tools/train_command.cc",
 // to stop after the step in progress (the checkpoint, summary and evaluation
 // still run); a second one exits at once.
 std::atomic<bool> g_stop_requested{false};
-
-std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
-  char line[512];
-  int used = std::snprintf(line, sizeof(line),
-                           "%lld rows, %.1f MiB in memory, %lld created, %lld evicted (TTL)",
-                           static_cast<long long>(t.rows), t.memory_bytes / 1048576.0,
-                           static_cast<long long>(t.admitted_keys),
-                           static_cast<long long>(t.evicted_rows));
-  if (t.rejected_keys > 0 || t.dropped_gradients > 0) {
-    used += std::snprintf(line + used, sizeof(line) - used,
-                          ", %lld lookups of keys not yet admitted",
-                          static_cast<long long>(t.rejected_keys));
-  }
-  if (t.disk_reads + t.disk_writes + t.disk_rows > 0) {
-    const double lookups = static_cast<double>(t.memory_hits + t.disk_hits);
-    std::snprintf(line + used, sizeof(line) - used,
-                  "; tiers: %lld rows in memory, ~%lld on disk only, %.1f%% memory hits, "
-                  "%lld prefetched, %lld spilled, disk %.0f reads/s and %.0f writes/s",
-                  static_cast<long long>(t.memory_rows), static_cast<long long>(t.disk_rows),
-                  lookups > 0 ? 100.0 * t.memory_hits / lookups : 100.0,
-                  static_cast<long long>(t.prefetched_rows),
-                  static_cast<long long>(t.spilled_rows),
-                  seconds > 0 ? t.disk_reads / seconds : 0.0,
-                  seconds > 0 ? t.disk_writes / seconds : 0.0);
-  }
-  return line;
-}
 
 // Fails, naming `flag`, unless an output can be written at `path`: its
 // directory exists and takes a new file of the name the atomic writer gives
@@ -812,50 +766,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
     if (data.ceiling_auc.size() > 1 && !test.tasks.empty()) {
       test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
     }
-    JsonObject train_json;
-    train_json.Add("examples", report.examples).Add("steps", report.steps)
-        .Add("samples_per_sec", report.samples_per_sec)
-        .Add("steady_samples_per_sec", report.steady_samples_per_sec)
-        .Add("timing_warmup_steps", FLAGS_timing_warmup_steps)
-        .Add("seconds", report.train_seconds).Add("last_epoch_loss", report.last_epoch_loss);
-    JsonObject stages;
-    for (pipeline::Stage s : pipeline::kAllStages) {
-      stages.Add(pipeline::StageName(s), report.stage_times.busy_seconds[s]);
-    }
-    train_json.Add("stage_seconds", stages);
-    train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted)
-        .Add("resumed_from_step", report.resumed_from_step)
-        .Add("checkpoints_written", report.checkpoints_written)
-        .Add("reserved_embedding_rows", report.reserved_embedding_rows);
-    if (report.pipelined) {
-      std::vector<double> staleness(report.staleness.rows.begin(), report.staleness.rows.end());
-      train_json.AddRaw("staleness_rows", JsonNumberArray(staleness))
-          .Add("pull_waits", report.staleness.waits)
-          .Add("pull_wait_seconds", report.staleness.wait_seconds);
-    }
-    const embedding::TableStats& t = report.embedding;
-    JsonObject embedding_json;
-    embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
-        .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
-        .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
-        .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
-        .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
-        .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
-        .Add("prepared_pulls", t.prepared_pulls).Add("exchanged_bytes", t.exchanged_bytes)
-        .Add("exchanged_bytes_minimum", t.exchanged_bytes_minimum);
-    train_json.Add("embedding", embedding_json);
-    if (report.moe_choices > 0) {
-      JsonObject moe;
-      moe.Add("choices", report.moe_choices).Add("dropped_choices", report.moe_dropped_choices)
-          .Add("dropped_examples", report.moe_dropped_examples)
-          .Add("dropped_examples_per_step",
-               static_cast<double>(report.moe_dropped_examples) / report.steps)
-          .Add("aux_loss_per_step", report.moe_aux_loss_sum / report.steps)
-          .Add("exchanged_bytes", report.moe_exchanged_bytes)
-          .Add("exchange_seconds", report.moe_exchange_seconds);
-      train_json.Add("moe", moe);
-    }
-    if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));
+    JsonObject train_json = TrainReportJson(report, FLAGS_timing_warmup_steps);
     if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
     JsonObject input_json;
     input_json.Add("train", SourceJson(data.train_source));

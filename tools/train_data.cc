@@ -274,8 +274,4 @@ JsonObject SourceJson(const Source& source) {
   return json;
 }
 
-// Each stage's busy time and busy fraction of the run's `seconds`, the
-// bottleneck, and the ideal pipeline speed-up (the sum of the stage times
-// over the slowest one).
-
 }  // namespace ember::tools
