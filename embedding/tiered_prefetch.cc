@@ -122,17 +122,6 @@ void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
 Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
                                   BatchScratch& batch) const {
   ShardIo& io = batch.io[s];
-  // The rows read here are every disk key of the shard in the request at
-  // once (not kIoChunkRows at a time, as a Pull's): a buffer kept between
-  // batches outside the budget, in every shard of every scratch, unless
-  // returned when it outgrew a chunk.
-  struct Release {
-    ShardIo& io;
-    size_t keep_bytes;
-    ~Release() {
-      if (io.rows.capacity() > keep_bytes) std::vector<char>().swap(io.rows);
-    }
-  } release{io, static_cast<size_t>(kIoChunkRows * sizeof(float) * memory_.row_floats())};
   io.keys.clear();
   int64_t version;
   {
