@@ -133,6 +133,18 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
   return rows;
 }
 
+// The last chunk's logits of the step's `micro_batches`, one after another
+// into `out` ([B, tasks], host).
+Status StepLogits(const GraphChunkWork& work, int micro_batches, Tensor* out) {
+  float* at = out->data<float>();
+  for (int i = 0; i < micro_batches; ++i) {
+    EMBER_ASSIGN_OR_RETURN(const Tensor part, work.Logits(i));
+    std::memcpy(at, part.data<float>(), part.nbytes());
+    at += part.numel();
+  }
+  return Status::OK();
+}
+
 std::vector<int64_t> MicroBatchSizes(int64_t batch, int micro_batches) {
   std::vector<int64_t> sizes;
   for (int i = 0; i < micro_batches; ++i) {
@@ -303,12 +315,7 @@ Status PipelineDenseStage::Train(const Tensor& dense, const Tensor& pooled, cons
       out += grad.numel();
     }
     if (last == 0) {
-      float* l = logits->data<float>();
-      for (int i = 0; i < m; ++i) {
-        EMBER_ASSIGN_OR_RETURN(const Tensor part, work_->Logits(i));
-        std::memcpy(l, part.data<float>(), part.nbytes());
-        l += part.numel();
-      }
+      EMBER_RETURN_IF_ERROR(StepLogits(*work_, m, logits));
       *loss = work_->step_loss();
       return Status::OK();
     }
@@ -474,12 +481,7 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
       EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, rank, *work, options.stages));
       if (rank != last) continue;
       Tensor logits = Tensor::Empty({batch, tasks});
-      float* l = logits.data<float>();
-      for (int i = 0; i < m; ++i) {
-        EMBER_ASSIGN_OR_RETURN(const Tensor part, work->Logits(i));
-        std::memcpy(l, part.data<float>(), part.nbytes());
-        l += part.numel();
-      }
+      EMBER_RETURN_IF_ERROR(StepLogits(*work, m, &logits));
       EMBER_RETURN_IF_ERROR(options.stages->Send(logits, 0, kLogitsTag)
                                 .WithContext("sending the logits to rank 0"));
       const std::vector<double> loss = {work->step_loss()};
