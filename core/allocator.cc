@@ -127,7 +127,7 @@ Result<Allocator*> AllocatorFor(const Device& device) {
 
 void TuneProcessAllocator() {
 #if defined(__GLIBC__)
-  constexpr int kMmapThresholdBytes = 64 << 10;
+  constexpr int kMmapThresholdBytes = 4 << 20;
   constexpr int kMaxArenas = 2;
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
     mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);

@@ -70,22 +70,33 @@ Result<Allocator*> AllocatorFor(const Device& device);
 // Sets glibc malloc up for a long training process whose heap must stay close
 // to what it uses (the embedding memory budget is a promise about RSS). Call
 // once at the start of main, before threads start; libraries never call it.
-// * A fixed mmap threshold of 64 KiB. By default glibc raises the threshold
+// * A fixed mmap threshold of 4 MiB. By default glibc raises the threshold
 //   to the size of any mmap-ed block freed (up to 32 MiB); after the disk
-//   tier frees its first memtable block, row chunks, hash indexes and
-//   RocksDB blocks would all come from heap pages interleaved with each
-//   other, which are rarely returned to the system.
+//   tier frees its first memtable, row chunks, hash indexes and RocksDB
+//   blocks would all come from heap pages interleaved with each other, which
+//   are rarely returned to the system. Fixed, the threshold stops that; at
+//   4 MiB (not lower) the disk tier's churn of blocks between 64 KiB and
+//   4 MiB (memtable arena blocks of write_buffer/8, SST builder and file
+//   buffers, compaction read-ahead) reuses heap pages instead of mapping,
+//   faulting in and unmapping them again: issue 38 measured 64 KiB against
+//   4 MiB on DLRM at a 10% budget (600k generated examples, 2 threads): page
+//   faults of 120 steps 725k -> 441k, kernel time 22 -> 14 s of a run,
+//   +17-35% samples/s in 2 alternating pairs (the memtable's 2 MiB arena
+//   blocks alone, made small: 725k -> 565k). The cost: tools/bench/
+//   embedding_rss's peak RSS +3.5-4.4 MiB at 4x and 16x the budget, a fixed
+//   amount (freed blocks held in the heap).
 // * At most 2 arenas. Each thread otherwise gets its own (up to 8 per core),
 //   and memory freed in one (a RocksDB background thread's) cannot serve
 //   another (an oneTBB worker's).
-// Measured with tools/bench/embedding_rss (64 MiB budget, table 4x larger):
-// peak RSS 145 MiB with glibc's defaults, 112 MiB with these.
+// Measured with tools/bench/embedding_rss (64 MiB budget, table 4x larger)
+// when the threshold was 64 KiB: peak RSS 145 MiB with glibc's defaults,
+// 112 MiB with these.
 // A setting the user gave in the environment (MALLOC_MMAP_THRESHOLD_,
 // MALLOC_ARENA_MAX) is left as it is. No-op on other C libraries.
 void TuneProcessAllocator();
 
 // For a process with no memory budget to keep (no disk tier under the
-// embedding table): raises TuneProcessAllocator's mmap threshold to 1 MiB.
+// embedding table): sets the mmap threshold to 1 MiB.
 // oneDNN's SGEMM allocates and frees a packing buffer on every call, per
 // thread (oneDNN 2.6, AVX-512: 72 KiB each on 2 threads, 690 KiB on one).
 // Above the threshold each is an mmap whose pages fault in again and whose

@@ -123,15 +123,6 @@ bool MallocMaps(size_t bytes) {
   return mapped;
 }
 
-// Whether free chunks inside the heap (not its top) might hold `bytes`, in
-// which case malloc takes them whatever the threshold. Never in the fresh
-// process ctest runs each test in; possibly after other tests of the binary.
-bool HeapMayHold(size_t bytes) {
-  malloc_trim(0);
-  const struct mallinfo2 info = mallinfo2();
-  return info.fordblks - info.keepcost >= bytes;
-}
-
 // Whether the heap still holds a block of `bytes` at its top after the block
 // is freed (rather than returning it to the system, to fault in again on the
 // next malloc).
@@ -143,7 +134,7 @@ bool HeapKeepsFreedBlock(size_t bytes) {
   return mallinfo2().keepcost >= bytes;
 }
 
-TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemoryBudget) {
+TEST(ProcessAllocatorTest, TheMemoryBudgetsThresholdIsFourMebibytesAndOneWithoutABudget) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc, whose settings this tests";
 #endif
@@ -151,12 +142,11 @@ TEST(ProcessAllocatorTest, BlocksBelowAMebibyteComeFromTheHeapOnlyWithoutAMemory
     GTEST_SKIP() << "MALLOC_MMAP_THRESHOLD_ is set, which both functions leave alone";
   }
   TuneProcessAllocator();
-  EXPECT_FALSE(MallocMaps(32 << 10));
-  if (HeapMayHold(80 << 10)) {
-    GTEST_SKIP() << "the heap has free chunks left by earlier tests of this process";
-  }
-  EXPECT_TRUE(MallocMaps(80 << 10));  // oneDNN's SGEMM buffer, 72 KiB
-  EXPECT_TRUE(MallocMaps(2 << 20));
+  // The disk tier's memtable arena blocks (2 MiB with 16 MiB memtables)
+  // come from the heap; larger blocks are mapped.
+  EXPECT_FALSE(MallocMaps(2 << 20));
+  EXPECT_FALSE(MallocMaps(80 << 10));
+  EXPECT_TRUE(MallocMaps(5 << 20));  // a block of more than 4 MiB
   TuneProcessAllocatorWithoutMemoryBudget();
   EXPECT_FALSE(MallocMaps(80 << 10));
   EXPECT_FALSE(MallocMaps(700 << 10));
