@@ -23,7 +23,7 @@ const std::vector<std::string> kMayChangeOnResume = {
     // Placement of the work: bit for bit the same model (thread counts,
     // --pipeline with --max_staleness=0, the disk tier and its prefetch).
     "threads", "stage_threads", "plan", "recalibrate", "cluster", "pipeline", "read_ahead",
-    "prefetch", "early_pulls", "embedding_memory_budget", "embedding_dir",
+    "prefetch", "early_pulls", "embedding_memory_budget", "embedding_eviction", "embedding_dir",
     // The dense graph's split into pipeline stages (the same micro-batches
     // train the same bits however they are split).
     "pipeline_parallel", "virtual_stages", "pipeline_schedule",

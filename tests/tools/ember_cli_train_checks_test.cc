@@ -244,3 +244,35 @@ TEST_F(EmberCliTrainChecksTest, EvaluationsDuringTrainingWriteAHistoryAndTrainTh
 }
 
 }  // namespace
+
+// --embedding_eviction picks which rows a budgeted table writes to disk
+// first: it changes speed, never the model. An unknown policy is refused
+// before any step, naming the flag.
+TEST_F(EmberCliTrainChecksTest, EvictionPoliciesTrainTheSameModelAndAnUnknownOneIsRefused) {
+  const std::string train = Generate("d.tsv", 3000);
+  std::string hashes[2];
+  const char* policies[] = {"lru", "lfu"};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(policies[i]);
+    CommandRun run = Ember("train --train_data=" + train + " " + kSmallModel +
+                           " --plan=off --epochs=2 --model_hash --embedding_memory_budget=300KB"
+                           " --embedding_dir=" + Path(std::string("rows_") + policies[i]) +
+                           " --embedding_eviction=" + policies[i] +
+                           " --metrics_out=" + Path(std::string(policies[i]) + ".json"));
+    ASSERT_EQ(0, run.exit_code) << run.output;
+    hashes[i] = ModelHash(run.output);
+    ASSERT_FALSE(hashes[i].empty()) << run.output;
+    // The budget is small enough that rows did go to disk and come back.
+    ember::Result<std::string> metrics = ember::ReadFile(Path(std::string(policies[i]) + ".json"));
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    EXPECT_FALSE(Has(*metrics, "\"disk_reads\": 0,")) << *metrics;
+  }
+  EXPECT_EQ(hashes[0], hashes[1]);
+
+  CommandRun bad = Ember("train --train_data=" + train + " " + kSmallModel +
+                         " --plan=off --embedding_memory_budget=300KB --embedding_eviction=mru");
+  EXPECT_EQ(2, bad.exit_code) << bad.output;
+  EXPECT_TRUE(Has(bad.output, "--embedding_eviction=mru is not known; use lru or lfu"))
+      << bad.output;
+  EXPECT_FALSE(Has(bad.output, "train steps")) << bad.output;
+}
