@@ -57,7 +57,7 @@ int64_t g_warmup_batches = 16;
 double g_zipf = 1.05;
 int g_threads = 2;
 std::string g_bench_dir = "/tmp";
-std::string g_policy = "lru";
+std::string g_policy = "lfu";  // ember train's default (--embedding_eviction)
 int64_t g_disk_cache_mib = 8;
 int64_t g_disk_write_buffer_mib = 16;  // The table's default (EmbeddingTableOptions).
 
