@@ -174,6 +174,9 @@ struct EmbeddingTableOptions {
   bool track_changes = false;
 };
 
+// Parses "lru" or "lfu"; InvalidArgument naming `name` otherwise.
+Result<EmbeddingTableOptions::EvictionPolicy> ParseEvictionPolicy(const std::string& name);
+
 class StoredRows;
 
 // An unbounded embedding table: 64-bit key -> row (vector, optimizer state

@@ -1,10 +1,12 @@
-// ValidateTableOptions (see embedding/internal/table_options.h).
+// ValidateTableOptions (see embedding/internal/table_options.h) and
+// ParseEvictionPolicy (embedding/embedding_table.h).
 
 #include "embedding/internal/table_options.h"
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "embedding/sparse_optimizer.h"
 
@@ -75,3 +77,13 @@ Status ValidateTableOptions(const EmbeddingTableOptions& options) {
 }
 
 }  // namespace ember::embedding::internal
+
+namespace ember::embedding {
+
+Result<EmbeddingTableOptions::EvictionPolicy> ParseEvictionPolicy(const std::string& name) {
+  if (name == "lru") return EmbeddingTableOptions::EvictionPolicy::kLru;
+  if (name == "lfu") return EmbeddingTableOptions::EvictionPolicy::kLfu;
+  return Status::InvalidArgument("eviction policy \"", name, "\" is not known; use lru or lfu");
+}
+
+}  // namespace ember::embedding

@@ -342,13 +342,14 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
       return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
     }
   }
-  if (FLAGS_embedding_eviction == "lru") {
-    options.table.eviction_policy = embedding::EmbeddingTableOptions::EvictionPolicy::kLru;
-  } else if (FLAGS_embedding_eviction == "lfu") {
-    options.table.eviction_policy = embedding::EmbeddingTableOptions::EvictionPolicy::kLfu;
-  } else {
-    return Status::InvalidArgument("--embedding_eviction=", FLAGS_embedding_eviction,
-                                   " is not known; use lru or lfu");
+  {
+    Result<embedding::EmbeddingTableOptions::EvictionPolicy> policy =
+        embedding::ParseEvictionPolicy(FLAGS_embedding_eviction);
+    if (!policy.ok()) {
+      return Status::InvalidArgument("--embedding_eviction=", FLAGS_embedding_eviction,
+                                     " is not known; use lru or lfu");
+    }
+    options.table.eviction_policy = *policy;
   }
   options.table.disk_path = FLAGS_embedding_dir;
   options.embedding_reserve_rows = FLAGS_embedding_reserve_rows;

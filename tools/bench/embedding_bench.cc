@@ -297,9 +297,7 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   options.optimizer.type = ember::embedding::SparseOptimizer::kAdagrad;
   options.memory_budget_bytes = budget_bytes;
   options.disk_path = disk_path;
-  options.eviction_policy = g_policy == "lfu"
-                                ? ember::embedding::EmbeddingTableOptions::EvictionPolicy::kLfu
-                                : ember::embedding::EmbeddingTableOptions::EvictionPolicy::kLru;
+  EMBER_ASSIGN_OR_RETURN(options.eviction_policy, ember::embedding::ParseEvictionPolicy(g_policy));
   options.disk_block_cache_bytes = g_disk_cache_mib << 20;
   options.disk_write_buffer_bytes = g_disk_write_buffer_mib << 20;
   return ember::embedding::NewEmbeddingTable(options);
