@@ -272,8 +272,10 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   double disk_seconds = 0.0, disk_cores = 0.0, pull_wait_seconds = 0.0;
   if (setup.memory_budget_bytes > 0) {
     const double held = setup.memory_budget_bytes / RowBytes(program, setup.cpu);
-    cost.hit_rate = program.HitRate(held);
-    cost.disk_rows = u * (1.0 - cost.hit_rate);
+    const TierTraffic traffic = program.MemoryTierTraffic(held, setup.batch);
+    cost.hit_rate = traffic.distinct > 0 ? traffic.hits / traffic.distinct : 1.0;
+    cost.disk_rows = traffic.reads;
+    cost.disk_writes = traffic.writes;
     DeviceRates tier = options_.cpu_defaults;
     for (int d : graph_->DevicesOf(DeviceKind::kDisk, graph_->devices[setup.cpu].host)) {
       const DeviceRates& r = graph_->devices[d].rates;
@@ -297,9 +299,9 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       tier.tier_create_us_per_row =
           at_size(tier.tier_create_us_per_row, r.tier_create_us_per_row_large);
     }
-    // The rows the run creates end up on disk but for those memory holds:
-    // making each (in the pull) evicts and writes back another.
-    const double spilled = new_rows * std::max(0.0, 1.0 - held / std::max(1.0, rows));
+    // The rows written to disk beyond those read back: the new rows memory
+    // cannot keep (making each, in the pull, evicts and writes another).
+    const double spilled = std::max(0.0, traffic.writes - traffic.reads);
     seconds[Stage::kPull] +=
         spilled * tier.tier_create_us_per_row * 1e-6 / speedup(setup.threads[Stage::kPull]);
     // A miss reads a block from the device (its random-read time, waiting

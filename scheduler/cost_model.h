@@ -142,6 +142,7 @@ struct StepCost {
   PerStage<int> stage_index;
   double unique_ids = 0.0;  // Distinct ids per batch.
   double disk_rows = 0.0;   // Rows read from the disk tier per batch.
+  double disk_writes = 0.0;  // Rows written to the disk tier per batch.
   double hit_rate = 1.0;    // Of the memory tier.
   // Bytes per batch over the host-device link, and sent by a host over the
   // network.

@@ -23,6 +23,13 @@ std::string Bytes(int64_t bytes) {
   return text;
 }
 
+// `value` with `digits` decimals.
+std::string Fixed(double value, int digits) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
 std::string JsonStringArray(const std::vector<std::string>& items) {
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + JsonQuote(items[i]);
@@ -60,7 +67,9 @@ std::string Plan::ToText() const {
   out += "embedding memory tier: " +
          (embedding_memory_budget_bytes > 0
               ? Bytes(embedding_memory_budget_bytes) + " (rows beyond it on disk, prefetch " +
-                    (prefetch ? "on" : "off") + ")"
+                    (prefetch ? "on" : "off") + "; per batch " + Fixed(100 * memory_tier_hit_rate, 1) +
+                    "% of its distinct ids in memory, " + Fixed(disk_reads_per_step, 0) +
+                    " rows read from disk and " + Fixed(disk_writes_per_step, 0) + " written)"
               : std::string("the whole table")) +
          "\n";
   out += "predicted stage times per batch:\n";
@@ -133,6 +142,11 @@ std::string Plan::ToJson() const {
       .Add("bottleneck", bottleneck)
       .Add("predicted_step_seconds", predicted_step_seconds)
       .Add("predicted_samples_per_sec", predicted_samples_per_sec);
+  if (embedding_memory_budget_bytes > 0) {
+    root.Add("memory_tier_hit_rate", memory_tier_hit_rate)
+        .Add("disk_reads_per_step", disk_reads_per_step)
+        .Add("disk_writes_per_step", disk_writes_per_step);
+  }
   // Plans of one rank are written as before there were ranks.
   if (ranks > 1) {
     root.Add("ranks", ranks)

@@ -75,6 +75,12 @@ struct Plan {
   int max_staleness = 0;
   int64_t embedding_memory_budget_bytes = 0;  // 0: the whole table in memory.
   bool prefetch = true;
+  // With a memory tier, predicted per batch: the share of a batch's
+  // distinct ids memory holds, and the rows read from and written to disk.
+  // Written to JSON, not read back.
+  double memory_tier_hit_rate = 1.0;
+  double disk_reads_per_step = 0.0;
+  double disk_writes_per_step = 0.0;
   // Pipelined: pulls read the rows no batch in flight updates at once.
   bool early_pulls = true;
   // Threads of each stage.

@@ -179,6 +179,9 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
   plan.early_pulls = knobs.early_pulls;
   plan.stage_threads = setup.threads;
   plan.embedding_memory_budget_bytes = placement.memory_tier_bytes;
+  plan.memory_tier_hit_rate = step.hit_rate;
+  plan.disk_reads_per_step = step.disk_rows;
+  plan.disk_writes_per_step = step.disk_writes;
   plan.sparse_hosts = placement.sparse_hosts;
   if (gpu) plan.dense_device = Device::Cuda(graph.devices[placement.dense_device].index);
   for (int r : placement.replicas) plan.replicas.push_back(graph.devices[r].id);

@@ -74,7 +74,28 @@ double ExpectedDistinct(int64_t vocabulary, double exponent, double draws) {
 }
 
 double Program::UniqueIdsPerBatch(int64_t batch) const {
+  // Known vocabularies have a closed form; a trace is for data without.
+  if (sparse.slot_vocabulary.empty() && sparse.key_trace != nullptr &&
+      sparse.key_trace->examples() > 0) {
+    // Memory tier size does not change a batch's distinct ids.
+    return sparse.key_trace->Simulate(0.0, batch).distinct;
+  }
   return DistinctIds(static_cast<double>(batch));
+}
+
+TierTraffic Program::MemoryTierTraffic(double held_rows, int64_t batch) const {
+  if (sparse.key_trace != nullptr && sparse.key_trace->examples() > 0) {
+    return sparse.key_trace->Simulate(held_rows, batch);
+  }
+  TierTraffic traffic;
+  const double rows = TableRows();
+  traffic.distinct = UniqueIdsPerBatch(batch);
+  traffic.hits = traffic.distinct * HitRate(held_rows);
+  traffic.reads = traffic.distinct - traffic.hits;
+  traffic.created = rows / std::max(1.0, static_cast<double>(sparse.training_examples) / batch);
+  traffic.writes =
+      traffic.reads + traffic.created * std::max(0.0, 1.0 - held_rows / std::max(1.0, rows));
+  return traffic;
 }
 
 double Program::LateFraction(int64_t batch, int in_flight, int staleness) const {

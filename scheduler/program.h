@@ -12,12 +12,14 @@
 // so the Program never repeats a model's layer shapes.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "ops/graph.h"
 #include "ops/op_cost.h"
+#include "scheduler/key_trace.h"
 #include "scheduler/stage.h"
 
 namespace ember::scheduler {
@@ -63,6 +65,10 @@ struct SparseFeatures {
   // ftrl 2) and per dense parameter (sgd 0, adagrad 1, adam 2).
   int sparse_state_per_float = 1;
   int dense_state_per_param = 2;
+  // The training data's keys, sampled (ember plan --train_data reads them);
+  // null: unknown. When set, a batch's distinct ids and a memory tier's
+  // traffic come from it rather than from the fields above.
+  std::shared_ptr<const KeyTrace> key_trace;
 };
 
 struct Program {
@@ -94,6 +100,12 @@ struct Program {
   // slots in proportion to their vocabularies: the hit rate of a memory tier
   // that holds `rows` rows (an LFU cache in steady state).
   double HitRate(double rows) const;
+  // What a memory tier of `held_rows` rows does per batch of `batch`
+  // examples: played on the key trace when there is one; else a batch's
+  // distinct ids miss at 1 - HitRate(held_rows), every id is new once
+  // (TableRows() over the run's batches), and the new rows memory cannot
+  // keep are written to disk besides the rows read back.
+  TierTraffic MemoryTierTraffic(double held_rows, int64_t batch) const;
   // Sum of the forward (or backward) work of the ops of `stage`, per example.
   ops::OpCost StageCost(Stage stage, bool backward) const;
   // Ops of `stage` (calls per step: each op is at least one call).

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "scheduler/calibration.h"
 #include "scheduler/cluster_file.h"
 #include "scheduler/dense_calibration.h"
+#include "scheduler/key_trace.h"
 #include "scheduler/stage.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -96,6 +98,8 @@ struct DataKeys {
   int64_t distinct_keys = 0;      // Estimated (DistinctKeyCounter).
   int64_t read_examples = 0;      // Examples read to count them.
   bool sampled = false;           // Read only the first read_examples.
+  // The keys of the examples read, sampled by key (scheduler/key_trace.h).
+  std::shared_ptr<scheduler::KeyTrace> trace;
 };
 
 // Ranks of the job: --ranks, else the world mpirun started (from its
@@ -124,12 +128,19 @@ Result<DataKeys> MeasureTrainingKeys(const std::vector<std::string>& paths) {
   EMBER_ASSIGN_OR_RETURN(InputStream input, OpenInputStream(paths, options));
   DataKeys keys;
   keys.examples = input.reader->EpochLines(0);
+  keys.trace = std::make_shared<scheduler::KeyTrace>();
   embedding::DistinctKeyCounter distinct;
   int64_t key_count = 0;
   io::Batch batch;
   while (keys.read_examples < kKeySampleExamples) {
     EMBER_ASSIGN_OR_RETURN(const bool more, input.reader->Next(&batch));
     if (!more) break;
+    for (int64_t i = 0; i < batch.size; ++i) {
+      for (int64_t k = batch.offsets[i * batch.num_slots];
+           k < batch.offsets[(i + 1) * batch.num_slots]; ++k) {
+        keys.trace->Add(keys.read_examples + i, batch.keys[k]);
+      }
+    }
     keys.read_examples += batch.size;
     key_count += static_cast<int64_t>(batch.keys.size());
     distinct.Add(batch.keys);
@@ -169,6 +180,16 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model,
     if (FLAGS_max_steps > 0) examples = std::min(examples, FLAGS_max_steps * FLAGS_batch_size);
     sparse.training_examples = std::max<int64_t>(1, examples);
     *table_sizing = "table sized from the generated data's vocabularies (--rows x --epochs)";
+    // With a memory limit, the memory tier's traffic is played on one
+    // epoch of keys drawn as the generator draws them.
+    if (!FLAGS_embedding_memory_budget.empty() || !FLAGS_plan_memory_limit.empty()) {
+      const int64_t epoch = std::min<int64_t>(
+          {sparse.training_examples, static_cast<int64_t>(FLAGS_rows * (1.0 - FLAGS_test_fraction)),
+           kKeySampleExamples});
+      sparse.key_trace =
+          scheduler::ZipfKeyTrace(sparse.slot_vocabulary, sparse.zipf_exponent,
+                                  data.multi_hot_slots, data.max_bag_size, epoch, FLAGS_seed);
+    }
   } else {
     // The table holds the data's distinct keys, however many epochs go over
     // them. Each slot's vocabulary is unknown: every id of a batch is costed
@@ -189,6 +210,14 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model,
         std::min(static_cast<double>(keys->distinct_keys), examples * sparse.ids_per_example);
     sparse.training_examples =
         std::max<int64_t>(1, std::llround(std::ceil(rows / sparse.ids_per_example)));
+    // The memory tier's traffic is played on the keys of one epoch's
+    // training examples (those read), in the order the run reads them.
+    int64_t traced = keys->sampled ? keys->read_examples
+                                   : std::llround(keys->read_examples * train_share);
+    if (FLAGS_max_steps > 0) traced = std::min(traced, FLAGS_max_steps * FLAGS_batch_size);
+    keys->trace->Truncate(traced);
+    if (FLAGS_shuffle) keys->trace->Shuffle(FLAGS_seed);
+    sparse.key_trace = keys->trace;
     *table_sizing = ::ember::internal::StrCat(
         "table sized from --train_data's distinct keys, ", keys->distinct_keys,
         keys->sampled ? " (estimated from the first " : " (measured in ",
