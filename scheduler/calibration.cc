@@ -33,8 +33,9 @@ using Clock = std::chrono::steady_clock;
 
 // The version of the cache file; a cache of another version is measured
 // again (2: unique_ns_per_key no longer includes the sort, measured apart;
-// 3: tier_create_us_per_row; 4: the disk tier in CPU time, at two sizes).
-constexpr int kCalibrationVersion = 4;
+// 3: tier_create_us_per_row; 4: the disk tier in CPU time, at two sizes;
+// 5: create_ns_per_row[_large]).
+constexpr int kCalibrationVersion = 5;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -100,12 +101,13 @@ std::vector<embedding::Key> BatchKeys(std::mt19937_64& rng, int64_t vocabulary, 
 }
 
 struct TableRates {
-  double pull_ns = 0.0, push_ns = 0.0, row_bytes = 0.0;
+  double create_ns = 0.0, pull_ns = 0.0, push_ns = 0.0, row_bytes = 0.0;
 };
 
-// Per-row pull and push cost of an in-memory table of `rows` rows of `dim`
-// floats (Adagrad), on one thread: rows are created first, then pulled and
-// pushed in batches of random distinct keys.
+// Per-row create, pull and push cost of an in-memory table of `rows` rows
+// of `dim` floats (Adagrad), on one thread: rows are created first (timed:
+// the table grows from empty), then pulled and pushed in batches of random
+// distinct keys.
 TableRates MeasureTable(int dim, int64_t rows) {
   embedding::EmbeddingTableOptions options;
   options.dim = dim;
@@ -119,10 +121,14 @@ TableRates MeasureTable(int dim, int64_t rows) {
   TableRates rates;
   ThreadArena arena(1);
   arena.Execute([&] {
+    const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < rows; i += kBatch) {
       std::vector<embedding::Key> keys(all.begin() + i, all.begin() + std::min(rows, i + kBatch));
       CHECK((*table)->Pull(keys, values.data()).ok()) << "pulling into an in-memory table";
     }
+    rates.create_ns =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rows *
+        1e9;
     std::mt19937_64 rng(7);
     std::vector<std::vector<embedding::Key>> batches(8);
     for (auto& batch : batches) {
@@ -230,6 +236,8 @@ DeviceRates MeasureCpuRates(int threads) {
   const TableRates narrow = MeasureTable(16, static_cast<int64_t>(kSmallTableRows));
   const TableRates wide = MeasureTable(64, static_cast<int64_t>(kSmallTableRows));
   const TableRates large = MeasureTable(16, static_cast<int64_t>(kLargeTableRows));
+  r.create_ns_per_row = narrow.create_ns;
+  r.create_ns_per_row_large = large.create_ns;
   r.pull_ns_per_row_large = large.pull_ns;
   r.push_ns_per_row_large = large.push_ns;
   r.pull_ns_per_row = narrow.pull_ns;

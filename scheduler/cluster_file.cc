@@ -24,6 +24,8 @@ const std::vector<std::pair<const char*, double DeviceRates::*>>& RateFields() {
       {"push_ns_per_float", &DeviceRates::push_ns_per_float},
       {"pull_ns_per_row_large", &DeviceRates::pull_ns_per_row_large},
       {"push_ns_per_row_large", &DeviceRates::push_ns_per_row_large},
+      {"create_ns_per_row", &DeviceRates::create_ns_per_row},
+      {"create_ns_per_row_large", &DeviceRates::create_ns_per_row_large},
       {"row_overhead_bytes", &DeviceRates::row_overhead_bytes},
       {"random_reads_per_sec", &DeviceRates::random_reads_per_sec},
       {"read_gbps", &DeviceRates::read_gbps},

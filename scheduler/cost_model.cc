@@ -241,7 +241,7 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     seconds[Stage::kUnique] += u * std::log2(std::max(2.0, u)) * cpu.sort_ns_per_key_log2 * 1e-9;
   }
   // pull and push: per distinct id, at the calibrated per-row cost (dim 16)
-  // and per extra float; rows created during the run cost a push each.
+  // and per extra float; rows created during the run cost their creation.
   const double extra = dim - 16.0;
   // Between the small and the large calibrated table, by log of the rows;
   // beyond the large one every row misses the caches anyway.
@@ -260,8 +260,15 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       1e-9;
   const double batches = std::max(1.0, program.sparse.training_examples / b);
   const double new_rows = rows / batches;
+  // A new row costs its creation where that was measured, else a push.
+  const double create_row =
+      cpu.create_ns_per_row > 0
+          ? (sized(cpu.create_ns_per_row, cpu.create_ns_per_row_large) +
+             cpu.push_ns_per_float * extra) *
+                1e-9
+          : push_row;
   seconds[Stage::kPull] =
-      (u * pull_row + new_rows * push_row) / speedup(setup.threads[Stage::kPull]);
+      (u * pull_row + new_rows * create_row) / speedup(setup.threads[Stage::kPull]);
   seconds[Stage::kPush] = u * push_row / speedup(setup.threads[Stage::kPush]);
 
   // The memory tier: the rows it lacks cost a pull from the disk tier (read,
@@ -284,11 +291,11 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
       tier.random_reads_per_sec = Or(r.random_reads_per_sec, tier.random_reads_per_sec);
       tier.tier_create_us_per_row = Or(r.tier_create_us_per_row, tier.tier_create_us_per_row);
       // At the table's size: between the two calibrated tables by log of
-      // the rows, and on along that line up to 4x the larger one (then its
-      // blocks are long out of every cache and the cost stops growing).
-      const double tier_size =
-          std::log(std::clamp(rows, kSmallTierRows, 4 * kLargeTierRows) / kSmallTierRows) /
-          std::log(kLargeTierRows / kSmallTierRows);
+      // the rows, and on along that line beyond the larger one: each
+      // doubling of an LSM tree's rows adds to the files and levels a
+      // lookup probes and to the times compaction rewrites a row.
+      const double tier_size = std::log(std::max(rows, kSmallTierRows) / kSmallTierRows) /
+                               std::log(kLargeTierRows / kSmallTierRows);
       auto at_size = [tier_size](double small, double large) {
         return small > 0 && large > 0 ? std::max(0.0, small + tier_size * (large - small)) : small;
       };

@@ -57,6 +57,12 @@ struct DeviceRates {
   // kSmallTableRows rows (caches help); these on one of kLargeTableRows.
   double pull_ns_per_row_large = 0.0;
   double push_ns_per_row_large = 0.0;
+  // A row pulled for the first time: created (index insert, the arena
+  // grown and its pages first touched, initial values), per row of dim 16,
+  // on a table growing to kSmallTableRows and to kLargeTableRows rows. 0:
+  // not measured (then a push's cost stands in for it).
+  double create_ns_per_row = 0.0;
+  double create_ns_per_row_large = 0.0;
   // Bytes one row of the memory tier takes beyond its floats (index,
   // metadata), measured on a table.
   double row_overhead_bytes = 0.0;

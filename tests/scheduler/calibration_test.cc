@@ -79,7 +79,7 @@ TEST_F(CalibrationTest, ACacheOfAnotherVersionIsRefused) {
   std::string text = CalibrationToJson(graph);
   const Status current = CalibrationFromJson(text, "c.json", &graph);
   EXPECT_TRUE(current.ok()) << current.ToString();
-  const std::string v2 = "\"version\": 4";
+  const std::string v2 = "\"version\": 5";
   const size_t at = text.find(v2);
   ASSERT_NE(std::string::npos, at) << text;
   text.replace(at, v2.size(), "\"version\": 1");

@@ -161,6 +161,27 @@ TEST(CostModelTest, TheDiskStageUsesCoresOnlyWhileNotWaitingOnTheDevice) {
   EXPECT_DOUBLE_EQ(0.0, slow.cores);
 }
 
+// A row pulled for the first time costs its calibrated creation; where
+// creation was not measured, a push stands in for it.
+TEST(CostModelTest, NewRowsCostTheirCreation) {
+  const Program program = test::MlpProgram(64, 1000000, 10000000);
+  ResourceGraph graph = test::Host(4, int64_t{64} << 30);
+  DeviceRates& cpu = graph.devices[graph.DevicesOf(DeviceKind::kCpu)[0]].rates;
+  cpu.push_ns_per_row = cpu.push_ns_per_row_large = 100.0;
+  StepSetup setup;
+  setup.threads = PerStage<int>::Filled(1);
+  auto pull = [&] {
+    const StepCost step = CostModel(&graph).Estimate(program, setup);
+    return step.stages[step.stage_index[Stage::kPull]].seconds;
+  };
+  const double new_rows =
+      program.TableRows() / (static_cast<double>(program.sparse.training_examples) / setup.batch);
+  const double as_push = pull();
+  cpu.create_ns_per_row = cpu.create_ns_per_row_large = 700.0;
+  // Both add the same cost per float beyond 16: the difference is 600 ns.
+  EXPECT_NEAR(new_rows * 600e-9, pull() - as_push, 1e-9);
+}
+
 // With a disk tier, the rows a run creates beyond what memory holds are
 // spilled: each costs the pull the calibrated create-and-evict time.
 TEST(CostModelTest, RowsCreatedBeyondTheMemoryTierCostASpillEach) {
@@ -184,8 +205,9 @@ TEST(CostModelTest, RowsCreatedBeyondTheMemoryTierCostASpillEach) {
 }
 
 // A miss costs more in a larger disk tier: the calibrated costs of the two
-// tier sizes are interpolated by log of the table's rows, continued up to
-// 4x the larger size and flat beyond.
+// tier sizes are interpolated by log of the table's rows, and the line goes
+// on beyond the larger size (an LSM tree's levels grow with the log of its
+// rows).
 TEST(CostModelTest, TheDiskTiersCostPerMissFollowsTheTableSize) {
   ResourceGraph graph = test::Host(4, int64_t{64} << 30);
   const int disk = graph.DevicesOf(DeviceKind::kDisk)[0];
@@ -213,7 +235,9 @@ TEST(CostModelTest, TheDiskTiersCostPerMissFollowsTheTableSize) {
               miss_us(middle), 1e-9);
   const Program huge = test::MlpProgram(64, 1000000, 10000000);
   ASSERT_GT(huge.TableRows(), 4 * kLargeTierRows);
-  EXPECT_NEAR(4.0 + 4.0 * 2.0, miss_us(huge), 1e-9);  // 4x the larger: two more steps of 2x.
+  EXPECT_NEAR(4.0 + 4.0 * std::log(huge.TableRows() / kSmallTierRows) /
+                        std::log(kLargeTierRows / kSmallTierRows),
+              miss_us(huge), 1e-9);
   // Without the larger table's rate, the smaller one's holds at every size.
   r.tier_pull_us_per_miss_large = 0.0;
   EXPECT_NEAR(4.0, miss_us(huge), 1e-9);
