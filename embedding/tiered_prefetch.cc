@@ -122,7 +122,9 @@ void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
 Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
                                   BatchScratch& batch) const {
   ShardIo& io = batch.io[s];
-  io.keys.clear();
+  // The keys to read, all of them first: io.keys then holds one chunk.
+  std::vector<Key>& wanted = io.loaded;
+  wanted.clear();
   int64_t version;
   {
     MutexLock lock(shard.mu);
@@ -133,46 +135,57 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
       if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0 &&
           MayBeOnDisk(batch.hashes[k])) {
-        io.keys.push_back(batch.keys[k]);
+        wanted.push_back(batch.keys[k]);
       }
     }
     version = shard.next.version;
   }
-  if (io.keys.empty()) return Status::OK();
-  EMBER_RETURN_IF_ERROR(ReadDiskRows(/*shard=*/nullptr, io));
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
-  MutexLock lock(shard.mu);
-  int64_t read = 0;
-  for (int64_t slot : io.slots) read += slot >= 0;
-  shard.next.disk_reads += read;
-  // A write or delete of this shard's disk rows since the read may have
-  // replaced what was read (a row loaded, updated and written back again):
-  // the rows are only a hint, so drop them all rather than tell which.
-  if (shard.next.version != version) return Status::OK();
-  int64_t inserted = 0;
-  for (size_t i = 0; i < io.keys.size(); ++i) {
-    if (io.slots[i] < 0) continue;  // absent or expired: the Pull decides
-    const Key key = io.keys[i];
-    const uint64_t hash = Mix64(key);
-    // A Pull or Push loaded or created it meanwhile: memory's row is newer.
-    if (shard.index.Find(key, hash) >= 0) continue;
-    const char* row = io.rows.data() + i * row_bytes;
-    // TTL may have run since the read.
-    alignas(float) float meta[kMetaFloats];
-    std::memcpy(meta, row + meta_offset * sizeof(float), sizeof(meta));
-    if (ExpiredOnDisk(meta)) continue;
-    // Pulled after the Prefetch and evicted since: the loaders are behind
-    // and the Pull this row was for has most likely come and gone. Loading
-    // it would only push out a row that a coming Pull needs.
-    if (ReadMeta(meta).last_seen_step > request.step) continue;
-    // InsertRow copies with memcpy, so the byte buffer needs no alignment.
-    memory_.InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
-    ++inserted;
+  // In chunks of kIoChunkRows, each read without the lock and inserted under
+  // it, so that the row buffer (and RocksDB's buffer of the blocks one
+  // MultiGet reads) stays small whatever the batch.
+  const int64_t n = static_cast<int64_t>(wanted.size());
+  for (int64_t begin = 0; begin < n; begin += kIoChunkRows) {
+    io.keys.assign(wanted.begin() + begin, wanted.begin() + std::min(n, begin + kIoChunkRows));
+    EMBER_RETURN_IF_ERROR(ReadDiskRows(/*shard=*/nullptr, io));
+    MutexLock lock(shard.mu);
+    int64_t read = 0;
+    for (int64_t slot : io.slots) read += slot >= 0;
+    shard.next.disk_reads += read;
+    // A write or delete of this shard's disk rows since the read may have
+    // replaced what was read (a row loaded, updated and written back again):
+    // the rows are only a hint, so drop the rest of the request rather than
+    // tell which.
+    if (shard.next.version != version) return Status::OK();
+    int64_t inserted = 0;
+    for (size_t i = 0; i < io.keys.size(); ++i) {
+      if (io.slots[i] < 0) continue;  // absent or expired: the Pull decides
+      const Key key = io.keys[i];
+      const uint64_t hash = Mix64(key);
+      // A Pull or Push loaded or created it meanwhile: memory's row is newer.
+      if (shard.index.Find(key, hash) >= 0) continue;
+      const char* row = io.rows.data() + i * row_bytes;
+      // TTL may have run since the read.
+      alignas(float) float meta[kMetaFloats];
+      std::memcpy(meta, row + meta_offset * sizeof(float), sizeof(meta));
+      if (ExpiredOnDisk(meta)) continue;
+      // Pulled after the Prefetch and evicted since: the loaders are behind
+      // and the Pull this row was for has most likely come and gone. Loading
+      // it would only push out a row that a coming Pull needs.
+      if (ReadMeta(meta).last_seen_step > request.step) continue;
+      // InsertRow copies with memcpy, so the byte buffer needs no alignment.
+      memory_.InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
+      ++inserted;
+    }
+    shard.next.prefetched += inserted;
+    shard.next.disk_rows -= inserted;
+    EMBER_RETURN_IF_ERROR(WriteBack(shard, io));
+    // This shard's own write-back, under the lock, replaced nothing the
+    // next chunk reads (that read comes after it).
+    version = shard.next.version;
   }
-  shard.next.prefetched += inserted;
-  shard.next.disk_rows -= inserted;
-  return WriteBack(shard, io);
+  return Status::OK();
 }
 
 }  // namespace ember::embedding::internal

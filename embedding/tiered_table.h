@@ -59,9 +59,10 @@ namespace ember::embedding {
 // * Prefetch hands keys to options.prefetch_threads background loaders, each
 //   serving the shards s with s % loaders == its index from its own queue
 //   (at most 4 requests; Prefetch blocks while one is full). A loader reads
-//   a shard's disk rows without holding the shard's lock, then inserts,
-//   under it, the rows that memory still lacks, unless the shard wrote or
-//   deleted disk rows meanwhile (then the read is dropped: it is a hint), or
+//   a shard's disk rows without holding the shard's lock, 128 at a time,
+//   then inserts, under it, the rows that memory still lacks, unless the
+//   shard wrote or deleted disk rows meanwhile (then the rest of the request
+//   is dropped: it is a hint), or
 //   the row was pulled after the Prefetch (its Pull has come and gone). Values
 //   never change. The first error is returned by the next Pull or Push.
 // * Eviction passes over rows pulled at the current step (their Push is

@@ -26,6 +26,7 @@ struct ShardIo {
   std::vector<int64_t> absent;     // Tier::Get's missing indices
   std::vector<char> rows;          // rows read or to write
   std::vector<Key> loaded;         // keys loaded or expired: deleted from disk
+                                   // (Prefetch: the keys it reads)
 };
 
 // One batch's keys grouped by shard: the keys of shard s, their hashes and
