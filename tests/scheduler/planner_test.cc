@@ -258,6 +258,19 @@ TEST(MakePlanTest, ATightMemoryLimitGivesADiskTierWithABudget) {
   bool disk_need = false;
   for (const DeviceNeed& n : plan->needs) disk_need = disk_need || n.device == "h/disk0";
   EXPECT_TRUE(disk_need);
+  // The memory tier's predicted traffic, as the cost model gives it for the
+  // plan's batch, in the text and the JSON.
+  StepSetup setup;
+  setup.batch = plan->batch_size;
+  setup.memory_budget_bytes = plan->embedding_memory_budget_bytes;
+  const TierTraffic traffic = program.MemoryTierTraffic(
+      setup.memory_budget_bytes / cost.RowBytes(program, 0), setup.batch);
+  EXPECT_GT(traffic.reads, 0.0);
+  EXPECT_DOUBLE_EQ(traffic.reads, plan->disk_reads_per_step);
+  EXPECT_DOUBLE_EQ(traffic.writes, plan->disk_writes_per_step);
+  EXPECT_DOUBLE_EQ(traffic.hits / traffic.distinct, plan->memory_tier_hit_rate);
+  EXPECT_THAT(plan->ToText(), ::testing::HasSubstr(" rows read from disk and "));
+  EXPECT_THAT(plan->ToJson(), ::testing::HasSubstr("\"disk_writes_per_step\""));
 }
 
 constexpr char kCluster[] = R"({
