@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -12,6 +14,13 @@
 #include "core/random.h"
 
 namespace ember::scheduler {
+namespace {
+
+// Rows the tiered table's LFU samples per victim
+// (embedding/internal/eviction_policy.h, EvictionPolicy::kLfuSamples).
+constexpr int kLfuSamples = 8;
+
+}  // namespace
 
 void KeyTrace::Truncate(int64_t examples) {
   if (examples >= examples_) return;
@@ -53,13 +62,14 @@ void KeyTrace::Shuffle(uint64_t seed) {
 }
 
 TierTraffic KeyTrace::Simulate(double held_rows, int64_t batch) const {
-  const auto memo_key = std::make_pair(std::llround(std::max(0.0, held_rows)), batch);
+  // Beyond a row per sampled occurrence, more memory changes nothing.
+  held_rows = std::clamp(held_rows, 0.0, static_cast<double>(keys_.size()) * kSampleOneIn);
+  const auto memo_key = std::make_pair(std::llround(held_rows), batch);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memo_.find(memo_key); it != memo_.end()) return it->second;
   }
   struct Row {
-    uint64_t key = 0;
     uint32_t frequency = 0;  // Batches that pulled it.
     int64_t last = -1;       // The last of them.
     int64_t slot = -1;       // In `resident`; -1: on disk (or never seen).
@@ -67,7 +77,7 @@ TierTraffic KeyTrace::Simulate(double held_rows, int64_t batch) const {
   std::unordered_map<uint64_t, Row> rows;
   std::vector<Row*> resident;
   // Rows memory may keep after a batch, in the sampled key space.
-  const double capacity = std::max(0.0, held_rows) / kSampleOneIn;
+  const double capacity = held_rows / kSampleOneIn;
   uint64_t random = 0x9e3779b97f4a7c15ULL;
   double distinct = 0.0, hits = 0.0, reads = 0.0, writes = 0.0, created = 0.0;
   const int64_t batches = std::max<int64_t>(1, (examples_ + batch - 1) / batch);
@@ -76,7 +86,6 @@ TierTraffic KeyTrace::Simulate(double held_rows, int64_t batch) const {
     for (; i < keys_.size() && static_cast<int64_t>(example_[i]) / batch == b; ++i) {
       Row& row = rows[keys_[i]];
       if (row.last == b) continue;  // A batch pulls each distinct key once.
-      row.key = keys_[i];
       ++distinct;
       if (row.slot >= 0) {
         ++hits;
@@ -88,11 +97,11 @@ TierTraffic KeyTrace::Simulate(double held_rows, int64_t batch) const {
       ++row.frequency;
       row.last = b;
     }
-    // Back to the budget: the coldest of 8 sampled rows at a time, the
-    // batch's own rows last.
+    // Back to the budget: the coldest of kLfuSamples sampled rows at a
+    // time, the batch's own rows last.
     while (static_cast<double>(resident.size()) > capacity && !resident.empty()) {
       Row* victim = nullptr;
-      for (int s = 0; s < 8; ++s) {
+      for (int s = 0; s < kLfuSamples; ++s) {
         random = Mix64(random + 0x9e3779b97f4a7c15ULL);
         Row* row = resident[random % resident.size()];
         if (victim == nullptr || std::make_tuple(row->last == b, row->frequency, row->last) <

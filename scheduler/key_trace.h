@@ -4,8 +4,8 @@
 // of a given size does with them: the disk rows a budgeted run reads and
 // writes per batch, for the cost model (scheduler/cost_model.cc).
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,7 +70,8 @@ class KeyTrace {
   // the smallest (pulled this batch, frequency, last batch) of 8 sampled
   // rows), and returns the mean traffic per batch. Every key of a batch is
   // pulled once (its distinct keys); a key not in memory is read from disk if
-  // it was seen before, created otherwise. REQUIRES: batch > 0.
+  // it was seen before, created otherwise. A `held_rows` of 16 times the
+  // trace's keys or more (infinity too) keeps every row. REQUIRES: batch > 0.
   TierTraffic Simulate(double held_rows, int64_t batch) const;
 
  private:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -77,8 +78,9 @@ double Program::UniqueIdsPerBatch(int64_t batch) const {
   // Known vocabularies have a closed form; a trace is for data without.
   if (sparse.slot_vocabulary.empty() && sparse.key_trace != nullptr &&
       sparse.key_trace->examples() > 0) {
-    // Memory tier size does not change a batch's distinct ids.
-    return sparse.key_trace->Simulate(0.0, batch).distinct;
+    // Memory tier size does not change a batch's distinct ids: the tier
+    // that keeps every row, which evicts nothing, is the cheapest to play.
+    return sparse.key_trace->Simulate(std::numeric_limits<double>::infinity(), batch).distinct;
   }
   return DistinctIds(static_cast<double>(batch));
 }
