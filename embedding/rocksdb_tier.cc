@@ -7,22 +7,18 @@
 // "row_bytes" (decimal), so that reopening with another row size is refused
 // rather than read as garbage.
 //
-// Tuning: the tier serves batched point lookups of rows of a few hundred bytes,
-// many of them misses (a key seen for the first time is in no tier), and
-// absorbs write-back of evicted rows in large batches. MakeRowOptions and
-// MakeDbOptions say, option by option, why each value is chosen.
+// Tuning: embedding/rocksdb_tier_options.cc. Writes are gathered into sorted
+// batches (RocksDbTierOptions::gather_bytes, embedding/internal/
+// pending_writes.h).
 
 #include "embedding/rocksdb_tier.h"
 
 #include <glog/logging.h>
-#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/snapshot.h>
-#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -39,9 +35,17 @@
 
 #include "core/crash_point.h"
 #include "core/file.h"
+#include "core/mutex.h"
+#include "embedding/internal/pending_writes.h"
+#include "embedding/internal/rocksdb_tier_options.h"
 
 namespace ember::embedding {
 namespace {
+
+using internal::MakeDbOptions;
+using internal::MakeMetaOptions;
+using internal::MakeRowOptions;
+using internal::ValidateOptions;
 
 constexpr char kMetaColumnFamily[] = "ember_meta";
 constexpr char kRowBytesKey[] = "row_bytes";
@@ -49,8 +53,6 @@ constexpr char kRowBytesKey[] = "row_bytes";
 // CreateTierDatabase.
 constexpr char kCreatingMarker[] = "EMBER_TIER_CREATING";
 constexpr int kKeyBytes = 8;
-constexpr int64_t kMinBlockCacheBytes = int64_t{1} << 20;
-constexpr int64_t kMinWriteBufferBytes = int64_t{1} << 20;
 // Keys per MultiGet call. Each value pins its data block in the cache until
 // it is copied out, so a bounded chunk bounds the memory a huge Get pins
 // (4096 x 4 KiB blocks at most) while keeping RocksDB's batching benefits.
@@ -78,150 +80,33 @@ Status FromRocksDb(const rocksdb::Status& status, const std::string& path, const
   return Status::IOError(path, ": RocksDB ", operation, ": ", status.ToString());
 }
 
-rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
-  rocksdb::BlockBasedTableOptions table;
-  // One LRU cache for data, index and filter blocks, sized by the caller, so
-  // that the tier's memory is bounded by one number.
-  table.block_cache = rocksdb::NewLRUCache(static_cast<size_t>(options.block_cache_bytes));
-  table.cache_index_and_filter_blocks = true;
-  // ...but index and filter blocks are evicted last (they serve every lookup
-  // of their file), and those of L0, the files every lookup probes, never.
-  table.cache_index_and_filter_blocks_with_high_priority = true;
-  table.pin_l0_filter_and_index_blocks_in_cache = true;
-  // Small blocks: a point lookup reads (and caches) one block, so 4 KiB reads
-  // little beyond the row it needs; larger blocks only pay off for scans.
-  table.block_size = 4 << 10;
-  // A hash index inside each data block finds a key without binary search over
-  // restart points: cheaper point lookups for ~1% more space.
-  table.data_block_index_type = rocksdb::BlockBasedTableOptions::kDataBlockBinaryAndHash;
-  table.data_block_hash_table_util_ratio = 0.75;
-  // Full (whole-key) Bloom filters at 10 bits per key, ~1% false positives:
-  // a lookup of an absent key, which is common here, skips almost every file
-  // without reading a data block. Prefixes are meaningless for hashed ids.
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10, /*use_block_based_builder=*/false));
-  table.whole_key_filtering = true;
-  // Sizes filters to the allocator's size classes: less waste in the cache.
-  table.optimize_filters_for_memory = true;
-  // Partitioned index and filters: a file's index and filter are split into
-  // 4 KiB partitions under a small top-level index that stays pinned. With
-  // whole-file blocks, every flush and compaction output (rows are rewritten
-  // all the time here) brought index and filter blocks of hundreds of KiB
-  // that pushed each other out of a small cache and were read back, and
-  // checksummed, whole for a single lookup: that was a large share of the
-  // tier's read time. Partitions keep what a lookup reads small and the
-  // cache's bound meaningful whatever the table's size.
-  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
-  table.partition_filters = true;
-  table.metadata_block_size = 4 << 10;
-  table.pin_top_level_index_and_filter = true;
-
-  rocksdb::ColumnFamilyOptions rows;
-  rows.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  // Rows are float weights and optimizer state, whose mantissas are close to
-  // random bytes: compression saves little space and costs CPU on every block
-  // read that misses the cache, so no level is compressed.
-  rows.compression = rocksdb::kNoCompression;
-  rows.bottommost_compression = rocksdb::kNoCompression;
-  // Keep the Bloom filters of the last level too (the default, said here on
-  // purpose): optimize_filters_for_hits drops them to save memory, which only
-  // pays when nearly every lookup finds its key. Here misses are frequent and
-  // would each cost an index and a data block read on the largest level.
-  rows.optimize_filters_for_hits = false;
-  // A Bloom filter over the memtable, so that misses skip the skiplist search.
-  rows.memtable_whole_key_filtering = true;
-  rows.memtable_prefix_bloom_size_ratio = 0.02;
-  // One memtable fills while the other is flushed; rows arrive in large
-  // write-back batches, so a big buffer means fewer, larger L0 files.
-  rows.write_buffer_size = static_cast<size_t>(options.write_buffer_bytes);
-  rows.max_write_buffer_number = 2;
-  // Level sizes follow the data from the last level up, which keeps space
-  // amplification near 1.1x whatever the table size (rows are overwritten
-  // often, so stale versions would otherwise pile up in the middle levels).
-  rows.level_compaction_dynamic_level_bytes = true;
-  // Hashed keys spread every memtable over the whole key range, so each L0 ->
-  // base-level compaction rewrites the whole base level: compacting after 16
-  // L0 files instead of 4 quarters that rewriting, for 12 more L0 files
-  // whose pinned filters a lookup checks. Measured: 8 instead of 4 took about
-  // a quarter less CPU per row read and written at a 10% budget; 16 instead
-  // of 8 another ~14% less CPU for a whole `ember train` at a 10% budget
-  // (issue 38: 38 vs 45 CPU-seconds, means of 3 and 5 runs). The lookups
-  // that check every L0 filter, those of keys the disk does not hold, mostly
-  // no longer reach the tier: the tiered table filters them out first. The
-  // write slowdown and stop triggers stay well above it.
-  rows.level0_file_num_compaction_trigger = 16;
-  rows.level0_slowdown_writes_trigger = 40;
-  rows.level0_stop_writes_trigger = 60;
-  return rows;
-}
-
-rocksdb::ColumnFamilyOptions MakeMetaOptions() {
-  rocksdb::ColumnFamilyOptions meta;
-  // One tiny record: a small memtable keeps it from reserving 64 MiB.
-  meta.write_buffer_size = 64 << 10;
-  return meta;
-}
-
-rocksdb::DBOptions MakeDbOptions(const RocksDbTierOptions& options) {
-  rocksdb::DBOptions db;
-  db.create_if_missing = options.create_if_missing;
-  db.create_missing_column_families = options.create_if_missing;
-  db.error_if_exists = options.error_if_exists;
-  // Flushes and compactions run in the background; compaction keeps up with
-  // write-back only with a few threads.
-  db.max_background_jobs = options.max_background_jobs;
-  // Write SST files back to disk incrementally instead of in bursts that
-  // stall foreground reads.
-  db.bytes_per_sync = 1 << 20;
-  // RocksDB's own LOG files: enough to debug, bounded on disk.
-  db.keep_log_file_num = 4;
-  // With the write-ahead log off, closing the database must flush the
-  // memtables or rows written since the last Flush() are lost on a clean
-  // shutdown too (false is the default; said here because it matters).
-  db.avoid_flush_during_shutdown = false;
-  return db;
-}
-
-Status ValidateOptions(const RocksDbTierOptions& options) {
-  if (options.path.empty()) return Status::InvalidArgument("RocksDB tier: path is empty");
-  EMBER_RETURN_IF_ERROR(
-      ValidateTierRowBytes(options.row_bytes).WithContext("RocksDB tier " + options.path));
-  if (options.block_cache_bytes < kMinBlockCacheBytes) {
-    return Status::InvalidArgument("RocksDB tier ", options.path,
-                                   ": block_cache_bytes must be >= ", kMinBlockCacheBytes, ", got ",
-                                   options.block_cache_bytes);
-  }
-  if (options.write_buffer_bytes < kMinWriteBufferBytes) {
-    return Status::InvalidArgument("RocksDB tier ", options.path,
-                                   ": write_buffer_bytes must be >= ", kMinWriteBufferBytes,
-                                   ", got ", options.write_buffer_bytes);
-  }
-  if (options.max_background_jobs < 1) {
-    return Status::InvalidArgument("RocksDB tier ", options.path,
-                                   ": max_background_jobs must be >= 1, got ",
-                                   options.max_background_jobs);
-  }
-  return Status::OK();
-}
-
 // Thread safety: all public methods may be called concurrently; rocksdb::DB
 // is thread-safe and the tier keeps no other mutable state.
 class RocksDbTier : public Tier {
  public:
   // Takes ownership of `db` and of the handles of the row and meta column
   // families.
-  RocksDbTier(std::string path, int64_t row_bytes, bool use_write_ahead_log, rocksdb::DB* db,
-              rocksdb::ColumnFamilyHandle* rows_cf, rocksdb::ColumnFamilyHandle* meta_cf)
+  // `gather_rows`: Puts and Deletes gather in memory up to this many rows
+  // before they are written (0: each is written at once).
+  RocksDbTier(std::string path, int64_t row_bytes, bool use_write_ahead_log, int64_t gather_rows,
+              rocksdb::DB* db, rocksdb::ColumnFamilyHandle* rows_cf,
+              rocksdb::ColumnFamilyHandle* meta_cf)
       : path_(std::move(path)),
         row_bytes_(row_bytes),
+        gather_rows_(gather_rows),
         db_(db),
         rows_cf_(rows_cf),
-        meta_cf_(meta_cf) {
+        meta_cf_(meta_cf),
+        gathering_(row_bytes),
+        writing_(row_bytes) {
     write_options_.disableWAL = !use_write_ahead_log;
   }
   RocksDbTier(const RocksDbTier&) = delete;
   RocksDbTier& operator=(const RocksDbTier&) = delete;
 
   ~RocksDbTier() override {
+    Status written = WriteGathered();
+    LOG_IF(ERROR, !written.ok()) << written << "; the rows gathered for it are lost";
     for (rocksdb::ColumnFamilyHandle* handle : {rows_cf_, meta_cf_}) {
       rocksdb::Status status = db_->DestroyColumnFamilyHandle(handle);
       LOG_IF(WARNING, !status.ok()) << FromRocksDb(status, path_, "closing a column family");
@@ -249,12 +134,35 @@ class RocksDbTier : public Tier {
                             " bytes, expected ", row_bytes_);
   }
 
+  // Get, Put and Delete straight on the database. Read takes `snapshot`
+  // (null: one of its own when it reads in several MultiGets).
+  Status Read(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing,
+              const rocksdb::Snapshot* snapshot);
+  Status Write(const std::vector<Key>& keys, const char* rows);
+  Status Erase(const std::vector<Key>& keys);
+  // Writes what Puts and Deletes gathered, as one sorted WriteBatch. On error
+  // the writes stay gathered (and readable) for the next try.
+  Status WriteGathered() EXCLUDES(mu_, write_mu_);
+
   const std::string path_;
   const int64_t row_bytes_;
+  const int64_t gather_rows_;
   rocksdb::WriteOptions write_options_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* const rows_cf_;  // owned; destroyed before db_
   rocksdb::ColumnFamilyHandle* const meta_cf_;  // owned; destroyed before db_
+
+  // Gathered writes (gather_rows_ > 0). A key's newest row is in gathering_
+  // if there, else in writing_ if there, else in the database; Get looks in
+  // that order, under mu_ and with a snapshot of the database taken under
+  // it, so that it reads one view. writing_ is what WriteGathered is writing
+  // (empty otherwise); it is emptied only once the database holds it.
+  // write_mu_ lets one WriteGathered run at a time, so writes of a key reach
+  // the database in the order they were made.
+  Mutex write_mu_;  // taken before mu_
+  Mutex mu_;
+  PendingWrites gathering_ GUARDED_BY(mu_);
+  PendingWrites writing_ GUARDED_BY(mu_);
 };
 
 Status RocksDbTier::CheckOrRecordRowBytes() {
@@ -285,6 +193,52 @@ Status RocksDbTier::CheckOrRecordRowBytes() {
 Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) {
   missing->clear();
   if (keys.empty()) return Status::OK();
+  if (gather_rows_ == 0) return Read(keys, out, missing, nullptr);
+  // The gathered writes first, then the database for the keys they lack,
+  // read at the snapshot taken with them.
+  std::vector<Key> rest_keys;
+  std::vector<int64_t> rest;  // index into `keys` of each of rest_keys
+  const rocksdb::Snapshot* snapshot = nullptr;
+  {
+    MutexLock lock(mu_);
+    snapshot = db_->GetSnapshot();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      char* row = out + i * row_bytes_;
+      PendingWrites::Found found = gathering_.Find(keys[i], row);
+      if (found == PendingWrites::Found::kAbsent) found = writing_.Find(keys[i], row);
+      if (found == PendingWrites::Found::kDeleted) missing->push_back(static_cast<int64_t>(i));
+      if (found != PendingWrites::Found::kAbsent) continue;
+      rest_keys.push_back(keys[i]);
+      rest.push_back(static_cast<int64_t>(i));
+    }
+  }
+  if (rest.size() == keys.size()) {
+    Status read = Read(keys, out, missing, snapshot);
+    db_->ReleaseSnapshot(snapshot);
+    return read;
+  }
+  std::vector<char> rows(rest.size() * row_bytes_);
+  std::vector<int64_t> absent;
+  Status read = Read(rest_keys, rows.data(), &absent, snapshot);
+  db_->ReleaseSnapshot(snapshot);
+  EMBER_RETURN_IF_ERROR(read);
+  size_t next_absent = 0;
+  for (size_t j = 0; j < rest.size(); ++j) {
+    if (next_absent < absent.size() && absent[next_absent] == static_cast<int64_t>(j)) {
+      ++next_absent;
+      missing->push_back(rest[j]);
+      continue;
+    }
+    std::memcpy(out + rest[j] * row_bytes_, rows.data() + j * row_bytes_, row_bytes_);
+  }
+  std::sort(missing->begin(), missing->end());
+  return Status::OK();
+}
+
+Status RocksDbTier::Read(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing,
+                         const rocksdb::Snapshot* snapshot) {
+  missing->clear();
+  if (keys.empty()) return Status::OK();
   // MultiGet is fastest on sorted keys (one pass down each level's files);
   // `order` maps sorted position -> index into `keys`.
   std::vector<int64_t> order(keys.size());
@@ -300,10 +254,12 @@ Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int
   // checksums are verified by compaction, which reads every block anyway.
   read.verify_checksums = false;
   // Chunks must read one view of the database (Get is atomic w.r.t. Put).
-  std::optional<rocksdb::ManagedSnapshot> snapshot;
-  if (keys.size() > kMultiGetChunkKeys) {
-    snapshot.emplace(db_.get());
-    read.snapshot = snapshot->snapshot();
+  std::optional<rocksdb::ManagedSnapshot> own_snapshot;
+  if (snapshot != nullptr) {
+    read.snapshot = snapshot;
+  } else if (keys.size() > kMultiGetChunkKeys) {
+    own_snapshot.emplace(db_.get());
+    read.snapshot = own_snapshot->snapshot();
   }
   const size_t chunk_keys = std::min(keys.size(), kMultiGetChunkKeys);
   std::vector<rocksdb::Slice> slices(chunk_keys);
@@ -336,6 +292,28 @@ Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int
 
 Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
   if (keys.empty()) return Status::OK();
+  if (gather_rows_ == 0) return Write(keys, rows);
+  bool gathered = true;
+  bool full = false;
+  {
+    MutexLock lock(mu_);
+    try {
+      gathering_.Put(keys, rows);
+    } catch (const std::bad_alloc&) {
+      gathered = false;
+    }
+    full = gathering_.size() >= gather_rows_;
+  }
+  if (!gathered) {
+    // What was gathered is newer than the database: write it first, then
+    // this call straight through.
+    EMBER_RETURN_IF_ERROR(WriteGathered());
+    return Write(keys, rows);
+  }
+  return full ? WriteGathered() : Status::OK();
+}
+
+Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
   // One WriteBatch per call: RocksDB applies it atomically.
   rocksdb::WriteBatch batch(keys.size() * (kKeyBytes + row_bytes_ + 16));
   // In key order: the memtable's skip list then inserts each key next to the
@@ -362,6 +340,28 @@ Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
 
 Status RocksDbTier::Delete(const std::vector<Key>& keys) {
   if (keys.empty()) return Status::OK();
+  if (gather_rows_ == 0) return Erase(keys);
+  bool gathered = true;
+  bool full = false;
+  {
+    MutexLock lock(mu_);
+    try {
+      gathering_.Delete(keys);
+    } catch (const std::bad_alloc&) {
+      gathered = false;
+    }
+    full = gathering_.size() >= gather_rows_;
+  }
+  if (!gathered) {
+    // What was gathered is newer than the database: write it first, then
+    // this call straight through.
+    EMBER_RETURN_IF_ERROR(WriteGathered());
+    return Erase(keys);
+  }
+  return full ? WriteGathered() : Status::OK();
+}
+
+Status RocksDbTier::Erase(const std::vector<Key>& keys) {
   rocksdb::WriteBatch batch(keys.size() * (kKeyBytes + 16));
   char encoded[kKeyBytes];
   for (Key key : keys) {
@@ -374,7 +374,52 @@ Status RocksDbTier::Delete(const std::vector<Key>& keys) {
   return Status::OK();
 }
 
+Status RocksDbTier::WriteGathered() {
+  if (gather_rows_ == 0) return Status::OK();
+  MutexLock write_lock(write_mu_);
+  {
+    MutexLock lock(mu_);
+    if (gathering_.empty()) return Status::OK();
+    gathering_.Swap(writing_);  // writing_ was empty
+  }
+  // Built under mu_ (a copy of the rows, quick next to the write), written
+  // without it: Gets read writing_ meanwhile.
+  rocksdb::WriteBatch batch;
+  rocksdb::Status status;
+  {
+    MutexLock lock(mu_);
+    char encoded[kKeyBytes];
+    writing_.ForEachSorted([&](Key key, const char* row) {
+      if (!status.ok()) return;
+      EncodeKey(key, encoded);
+      const rocksdb::Slice slice(encoded, kKeyBytes);
+      status = row == nullptr ? batch.Delete(rows_cf_, slice)
+                              : batch.Put(rows_cf_, slice,
+                                          rocksdb::Slice(row, static_cast<size_t>(row_bytes_)));
+    });
+  }
+  if (status.ok()) status = db_->Write(write_options_, &batch);
+  MutexLock lock(mu_);
+  if (!status.ok()) {
+    // Keep the writes: those of keys written again since are older.
+    try {
+      writing_.AddOlderTo(gathering_);
+    } catch (const std::bad_alloc&) {
+      writing_.Clear();
+      return Status::ResourceExhausted(path_, ": the rows of a failed write cannot be kept (",
+                                       FromRocksDb(status, path_, "write of gathered rows")
+                                           .message(),
+                                       ")");
+    }
+    writing_.Clear();
+    return FromRocksDb(status, path_, "write of gathered rows");
+  }
+  writing_.Clear();
+  return Status::OK();
+}
+
 Result<int64_t> RocksDbTier::ApproximateCount() {
+  EMBER_RETURN_IF_ERROR(WriteGathered());
   uint64_t count = 0;
   if (!db_->GetIntProperty(rows_cf_, rocksdb::DB::Properties::kEstimateNumKeys, &count)) {
     return Status::IOError(path_, ": RocksDB property ", rocksdb::DB::Properties::kEstimateNumKeys,
@@ -384,12 +429,14 @@ Result<int64_t> RocksDbTier::ApproximateCount() {
 }
 
 Status RocksDbTier::Flush() {
+  EMBER_RETURN_IF_ERROR(WriteGathered());
   rocksdb::Status status = db_->Flush(rocksdb::FlushOptions(), rows_cf_);
   if (!status.ok()) return FromRocksDb(status, path_, "flush");
   return Status::OK();
 }
 
 Status RocksDbTier::Scan(const RowVisitor& visit) {
+  EMBER_RETURN_IF_ERROR(WriteGathered());
   rocksdb::ReadOptions read;
   // A checkpoint reads every row once: keep it from evicting the hot blocks,
   // and read ahead since the access is sequential.
@@ -523,8 +570,13 @@ Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) 
   rocksdb::Status status = rocksdb::DB::Open(db_options, options.path, families, &handles, &db);
   if (!status.ok()) return FromRocksDb(status, options.path, "open");
   CHECK_EQ(handles.size(), families.size()) << "DB::Open returns one handle per column family";
-  auto tier = std::make_unique<RocksDbTier>(
-      options.path, options.row_bytes, options.use_write_ahead_log, db, handles[0], handles[1]);
+  const int64_t gather_bytes =
+      options.gather_bytes < 0 ? options.write_buffer_bytes / 8 : options.gather_bytes;
+  const int64_t gather_rows =
+      gather_bytes == 0 ? 0 : std::max<int64_t>(1, gather_bytes / options.row_bytes);
+  auto tier = std::make_unique<RocksDbTier>(options.path, options.row_bytes,
+                                            options.use_write_ahead_log, gather_rows, db,
+                                            handles[0], handles[1]);
   EMBER_RETURN_IF_ERROR(tier->CheckOrRecordRowBytes());
   return std::unique_ptr<Tier>(std::move(tier));
 }

@@ -51,7 +51,9 @@ Result<std::unique_ptr<Tier>> MakeInMemoryTier(const std::string& /*dir*/, int64
   return NewInMemoryTier(row_bytes);
 }
 
-Result<std::unique_ptr<Tier>> MakeRocksDbTier(const std::string& dir, int64_t row_bytes) {
+// `gather_bytes` as RocksDbTierOptions::gather_bytes (-1: the default).
+Result<std::unique_ptr<Tier>> MakeRocksDbTierGathering(const std::string& dir, int64_t row_bytes,
+                                                       int64_t gather_bytes) {
   RocksDbTierOptions options;
   options.path = dir + "/rocksdb";
   options.row_bytes = row_bytes;
@@ -59,7 +61,24 @@ Result<std::unique_ptr<Tier>> MakeRocksDbTier(const std::string& dir, int64_t ro
   options.block_cache_bytes = int64_t{8} << 20;
   options.write_buffer_bytes = int64_t{2} << 20;
   options.max_background_jobs = 2;
+  options.gather_bytes = gather_bytes;
   return NewRocksDbTier(options);
+}
+
+Result<std::unique_ptr<Tier>> MakeRocksDbTier(const std::string& dir, int64_t row_bytes) {
+  return MakeRocksDbTierGathering(dir, row_bytes, -1);
+}
+
+// Every Put and Delete straight to the database.
+Result<std::unique_ptr<Tier>> MakeWriteThroughRocksDbTier(const std::string& dir,
+                                                          int64_t row_bytes) {
+  return MakeRocksDbTierGathering(dir, row_bytes, 0);
+}
+
+// Writes of 8 rows gathered: most calls write what earlier calls gathered.
+Result<std::unique_ptr<Tier>> MakeSmallGatherRocksDbTier(const std::string& dir,
+                                                         int64_t row_bytes) {
+  return MakeRocksDbTierGathering(dir, row_bytes, 8 * row_bytes);
 }
 
 // A FaultyTier that never fails must be indistinguishable from what it wraps.
@@ -449,6 +468,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllTiers, TierContractTest,
     ::testing::Values(TierKind{"InMemory", &MakeInMemoryTier},
                       TierKind{"RocksDb", &MakeRocksDbTier},
+                      TierKind{"WriteThroughRocksDb", &MakeWriteThroughRocksDbTier},
+                      TierKind{"SmallGatherRocksDb", &MakeSmallGatherRocksDbTier},
                       TierKind{"FaultFreeFaultyTier", &MakeFaultFreeFaultyTier}),
     [](const ::testing::TestParamInfo<TierKind>& info) { return std::string(info.param.name); });
 
