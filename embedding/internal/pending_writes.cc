@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <vector>
 
@@ -34,6 +35,14 @@ int64_t PendingWrites::EntryOf(Key key) {
   rows_.resize(rows_.size() + row_bytes_);
   index_.Insert(key, hash, entry);
   return entry;
+}
+
+void PendingWrites::Reserve(int64_t rows) {
+  keys_.reserve(rows);
+  deleted_.reserve(rows);
+  rows_.reserve(rows * row_bytes_);
+  index_.Reserve(rows);
+  reserved_ = std::max(reserved_, rows);
 }
 
 void PendingWrites::Put(const std::vector<Key>& keys, const char* rows) {
@@ -77,6 +86,11 @@ std::vector<int64_t> PendingWrites::SortedEntries() const {
 
 void PendingWrites::Clear() {
   index_ = KeyIndex();
+  try {
+    index_.Reserve(reserved_);
+  } catch (const std::bad_alloc&) {
+    // The index grows again as writes come.
+  }
   keys_.clear();
   deleted_.clear();
   rows_.clear();

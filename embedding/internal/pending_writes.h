@@ -30,6 +30,11 @@ class PendingWrites {
            index_.bytes();
   }
 
+  // Makes room for `rows` writes, so that writes up to that many allocate
+  // nothing (grown by doubling, the rows would take up to twice their bytes).
+  // Kept across Clear. May throw std::bad_alloc, changing nothing held.
+  void Reserve(int64_t rows);
+
   // Records a Put of keys.size() rows of row_bytes (row i for keys[i]); of a
   // repeated key the last row wins. May throw std::bad_alloc; the rows
   // recorded before the throw stay recorded (each is a whole row).
@@ -58,6 +63,7 @@ class PendingWrites {
   // Exchanges the writes of the two (of rows of one size).
   void Swap(PendingWrites& other) {
     std::swap(row_bytes_, other.row_bytes_);
+    std::swap(reserved_, other.reserved_);
     std::swap(index_, other.index_);
     keys_.swap(other.keys_);
     deleted_.swap(other.deleted_);
@@ -74,6 +80,7 @@ class PendingWrites {
   std::vector<int64_t> SortedEntries() const;
 
   int64_t row_bytes_;
+  int64_t reserved_ = 0;       // rows Reserve made room for
   KeyIndex index_;             // key -> entry
   std::vector<Key> keys_;      // per entry
   std::vector<char> deleted_;  // per entry: 1 for a Delete
