@@ -143,10 +143,17 @@ class RocksDbTier : public Tier {
                             " bytes, expected ", row_bytes_);
   }
 
-  // Get, Put and Delete straight on the database. Read takes `snapshot`
-  // (null: one of its own when it reads in several MultiGets).
-  Status Read(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing,
-              const rocksdb::Snapshot* snapshot);
+  // Get, Put and Delete straight on the database. Read puts the row of
+  // keys[i] in slot slots[i] of `out` (slot i when `slots` is null), adds
+  // the slots of the keys the database lacks to `*missing` and sorts it, and
+  // reads at `snapshot` (null: one of its own when it reads in several
+  // MultiGets).
+  Status Read(const std::vector<Key>& keys, const std::vector<int64_t>* slots, char* out,
+              std::vector<int64_t>* missing, const rocksdb::Snapshot* snapshot);
+  // Put and Delete when gathering: `gather` records the call in gathering_;
+  // `write_through` writes it straight to the database.
+  template <typename GatherFn, typename WriteFn>
+  Status Gather(const GatherFn& gather, const WriteFn& write_through);
   Status Write(const std::vector<Key>& keys, const char* rows);
   Status Erase(const std::vector<Key>& keys);
   // Writes what Puts and Deletes gathered, as one sorted WriteBatch. On error
@@ -202,9 +209,9 @@ Status RocksDbTier::CheckOrRecordRowBytes() {
 Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) {
   missing->clear();
   if (keys.empty()) return Status::OK();
-  if (gather_rows_ == 0) return Read(keys, out, missing, nullptr);
+  if (gather_rows_ == 0) return Read(keys, nullptr, out, missing, nullptr);
   // The gathered writes first, then the database for the keys they lack,
-  // read at the snapshot taken with them.
+  // read at the snapshot taken with them straight into their rows of `out`.
   std::vector<Key> rest_keys;
   std::vector<int64_t> rest;  // index into `keys` of each of rest_keys
   const rocksdb::Snapshot* snapshot = nullptr;
@@ -221,32 +228,14 @@ Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int
       rest.push_back(static_cast<int64_t>(i));
     }
   }
-  if (rest.size() == keys.size()) {
-    Status read = Read(keys, out, missing, snapshot);
-    db_->ReleaseSnapshot(snapshot);
-    return read;
-  }
-  std::vector<char> rows(rest.size() * row_bytes_);
-  std::vector<int64_t> absent;
-  Status read = Read(rest_keys, rows.data(), &absent, snapshot);
+  Status read = Read(rest_keys, &rest, out, missing, snapshot);
   db_->ReleaseSnapshot(snapshot);
-  EMBER_RETURN_IF_ERROR(read);
-  size_t next_absent = 0;
-  for (size_t j = 0; j < rest.size(); ++j) {
-    if (next_absent < absent.size() && absent[next_absent] == static_cast<int64_t>(j)) {
-      ++next_absent;
-      missing->push_back(rest[j]);
-      continue;
-    }
-    std::memcpy(out + rest[j] * row_bytes_, rows.data() + j * row_bytes_, row_bytes_);
-  }
-  std::sort(missing->begin(), missing->end());
-  return Status::OK();
+  return read;
 }
 
-Status RocksDbTier::Read(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing,
+Status RocksDbTier::Read(const std::vector<Key>& keys, const std::vector<int64_t>* slots,
+                         char* out, std::vector<int64_t>* missing,
                          const rocksdb::Snapshot* snapshot) {
-  missing->clear();
   if (keys.empty()) return Status::OK();
   // MultiGet is fastest on sorted keys (one pass down each level's files);
   // `order` maps sorted position -> index into `keys`.
@@ -281,7 +270,7 @@ Status RocksDbTier::Read(const std::vector<Key>& keys, char* out, std::vector<in
     db_->MultiGet(read, rows_cf_, n, slices.data(), values.data(), statuses.data(),
                   /*sorted_input=*/true);
     for (size_t j = 0; j < n; ++j) {
-      const int64_t index = order[begin + j];
+      const int64_t index = slots == nullptr ? order[begin + j] : (*slots)[order[begin + j]];
       if (statuses[j].ok()) {
         if (values[j].size() != static_cast<size_t>(row_bytes_)) {
           return WrongRowSize(slices[j], values[j].size());
@@ -299,15 +288,14 @@ Status RocksDbTier::Read(const std::vector<Key>& keys, char* out, std::vector<in
   return Status::OK();
 }
 
-Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
-  if (keys.empty()) return Status::OK();
-  if (gather_rows_ == 0) return Write(keys, rows);
+template <typename GatherFn, typename WriteFn>
+Status RocksDbTier::Gather(const GatherFn& gather, const WriteFn& write_through) {
   bool gathered = true;
   bool full = false;
   {
     MutexLock lock(mu_);
     try {
-      gathering_.Put(keys, rows);
+      gather();
     } catch (const std::bad_alloc&) {
       gathered = false;
     }
@@ -317,9 +305,15 @@ Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
     // What was gathered is newer than the database: write it first, then
     // this call straight through.
     EMBER_RETURN_IF_ERROR(WriteGathered());
-    return Write(keys, rows);
+    return write_through();
   }
   return full ? WriteGathered() : Status::OK();
+}
+
+Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
+  if (keys.empty()) return Status::OK();
+  if (gather_rows_ == 0) return Write(keys, rows);
+  return Gather([&] { gathering_.Put(keys, rows); }, [&] { return Write(keys, rows); });
 }
 
 Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
@@ -350,24 +344,7 @@ Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
 Status RocksDbTier::Delete(const std::vector<Key>& keys) {
   if (keys.empty()) return Status::OK();
   if (gather_rows_ == 0) return Erase(keys);
-  bool gathered = true;
-  bool full = false;
-  {
-    MutexLock lock(mu_);
-    try {
-      gathering_.Delete(keys);
-    } catch (const std::bad_alloc&) {
-      gathered = false;
-    }
-    full = gathering_.size() >= gather_rows_;
-  }
-  if (!gathered) {
-    // What was gathered is newer than the database: write it first, then
-    // this call straight through.
-    EMBER_RETURN_IF_ERROR(WriteGathered());
-    return Erase(keys);
-  }
-  return full ? WriteGathered() : Status::OK();
+  return Gather([&] { gathering_.Delete(keys); }, [&] { return Erase(keys); });
 }
 
 Status RocksDbTier::Erase(const std::vector<Key>& keys) {
