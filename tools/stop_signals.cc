@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -17,6 +18,11 @@ namespace {
 std::mutex g_mu;  // Orders a signal's arrival against a StopOnSignal's end.
 std::atomic<bool>* g_stop = nullptr;  // Guarded by g_mu.
 std::atomic<int> g_signal{0};
+// When the last stop request was taken (zero: none yet). Guarded by g_mu.
+std::chrono::steady_clock::time_point g_taken_at{};
+
+// A repeat this soon after a request is the same request delivered twice.
+constexpr std::chrono::milliseconds kRepeatWindow{1000};
 
 sigset_t StopSignals() {
   sigset_t set;
@@ -46,13 +52,19 @@ void WaitForSignals() {
   while (true) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
+    const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(g_mu);
+    // Not logged: the job may be ending, and glog with it.
+    if (g_taken_at != std::chrono::steady_clock::time_point{} && now - g_taken_at < kRepeatWindow) {
+      continue;
+    }
     if (g_stop == nullptr || g_signal.load() != 0) DieOf(signal);
     // Logged before the flag is set: once it is, the job may end and the
     // process exit, destroying glog under a thread still logging.
     LOG(WARNING) << strsignal(signal) << ": stopping after the step in progress (send it again "
-                 << "to stop at once, without a checkpoint)";
+                 << "after a second to stop at once, without a checkpoint)";
     g_signal.store(signal);
+    g_taken_at = now;
     g_stop->store(true);
   }
 }
@@ -72,6 +84,7 @@ StopOnSignal::StopOnSignal(std::atomic<bool>* stop) {
   std::lock_guard<std::mutex> lock(g_mu);
   CHECK(g_stop == nullptr) << "one StopOnSignal at a time";
   g_signal.store(0);
+  g_taken_at = {};
   stop->store(false);
   g_stop = stop;
 }

@@ -13,7 +13,15 @@
 //     stops at its next step boundary, writes its checkpoint and summary);
 //   * a second signal, or one while no StopOnSignal is alive, ends the
 //     process at once as the signal's default action would (exit status
-//     128 + signal).
+//     128 + signal);
+//   * except that a signal within a second of the request the first one made
+//     is that request again, and is dropped. One request often arrives twice:
+//     coreutils' `timeout` sends its signal to the command and then to its
+//     whole process group, the command included, and a terminal's Ctrl-C
+//     under a launcher reaches the launcher, which forwards it, and the job.
+//     (Taken as a second request, it ended one of the eight runs of
+//     scripts/gpu_check.sh's step e on an H200 without its metrics.) A new
+//     StopOnSignal starts with no request.
 
 #include <atomic>
 

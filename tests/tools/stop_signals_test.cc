@@ -59,11 +59,40 @@ TEST(StopSignalsDeathTest, ASecondSignalEndsTheProcessAtOnce) {
         StopOnSignal scope(&stop);
         ::kill(::getpid(), SIGTERM);
         if (!WaitFor(stop)) std::_Exit(1);
+        // Past the second within which a repeat is the same request.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
         ::kill(::getpid(), SIGTERM);
         ::sleep(10);
         std::_Exit(0);
       },
       ::testing::KilledBySignal(SIGTERM), "");
+}
+
+// What coreutils' `timeout` does: the signal to the process and, at once, to
+// its process group, so the process gets it twice. That is one request, also
+// when the repeat comes after the job has left its StopOnSignal scope.
+TEST(StopSignalsDeathTest, ARequestDeliveredTwiceAtOnceIsOneRequest) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const bool scope_ended : {false, true}) {
+    SCOPED_TRACE(scope_ended ? "repeat after the scope" : "repeat inside the scope");
+    EXPECT_EXIT(
+        {
+          StartStopSignalThread();
+          std::atomic<bool> stop{false};
+          {
+            StopOnSignal scope(&stop);
+            ::kill(::getpid(), SIGINT);
+            if (!scope_ended) ::kill(::getpid(), SIGINT);
+            if (!WaitFor(stop) || scope.signal() != SIGINT) std::_Exit(1);
+          }
+          if (scope_ended) ::kill(::getpid(), SIGINT);
+          // The repeat is taken by now; alive after it, the process ends as
+          // a job would.
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          std::_Exit(3);
+        },
+        ::testing::ExitedWithCode(3), "");
+  }
 }
 
 TEST(StopSignalsDeathTest, ASignalOutsideTrainingEndsTheProcess) {
