@@ -240,7 +240,7 @@ if [[ -n "$gpu_reason" ]]; then
   skip d_dense_cuda_bench "$gpu_reason"
 else
   run_step d_dense_cuda_bench 40 "$out/d_dense_cuda_bench.txt" "${ember_env[@]}" "$bin_bench" \
-    --benchmark_min_time=0.05s --benchmark_counters_tabular=true \
+    --benchmark_min_time=0.2 --benchmark_color=false --benchmark_counters_tabular=true \
     --benchmark_out="$out/d_dense_cuda_bench.json" --benchmark_out_format=json
 fi
 
@@ -338,7 +338,7 @@ fmt() { [[ -n "$1" ]] && printf "%.${2:-4}f" "$1" 2>/dev/null || echo "–"; }
   echo
   echo "## d. dense_cuda_bench"
   echo
-  if [[ -f "$out/d_dense_cuda_bench.txt" ]]; then echo '```'; grep -v '^\*\*\*\|^-*$' "$out/d_dense_cuda_bench.txt" | head -30; echo '```'
+  if [[ -f "$out/d_dense_cuda_bench.txt" ]]; then echo '```'; grep -v '^\*\*\*\|^-*$' "$out/d_dense_cuda_bench.txt" | grep -v "^ *L[0-9] \|^CPU Caches\|^Load Average\|^Run on\|^20[0-9][0-9]-" | head -40; echo '```'
   else echo "Not run."; fi
   echo
   echo "## e. Heterogeneous DLRM (batch $het_batch, dim $het_dim, bottom $het_bottom, top $het_top, $het_vocab ids/slot, ${het_seconds} s per run)"

@@ -92,6 +92,12 @@ class DenseModelCudaTest : public CudaModelTest, public ::testing::WithParamInte
 TEST_P(DenseModelCudaTest, TrainingStepsAgreeWithTheCpu) {
   const int64_t batch = GetParam().batch;
   ModelOptions options = Options(GetParam());
+  // The whole batch as one range on the CPU, as on the GPU: MoE's routing and
+  // balance loss compute over the rows they are given as one group
+  // (rows_grouped), so the CPU's default, a range per thread, would route and
+  // balance per range (on an H200's 16 cores, a batch of 7 in 7 groups of
+  // one row) and give other gate gradients, correctly.
+  options.cpu_row_shards = 1;
   auto cpu = NewDenseModel(options);
   options.device = Device::Cuda(0);
   auto gpu = NewDenseModel(options);

@@ -98,9 +98,16 @@ TEST_F(TrainerCudaTest, TrainingWithTheDenseStepOnTheGpuMatchesTheCpu) {
 
 // Mixed precision (bf16 or f16 GEMM inputs, f32 accumulation and master
 // weights) trains to the model f32 training reaches: the same AUC within
-// 0.01 on the planted data, and predictions within 0.05 (16-bit inputs carry
-// 8 or 11 significant bits; over 24 steps the models drift apart that much,
-// not more).
+// 0.01 on the planted data, predictions within 0.02 of f32's on average, and
+// none off by more than 0.25. A single prediction is no measure of precision
+// here: the dense optimizer is Adam, whose first steps move a weight by about
+// the learning rate whatever its gradient's size, so a near-zero gradient
+// whose sign the rounding flips moves that weight by twice the rate. On an
+// H200 (2026-11-28) the worst prediction moved by 0.10 with bf16 (8
+// significant bits) and 0.11 with f16 (11): the same, so what sets it is
+// training's amplification, not the inputs' precision. A broken 16-bit path
+// (a wrong conversion, layout or scale) gives an AUC near 0.5 and predictions
+// off by up to 1.
 TEST_F(TrainerCudaTest, MixedPrecisionTrainsToTheModelOfF32Training) {
   TrainOptions options = SmallOptions();
   options.model.device = Device::Cuda(0);
@@ -108,16 +115,25 @@ TEST_F(TrainerCudaTest, MixedPrecisionTrainsToTheModelOfF32Training) {
   ASSERT_FALSE(f32.empty());
   const double f32_auc = ComputeAuc(f32, data_->all().labels);
   for (ops::ComputePrecision p : {ops::ComputePrecision::kBf16, ops::ComputePrecision::kF16}) {
-    SCOPED_TRACE(ops::ComputePrecisionName(p));
+    const std::string name = ops::ComputePrecisionName(p);
+    SCOPED_TRACE(name);
     options.model.precision = p;
     const std::vector<float> mixed = FitAndPredict(options);
     ASSERT_EQ(f32.size(), mixed.size());
-    double worst = 0;
+    double worst = 0, sum = 0;
     for (size_t i = 0; i < f32.size(); ++i) {
-      worst = std::max(worst, std::abs(static_cast<double>(f32[i]) - mixed[i]));
+      const double d = std::abs(static_cast<double>(f32[i]) - mixed[i]);
+      worst = std::max(worst, d);
+      sum += d;
     }
-    EXPECT_LT(worst, 0.05);
-    EXPECT_NEAR(f32_auc, ComputeAuc(mixed, data_->all().labels), 0.01);
+    const double mean = sum / static_cast<double>(f32.size());
+    const double auc = ComputeAuc(mixed, data_->all().labels);
+    RecordProperty(name + "_mean_abs_diff", std::to_string(mean));
+    RecordProperty(name + "_worst_abs_diff", std::to_string(worst));
+    RecordProperty(name + "_auc_minus_f32", std::to_string(auc - f32_auc));
+    EXPECT_LT(mean, 0.02);
+    EXPECT_LT(worst, 0.25);
+    EXPECT_NEAR(f32_auc, auc, 0.01);
   }
 }
 
