@@ -46,9 +46,14 @@ size_t SizeClass(size_t bytes) {
 }  // namespace
 
 struct CachingHostAllocator::Impl {
-  explicit Impl(size_t max_cached) : max_cached(max_cached) {}
+  Impl(size_t max_cached, Allocator* upstream)
+      : max_cached(max_cached),
+        host(upstream != nullptr ? *upstream : aligned),
+        name(upstream != nullptr ? std::string("caching_") + upstream->name() : "cpu_caching") {}
   const size_t max_cached;
-  AlignedHostAllocator host;
+  AlignedHostAllocator aligned;
+  Allocator& host;
+  const std::string name;
   mutable std::mutex mu;
   // Size class of every block handed out or cached (blocks of at least
   // kMinCachedBytes only).
@@ -58,8 +63,12 @@ struct CachingHostAllocator::Impl {
   size_t cached = 0;
 };
 
-CachingHostAllocator::CachingHostAllocator(size_t max_cached_bytes)
-    : impl_(std::make_unique<Impl>(max_cached_bytes)) {}
+CachingHostAllocator::CachingHostAllocator(size_t max_cached_bytes, Allocator* upstream)
+    : impl_(std::make_unique<Impl>(max_cached_bytes, upstream)) {}
+
+const char* CachingHostAllocator::name() const {
+  return impl_->name.c_str();
+}
 
 CachingHostAllocator::~CachingHostAllocator() {
   for (auto& [size, blocks] : impl_->free_blocks) {
@@ -109,14 +118,16 @@ size_t CachingHostAllocator::cached_bytes() const {
   return impl_->cached;
 }
 
+size_t HostCacheBytes() {
+  size_t megabytes = 256;
+  if (const char* env = std::getenv("EMBER_HOST_CACHE_MB")) {
+    megabytes = static_cast<size_t>(std::strtoull(env, nullptr, 10));
+  }
+  return megabytes << 20;
+}
+
 Allocator* CpuAllocator() {
-  static CachingHostAllocator* allocator = [] {
-    size_t megabytes = 256;
-    if (const char* env = std::getenv("EMBER_HOST_CACHE_MB")) {
-      megabytes = static_cast<size_t>(std::strtoull(env, nullptr, 10));
-    }
-    return new CachingHostAllocator(megabytes << 20);
-  }();
+  static CachingHostAllocator* allocator = new CachingHostAllocator(HostCacheBytes());
   return allocator;
 }
 

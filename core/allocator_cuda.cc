@@ -67,7 +67,9 @@ Allocator* PinnedHostAllocator() {
   // Without a device, cudaHostAlloc fails; plain aligned memory behaves the
   // same for CPU-only runs.
   static Allocator* allocator =
-      CudaDeviceAvailable() ? static_cast<Allocator*>(new PinnedAllocator()) : CpuAllocator();
+      CudaDeviceAvailable()
+          ? static_cast<Allocator*>(new CachingHostAllocator(HostCacheBytes(), new PinnedAllocator()))
+          : CpuAllocator();
   return allocator;
 }
 

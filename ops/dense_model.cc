@@ -60,6 +60,10 @@ DenseModel::DenseModel(const DenseModelOptions& options, std::unique_ptr<Graph> 
   }
 }
 
+Allocator* DenseModel::host_allocator() const {
+  return device().is_cpu() ? CpuAllocator() : PinnedHostAllocator();
+}
+
 Result<Tensor> DenseModel::Reusable(Tensor* buffer, std::vector<int64_t> shape, bool pinned) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/status.h"
@@ -121,6 +122,12 @@ class DenseModel {
   Status ParametersFromHost(const std::vector<Parameter>& host);
 
   const Device& device() const { return options_.device; }
+  // Where to allocate the host tensors this model copies to or from its
+  // device (Forward's dense and pooled, Backward's dpooled): page-locked
+  // memory for a CUDA model, whose copies from pageable memory go through
+  // the driver's staging buffers at a fraction of the link's rate; the
+  // process's host allocator on the CPU.
+  Allocator* host_allocator() const;
   const DenseModelOptions& options() const { return options_; }
   // Per example: dense features (0: the graph has no "dense" input), pooled
   // embedding floats, and logits (tasks).

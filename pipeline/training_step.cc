@@ -28,8 +28,12 @@ Status TrainingStep::Prepare(StepState& state) const {
   state.offsets = Tensor::Empty({static_cast<int64_t>(batch.offsets.size())}, DType::kI64);
   std::copy(batch.offsets.begin(), batch.offsets.end(), state.offsets.data<int64_t>());
   state.rows = Tensor::Empty({unique, dim});
-  state.pooled = Tensor::Empty({b, int64_t{batch.num_slots} * dim});
-  state.dense = Tensor::Empty({b, batch.num_dense});
+  // The dense model's host tensors: page-locked for a model on a GPU.
+  Allocator* staging = model_->host_allocator();
+  EMBER_ASSIGN_OR_RETURN(state.pooled, Tensor::Allocate({b, int64_t{batch.num_slots} * dim},
+                                                        DType::kF32, Device::Cpu(), staging));
+  EMBER_ASSIGN_OR_RETURN(state.dense,
+                         Tensor::Allocate({b, batch.num_dense}, DType::kF32, Device::Cpu(), staging));
   std::copy(batch.dense.begin(), batch.dense.end(), state.dense.data<float>());
   state.labels = Tensor::Empty({b, batch.num_labels});
   std::copy(batch.labels.begin(), batch.labels.end(), state.labels.data<float>());
@@ -135,7 +139,9 @@ Status TrainingStep::DenseTrain(StepState& state) {
   // overwrites; the state keeps its own for what reads them after the
   // pipeline's later stages (the progress line's AUC).
   state.logits = state.logits.Clone();
-  state.dpooled = Tensor::Empty({b, int64_t{state.batch.num_slots} * dim});
+  EMBER_ASSIGN_OR_RETURN(state.dpooled,
+                         Tensor::Allocate({b, int64_t{state.batch.num_slots} * dim}, DType::kF32,
+                                          Device::Cpu(), model_->host_allocator()));
   EMBER_RETURN_IF_ERROR(
       model_->Backward(state.dlogits, &state.dpooled, mean_over / model_->num_tasks()));
   state.moe.exchanged_bytes = model_->expert_exchange_bytes() - exchanged_before;

@@ -109,6 +109,53 @@ TEST(CachingHostAllocatorTest, ReusesFreedBlocksOfTheSameSizeClassUpToItsLimit) 
   EXPECT_EQ(0u, off.cached_bytes());
 }
 
+// Counts what a caching allocator asks of the allocator it wraps.
+class CountingAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    ++allocations;
+    return CpuAllocator()->Allocate(bytes);
+  }
+  void Deallocate(void* ptr) override {
+    ++deallocations;
+    CpuAllocator()->Deallocate(ptr);
+  }
+  Device device() const override { return Device::Cpu(); }
+  const char* name() const override { return "counting"; }
+  int allocations = 0;
+  int deallocations = 0;
+};
+
+// What PinnedHostAllocator is (a cache over page-locked memory): every block
+// comes from the wrapped allocator and goes back to it, past the limit at
+// once and the cached ones when the cache ends.
+TEST(CachingHostAllocatorTest, WrapsAnotherAllocatorAndReturnsItsBlocks) {
+  CountingAllocator upstream;
+  {
+    CachingHostAllocator allocator(size_t{1} << 20, &upstream);  // 1 MiB
+    EXPECT_STREQ("caching_counting", allocator.name());
+    auto small = allocator.Allocate(1000);
+    ASSERT_TRUE(small.ok());
+    allocator.Deallocate(*small);
+    EXPECT_EQ(1, upstream.allocations);
+    EXPECT_EQ(1, upstream.deallocations);  // Below the cached size.
+    auto a = allocator.Allocate(size_t{1} << 20);
+    auto b = allocator.Allocate(size_t{1} << 20);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(3, upstream.allocations);
+    allocator.Deallocate(*a);  // Kept.
+    allocator.Deallocate(*b);  // Past the limit: returned.
+    EXPECT_EQ(2, upstream.deallocations);
+    auto c = allocator.Allocate(size_t{1} << 20);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(*a, *c);
+    EXPECT_EQ(3, upstream.allocations);  // Served from the cache.
+    allocator.Deallocate(*c);
+  }
+  EXPECT_EQ(3, upstream.deallocations);  // The cached block, at the end.
+  EXPECT_STREQ("cpu_caching", CachingHostAllocator(0).name());
+}
+
 #if defined(__GLIBC__)
 // Whether a fresh block of `bytes` from malloc is an mmap of its own. glibc
 // applies the threshold only when the heap must grow (a block that fits in

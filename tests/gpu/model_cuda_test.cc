@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/device.h"
 #include "core/random.h"
 #include "core/tensor.h"
@@ -227,6 +228,28 @@ TEST_F(CudaModelTest, ParametersAndOptimizerStateCopyThroughTheHost) {
   EXPECT_TRUE(SameBits(first, restored_logits));
   ASSERT_TRUE((*on_cpu)->Forward(dense, pooled, &cpu_logits).ok());
   ExpectClose(cpu_logits, restored_logits, "logits on the CPU");
+}
+
+// The host tensors a GPU model copies from and to (the training step's
+// pooled, dense and dpooled) are page-locked, and their blocks are reused.
+TEST_F(CudaModelTest, HostTensorsForTheDeviceArePageLocked) {
+  ModelOptions options = Options(ZooCase{"dlrm", 4});
+  options.device = Device::Cuda(0);
+  auto model = NewDenseModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Allocator* allocator = (*model)->host_allocator();
+  EXPECT_STREQ("caching_cuda_pinned", allocator->name());
+  Result<Tensor> host = Tensor::Allocate({256, 1024}, DType::kF32, Device::Cpu(), allocator);
+  ASSERT_TRUE(host.ok()) << host.status();
+  void* const block = host->raw_data();
+  *host = Tensor();
+  Result<Tensor> again = Tensor::Allocate({256, 1024}, DType::kF32, Device::Cpu(), allocator);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(block, again->raw_data());
+  options.device = Device::Cpu();
+  auto on_cpu = NewDenseModel(options);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  EXPECT_EQ(CpuAllocator(), (*on_cpu)->host_allocator());
 }
 
 TEST_F(CudaModelTest, InputsOnTheDeviceAreRefusedNamingThem) {
