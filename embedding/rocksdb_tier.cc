@@ -27,7 +27,6 @@
 #include <filesystem>
 #include <memory>
 #include <new>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -37,6 +36,7 @@
 #include "core/crash_point.h"
 #include "core/file.h"
 #include "core/mutex.h"
+#include "core/sorted_order.h"
 #include "embedding/internal/pending_writes.h"
 #include "embedding/internal/rocksdb_tier_options.h"
 
@@ -239,11 +239,8 @@ Status RocksDbTier::Read(const std::vector<Key>& keys, const std::vector<int64_t
   if (keys.empty()) return Status::OK();
   // MultiGet is fastest on sorted keys (one pass down each level's files);
   // `order` maps sorted position -> index into `keys`.
-  std::vector<int64_t> order(keys.size());
-  std::iota(order.begin(), order.end(), 0);
-  if (!std::is_sorted(keys.begin(), keys.end())) {
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
-  }
+  std::vector<int64_t> order;
+  SortedOrder(keys, &order);
   std::vector<char> encoded(keys.size() * kKeyBytes);
   for (size_t i = 0; i < keys.size(); ++i) EncodeKey(keys[order[i]], &encoded[i * kKeyBytes]);
 
@@ -322,14 +319,10 @@ Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
   // In key order: the memtable's skip list then inserts each key next to the
   // one before (its splice hint) instead of searching from the top. Stable,
   // so that a repeated key's last row still comes last and wins.
-  std::vector<size_t> order(keys.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (!std::is_sorted(keys.begin(), keys.end())) {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return keys[a] < keys[b]; });
-  }
+  std::vector<int64_t> order;
+  SortedOrder(keys, &order);
   char encoded[kKeyBytes];
-  for (size_t i : order) {
+  for (int64_t i : order) {
     EncodeKey(keys[i], encoded);
     rocksdb::Status status =
         batch.Put(rows_cf_, rocksdb::Slice(encoded, kKeyBytes),

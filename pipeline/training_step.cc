@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
+#include "core/sorted_order.h"
 #include "embedding/unique_keys.h"
 #include "ops/dense_ops.h"
 
@@ -41,14 +41,7 @@ Status TrainingStep::Prepare(StepState& state) const {
 }
 
 void TrainingStep::SortKeys(StepState& state) {
-  state.sorted_order.resize(state.unique_keys.size());
-  std::iota(state.sorted_order.begin(), state.sorted_order.end(), 0);
-  std::sort(state.sorted_order.begin(), state.sorted_order.end(),
-            [&](int64_t a, int64_t b) { return state.unique_keys[a] < state.unique_keys[b]; });
-  state.sorted_keys.resize(state.unique_keys.size());
-  for (size_t i = 0; i < state.sorted_order.size(); ++i) {
-    state.sorted_keys[i] = state.unique_keys[state.sorted_order[i]];
-  }
+  SortedOrder(state.unique_keys, &state.sorted_order, &state.sorted_keys);
 }
 
 Status TrainingStep::Pull(StepState& state) {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
-#include <numeric>
 #include <vector>
 
 #include "core/random.h"
+#include "core/sorted_order.h"
 
 namespace ember::embedding {
 namespace {
@@ -78,9 +78,8 @@ void PendingWrites::AddOlderTo(PendingWrites& other) const {
 }
 
 std::vector<int64_t> PendingWrites::SortedEntries() const {
-  std::vector<int64_t> order(keys_.size());
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys_[a] < keys_[b]; });
+  std::vector<int64_t> order;
+  SortedOrder(keys_, &order);
   return order;
 }
 
