@@ -37,12 +37,12 @@ struct EffectiveFlag {
   bool is_default = true;
 };
 
-// Every flag defined in `flag_files` (e.g. "tools/train_command.cc") and in
+// Every flag defined in `flag_files` (e.g. "tools/train_flags.cc") and in
 // common_flags.cc, sorted by name.
 std::vector<EffectiveFlag> EffectiveFlags(const std::vector<std::string>& flag_files);
 
 // Logs the effective configuration once at start-up, in one block: the flags
-// defined in `flag_files` (e.g. "tools/train_command.cc",
+// defined in `flag_files` (e.g. "tools/train_flags.cc",
 // "tools/format_flags.cc") and in common_flags.cc that differ from their
 // defaults, and a few key ones (--model, --batch_size, ...) at theirs. Every
 // flag with its value goes to VLOG(1) (--v=1).

@@ -8,14 +8,11 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/flag_validators.h"
 #include "tools/format_flags.h"
 
 namespace {
 
-bool IsPositive64(const char*, int64_t value) { return value > 0; }
-bool IsPositiveDouble(const char*, double value) { return value > 0; }
-bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
-bool IsPositive32(const char*, int32_t value) { return value > 0; }
 
 const ember::io::SyntheticOptions kSyntheticDefaults;
 
@@ -25,16 +22,16 @@ DEFINE_uint64(seed, 1,
               "Random seed: data shuffling, parameter initialisation and generated data. "
               "The same seed reproduces a run bit for bit.");
 DEFINE_int32(threads, 0, "CPU threads Ember may use in total; 0 means every hardware thread.");
-DEFINE_validator(threads, &IsNonNegative32);
+DEFINE_validator(threads, &ember::tools::IsNonNegative32);
 DEFINE_int64(rows, kSyntheticDefaults.rows,
              "Examples to generate (gen-data, and train when --train_data is empty).");
-DEFINE_validator(rows, &IsPositive64);
+DEFINE_validator(rows, &ember::tools::IsPositive64);
 DEFINE_string(vocabulary, std::to_string(kSyntheticDefaults.vocabulary),
               "Generated data: distinct ids per categorical slot, one value for every slot or "
               "a comma-separated list of --num_slots values (slot by slot).");
 DEFINE_double(zipf_exponent, kSyntheticDefaults.zipf_exponent,
               "Generated data: Zipf exponent of the ids in each slot.");
-DEFINE_validator(zipf_exponent, &IsPositiveDouble);
+DEFINE_validator(zipf_exponent, &ember::tools::IsPositiveDouble);
 DEFINE_double(id_weight_scale, kSyntheticDefaults.id_weight_scale,
               "Generated data: standard deviation of each id's weight in the planted logit.");
 DEFINE_double(interaction_scale, kSyntheticDefaults.interaction_scale,
@@ -46,24 +43,24 @@ DEFINE_int32(interacting_slots, kSyntheticDefaults.interacting_slots,
 DEFINE_int32(num_dense, kSyntheticDefaults.num_dense,
              "Generated data: dense (count) columns per example; other than 13 needs "
              "gen-data --out_format=csv or columnar.");
-DEFINE_validator(num_dense, &IsNonNegative32);
+DEFINE_validator(num_dense, &ember::tools::IsNonNegative32);
 DEFINE_int32(num_slots, kSyntheticDefaults.num_slots,
              "Generated data: categorical slots per example, multi-hot ones included; other "
              "than 26 needs gen-data --out_format=csv or columnar.");
-DEFINE_validator(num_slots, &IsPositive32);
+DEFINE_validator(num_slots, &ember::tools::IsPositive32);
 DEFINE_int32(multi_hot_slots, kSyntheticDefaults.multi_hot_slots,
              "Generated data: how many of the last slots hold a bag of 0 to --max_bag_size "
              "ids instead of one id (needs gen-data --out_format=csv or columnar).");
-DEFINE_validator(multi_hot_slots, &IsNonNegative32);
+DEFINE_validator(multi_hot_slots, &ember::tools::IsNonNegative32);
 DEFINE_int32(max_bag_size, kSyntheticDefaults.max_bag_size,
              "Generated data: largest bag of a multi-hot slot, in ids (bag sizes are uniform "
              "in [0, max_bag_size]).");
-DEFINE_validator(max_bag_size, &IsPositive32);
+DEFINE_validator(max_bag_size, &ember::tools::IsPositive32);
 DEFINE_int32(tasks, 0,
              "Generated data: labels per example (click, conversion, ...; more than one "
              "needs gen-data --out_format=csv or columnar). 0: 2 for ember train "
              "--model=mmoe, 1 otherwise.");
-DEFINE_validator(tasks, &IsNonNegative32);
+DEFINE_validator(tasks, &ember::tools::IsNonNegative32);
 
 namespace ember::tools {
 

@@ -13,11 +13,8 @@
 #include "core/progress.h"
 #include "io/columnar_convert.h"
 #include "tools/commands.h"
+#include "tools/flag_validators.h"
 #include "tools/format_flags.h"
-
-namespace {
-bool IsPositive64(const char*, int64_t value) { return value > 0; }
-}  // namespace
 
 DEFINE_string(input, "",
               "convert: input files, comma-separated; items with *, ? or [ are glob patterns "
@@ -28,7 +25,7 @@ DEFINE_string(output, "",
 DEFINE_int64(rows_per_group, ember::io::ColumnarWriteOptions().rows_per_group,
              "convert: rows per row group of the output (the unit of reading and of checksum "
              "checks; the writer holds one group in memory).");
-DEFINE_validator(rows_per_group, &IsPositive64);
+DEFINE_validator(rows_per_group, &ember::tools::IsPositive64);
 
 namespace ember::tools {
 namespace {

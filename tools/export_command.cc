@@ -76,7 +76,7 @@ Status Export() {
   if (!gflags::ReadFlagsFromString(*recorded, "ember", /*errors_are_fatal=*/false)) {
     return Status::DataLoss(job_flags, ": holds flags this Ember does not read");
   }
-  LogEffectiveFlags({"tools/train_command.cc", "tools/format_flags.cc"});
+  LogEffectiveFlags({"tools/train_flags.cc", "tools/format_flags.cc"});
   EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
   options.show_progress = false;
   options.checkpoint.dir = FLAGS_checkpoint_dir;

@@ -1,3 +1,4 @@
+#include "tools/flag_validators.h"
 #include "tools/format_flags.h"
 
 #include <gflags/gflags.h>
@@ -16,8 +17,6 @@
 
 namespace {
 
-bool IsRatio(const char*, double value) { return value >= 0 && value <= 1; }
-bool IsNonNegative32(const char*, int32_t value) { return value >= 0; }
 
 }  // namespace
 
@@ -56,7 +55,7 @@ DEFINE_string(field_starts, "",
               "libsvm: first feature index of each field, comma-separated (e.g. "
               "'0,957,5039'), one slot per field; empty: every feature in one slot.");
 DEFINE_int32(num_fields, 0, "libffm: number of fields, one slot each; required for libffm.");
-DEFINE_validator(num_fields, &IsNonNegative32);
+DEFINE_validator(num_fields, &ember::tools::IsNonNegative32);
 DEFINE_bool(require_binary_values, false,
             "libsvm, libffm: a feature value other than 0 or 1 makes the line bad (otherwise "
             "any non-zero value just marks the feature present).");
@@ -78,7 +77,7 @@ DEFINE_string(bad_lines, "skip",
 DEFINE_double(max_bad_ratio, 0.01,
               "With --bad_lines=skip, fail when more than this fraction of lines is bad (of "
               "each input file for convert).");
-DEFINE_validator(max_bad_ratio, &IsRatio);
+DEFINE_validator(max_bad_ratio, &ember::tools::IsRatio);
 
 namespace ember::tools {
 namespace {

@@ -166,14 +166,14 @@ struct FlagSource {
 
 const std::vector<FlagSource>& FlagSources() {
   static const std::vector<FlagSource> sources = {
-      {"train", "tools/train_command.cc", {}, {}},
+      {"train", "tools/train_flags.cc", {}, {}},
       {"train", "tools/format_flags.cc", {}, {}},
       {"train", "tools/plan_flags.cc", {}, {}},
       {"train", "tools/common_flags.cc", {}, {}},
       // `ember plan` costs the job the flags of train describe, not its outputs.
       {"plan", "tools/plan_command.cc", {}, {}},
       {"plan", "tools/plan_flags.cc", {}, {}},
-      {"plan", "tools/train_command.cc", {}, {Topic::kCheckpoints, Topic::kOutput}},
+      {"plan", "tools/train_flags.cc", {}, {Topic::kCheckpoints, Topic::kOutput}},
       {"plan", "tools/format_flags.cc", {}, {}},
       {"plan", "tools/common_flags.cc", {}, {}},
       {"convert", "tools/convert_command.cc", {}, {}},
@@ -183,9 +183,9 @@ const std::vector<FlagSource>& FlagSources() {
       {"gen-data", "tools/common_flags.cc", {}, {Topic::kPipeline}},
       {"gen-data", "tools/format_flags.cc", {"slot_bits"}, {}},
       {"export", "tools/serving_flags.cc", {"bundle"}, {}},
-      {"export", "tools/train_command.cc", {"checkpoint_dir"}, {}},
+      {"export", "tools/train_flags.cc", {"checkpoint_dir"}, {}},
       {"eval", "tools/serving_flags.cc", {"bundle", "data", "labelled", "score_batch_size"}, {}},
-      {"eval", "tools/train_command.cc", {"metrics_out"}, {}},
+      {"eval", "tools/train_flags.cc", {"metrics_out"}, {}},
       {"eval", "tools/format_flags.cc", {}, {}},
       {"eval", "tools/common_flags.cc", {"threads"}, {}},
       {"predict", "tools/serving_flags.cc", {}, {}},

@@ -20,13 +20,8 @@
 #include "scheduler/cost_model.h"
 #include "scheduler/planner.h"
 #include "tools/commands.h"
+#include "tools/flag_validators.h"
 #include "tools/plan_flags.h"
-
-namespace {
-bool IsPositiveDouble(const char*, double value) { return value > 0; }
-bool IsPositiveInt(const char*, int32_t value) { return value > 0; }
-bool IsNonNegativeInt(const char*, int32_t value) { return value >= 0; }
-}  // namespace
 
 DEFINE_string(plan_out, "",
               "plan: write the plan as JSON here (with predicted_samples_per_sec); `ember train "
@@ -37,28 +32,28 @@ DEFINE_string(dot_out, "plan.dot",
 DEFINE_double(network_scale, 1.0,
               "plan: multiply the bandwidth of every network link of the resource graph by this "
               "(e.g. 0.1 to ask how the plan changes on a 10x slower network).");
-DEFINE_validator(network_scale, &IsPositiveDouble);
+DEFINE_validator(network_scale, &ember::tools::IsPositiveDouble);
 DEFINE_string(draw_schedule, "",
               "plan: instead of planning, draw one step of the pipeline schedule of this kind "
               "(gpipe, 1f1b, interleaved) as text, with its predicted bubble, for equal chunks "
               "(backward = 2 x forward). Empty: plan the job.");
 DEFINE_int32(schedule_ranks, 2, "plan --draw_schedule: pipeline ranks (p), >= 1.");
-DEFINE_validator(schedule_ranks, &IsPositiveInt);
+DEFINE_validator(schedule_ranks, &ember::tools::IsPositive32);
 DEFINE_int32(schedule_virtual_stages, 1,
              "plan --draw_schedule: chunks (virtual stages) per rank (v), >= 1; > 1 needs "
              "--draw_schedule=interleaved or gpipe.");
-DEFINE_validator(schedule_virtual_stages, &IsPositiveInt);
+DEFINE_validator(schedule_virtual_stages, &ember::tools::IsPositive32);
 DEFINE_int32(schedule_micro_batches, 4,
              "plan --draw_schedule: micro-batches per step (m), >= 1; interleaved needs a "
              "multiple of --schedule_ranks.");
-DEFINE_validator(schedule_micro_batches, &IsPositiveInt);
+DEFINE_validator(schedule_micro_batches, &ember::tools::IsPositive32);
 DEFINE_int32(pipeline_ranks, 0,
              "plan: also choose pipeline parallelism of the model's dense graph over up to this "
              "many ranks: the ranks p, chunks per rank v, micro-batches m of the plan's batch "
              "and schedule (gpipe, 1f1b, interleaved) the schedule simulator predicts fastest, "
              "ranks filling the hosts (this one, or --cluster's) and sharing their threads. "
              "0: don't.");
-DEFINE_validator(pipeline_ranks, &IsNonNegativeInt);
+DEFINE_validator(pipeline_ranks, &ember::tools::IsNonNegative32);
 DEFINE_string(pipeline_activation_limit, "",
               "plan --pipeline_ranks: activation memory a pipeline rank may hold at once (e.g. "
               "512MB); candidates over it are left out. Empty: no limit.");

@@ -1,4 +1,5 @@
 // The planner's flags and their glue (see plan_flags.h).
+#include "tools/flag_validators.h"
 #include "tools/plan_flags.h"
 
 #include <gflags/gflags.h>
@@ -37,16 +38,12 @@ DEFINE_string(plan, "auto",
 DEFINE_string(cluster, "",
               "plan: a cluster file (JSON, see scheduler/cluster_file.h) describing the machines "
               "to plan for; empty: this host, discovered and calibrated.");
-namespace {
-bool IsNonNegativeRanks(const char*, int32_t value) { return value >= 0; }
-}  // namespace
-
 DEFINE_int32(ranks, 0,
              "plan: ranks of the job (mpirun -np N ember train): each trains --batch_size "
              "examples a step with --threads threads, the ranks fill the hosts (this one, or "
              "--cluster's) evenly, and the plan adds the key, row and gradient exchanges and "
              "the dense all-reduce. 0: the MPI world when run under mpirun, else 1.");
-DEFINE_validator(ranks, &IsNonNegativeRanks);
+DEFINE_validator(ranks, &ember::tools::IsNonNegative32);
 DEFINE_bool(recalibrate, false,
             "Measure this host's rates again (about a second) instead of reading them from the "
             "calibration cache.");

@@ -1,3 +1,4 @@
+#include "tools/flag_validators.h"
 #include "tools/serving_flags.h"
 
 #include <gflags/gflags.h>
@@ -14,10 +15,6 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 
-namespace {
-bool IsPositive32(const char*, int32_t value) { return value > 0; }
-}  // namespace
-
 DEFINE_string(bundle, "",
               "The serving bundle (a directory): the one `ember export` writes, or that eval "
               "and predict score with. Required.");
@@ -31,7 +28,7 @@ DEFINE_bool(labelled, true,
 DEFINE_int32(score_batch_size, 4096,
              "eval, predict: examples per scoring batch. 4096 is the batch of the trainer's "
              "evaluation: with it (and the same --threads) scores equal training's bit for bit.");
-DEFINE_validator(score_batch_size, &IsPositive32);
+DEFINE_validator(score_batch_size, &ember::tools::IsPositive32);
 DEFINE_string(predictions_out, "",
               "predict: write the scores here (atomically), one line per input example in "
               "input order, one tab-separated probability per task. Required.");

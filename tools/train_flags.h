@@ -1,8 +1,8 @@
 #pragma once
 
-// The flags of `ember train` (defined in train_command.cc) that planning
-// (plan_flags.cc) reads too: `ember plan` and `--plan=auto` cost the job
-// these flags describe.
+// The flags of `ember train` (defined in train_flags.cc). Planning
+// (plan_flags.cc) reads the first ones too: `ember plan` and `--plan=auto`
+// cost the job these flags describe.
 
 #include <gflags/gflags_declare.h>
 
@@ -46,3 +46,36 @@ DECLARE_bool(early_pulls);
 // Read by `ember export` and `ember eval` (tools/serving_flags.h) too.
 DECLARE_string(checkpoint_dir);
 DECLARE_string(metrics_out);
+
+// Read by the command (train_command.cc) alone.
+DECLARE_int64(timing_warmup_steps);
+DECLARE_double(sparse_lr);
+DECLARE_double(ftrl_beta);
+DECLARE_double(ftrl_l1);
+DECLARE_double(ftrl_l2);
+DECLARE_string(admission);
+DECLARE_int64(admission_min_count);
+DECLARE_double(admission_probability);
+DECLARE_int64(embedding_ttl_steps);
+DECLARE_string(embedding_eviction);
+DECLARE_string(embedding_dir);
+DECLARE_int64(embedding_reserve_rows);
+DECLARE_bool(read_ahead);
+DECLARE_int32(shard_index);
+DECLARE_string(dense_precision);
+DECLARE_int32(dense_row_shards);
+DECLARE_double(watchdog_seconds);
+DECLARE_int64(checkpoint_every_steps);
+DECLARE_bool(resume);
+DECLARE_double(rank_timeout_seconds);
+DECLARE_bool(expert_parallel);
+DECLARE_int32(pipeline_parallel);
+DECLARE_int32(virtual_stages);
+DECLARE_int32(micro_batches);
+DECLARE_string(pipeline_schedule);
+DECLARE_bool(model_hash);
+DECLARE_string(trace_file);
+DECLARE_int64(eval_every_steps);
+DECLARE_bool(eval_every_epoch);
+DECLARE_string(plot_out);
+DECLARE_string(export_dir);
