@@ -12,6 +12,9 @@ namespace {
 // and histograms.
 constexpr int64_t kMinRadixKeys = 512;
 
+// The most pairs a thread keeps between calls: 2 x 4 MiB.
+constexpr int64_t kMaxKeptEntries = int64_t{1} << 18;
+
 struct Entry {
   uint64_t key;
   int64_t position;
@@ -37,8 +40,13 @@ void SortedOrder(const uint64_t* keys, int64_t n, std::vector<int64_t>* order,
     return;
   }
   // Kept by the thread: a batch's pairs are ~1.5 MB, whose pages would fault
-  // in again on every call.
-  thread_local std::vector<Entry> from, to;
+  // in again on every call. A larger batch gets pairs of its own, freed when
+  // it is done, rather than leaving them with the thread.
+  thread_local std::vector<Entry> kept_from, kept_to;
+  std::vector<Entry> own_from, own_to;
+  const bool keep = n <= kMaxKeptEntries;
+  std::vector<Entry>& from = keep ? kept_from : own_from;
+  std::vector<Entry>& to = keep ? kept_to : own_to;
   from.resize(n);
   to.resize(n);
   // Every digit's histogram in one pass over the keys.

@@ -15,8 +15,9 @@ namespace ember {
 // position) pairs, 8 bits a pass, skipping the digits every key shares: on
 // 90k random keys 1.7-2.5 ms on one core of this machine, against 7.5 ms for
 // std::sort of positions compared through the keys. Small ones are sorted by
-// comparison. Thread safety: concurrent calls are safe (the scratch is per
-// thread).
+// comparison. The scratch pairs (16 bytes a key) stay with the calling
+// thread up to 2^18 keys. Thread safety: concurrent calls are safe (the
+// scratch is per thread).
 void SortedOrder(const uint64_t* keys, int64_t n, std::vector<int64_t>* order,
                  std::vector<uint64_t>* sorted = nullptr);
 

@@ -38,7 +38,8 @@ void ExpectSortsAsStableSort(const std::vector<uint64_t>& keys, const std::strin
 
 TEST(SortedOrderTest, SortsLikeAStableSortOnEitherSideOfTheRadixThreshold) {
   RandomStream random(3);
-  for (int64_t n : {0, 1, 2, 100, 511, 512, 513, 5000, 100000}) {
+  // 300000: past the pairs a thread keeps.
+  for (int64_t n : {0, 1, 2, 100, 511, 512, 513, 5000, 100000, 300000}) {
     std::vector<uint64_t> keys(n);
     for (uint64_t& key : keys) key = random.NextU64();
     ExpectSortsAsStableSort(keys, "random");
