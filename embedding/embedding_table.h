@@ -19,6 +19,18 @@ enum class SparseOptimizer { kSgd, kAdagrad, kAdam, kFtrl, kRowWiseAdagrad };
 Result<SparseOptimizer> ParseSparseOptimizer(const std::string& name);
 const char* SparseOptimizerName(SparseOptimizer optimizer);
 
+// How rows hold their weights, in memory and on disk: kFloat32, or
+// kBFloat16, 16 bits each (the high half of a float) with float arithmetic
+// and stochastic rounding of updates (embedding/internal/row_weights.h).
+// bfloat16 halves the weights' bytes, so a memory budget holds more rows;
+// it changes the model (by rounding), not what StoredRows shows: rows read
+// and written there are floats.
+enum class WeightStorage { kFloat32, kBFloat16 };
+
+// Parses "f32" or "bf16".
+Result<WeightStorage> ParseWeightStorage(const std::string& name);
+const char* WeightStorageName(WeightStorage storage);
+
 // Hyper-parameters of the sparse optimizers; the update rules are in
 // embedding/sparse_optimizer.h. Each optimizer reads only its own fields.
 struct SparseOptimizerOptions {
@@ -134,6 +146,8 @@ struct EmbeddingTableOptions {
   float init_scale = 0.0f;
   uint64_t seed = 0;
   SparseOptimizerOptions optimizer;
+  // How weights are held (see WeightStorage). Default: kFloat32.
+  WeightStorage weight_storage = WeightStorage::kFloat32;
   // Default: every key gets a row.
   AdmissionOptions admission;
   // EvictExpired() removes rows not pulled for more than ttl_steps steps;

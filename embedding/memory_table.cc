@@ -96,14 +96,13 @@ Status MemoryTable::Lookup(const std::vector<Key>& keys, float* out) {
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
   const int dim = memory_.dim();
-  const size_t row_bytes = sizeof(float) * dim;
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
     MutexLock lock(shard.mu);
     memory_.SplitByResidence(
         shard, s, *batch,
         [&](int64_t k, int64_t slot) {
-          std::memcpy(out + batch->positions[k] * dim, shard.rows.row(slot), row_bytes);
+          memory_.LoadRowWeights(shard.rows.row(slot), out + batch->positions[k] * dim);
         },
         [&](int64_t k) { memory_.ReadAbsent(batch->keys[k], out + batch->positions[k] * dim); });
     return Status::OK();
@@ -137,8 +136,7 @@ Status MemoryTable::ReadRows(const std::vector<Key>& keys, float* rows,
   }
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
-  const int64_t row_floats = memory_.row_floats();
-  const size_t row_bytes = sizeof(float) * row_floats;
+  const int64_t row_floats = memory_.stored_row_floats();
   // batch.rows[k] marks found keys (non-null) for the pass below.
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
@@ -147,7 +145,7 @@ Status MemoryTable::ReadRows(const std::vector<Key>& keys, float* rows,
         shard, s, *batch,
         [&](int64_t k, int64_t slot) {
           float* dst = rows + batch->positions[k] * row_floats;
-          std::memcpy(dst, shard.rows.row(slot), row_bytes);
+          memory_.ExpandRow(shard.rows.row(slot), dst);
           batch->rows[k] = dst;
         },
         [&](int64_t k) { batch->rows[k] = nullptr; });
@@ -169,7 +167,7 @@ Status MemoryTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
   }
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
-  const int64_t row_floats = memory_.row_floats();
+  const int64_t row_floats = memory_.stored_row_floats();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
     MutexLock lock(shard.mu);

@@ -29,6 +29,7 @@
 #include "core/random.h"
 #include "core/status.h"
 #include "core/threads.h"
+#include "embedding/internal/row_weights.h"
 #include "embedding/row_init.h"
 #include "embedding/sparse_optimizer.h"
 
@@ -42,6 +43,8 @@ constexpr int64_t kChunkBytes = int64_t{64} << 10;
 constexpr int64_t kChunksPerShardBudget = 16;
 // Keys looked ahead when prefetching index buckets and rows.
 constexpr int64_t kPrefetchDistance = 16;
+// Weights a new bfloat16 row is initialised in on the stack (more: heap).
+constexpr int kMaxStackWeights = 256;
 // Floats after the stored row: the change epoch.
 constexpr int64_t kEpochFloats = 1;
 // Entries of an empty KeyIndex (row_store.cc's kMinIndexCapacity).
@@ -70,7 +73,7 @@ EvictionPolicy::Kind PolicyKind(const EmbeddingTableOptions& options, bool budge
 }
 
 int64_t StrideFloats(const EmbeddingTableOptions& options, bool budgeted) {
-  return MemoryTier::StoredRowFloats(options) + kEpochFloats +
+  return MemoryTier::RowFloats(options) + kEpochFloats +
          EvictionPolicy::LinkFloats(PolicyKind(options, budgeted));
 }
 
@@ -89,6 +92,11 @@ int64_t ShardBudgetBytes(const MemoryTierOptions& options) {
 
 }  // namespace
 
+int64_t MemoryTier::RowFloats(const EmbeddingTableOptions& options) {
+  return WeightWords(options.weight_storage, options.dim) +
+         StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
+}
+
 int64_t MemoryTier::StoredRowFloats(const EmbeddingTableOptions& options) {
   return options.dim + StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
 }
@@ -105,8 +113,10 @@ MemoryTier::MemoryTier(const MemoryTierOptions& options)
     : options_(options.table),
       dim_(options_.dim),
       num_shards_(options_.num_shards),
-      meta_offset_(options_.dim + StateFloatsPerRow(options_.optimizer.type, options_.dim)),
+      weight_words_(WeightWords(options_.weight_storage, options_.dim)),
+      meta_offset_(weight_words_ + StateFloatsPerRow(options_.optimizer.type, options_.dim)),
       row_floats_(meta_offset_ + kMetaFloats),
+      stored_row_floats_(StoredRowFloats(options_)),
       stride_floats_(StrideFloats(options_, Budgeted(options_))),
       init_scale_(InitScale(options_)),
       admission_seed_(HashCombine(options_.seed, kProbabilitySalt)),
@@ -140,14 +150,46 @@ MemoryTier::MemoryTier(const MemoryTierOptions& options)
   }
 }
 
+void MemoryTier::LoadRowWeights(const float* row, float* out) const {
+  LoadWeights(options_.weight_storage, dim_, row, out);
+}
+
+void MemoryTier::ExpandRow(const float* row, float* stored) const {
+  if (stored_row_floats_ == row_floats_) {
+    std::memcpy(stored, row, sizeof(float) * row_floats_);
+    return;
+  }
+  // `row` may be a row of the tier behind, read into bytes at a multiple of
+  // 4 bytes: LoadWeights needs 2-byte alignment only.
+  LoadWeights(options_.weight_storage, dim_, row, stored);
+  std::memcpy(stored + dim_, row + weight_words_, sizeof(float) * (row_floats_ - weight_words_));
+}
+
+void MemoryTier::CompactRow(const float* stored, float* row) const {
+  if (stored_row_floats_ == row_floats_) {
+    std::memcpy(row, stored, sizeof(float) * row_floats_);
+    return;
+  }
+  StoreWeights(options_.weight_storage, dim_, stored, row);
+  std::memcpy(row + weight_words_, stored + dim_, sizeof(float) * (row_floats_ - weight_words_));
+}
+
 int64_t MemoryTier::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
   // Allocate first, so that a failure leaves index and arena consistent.
   shard.index.ReserveOneMore();
   shard.rows.ReserveOneMore();
   const int64_t slot = shard.rows.Append();
   float* row = shard.rows.row(slot);
-  InitRowWeights(options_.seed, key, init_scale_, dim_, row);
-  InitOptimizerState(options_.optimizer, dim_, row + dim_);
+  if (weight_words_ == dim_) {
+    InitRowWeights(options_.seed, key, init_scale_, dim_, row);
+  } else {
+    float weights[kMaxStackWeights];
+    std::vector<float> heap;
+    float* initial = dim_ <= kMaxStackWeights ? weights : (heap.resize(dim_), heap.data());
+    InitRowWeights(options_.seed, key, init_scale_, dim_, initial);
+    StoreWeights(options_.weight_storage, dim_, initial, row);
+  }
+  InitOptimizerState(options_.optimizer, dim_, row + weight_words_);
   WriteMeta(StoredMeta{key, step, 0}, row + meta_offset_);
   const uint32_t unmarked = 0;
   std::memcpy(row + row_floats_, &unmarked, sizeof(unmarked));
@@ -188,13 +230,10 @@ void MemoryTier::RemoveSlot(Shard& shard, int64_t slot) const {
 
 void MemoryTier::WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash,
                           const float* row) const {
-  float* dst;
-  if (slot < 0) {
-    dst = shard.rows.row(InsertRow(shard, key, hash, row));
-  } else {
-    dst = shard.rows.row(slot);
-    std::memcpy(dst, row, sizeof(float) * row_floats_);
-  }
+  // A new row's slot takes a copy of the first row_floats() floats first
+  // (a stored row is at least that long), then the held form.
+  float* dst = shard.rows.row(slot < 0 ? InsertRow(shard, key, hash, row) : slot);
+  CompactRow(row, dst);
   StoredMeta meta = ReadMeta(dst + meta_offset_);
   meta.key = key;  // the row's key is the caller's, whatever the row says
   WriteMeta(meta, dst + meta_offset_);
@@ -312,6 +351,7 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
   batch.removals[s] = shard.rows.removals();
   batch.all_rows[s] = 1;
   const size_t row_bytes = sizeof(float) * dim_;
+  const WeightStorage storage = options_.weight_storage;
   const int64_t end = batch.begin[s + 1];
   for (int64_t k = batch.begin[s]; k < end; ++k) {
     if (k + kPrefetchDistance < end) __builtin_prefetch(batch.rows[k + kPrefetchDistance]);
@@ -322,7 +362,11 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
       batch.all_rows[s] = 0;
       continue;
     }
-    std::memcpy(dst, row, row_bytes);
+    if (storage == WeightStorage::kFloat32) {
+      std::memcpy(dst, row, row_bytes);
+    } else {
+      LoadWeights(storage, dim_, row, dst);
+    }
     TouchMeta(step, row + meta_offset_);
   }
 }
@@ -330,13 +374,24 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
 void MemoryTier::ApplyGradients(Shard& shard, int s, const BatchScratch& batch,
                                 const float* grads) const {
   const SparseOptimizerOptions& optimizer = options_.optimizer;
+  const WeightStorage storage = options_.weight_storage;
+  // Under bfloat16 storage the optimizer updates float weights, which are
+  // then rounded back into the row.
+  std::vector<float> widened(storage == WeightStorage::kFloat32 ? 0 : dim_);
   const int64_t end = batch.begin[s + 1];
   uint32_t epoch;
   for (int64_t k = batch.begin[s]; k < end; ++k) {
     if (k + kPrefetchDistance < end) __builtin_prefetch(batch.rows[k + kPrefetchDistance]);
     float* row = batch.rows[k];
     if (row == nullptr) continue;  // not admitted: the gradient is dropped
-    ApplySparseOptimizer(optimizer, dim_, grads + batch.positions[k] * dim_, row, row + dim_);
+    const float* grad = grads + batch.positions[k] * dim_;
+    if (storage == WeightStorage::kFloat32) {
+      ApplySparseOptimizer(optimizer, dim_, grad, row, row + weight_words_);
+    } else {
+      LoadWeights(storage, dim_, row, widened.data());
+      ApplySparseOptimizer(optimizer, dim_, grad, widened.data(), row + weight_words_);
+      StoreUpdatedWeights(storage, dim_, widened.data(), batch.hashes[k], row);
+    }
     std::memcpy(&epoch, row + row_floats_, sizeof(epoch));
     if (epoch != shard.epoch) MarkChanged(shard, row);
   }

@@ -36,11 +36,14 @@ void ClearChangeList(std::vector<Key>& keys) {
 }  // namespace
 
 Status MemoryTier::ScanResident(const RowVisitor& visit) const {
+  const bool widen = stored_row_floats_ != row_floats_;
+  std::vector<float> stored(widen ? stored_row_floats_ : 0);
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
     for (int64_t slot = 0; slot < shard->rows.size(); ++slot) {
       const float* row = shard->rows.row(slot);
-      EMBER_RETURN_IF_ERROR(visit(ReadMeta(row + meta_offset_).key, row));
+      if (widen) ExpandRow(row, stored.data());
+      EMBER_RETURN_IF_ERROR(visit(ReadMeta(row + meta_offset_).key, widen ? stored.data() : row));
     }
   }
   return Status::OK();

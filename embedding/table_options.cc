@@ -1,5 +1,5 @@
 // ValidateTableOptions (see embedding/internal/table_options.h) and
-// ParseEvictionPolicy (embedding/embedding_table.h).
+// ParseEvictionPolicy and ParseWeightStorage (embedding/embedding_table.h).
 
 #include "embedding/internal/table_options.h"
 
@@ -72,6 +72,11 @@ Status ValidateTableOptions(const EmbeddingTableOptions& options) {
     return Status::InvalidArgument("memory_budget_bytes must be >= 0, got ",
                                    options.memory_budget_bytes);
   }
+  if (options.weight_storage != WeightStorage::kFloat32 &&
+      options.weight_storage != WeightStorage::kBFloat16) {
+    return Status::InvalidArgument("weight_storage: unknown kind ",
+                                   static_cast<int>(options.weight_storage));
+  }
   EMBER_RETURN_IF_ERROR(ValidateAdmissionOptions(options.admission));
   return ValidateSparseOptimizerOptions(options.optimizer);
 }
@@ -84,6 +89,16 @@ Result<EmbeddingTableOptions::EvictionPolicy> ParseEvictionPolicy(const std::str
   if (name == "lru") return EmbeddingTableOptions::EvictionPolicy::kLru;
   if (name == "lfu") return EmbeddingTableOptions::EvictionPolicy::kLfu;
   return Status::InvalidArgument("eviction policy \"", name, "\" is not known; use lru or lfu");
+}
+
+Result<WeightStorage> ParseWeightStorage(const std::string& name) {
+  if (name == "f32") return WeightStorage::kFloat32;
+  if (name == "bf16") return WeightStorage::kBFloat16;
+  return Status::InvalidArgument("weight storage \"", name, "\" is not known; use f32 or bf16");
+}
+
+const char* WeightStorageName(WeightStorage storage) {
+  return storage == WeightStorage::kBFloat16 ? "bf16" : "f32";
 }
 
 }  // namespace ember::embedding

@@ -169,8 +169,7 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
   const int dim = memory_.dim();
-  const size_t row_bytes = sizeof(float) * dim;
-  const size_t stored_bytes = sizeof(float) * memory_.row_floats();
+  const size_t held_bytes = sizeof(float) * memory_.row_floats();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
     MutexLock lock(shard.mu);
@@ -180,7 +179,7 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
     memory_.SplitByResidence(
         shard, s, *batch,
         [&](int64_t k, int64_t slot) {
-          std::memcpy(out + batch->positions[k] * dim, shard.rows.row(slot), row_bytes);
+          memory_.LoadRowWeights(shard.rows.row(slot), out + batch->positions[k] * dim);
         },
         [&](int64_t k) {
           io.keys.push_back(batch->keys[k]);
@@ -193,7 +192,7 @@ Status TieredTable::Lookup(const std::vector<Key>& keys, float* out) {
       if (io.slots[i] < 0) {
         memory_.ReadAbsent(io.keys[i], dst);
       } else {
-        std::memcpy(dst, io.rows.data() + i * stored_bytes, row_bytes);
+        memory_.LoadRowWeights(reinterpret_cast<const float*>(io.rows.data() + i * held_bytes), dst);
       }
     }
     return Status::OK();
@@ -270,6 +269,10 @@ Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
 }  // namespace
 }  // namespace internal
 
+int64_t TierRowBytes(const EmbeddingTableOptions& options) {
+  return internal::MemoryTier::RowFloats(options) * int64_t{sizeof(float)};
+}
+
 Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
                                                        std::unique_ptr<Tier> disk) {
   EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
@@ -278,7 +281,7 @@ Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptio
   }
   EMBER_RETURN_IF_ERROR(internal::ValidateTieredOptions(options));
   if (disk == nullptr) return Status::InvalidArgument("NewTieredTable: disk tier is null");
-  const int64_t row_bytes = internal::MemoryTier::StoredRowFloats(options) * int64_t{sizeof(float)};
+  const int64_t row_bytes = TierRowBytes(options);
   if (disk->row_bytes() != row_bytes) {
     return Status::InvalidArgument("NewTieredTable: disk tier rows have ", disk->row_bytes(),
                                    " bytes, the table's have ", row_bytes);
@@ -304,7 +307,7 @@ Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOp
   }
   RocksDbTierOptions disk_options;
   disk_options.path = options.disk_path;
-  disk_options.row_bytes = internal::MemoryTier::StoredRowFloats(options) * int64_t{sizeof(float)};
+  disk_options.row_bytes = TierRowBytes(options);
   disk_options.block_cache_bytes = options.disk_block_cache_bytes;
   disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
   // A table starts empty: rows an earlier table left in disk_path are

@@ -11,7 +11,8 @@ namespace ember::embedding {
 // A table whose memory tier holds at most options.memory_budget_bytes, in
 // front of `disk` (which the table owns); NewEmbeddingTable calls it with a
 // RocksDB tier at options.disk_path. Tests pass an in-memory or a faulty
-// tier. `disk` must hold rows of StoredRows::row_floats() * 4 bytes; rows it
+// tier. `disk` must hold rows as memory holds them (the row's words with
+// float or bfloat16 weights, see WeightStorage), 4 bytes a word; rows it
 // holds already (a tier reopened) are the table's rows, as if written back
 // by it. Fails with InvalidArgument as NewEmbeddingTable does (disk_path is
 // not used), if disk is null, or if its row_bytes() does not match, and with
@@ -71,5 +72,10 @@ namespace ember::embedding {
 //   the budget always holds.
 Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
                                                        std::unique_ptr<Tier> disk);
+
+// Bytes of a row in the disk tier of a table with `options`: its weights in
+// options.weight_storage, its optimizer state and RowMeta (for float weights,
+// StoredRows::row_floats() * 4).
+int64_t TierRowBytes(const EmbeddingTableOptions& options);
 
 }  // namespace ember::embedding

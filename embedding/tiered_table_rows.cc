@@ -36,6 +36,7 @@ Status TieredTable::Scan(const RowVisitor& visit) {
   EMBER_RETURN_IF_ERROR(memory_.ScanResident(visit));
   const int64_t row_floats = memory_.row_floats();
   std::vector<float> row(row_floats);
+  std::vector<float> stored(memory_.stored_row_floats());
   return disk_->Scan([&](Key key, const char* bytes) -> Status {
     std::memcpy(row.data(), bytes, sizeof(float) * row_floats);
     if (ExpiredOnDisk(row.data() + memory_.meta_offset())) return Status::OK();
@@ -47,7 +48,8 @@ Status TieredTable::Scan(const RowVisitor& visit) {
       MutexLock lock(shard.mu);
       if (shard.index.Find(key, hash) >= 0) return Status::OK();
     }
-    return visit(key, row.data());
+    memory_.ExpandRow(row.data(), stored.data());
+    return visit(key, stored.data());
   });
 }
 
@@ -61,8 +63,8 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
   }
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
-  const int64_t row_floats = memory_.row_floats();
-  const size_t row_bytes = sizeof(float) * row_floats;
+  const int64_t row_floats = memory_.stored_row_floats();
+  const size_t held_bytes = sizeof(float) * memory_.row_floats();
   // batch.rows[k] marks found keys (non-null) for the pass below.
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
@@ -74,7 +76,7 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
         shard, s, *batch,
         [&](int64_t k, int64_t slot) {
           float* dst = rows + batch->positions[k] * row_floats;
-          std::memcpy(dst, shard.rows.row(slot), row_bytes);
+          memory_.ExpandRow(shard.rows.row(slot), dst);
           batch->rows[k] = dst;
         },
         [&](int64_t k) {
@@ -88,7 +90,7 @@ Status TieredTable::ReadRows(const std::vector<Key>& keys, float* rows,
       if (io.slots[i] < 0) continue;
       const int64_t k = io.positions[i];
       float* dst = rows + batch->positions[k] * row_floats;
-      std::memcpy(dst, io.rows.data() + i * row_bytes, row_bytes);
+      memory_.ExpandRow(reinterpret_cast<const float*>(io.rows.data() + i * held_bytes), dst);
       batch->rows[k] = dst;
     }
     return Status::OK();
@@ -110,9 +112,9 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
   }
   BatchScratchPool& batches = memory_.batches();
   GroupedBatch batch(batches, keys);
-  const int64_t row_floats = memory_.row_floats();
+  const int64_t row_floats = memory_.stored_row_floats();
   const int64_t meta_offset = memory_.meta_offset();
-  const size_t row_bytes = sizeof(float) * row_floats;
+  const size_t row_bytes = sizeof(float) * memory_.row_floats();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);
     MutexLock lock(shard.mu);
@@ -133,6 +135,7 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         });
     if (!io.keys.empty()) {
       const int64_t n = static_cast<int64_t>(io.keys.size());
+      std::vector<float> held(memory_.row_floats());
       // Which keys are new to disk, for disk_rows: those the filter rules
       // out, and those of the others the disk lacks.
       io.rows.resize(n * row_bytes);
@@ -146,7 +149,8 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
           n - static_cast<int64_t>(io.candidates.size()) + static_cast<int64_t>(io.absent.size());
       for (int64_t i = 0; i < n; ++i) {
         char* dst = io.rows.data() + i * row_bytes;
-        std::memcpy(dst, rows + batch->positions[io.positions[i]] * row_floats, row_bytes);
+        memory_.CompactRow(rows + batch->positions[io.positions[i]] * row_floats, held.data());
+        std::memcpy(dst, held.data(), row_bytes);
         float meta_floats[kMetaFloats];
         std::memcpy(meta_floats, dst + meta_offset * sizeof(float), sizeof(meta_floats));
         StoredMeta meta = ReadMeta(meta_floats);

@@ -207,9 +207,9 @@ double CostModel::DenseStageSeconds(const Program& program, int64_t batch, int d
 }
 
 double CostModel::RowBytes(const Program& program, int cpu) const {
-  const double floats =
-      program.sparse.embedding_dim * (1.0 + program.sparse.sparse_state_per_float);
-  return 4.0 * floats + RatesOf(cpu).row_overhead_bytes;
+  const double dim = program.sparse.embedding_dim;
+  return dim * (program.sparse.sparse_weight_bytes + 4.0 * program.sparse.sparse_state_per_float) +
+         RatesOf(cpu).row_overhead_bytes;
 }
 
 StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) const {

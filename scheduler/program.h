@@ -61,9 +61,12 @@ struct SparseFeatures {
   double zipf_exponent = 1.05;
   // Examples one run trains on (epochs included): sets the table's size.
   int64_t training_examples = 1000000;
-  // Optimizer state floats per embedding float (sgd 0, adagrad 1, adam and
-  // ftrl 2) and per dense parameter (sgd 0, adagrad 1, adam 2).
+  // Optimizer state floats per embedding float (sgd and row-wise adagrad 0,
+  // adagrad 1, adam and ftrl 2) and per dense parameter (sgd 0, adagrad 1,
+  // adam 2).
   int sparse_state_per_float = 1;
+  // Bytes of a stored embedding weight: 4 (f32) or 2 (bf16).
+  int sparse_weight_bytes = 4;
   int dense_state_per_param = 2;
   // The training data's keys, sampled (ember plan --train_data reads them);
   // null: unknown. When set, a batch's distinct ids and a memory tier's

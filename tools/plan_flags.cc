@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/threads.h"
 #include "embedding/distinct_keys.h"
+#include "embedding/embedding_table.h"
 #include "engine/dense_step_timing.h"
 #include "engine/model_zoo.h"
 #include "ops/op_registry.h"
@@ -76,7 +77,8 @@ bool SetOnCommandLine(const char* name) {
 }
 
 int SparseStatePerFloat(const std::string& optimizer) {
-  if (optimizer == "sgd") return 0;
+  // Row-wise Adagrad's one float a row is within the row's overhead.
+  if (optimizer == "sgd" || optimizer == "rowwise_adagrad") return 0;
   if (optimizer == "adagrad") return 1;
   return 2;  // adam: two moments; ftrl: z and n.
 }
@@ -225,6 +227,11 @@ Result<scheduler::Program> ProgramFromFlags(const engine::ModelOptions& model,
   }
   LOG(INFO) << "plan: " << *table_sizing;
   sparse.sparse_state_per_float = SparseStatePerFloat(FLAGS_sparse_optimizer);
+  {
+    Result<embedding::WeightStorage> storage = embedding::ParseWeightStorage(FLAGS_embedding_weights);
+    if (!storage.ok()) return storage.status().WithContext("--embedding_weights");
+    sparse.sparse_weight_bytes = *storage == embedding::WeightStorage::kBFloat16 ? 2 : 4;
+  }
   sparse.dense_state_per_param = FLAGS_dense_optimizer == "sgd"       ? 0
                                  : FLAGS_dense_optimizer == "adagrad" ? 1
                                                                       : 2;

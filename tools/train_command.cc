@@ -94,6 +94,11 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
     }
     options.table.eviction_policy = *policy;
   }
+  {
+    Result<embedding::WeightStorage> storage = embedding::ParseWeightStorage(FLAGS_embedding_weights);
+    if (!storage.ok()) return storage.status().WithContext("--embedding_weights");
+    options.table.weight_storage = *storage;
+  }
   options.table.disk_path = FLAGS_embedding_dir;
   options.embedding_reserve_rows = FLAGS_embedding_reserve_rows;
   options.pipeline.prefetch = FLAGS_prefetch;

@@ -103,6 +103,12 @@ DEFINE_string(embedding_eviction, "lfu",
               "often pulled, sampled among 8) or lru (least recently pulled). Changes speed, "
               "never values. lfu keeps more of a skewed stream's hot rows: DLRM at a 10% "
               "budget read 24% fewer rows from disk and trained 16-18% faster than with lru.");
+DEFINE_string(embedding_weights, "f32",
+              "How embedding rows hold their weights, in memory and on disk: f32, or bf16 "
+              "(16 bits each, arithmetic in f32, updates rounded stochastically). bf16 halves "
+              "the weights' bytes, so --embedding_memory_budget holds more rows; it changes the "
+              "model by its rounding (AUC measured in the README). Checkpoints and exports hold "
+              "f32 either way.");
 DEFINE_string(embedding_dir, "",
               "Directory of the embedding disk tier. Empty: a fresh temporary directory, "
               "removed when the run ends.");

@@ -58,6 +58,7 @@ DECLARE_int64(admission_min_count);
 DECLARE_double(admission_probability);
 DECLARE_int64(embedding_ttl_steps);
 DECLARE_string(embedding_eviction);
+DECLARE_string(embedding_weights);
 DECLARE_string(embedding_dir);
 DECLARE_int64(embedding_reserve_rows);
 DECLARE_bool(read_ahead);

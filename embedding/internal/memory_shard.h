@@ -37,7 +37,8 @@ namespace ember::embedding::internal {
 // frequency (1).
 constexpr int64_t kMetaFloats = 5;
 
-// The RowMeta of a row, at `meta` = row + dim + state floats. Bit-copied so
+// The RowMeta of a row, at `meta` = row + weight words + state floats (see
+// MemoryTier::meta_offset). Bit-copied so
 // that no float arithmetic ever touches the integers.
 struct StoredMeta {
   Key key;

@@ -48,7 +48,7 @@ class MemoryTable final : public EmbeddingTable, public StoredRows {
   StoredRows& stored_rows() override { return *this; }
 
   // --- StoredRows ---
-  int64_t row_floats() const override { return memory_.row_floats(); }
+  int64_t row_floats() const override { return memory_.stored_row_floats(); }
   std::optional<RowMeta> row_meta(Key key) const override;
   Status Scan(const RowVisitor& visit) override { return memory_.ScanResident(visit); }
   Status ReadRows(const std::vector<Key>& keys, float* rows,

@@ -87,7 +87,10 @@ class MemoryTier {
   MemoryTier(const MemoryTier&) = delete;
   MemoryTier& operator=(const MemoryTier&) = delete;
 
-  // Floats of a stored row for these options (weights, state, RowMeta).
+  // Floats (32-bit words) of a row as memory and the tier behind hold it:
+  // weights in options.weight_storage, optimizer state, RowMeta.
+  static int64_t RowFloats(const EmbeddingTableOptions& options);
+  // Floats of a row as StoredRows shows it: dim float weights, state, RowMeta.
   static int64_t StoredRowFloats(const EmbeddingTableOptions& options);
   // Bytes of one shard's fixed parts and one row under a budget: the least
   // budget a shard can keep to.
@@ -97,9 +100,20 @@ class MemoryTier {
   const EmbeddingTableOptions& options() const { return options_; }
   int dim() const { return dim_; }
   int num_shards() const { return num_shards_; }
+  // A held row (RowFloats) and a stored one (StoredRowFloats): they differ
+  // in their weights' words only, under bfloat16 storage.
   int64_t row_floats() const { return row_floats_; }
-  // Floats before a row's RowMeta: weights and optimizer state.
+  int64_t stored_row_floats() const { return stored_row_floats_; }
+  // Floats before a held row's RowMeta: weights and optimizer state.
   int64_t meta_offset() const { return meta_offset_; }
+  // The float weights of held row `row` into `out` (dim() floats).
+  void LoadRowWeights(const float* row, float* out) const;
+  // A held row as StoredRows shows it, into `stored` (stored_row_floats()),
+  // and back (weights rounded to nearest for bfloat16: exact for a row
+  // ExpandRow made). A held row may be bytes at a multiple of 4 (a disk
+  // row in a buffer); they must not overlap.
+  void ExpandRow(const float* row, float* stored) const;
+  void CompactRow(const float* stored, float* row) const;
   Shard& shard(int s) const { return *shards_[s]; }
   int ShardOf(uint64_t hash) const {
     return static_cast<int>(hash % static_cast<uint64_t>(num_shards_));
@@ -147,7 +161,7 @@ class MemoryTier {
   // Push).
   int64_t CreateIfAdmitted(Shard& shard, Key key, uint64_t hash, Access access, int64_t step) const
       REQUIRES(shard.mu);
-  // Appends a copy of stored row `row` (row_floats() floats, any alignment)
+  // Appends a copy of held row `row` (row_floats() floats, any alignment)
   // for `key`, which memory lacks; returns its slot. Not a change. May throw
   // std::bad_alloc, leaving the shard as it was.
   int64_t InsertRow(Shard& shard, Key key, uint64_t hash, const float* row) const
@@ -155,7 +169,8 @@ class MemoryTier {
   // Removes the row at `slot` (index, policy, arena). Not recorded as a
   // change: the caller records removals it reports (RecordRemoved).
   void RemoveSlot(Shard& shard, int64_t slot) const REQUIRES(shard.mu);
-  // Writes stored row `row` as `key`'s: over the row at `slot`, or as a new
+  // Writes stored row `row` (stored_row_floats() floats, as StoredRows
+  // shows it) as `key`'s: over the row at `slot`, or as a new
   // row (InsertRow) when slot is -1. The key in its RowMeta becomes `key`,
   // whatever `row` says. A change.
   void WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash, const float* row) const
@@ -204,7 +219,7 @@ class MemoryTier {
   Status Reserve(int64_t rows);
 
   // --- Stored rows (REQUIRE what StoredRows requires) -------------------------
-  // Visits every row memory holds.
+  // Visits every row memory holds, as stored rows.
   Status ScanResident(const RowVisitor& visit) const;
   Status SaveAdmissionState(std::string* out) const;
   Status RestoreAdmissionState(std::string_view state);
@@ -226,8 +241,11 @@ class MemoryTier {
   const EmbeddingTableOptions options_;
   const int dim_;
   const int num_shards_;
+  // Words of a held row's weights (dim, or half that for bfloat16).
+  const int64_t weight_words_;
   const int64_t meta_offset_;
   const int64_t row_floats_;
+  const int64_t stored_row_floats_;
   // Floats per row in the arena: row_floats_, epoch, policy links.
   const int64_t stride_floats_;
   const float init_scale_;

@@ -67,8 +67,8 @@ struct PrefetchLoader {
 class TieredTable final : public EmbeddingTable, public StoredRows {
  public:
   // May throw std::bad_alloc. REQUIRES: the options passed NewTieredTable's
-  // checks; disk holds rows of row_floats() * 4 bytes. LoadDiskKeys must
-  // run before the table is used.
+  // checks; disk holds rows of TierRowBytes(options) bytes. LoadDiskKeys
+  // must run before the table is used.
   TieredTable(const EmbeddingTableOptions& options, std::unique_ptr<Tier> disk);
   ~TieredTable() override;
   TieredTable(const TieredTable&) = delete;
@@ -93,7 +93,7 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   StoredRows& stored_rows() override { return *this; }
 
   // --- StoredRows (tiered_table_rows.cc) ---
-  int64_t row_floats() const override { return memory_.row_floats(); }
+  int64_t row_floats() const override { return memory_.stored_row_floats(); }
   std::optional<RowMeta> row_meta(Key key) const override;
   Status Scan(const RowVisitor& visit) override;
   Status ReadRows(const std::vector<Key>& keys, float* rows,

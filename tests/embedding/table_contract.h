@@ -57,12 +57,6 @@ inline Result<int64_t> SmallBudget(const embedding::EmbeddingTableOptions& optio
   return fixed + options.num_shards * room_per_shard + (int64_t{4} << 10);
 }
 
-// The bytes of a stored row for `options`.
-inline Result<int64_t> RowBytes(embedding::EmbeddingTableOptions options) {
-  options.memory_budget_bytes = 0;
-  EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewMemoryTable(options));
-  return table->stored_rows().row_floats() * int64_t{sizeof(float)};
-}
 
 inline Result<std::unique_ptr<embedding::EmbeddingTable>> MakeMemoryTable(
     const embedding::EmbeddingTableOptions& options, const std::string& /*dir*/) {
@@ -78,8 +72,7 @@ inline Result<std::unique_ptr<embedding::EmbeddingTable>> MakeTieredTableOnInMem
   if (tiered.memory_budget_bytes == 0) {
     EMBER_ASSIGN_OR_RETURN(tiered.memory_budget_bytes, SmallBudget(options));
   }
-  EMBER_ASSIGN_OR_RETURN(const int64_t row_bytes, RowBytes(options));
-  EMBER_ASSIGN_OR_RETURN(auto tier, embedding::NewInMemoryTier(row_bytes));
+  EMBER_ASSIGN_OR_RETURN(auto tier, embedding::NewInMemoryTier(embedding::TierRowBytes(options)));
   return embedding::NewTieredTable(tiered, std::move(tier));
 }
 

@@ -71,9 +71,21 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
       options.admission.kind = AdmissionOptions::Kind::kProbability;
       options.admission.probability = 0.5;
       break;
-    default:
+    case 2:
       options.optimizer.type = SparseOptimizer::kFtrl;
       options.optimizer.l1 = 0.01f;
+      break;
+    case 3:
+      // bfloat16 weights: their rounding is a function of the row, the same
+      // in either tier.
+      options.optimizer.type = SparseOptimizer::kRowWiseAdagrad;
+      options.weight_storage = WeightStorage::kBFloat16;
+      break;
+    default:
+      options.optimizer.type = SparseOptimizer::kAdagrad;
+      options.admission.kind = AdmissionOptions::Kind::kFrequency;
+      options.weight_storage = WeightStorage::kBFloat16;
+      options.dim = kDim - 1;  // an odd dim: a spare half word
       break;
   }
   auto memory = NewEmbeddingTable(options);
@@ -105,8 +117,8 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
   for (size_t i = lookup_keys.size(); i > 1; --i) {
     std::swap(lookup_keys[i - 1], lookup_keys[shuffle.NextBelow(i)]);
   }
-  std::vector<float> expected_lookup(lookup_keys.size() * kDim, -1.0f);
-  std::vector<float> lookup(lookup_keys.size() * kDim, -2.0f);
+  std::vector<float> expected_lookup(lookup_keys.size() * options.dim, -1.0f);
+  std::vector<float> lookup(lookup_keys.size() * options.dim, -2.0f);
   ASSERT_TRUE(memory.value()->Lookup(lookup_keys, expected_lookup.data()).ok());
   ASSERT_TRUE(tiered.value()->Lookup(lookup_keys, lookup.data()).ok());
   EXPECT_EQ(0, std::memcmp(expected_lookup.data(), lookup.data(), lookup.size() * sizeof(float)));
@@ -124,7 +136,7 @@ TEST_P(TieredEquivalenceTest, PullsAndRowsAreBitIdenticalToTheMemoryTable) {
 
 INSTANTIATE_TEST_SUITE_P(
     OptimizersBudgetsPolicies, TieredEquivalenceTest,
-    ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0.5, 0.25, 0.1),
+    ::testing::Combine(::testing::Values(0, 1, 2, 3, 4), ::testing::Values(0.5, 0.25, 0.1),
                        ::testing::Bool(),
                        ::testing::Values(EmbeddingTableOptions::EvictionPolicy::kLru,
                                          EmbeddingTableOptions::EvictionPolicy::kLfu)));

@@ -276,3 +276,35 @@ TEST_F(EmberCliTrainChecksTest, EvictionPoliciesTrainTheSameModelAndAnUnknownOne
       << bad.output;
   EXPECT_FALSE(Has(bad.output, "train steps")) << bad.output;
 }
+
+// --embedding_weights=bf16 changes the model (its rounding), but not with
+// the tier a row is in: a budgeted run spills and reloads bfloat16 rows and
+// trains the same bits as the run in memory. An unknown storage is refused
+// before any step, naming the flag.
+TEST_F(EmberCliTrainChecksTest, BFloat16WeightsTrainTheSameModelInMemoryAndOnDisk) {
+  const std::string train = Generate("d.tsv", 3000);
+  const std::string base = "train --train_data=" + train + " " + kSmallModel +
+                           " --plan=off --epochs=2 --model_hash";
+  CommandRun f32 = Ember(base);
+  CommandRun memory = Ember(base + " --embedding_weights=bf16");
+  CommandRun budgeted = Ember(base + " --embedding_weights=bf16 --embedding_memory_budget=300KB" +
+                              " --embedding_dir=" + Path("rows") +
+                              " --metrics_out=" + Path("bf16.json"));
+  for (const CommandRun* run : {&f32, &memory, &budgeted}) {
+    ASSERT_EQ(0, run->exit_code) << run->output;
+    ASSERT_FALSE(ModelHash(run->output).empty()) << run->output;
+  }
+  EXPECT_EQ(ModelHash(memory.output), ModelHash(budgeted.output));
+  EXPECT_NE(ModelHash(f32.output), ModelHash(memory.output));
+  ember::Result<std::string> metrics = ember::ReadFile(Path("bf16.json"));
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_FALSE(Has(*metrics, "\"disk_reads\": 0,")) << *metrics;
+
+  CommandRun bad = Ember("train --train_data=" + train + " " + kSmallModel +
+                         " --plan=off --embedding_weights=fp8");
+  EXPECT_EQ(2, bad.exit_code) << bad.output;
+  EXPECT_TRUE(Has(bad.output, "--embedding_weights")) << bad.output;
+  EXPECT_TRUE(Has(bad.output, "weight storage \"fp8\" is not known; use f32 or bf16"))
+      << bad.output;
+  EXPECT_FALSE(Has(bad.output, "train steps")) << bad.output;
+}

@@ -8,7 +8,10 @@
 # ratio per budget with the disk tier's reads and writes per example.
 #   tools/bench/run_tier_train.sh [ember binary] [extra train flags...]
 # Environment: ROUNDS (default 2), THREADS (default 2), BUDGETS (percent,
-# default "50 25 10 6"), ROWS (default 600000), BENCH_DIR (default /tmp).
+# default "50 25 10 6"), ROWS (default 600000), BENCH_DIR (default /tmp),
+# BUDGET_FLAGS (train flags for the budgeted runs only, e.g.
+# "--embedding_weights=bf16": the same bytes of budget, measured against the
+# default in-memory run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ember=${1:-build/tools/ember}
@@ -35,6 +38,7 @@ run() {  # run NAME [flags...]: one training run, its metrics in $work/NAME.json
 }
 
 extra=("$@")
+read -r -a budget_flags <<<"${BUDGET_FLAGS:-}"
 memory_bytes=""
 for round in $(seq 1 "$rounds"); do
   run "memory-$round"
@@ -43,7 +47,7 @@ for round in $(seq 1 "$rounds"); do
   fi
   for percent in $budgets; do
     run "budget$percent-$round" --embedding_memory_budget=$((memory_bytes * percent / 100)) \
-      --embedding_dir="$work/rows"
+      --embedding_dir="$work/rows" "${budget_flags[@]}"
   done
 done
 
