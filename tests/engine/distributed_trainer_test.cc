@@ -26,6 +26,7 @@
 #include "engine/trainer.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/testing/dense_reproducibility.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -242,7 +243,10 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
               "test AUC %.6f vs %.6f\n",
               ranks, row_diff, dense_diff, prediction_diff, aucs[0], reference_auc);
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(aucs[r], aucs[0]) << "rank " << r;
-  if (bitwise) {
+  // Bitwise needs dense products whose rows do not depend on the thread
+  // count and the other rows of a call (tests/testing/dense_reproducibility.h);
+  // elsewhere the tolerances below hold.
+  if (bitwise && test::DenseRowsAreReproducible()) {
     EXPECT_EQ(row_diff, 0.0);
     EXPECT_EQ(dense_diff, 0.0);
     if (moe) {

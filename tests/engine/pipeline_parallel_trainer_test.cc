@@ -22,6 +22,7 @@
 #include "io/criteo.h"
 #include "io/synthetic.h"
 #include "tests/engine/pipeline_ranks.h"
+#include "tests/testing/dense_reproducibility.h"
 #include "tests/testing/forwarding_communicator.h"
 #include "tests/testing/temp_dir.h"
 
@@ -144,6 +145,25 @@ class PipelineParallelTrainerTest : public test::TempDirTest,
 };
 
 // Max |a - b| over every value of two jobs; -1 when their shapes differ.
+double MaxDifference(const Trained& a, const Trained& b);
+
+// Two jobs trained the same bits; where this CPU's dense products depend on
+// the rows of a call and the thread count (test::DenseRowsAreReproducible),
+// values close after the job's 14 steps: Adagrad amplifies the last bit of a
+// summed gradient early on (a row's first step is lr x g / |g|), so rows may
+// move apart by up to ~1e-4 (measured 8.4e-5) while the loss stays put.
+void ExpectSameTraining(const Trained& a, const Trained& b) {
+  const double difference = MaxDifference(a, b);
+  if (test::DenseRowsAreReproducible()) {
+    EXPECT_EQ(0.0, difference);
+    EXPECT_EQ(a.last_epoch_loss, b.last_epoch_loss);
+  } else {
+    EXPECT_GE(difference, 0.0) << "the jobs' shapes differ";
+    EXPECT_LE(difference, 1e-3);
+    EXPECT_NEAR(a.last_epoch_loss, b.last_epoch_loss, 1e-5);
+  }
+}
+
 double MaxDifference(const Trained& a, const Trained& b) {
   if (a.parameters.size() != b.parameters.size() || a.rows.size() != b.rows.size() ||
       a.predictions.size() != b.predictions.size()) {
@@ -180,14 +200,12 @@ TEST_P(PipelineParallelTrainerTest, RanksTrainWhatOneRankTrainsWithTheSameMicroB
   // same chunk count), the same micro-batches: the same bits.
   Result<Trained> same_chunks = TrainAlone(Options(1, p * v, m, "gpipe"));
   ASSERT_TRUE(same_chunks.ok()) << same_chunks.status();
-  EXPECT_EQ(0.0, MaxDifference(*ranks, *same_chunks));
-  EXPECT_EQ(ranks->last_epoch_loss, same_chunks->last_epoch_loss);
+  ExpectSameTraining(*ranks, *same_chunks);
 
   // The unsplit model, gradients accumulated over the same micro-batches.
   Result<Trained> unsplit = TrainAlone(Options(1, 1, m, ""));
   ASSERT_TRUE(unsplit.ok()) << unsplit.status();
-  EXPECT_EQ(0.0, MaxDifference(*ranks, *unsplit));
-  EXPECT_EQ(ranks->last_epoch_loss, unsplit->last_epoch_loss);
+  ExpectSameTraining(*ranks, *unsplit);
 
   // And it learned: the unsplit model without micro-batches is near it.
   Result<Trained> whole = TrainAlone(Options(1, 1, 1, ""));

@@ -24,6 +24,7 @@
 #include "ops/internal/matmul.h"
 #include "core/random.h"
 #include "tests/testing/forwarding_batch_source.h"
+#include "tests/testing/dense_reproducibility.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -387,7 +388,15 @@ TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) 
     if (c.disk_tier) std::filesystem::remove_all(options.table.disk_path);
     ASSERT_EQ(4000u, sequential.size());
     ASSERT_EQ(sequential.size(), pipelined.size());
-    for (size_t i = 0; i < sequential.size(); ++i) ASSERT_EQ(sequential[i], pipelined[i]) << i;
+    if (test::DenseRowsAreReproducible()) {
+      for (size_t i = 0; i < sequential.size(); ++i) ASSERT_EQ(sequential[i], pipelined[i]) << i;
+    } else {
+      // The dense products' last bits depend on the thread count and the
+      // rows of a call here (tests/testing/dense_reproducibility.h).
+      for (size_t i = 0; i < sequential.size(); ++i) {
+        ASSERT_NEAR(sequential[i], pipelined[i], 1e-5) << i;
+      }
+    }
   }
 }
 
