@@ -409,6 +409,12 @@ void MemoryTier::ReadAbsent(Key key, float* dst) const {
     std::memset(dst, 0, sizeof(float) * dim_);
   } else {
     InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
+    if (weight_words_ != dim_) {
+      // As a row created now would hold them: rounded to the storage.
+      std::vector<float> words(weight_words_);
+      StoreWeights(options_.weight_storage, dim_, dst, words.data());
+      LoadWeights(options_.weight_storage, dim_, words.data(), dst);
+    }
   }
 }
 

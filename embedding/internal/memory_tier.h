@@ -194,8 +194,8 @@ class MemoryTier {
   std::optional<RowMeta> ResidentMeta(const Shard& shard, Key key, uint64_t hash) const
       REQUIRES(shard.mu);
 
-  // What a key without a row reads as in a Lookup: its initial weights, or
-  // zeros under admission. REQUIRES: dst has room for dim() floats.
+  // What a key without a row reads as in a Lookup: its initial weights (in
+  // the weight storage's precision), or zeros under admission. REQUIRES: dst has room for dim() floats.
   void ReadAbsent(Key key, float* dst) const;
 
   // --- The whole tier -------------------------------------------------------

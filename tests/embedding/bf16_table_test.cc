@@ -152,6 +152,17 @@ TEST_F(BFloat16TableTest, ABudgetHoldsMoreBFloat16RowsAndSpillsLess) {
   EXPECT_LT(stats[1].spilled_rows, stats[0].spilled_rows);
 }
 
+TEST_F(BFloat16TableTest, ALookupOfAnUnseenKeyReadsWhatItsFirstPullWillRead) {
+  auto table = NewEmbeddingTable(Options(WeightStorage::kBFloat16));
+  ASSERT_TRUE(table.ok());
+  const std::vector<Key> keys = test::DistinctKeys(50, 9);
+  std::vector<float> looked_up(keys.size() * kDim), pulled(keys.size() * kDim);
+  ASSERT_TRUE(table.value()->Lookup(keys, looked_up.data()).ok());
+  ASSERT_TRUE(table.value()->Pull(keys, pulled.data()).ok());
+  EXPECT_EQ(0, std::memcmp(looked_up.data(), pulled.data(), pulled.size() * sizeof(float)));
+  for (float v : looked_up) ASSERT_TRUE(IsBFloat16(v)) << v;
+}
+
 TEST_F(BFloat16TableTest, AnUnknownStorageNameIsRefused) {
   EXPECT_EQ(*ParseWeightStorage("bf16"), WeightStorage::kBFloat16);
   EXPECT_EQ(*ParseWeightStorage("f32"), WeightStorage::kFloat32);
