@@ -29,7 +29,6 @@ enum class WeightStorage { kFloat32, kBFloat16 };
 
 // Parses "f32" or "bf16".
 Result<WeightStorage> ParseWeightStorage(const std::string& name);
-const char* WeightStorageName(WeightStorage storage);
 
 // Hyper-parameters of the sparse optimizers; the update rules are in
 // embedding/sparse_optimizer.h. Each optimizer reads only its own fields.

@@ -154,22 +154,15 @@ void MemoryTier::LoadRowWeights(const float* row, float* out) const {
   LoadWeights(options_.weight_storage, dim_, row, out);
 }
 
+// The weights convert (a copy for float storage); state and RowMeta copy.
+// `row` may be a row of the tier behind, read into bytes at a multiple of 4
+// bytes: the 16-bit weights need 2-byte alignment only.
 void MemoryTier::ExpandRow(const float* row, float* stored) const {
-  if (stored_row_floats_ == row_floats_) {
-    std::memcpy(stored, row, sizeof(float) * row_floats_);
-    return;
-  }
-  // `row` may be a row of the tier behind, read into bytes at a multiple of
-  // 4 bytes: LoadWeights needs 2-byte alignment only.
   LoadWeights(options_.weight_storage, dim_, row, stored);
   std::memcpy(stored + dim_, row + weight_words_, sizeof(float) * (row_floats_ - weight_words_));
 }
 
 void MemoryTier::CompactRow(const float* stored, float* row) const {
-  if (stored_row_floats_ == row_floats_) {
-    std::memcpy(row, stored, sizeof(float) * row_floats_);
-    return;
-  }
   StoreWeights(options_.weight_storage, dim_, stored, row);
   std::memcpy(row + weight_words_, stored + dim_, sizeof(float) * (row_floats_ - weight_words_));
 }
@@ -351,7 +344,6 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
   batch.removals[s] = shard.rows.removals();
   batch.all_rows[s] = 1;
   const size_t row_bytes = sizeof(float) * dim_;
-  const WeightStorage storage = options_.weight_storage;
   const int64_t end = batch.begin[s + 1];
   for (int64_t k = batch.begin[s]; k < end; ++k) {
     if (k + kPrefetchDistance < end) __builtin_prefetch(batch.rows[k + kPrefetchDistance]);
@@ -362,11 +354,7 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
       batch.all_rows[s] = 0;
       continue;
     }
-    if (storage == WeightStorage::kFloat32) {
-      std::memcpy(dst, row, row_bytes);
-    } else {
-      LoadWeights(storage, dim_, row, dst);
-    }
+    LoadRowWeights(row, dst);
     TouchMeta(step, row + meta_offset_);
   }
 }
@@ -409,12 +397,8 @@ void MemoryTier::ReadAbsent(Key key, float* dst) const {
     std::memset(dst, 0, sizeof(float) * dim_);
   } else {
     InitRowWeights(options_.seed, key, init_scale_, dim_, dst);
-    if (weight_words_ != dim_) {
-      // As a row created now would hold them: rounded to the storage.
-      std::vector<float> words(weight_words_);
-      StoreWeights(options_.weight_storage, dim_, dst, words.data());
-      LoadWeights(options_.weight_storage, dim_, words.data(), dst);
-    }
+    // As a row created now would hold them.
+    RoundWeights(options_.weight_storage, dim_, dst);
   }
 }
 

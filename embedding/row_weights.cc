@@ -67,6 +67,13 @@ void StoreWeights(WeightStorage storage, int dim, const float* in, float* words)
   if (dim % 2 != 0) half[dim] = 0;  // the last word's spare half
 }
 
+void RoundWeights(WeightStorage storage, int dim, float* values) {
+  if (storage == WeightStorage::kFloat32) return;
+  for (int e = 0; e < dim; ++e) {
+    values[e] = std::bit_cast<float>(static_cast<uint32_t>(NearestBf16(values[e])) << 16);
+  }
+}
+
 void StoreUpdatedWeights(WeightStorage storage, int dim, const float* in, uint64_t key_hash,
                          float* words) {
   if (storage == WeightStorage::kFloat32) {

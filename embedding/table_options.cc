@@ -97,8 +97,4 @@ Result<WeightStorage> ParseWeightStorage(const std::string& name) {
   return Status::InvalidArgument("weight storage \"", name, "\" is not known; use f32 or bf16");
 }
 
-const char* WeightStorageName(WeightStorage storage) {
-  return storage == WeightStorage::kBFloat16 ? "bf16" : "f32";
-}
-
 }  // namespace ember::embedding

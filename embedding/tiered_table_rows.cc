@@ -135,7 +135,6 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         });
     if (!io.keys.empty()) {
       const int64_t n = static_cast<int64_t>(io.keys.size());
-      std::vector<float> held(memory_.row_floats());
       // Which keys are new to disk, for disk_rows: those the filter rules
       // out, and those of the others the disk lacks.
       io.rows.resize(n * row_bytes);
@@ -149,8 +148,9 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
           n - static_cast<int64_t>(io.candidates.size()) + static_cast<int64_t>(io.absent.size());
       for (int64_t i = 0; i < n; ++i) {
         char* dst = io.rows.data() + i * row_bytes;
-        memory_.CompactRow(rows + batch->positions[io.positions[i]] * row_floats, held.data());
-        std::memcpy(dst, held.data(), row_bytes);
+        // io.rows holds rows at multiples of 4 bytes, as CompactRow needs.
+        memory_.CompactRow(rows + batch->positions[io.positions[i]] * row_floats,
+                           reinterpret_cast<float*>(dst));
         float meta_floats[kMetaFloats];
         std::memcpy(meta_floats, dst + meta_offset * sizeof(float), sizeof(meta_floats));
         StoredMeta meta = ReadMeta(meta_floats);

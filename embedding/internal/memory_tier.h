@@ -195,7 +195,8 @@ class MemoryTier {
       REQUIRES(shard.mu);
 
   // What a key without a row reads as in a Lookup: its initial weights (in
-  // the weight storage's precision), or zeros under admission. REQUIRES: dst has room for dim() floats.
+  // the weight storage's precision), or zeros under admission.
+  // REQUIRES: dst has room for dim() floats.
   void ReadAbsent(Key key, float* dst) const;
 
   // --- The whole tier -------------------------------------------------------

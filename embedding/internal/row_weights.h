@@ -32,6 +32,10 @@ void LoadWeights(WeightStorage storage, int dim, const float* words, float* out)
 // even): exact for floats that LoadWeights made. NaN stays NaN.
 void StoreWeights(WeightStorage storage, int dim, const float* in, float* words);
 
+// Rounds `dim` floats in place to what the storage holds of them (nearest,
+// as StoreWeights): what LoadWeights gives back after StoreWeights.
+void RoundWeights(WeightStorage storage, int dim, float* values);
+
 // Narrows updated weights with stochastic rounding, its random bits drawn
 // from (key_hash, the floats of `in`). For kFloat32 a copy.
 void StoreUpdatedWeights(WeightStorage storage, int dim, const float* in, uint64_t key_hash,

@@ -61,6 +61,10 @@ TEST(RowWeightsTest, NearestRoundingIsExactForBFloat16ValuesAndTiesGoToEven) {
   const std::vector<float> ties = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f,
                                    -(1.0f + 0x1p-8f)};
   const std::vector<float> rounded = RoundTrip(ties);
+  // RoundWeights rounds in place as the round trip does.
+  std::vector<float> in_place = ties;
+  RoundWeights(WeightStorage::kBFloat16, static_cast<int>(in_place.size()), in_place.data());
+  EXPECT_EQ(in_place, rounded);
   EXPECT_EQ(rounded[0], 1.0f);
   EXPECT_EQ(rounded[1], 1.0f + 0x1p-6f);
   EXPECT_EQ(rounded[2], 1.0f + 0x1p-7f);
