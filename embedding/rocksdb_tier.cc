@@ -14,6 +14,7 @@
 #include "embedding/rocksdb_tier.h"
 
 #include <glog/logging.h>
+#include <rocksdb/comparator.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
@@ -493,8 +494,9 @@ Status CreateTierDatabase(const RocksDbTierOptions& options, rocksdb::DBOptions 
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = false;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status status = rocksdb::DB::Open(rocksdb::Options(db_options, MakeRowOptions(options)),
-                                             options.path, &raw);
+  rocksdb::Status status = rocksdb::DB::Open(
+      rocksdb::Options(db_options, MakeRowOptions(options, internal::FixedKeyComparator())),
+      options.path, &raw);
   if (!status.ok()) return FromRocksDb(status, options.path, "create");
   std::unique_ptr<rocksdb::DB> db(raw);
   CrashPoint("tier.created_database");
@@ -521,6 +523,23 @@ Status DestroyUnfinishedTier(const rocksdb::DBOptions& db_options, const std::st
   return Status::OK();
 }
 
+rocksdb::Status OpenTierDatabase(const RocksDbTierOptions& options,
+                                 const rocksdb::DBOptions& db_options,
+                                 const rocksdb::Comparator* comparator,
+                                 std::vector<rocksdb::ColumnFamilyHandle*>* handles,
+                                 rocksdb::DB** db) {
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, MakeRowOptions(options, comparator)},
+      {kMetaColumnFamily, MakeMetaOptions()}};
+  return rocksdb::DB::Open(db_options, options.path, families, handles, db);
+}
+
+// RocksDB refuses a comparator other than the one the database records with
+// InvalidArgument("<name> does not match existing comparator <name>").
+bool IsComparatorMismatch(const rocksdb::Status& status) {
+  return status.ToString().find("does not match existing comparator") != std::string::npos;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) {
@@ -544,14 +563,16 @@ Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) 
     db_options.error_if_exists = false;  // It exists now because it was just made.
   }
   EMBER_RETURN_IF_ERROR(CheckIsTierOrAbsent(db_options, options.path));
-  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, MakeRowOptions(options)},
-      {kMetaColumnFamily, MakeMetaOptions()}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
-  rocksdb::Status status = rocksdb::DB::Open(db_options, options.path, families, &handles, &db);
+  rocksdb::Status status =
+      OpenTierDatabase(options, db_options, internal::FixedKeyComparator(), &handles, &db);
+  if (status.IsInvalidArgument() && IsComparatorMismatch(status)) {
+    // Made before the tier had its own comparator, whose order is the same.
+    status = OpenTierDatabase(options, db_options, rocksdb::BytewiseComparator(), &handles, &db);
+  }
   if (!status.ok()) return FromRocksDb(status, options.path, "open");
-  CHECK_EQ(handles.size(), families.size()) << "DB::Open returns one handle per column family";
+  CHECK_EQ(handles.size(), 2u) << "DB::Open returns one handle per column family";
   const int64_t gather_bytes =
       options.gather_bytes < 0 ? options.write_buffer_bytes / 8 : options.gather_bytes;
   const int64_t gather_rows =

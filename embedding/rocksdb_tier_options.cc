@@ -11,16 +11,67 @@
 #include <rocksdb/table.h>
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 namespace ember::embedding::internal {
 namespace {
 
 constexpr int64_t kMinBlockCacheBytes = int64_t{1} << 20;
 constexpr int64_t kMinWriteBufferBytes = int64_t{1} << 20;
+constexpr size_t kKeyBytes = 8;
+
+uint64_t LoadBigEndian(const char* bytes) {
+  uint64_t value;
+  std::memcpy(&value, bytes, sizeof(value));
+  return __builtin_bswap64(value);
+}
+
+class FixedKeyComparatorImpl final : public rocksdb::Comparator {
+ public:
+  // Stable: RocksDB records it in the database.
+  const char* Name() const override { return "ember.FixedKey64"; }
+
+  int Compare(const rocksdb::Slice& a, const rocksdb::Slice& b) const override {
+    if (a.size() == kKeyBytes && b.size() == kKeyBytes) [[likely]] {
+      const uint64_t x = LoadBigEndian(a.data());
+      const uint64_t y = LoadBigEndian(b.data());
+      return (x > y) - (x < y);
+    }
+    return a.compare(b);  // bytewise
+  }
+
+  bool Equal(const rocksdb::Slice& a, const rocksdb::Slice& b) const override {
+    if (a.size() != b.size()) return false;
+    if (a.size() == kKeyBytes) [[likely]] {
+      uint64_t x, y;
+      std::memcpy(&x, a.data(), kKeyBytes);
+      std::memcpy(&y, b.data(), kKeyBytes);
+      return x == y;
+    }
+    return std::memcmp(a.data(), b.data(), a.size()) == 0;
+  }
+
+  // Correct as no-ops (the interface's contract); the keys are short anyway.
+  void FindShortestSeparator(std::string* /*start*/,
+                             const rocksdb::Slice& /*limit*/) const override {}
+  void FindShortSuccessor(std::string* /*key*/) const override {}
+
+  // Different bytes are different keys: lets the data blocks' hash index
+  // (kDataBlockBinaryAndHash) serve lookups, as it does under the bytewise
+  // comparator.
+  bool CanKeysWithDifferentByteContentsBeEqual() const override { return false; }
+};
 
 }  // namespace
 
-rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
+const rocksdb::Comparator* FixedKeyComparator() {
+  static const FixedKeyComparatorImpl* const comparator = new FixedKeyComparatorImpl();
+  return comparator;
+}
+
+rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options,
+                                            const rocksdb::Comparator* comparator) {
   rocksdb::BlockBasedTableOptions table;
   // One LRU cache for data, index and filter blocks, sized by the caller, so
   // that the tier's memory is bounded by one number.
@@ -58,6 +109,7 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
   table.pin_top_level_index_and_filter = true;
 
   rocksdb::ColumnFamilyOptions rows;
+  rows.comparator = comparator;
   rows.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   // Rows are float weights and optimizer state, whose mantissas are close to
   // random bytes: compression saves little space and costs CPU on every block
@@ -93,6 +145,10 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options) {
   rows.level0_file_num_compaction_trigger = 16;
   rows.level0_slowdown_writes_trigger = 40;
   rows.level0_stop_writes_trigger = 60;
+  // Leveled, not universal: universal compaction (triggers 8 and 16) trained
+  // DLRM at a 10% budget no faster (16.2k, 14.9k and 16.6k samples/s against
+  // leveled's 15.3k, 15.2k and 16.6k, alternating; CPU within 5%) and kept
+  // 5-10% more on disk.
   return rows;
 }
 

@@ -5,9 +5,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rocksdb/comparator.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -19,7 +21,9 @@
 #include <vector>
 
 #include "core/crash_point.h"
+#include "core/random.h"
 #include "core/status.h"
+#include "embedding/internal/rocksdb_tier_options.h"
 #include "embedding/tier.h"
 #include "tests/embedding/tier_test_rows.h"
 #include "tests/testing/temp_dir.h"
@@ -56,9 +60,10 @@ class RocksDbTierTest : public test::TempDirTest {
   // bypassing the tier's checks, as a damaged disk might.
   void ForgeRow(const std::string& path, Key key, const std::string& value) {
     rocksdb::DBOptions db_options;
+    rocksdb::ColumnFamilyOptions rows;
+    rows.comparator = internal::FixedKeyComparator();
     const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-        {"ember_meta", rocksdb::ColumnFamilyOptions()}};
+        {rocksdb::kDefaultColumnFamilyName, rows}, {"ember_meta", rocksdb::ColumnFamilyOptions()}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(db_options, path, families, &handles, &db).ok());
@@ -279,6 +284,94 @@ TEST_F(RocksDbTierTest, ATierWithTheWriteAheadLogReopensWithItsRows) {
   ASSERT_TRUE(tier->Get({9}, out.data(), &missing).ok());
   EXPECT_THAT(missing, IsEmpty());
   EXPECT_EQ(-1, FirstWrongRow({9}, {0}, out, 1, kRowBytes));
+}
+
+int Sign(int x) { return (x > 0) - (x < 0); }
+
+// The tier's comparator must order exactly as RocksDB's bytewise one, the
+// order of tiers made before it (they are opened with that one) and the
+// numeric order of the big-endian keys that Scan promises.
+TEST(FixedKeyComparatorTest, OrdersEveryPairAsTheBytewiseComparator) {
+  const rocksdb::Comparator* fixed = internal::FixedKeyComparator();
+  const rocksdb::Comparator* bytewise = rocksdb::BytewiseComparator();
+  EXPECT_FALSE(fixed->CanKeysWithDifferentByteContentsBeEqual());
+  RandomStream random(5, 0);
+  std::vector<std::string> keys = {"",        std::string(8, '\0'), std::string(8, '\xff'),
+                                   "short",   "nine bytes",         std::string(7, '\xff'),
+                                   "\x01\x02"};
+  for (int i = 0; i < 300; ++i) {
+    std::string key(8, '\0');
+    const uint64_t bits = random.NextU64();
+    // Some keys share long prefixes, so that every byte position decides.
+    for (int b = 0; b < 8; ++b)
+      key[b] = static_cast<char>(i % 3 == 0 && b < 6 ? 0x80 : bits >> (8 * b));
+    keys.push_back(key);
+  }
+  for (const std::string& a : keys) {
+    for (const std::string& b : keys) {
+      ASSERT_EQ(Sign(bytewise->Compare(a, b)), Sign(fixed->Compare(a, b)))
+          << "keys of " << a.size() << " and " << b.size() << " bytes";
+      ASSERT_EQ(a == b, fixed->Equal(a, b));
+    }
+  }
+}
+
+// A tier made before the tier had its own comparator (its database records
+// RocksDB's bytewise comparator, which RocksDB will not open under another
+// name) opens, reads its rows, takes new ones and scans in key order.
+TEST_F(RocksDbTierTest, ATierMadeWithTheBytewiseComparatorOpensWithItsRows) {
+  const std::string path = Path("bytewise");
+  const std::vector<Key> old_keys = test::SpreadKeys(3000, 2);
+  {
+    rocksdb::Options create;
+    create.create_if_missing = true;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(create, path, &db).ok());
+    rocksdb::ColumnFamilyHandle* meta = nullptr;
+    ASSERT_TRUE(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), "ember_meta", &meta).ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), meta, "row_bytes", std::to_string(kRowBytes)).ok());
+    const std::vector<char> rows = RowsOf(old_keys, 1, kRowBytes);
+    for (size_t i = 0; i < old_keys.size(); ++i) {
+      std::string encoded(8, '\0');
+      Key key = old_keys[i];
+      for (int b = 7; b >= 0; --b, key >>= 8) encoded[b] = static_cast<char>(key & 0xff);
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), encoded,
+                          rocksdb::Slice(rows.data() + i * kRowBytes, kRowBytes))
+                      .ok());
+    }
+    ASSERT_TRUE(db->DestroyColumnFamilyHandle(meta).ok());
+    ASSERT_TRUE(db->Close().ok());
+    delete db;
+  }
+  const std::vector<Key> new_keys = test::SpreadKeys(3000, 3);
+  for (int open = 0; open < 2; ++open) {
+    std::unique_ptr<Tier> tier = Open(Options("bytewise"));
+    ASSERT_NE(tier, nullptr);
+    std::vector<char> out(old_keys.size() * kRowBytes);
+    std::vector<int64_t> missing;
+    ASSERT_TRUE(tier->Get(old_keys, out.data(), &missing).ok());
+    EXPECT_THAT(missing, IsEmpty());
+    EXPECT_EQ(-1, FirstWrongRow(old_keys, AllIndices(old_keys.size()), out, 1, kRowBytes));
+    if (open == 0) {
+      const std::vector<char> rows = RowsOf(new_keys, 2, kRowBytes);
+      ASSERT_TRUE(tier->Put(new_keys, rows.data()).ok());
+      ASSERT_TRUE(tier->Flush().ok());
+    }
+    ASSERT_TRUE(tier->Get(new_keys, out.data(), &missing).ok());
+    EXPECT_THAT(missing, IsEmpty());
+    EXPECT_EQ(-1, FirstWrongRow(new_keys, AllIndices(new_keys.size()), out, 2, kRowBytes));
+    std::vector<Key> scanned;
+    ASSERT_TRUE(tier->Scan([&](Key key, const char*) {
+                      scanned.push_back(key);
+                      return Status::OK();
+                    })
+                    .ok());
+    std::vector<Key> expected = old_keys;
+    expected.insert(expected.end(), new_keys.begin(), new_keys.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(expected, scanned);
+  }
 }
 
 }  // namespace
