@@ -139,7 +139,7 @@ Result<Allocator*> AllocatorFor(const Device& device) {
 void TuneProcessAllocator() {
 #if defined(__GLIBC__)
   constexpr int kMmapThresholdBytes = 4 << 20;
-  constexpr int kMaxArenas = 2;
+  constexpr int kMaxArenas = 1;
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
     mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   }
@@ -151,10 +151,12 @@ void TuneProcessAllocatorWithoutMemoryBudget() {
 #if defined(__GLIBC__)
   constexpr int kMmapThresholdBytes = 1 << 20;
   constexpr int kTopPadBytes = 16 << 20;
+  constexpr int kMaxArenas = 2;
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
     mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   }
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, kTopPadBytes);
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kMaxArenas);
 #endif
 }
 

@@ -93,9 +93,13 @@ Result<Allocator*> AllocatorFor(const Device& device);
 //   blocks alone, made small: 725k -> 565k). The cost: tools/bench/
 //   embedding_rss's peak RSS +3.5-4.4 MiB at 4x and 16x the budget, a fixed
 //   amount (freed blocks held in the heap).
-// * At most 2 arenas. Each thread otherwise gets its own (up to 8 per core),
-//   and memory freed in one (a RocksDB background thread's) cannot serve
-//   another (an oneTBB worker's).
+// * One arena. Each thread otherwise gets its own (up to 8 per core), and
+//   memory freed in one (a RocksDB background thread's) cannot serve another
+//   (an oneTBB worker's). Two arenas against one (issue 38, embedding_rss,
+//   64 MiB budget, one session): peak RSS 5.8 against 0.1-1.0 MiB over its
+//   line at 4x the budget, 8.8 against 3.5-3.8 at 16x; DLRM at a 10% budget
+//   trained at the same speed with either (16.3k/15.8k and 16.0k/16.0k
+//   samples/s, alternating).
 // Measured with tools/bench/embedding_rss (64 MiB budget, table 4x larger)
 // when the threshold was 64 KiB: peak RSS 145 MiB with glibc's defaults,
 // 112 MiB with these.
@@ -104,7 +108,8 @@ Result<Allocator*> AllocatorFor(const Device& device);
 void TuneProcessAllocator();
 
 // For a process with no memory budget to keep (no disk tier under the
-// embedding table): sets the mmap threshold to 1 MiB.
+// embedding table): sets the mmap threshold to 1 MiB, and allows 2 arenas
+// (fewer threads then wait on one arena's lock; no RSS line to keep).
 // oneDNN's SGEMM allocates and frees a packing buffer on every call, per
 // thread (oneDNN 2.6, AVX-512: 72 KiB each on 2 threads, 690 KiB on one).
 // Above the threshold each is an mmap whose pages fault in again and whose
