@@ -48,6 +48,38 @@ void BatchScratchPool::Return(std::unique_ptr<BatchScratch> scratch) {
   free_.push_back(std::move(scratch));
 }
 
+namespace {
+
+template <typename T>
+int64_t CapacityBytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+int64_t ScratchBytes(const BatchScratch& b) {
+  int64_t bytes = sizeof(BatchScratch) + CapacityBytes(b.begin) + CapacityBytes(b.shard_of) +
+                  CapacityBytes(b.keys) + CapacityBytes(b.hashes) + CapacityBytes(b.positions) +
+                  CapacityBytes(b.rows) + CapacityBytes(b.status) + CapacityBytes(b.io) +
+                  CapacityBytes(b.kept_copy) + CapacityBytes(b.all_rows) +
+                  CapacityBytes(b.removals);
+  for (const ShardIo& io : b.io) {
+    bytes += CapacityBytes(io.keys) + CapacityBytes(io.chunk_keys) + CapacityBytes(io.positions) +
+             CapacityBytes(io.slots) + CapacityBytes(io.candidates) + CapacityBytes(io.absent) +
+             CapacityBytes(io.rows) + CapacityBytes(io.loaded);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int64_t BatchScratchPool::bytes() const {
+  MutexLock lock(mu_);
+  int64_t bytes = 0;
+  for (const auto* list : {&free_, &resolved_pulls_, &prepared_}) {
+    for (const std::unique_ptr<BatchScratch>& scratch : *list) bytes += ScratchBytes(*scratch);
+  }
+  return bytes;
+}
+
 std::vector<std::unique_ptr<BatchScratch>>& BatchScratchPool::KeptList(Kept kind) {
   return kind == Kept::kPrepared ? prepared_ : resolved_pulls_;
 }

@@ -102,6 +102,12 @@ struct TableStats {
   int64_t evicted_rows = 0;
   // Pulls that found their keys grouped ahead by PrepareKeys.
   int64_t prepared_pulls = 0;
+  // Bytes of the per-batch buffers the table keeps between calls (keys
+  // grouped by shard, batches kept for their Pull or Push, disk I/O
+  // buffers): outside memory_bytes and the budget. They grow with the
+  // batch (its distinct keys), not with the table. Buffers a call holds
+  // while it runs are not counted.
+  int64_t scratch_bytes = 0;
 
   // A table sharded over ranks (embedding/sharded_table.h; zero otherwise):
   // bytes this rank sent other ranks (keys, rows, gradients and the counts

@@ -463,6 +463,7 @@ TableStats MemoryTier::BaseStats() const {
   stats.memory_bytes = overhead_bytes_;
   if (chunk_pool_ != nullptr) stats.memory_bytes += chunk_pool_->idle_bytes();
   stats.prepared_pulls = batches_.prepared_pulls();
+  stats.scratch_bytes = batches_.bytes();
   return stats;
 }
 

@@ -81,6 +81,7 @@ JsonObject TrainReportJson(const engine::TrainReport& report, int64_t timing_war
   const embedding::TableStats& t = report.embedding;
   JsonObject embedding_json;
   embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
+      .Add("scratch_bytes", t.scratch_bytes)
       .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
       .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
       .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)

@@ -90,6 +90,9 @@ class BatchScratchPool {
   void Prepare(const std::vector<Key>& keys);
   // `keys` grouped for a Pull: as Prepare left them, or grouped now.
   std::unique_ptr<BatchScratch> GroupForPull(const std::vector<Key>& keys);
+  // Bytes of the scratch the pool holds, free and kept (the capacities of
+  // its buffers): TableStats::scratch_bytes.
+  int64_t bytes() const;
   // Pulls that found their keys prepared (TableStats::prepared_pulls).
   int64_t prepared_pulls() const { return prepared_pulls_.load(std::memory_order_relaxed); }
 
@@ -99,7 +102,7 @@ class BatchScratchPool {
   const int num_shards_;
   const bool with_io_;
   const int64_t keep_io_bytes_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<BatchScratch>> free_ GUARDED_BY(mu_);
   // The grouped keys and resolved rows of recent Pulls, newest last, for the
   // Push of the same keys to reuse instead of hashing, grouping and probing

@@ -155,6 +155,33 @@ TEST(MemoryTableTest, MemoryBytesGrowWithRowsAndCountOptimizerState) {
   EXPECT_LT(adagrad_bytes, 100000 * (2 * 16 * 4) * 2);
 }
 
+// TableStats::scratch_bytes counts the buffers kept between batches: at
+// least the keys, hashes and positions of the largest batch trained so far,
+// and no more as the table grows through smaller batches.
+TEST(MemoryTableTest, ScratchBytesGrowWithTheBatchNotTheTable) {
+  EmbeddingTableOptions options;
+  options.dim = 8;
+  auto table = MakeTable(options);
+  auto train = [&](const std::vector<Key>& keys) {
+    std::vector<float> rows(keys.size() * options.dim);
+    ASSERT_TRUE(table->Pull(keys, rows.data()).ok());
+    const std::vector<float> grads(rows.size(), 0.01f);
+    ASSERT_TRUE(table->Push(keys, grads.data()).ok());
+  };
+  EXPECT_EQ(0, table->stats().scratch_bytes) << "no batch yet";
+  train(DistinctKeys(1000, 3));
+  const int64_t small = table->stats().scratch_bytes;
+  EXPECT_GE(small, 1000 * 3 * 8);
+  train(DistinctKeys(20000, 4));
+  const int64_t large = table->stats().scratch_bytes;
+  EXPECT_GE(large, 20000 * 3 * 8);
+  EXPECT_GT(large, small);
+  const int64_t rows_bytes = table->memory_bytes();
+  for (uint64_t seed = 5; seed < 55; ++seed) train(DistinctKeys(1000, seed));
+  EXPECT_GT(table->memory_bytes(), rows_bytes);
+  EXPECT_LE(table->stats().scratch_bytes, large);
+}
+
 // Rows made in room reserved ahead read and train exactly as in a table
 // without it, and making them allocates nothing: memory_bytes(), which
 // counts every chunk and index entry, stays where the reservation put it.
