@@ -1,7 +1,7 @@
 // The tuning of the disk tier's RocksDB database. The tier serves batched
-// point lookups of rows of a few hundred bytes, many of them misses (a key
-// seen for the first time is in no tier), and absorbs write-back of evicted
-// rows in large sorted batches. MakeRowOptions and MakeDbOptions say, option
+// point lookups of rows of a few hundred bytes, nearly all of keys it holds
+// (the tiered table's own filter keeps keys seen for the first time away),
+// and absorbs write-back of evicted rows in large sorted batches. MakeRowOptions and MakeDbOptions say, option
 // by option, why each value is chosen.
 
 #include "embedding/internal/rocksdb_tier_options.h"
@@ -116,11 +116,17 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options,
   // read that misses the cache, so no level is compressed.
   rows.compression = rocksdb::kNoCompression;
   rows.bottommost_compression = rocksdb::kNoCompression;
-  // Keep the Bloom filters of the last level too (the default, said here on
-  // purpose): optimize_filters_for_hits drops them to save memory, which only
-  // pays when nearly every lookup finds its key. Here misses are frequent and
-  // would each cost an index and a data block read on the largest level.
-  rows.optimize_filters_for_hits = false;
+  // No Bloom filters on the last level, which holds ~90% of the rows: a
+  // lookup that reaches it finds its key there, since the tiered table
+  // asks the disk only about keys its own filter says the disk holds
+  // (TieredTable::MayBeOnDisk); only that filter's false positives pay an
+  // index and a data block read on the last level. Without those filters
+  // the block cache holds more index and data blocks, and a lookup skips a
+  // filter probe. Measured (embedding_bench, dim 16, Zipf, 10% budget, two
+  // alternating pairs): 384k/413k and 399k/412k keys/s without prefetch,
+  // 279k/392k and 314k/411k with it; DLRM at a 10% budget trained at the
+  // same speed (16.0k/16.1k, 16.4k/16.1k samples/s).
+  rows.optimize_filters_for_hits = true;
   // A Bloom filter over the memtable, so that misses skip the skiplist search.
   rows.memtable_whole_key_filtering = true;
   rows.memtable_prefix_bloom_size_ratio = 0.02;

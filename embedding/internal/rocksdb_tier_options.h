@@ -27,8 +27,8 @@ namespace ember::embedding::internal {
 const rocksdb::Comparator* FixedKeyComparator();
 
 // The options of the column family of rows: block-based tables of 4 KiB
-// blocks with partitioned index and Bloom filters in one LRU cache, no
-// compression, leveled compaction after 16 L0 files.
+// blocks with partitioned index and Bloom filters (none on the last level)
+// in one LRU cache, no compression, leveled compaction after 16 L0 files.
 // `comparator` is FixedKeyComparator() unless the database was made with
 // another (order-equivalent) one.
 rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options,
