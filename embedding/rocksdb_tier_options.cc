@@ -1,8 +1,9 @@
 // The tuning of the disk tier's RocksDB database. The tier serves batched
 // point lookups of rows of a few hundred bytes, nearly all of keys it holds
 // (the tiered table's own filter keeps keys seen for the first time away),
-// and absorbs write-back of evicted rows in large sorted batches. MakeRowOptions and MakeDbOptions say, option
-// by option, why each value is chosen.
+// and absorbs write-back of evicted rows in large sorted batches.
+// MakeRowOptions and MakeDbOptions say, option by option, why each value is
+// chosen.
 
 #include "embedding/internal/rocksdb_tier_options.h"
 
