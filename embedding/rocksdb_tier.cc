@@ -1,7 +1,7 @@
 // NewRocksDbTier: the disk tier, a RocksDB database of fixed-size rows.
 //
 // Layout: rows live in the default column family under their key encoded as 8
-// big-endian bytes, so that RocksDB's bytewise order is the numeric order of
+// big-endian bytes (EncodeTierKey), so that RocksDB's bytewise order is the numeric order of
 // keys (MultiGet takes sorted input, Scan visits keys in increasing order).
 // A second column family, "ember_meta", records the row size under
 // "row_bytes" (decimal), so that reopening with another row size is refused
@@ -44,6 +44,8 @@
 namespace ember::embedding {
 namespace {
 
+using internal::DecodeTierKey;
+using internal::EncodeTierKey;
 using internal::MakeDbOptions;
 using internal::MakeMetaOptions;
 using internal::MakeRowOptions;
@@ -54,24 +56,11 @@ constexpr char kRowBytesKey[] = "row_bytes";
 // Present in a tier's directory while its database is being created; see
 // CreateTierDatabase.
 constexpr char kCreatingMarker[] = "EMBER_TIER_CREATING";
-constexpr int kKeyBytes = 8;
+constexpr int kKeyBytes = internal::kTierKeyBytes;
 // Keys per MultiGet call. Each value pins its data block in the cache until
 // it is copied out, so a bounded chunk bounds the memory a huge Get pins
 // (4096 x 4 KiB blocks at most) while keeping RocksDB's batching benefits.
 constexpr size_t kMultiGetChunkKeys = 4096;
-
-void EncodeKey(Key key, char* out) {
-  for (int i = kKeyBytes - 1; i >= 0; --i) {
-    out[i] = static_cast<char>(key & 0xff);
-    key >>= 8;
-  }
-}
-
-Key DecodeKey(const char* in) {
-  Key key = 0;
-  for (int i = 0; i < kKeyBytes; ++i) key = (key << 8) | static_cast<unsigned char>(in[i]);
-  return key;
-}
 
 // Every RocksDB failure, named by the database and the operation. Corruption
 // is DataLoss (the data is gone, retrying will not help); the rest IOError.
@@ -140,7 +129,7 @@ class RocksDbTier : public Tier {
 
  private:
   Status WrongRowSize(const rocksdb::Slice& key, size_t size) const {
-    return Status::DataLoss(path_, ": row of key ", DecodeKey(key.data()), " has ", size,
+    return Status::DataLoss(path_, ": row of key ", DecodeTierKey(key.data()), " has ", size,
                             " bytes, expected ", row_bytes_);
   }
 
@@ -243,7 +232,7 @@ Status RocksDbTier::Read(const std::vector<Key>& keys, const std::vector<int64_t
   std::vector<int64_t> order;
   SortedOrder(keys, &order);
   std::vector<char> encoded(keys.size() * kKeyBytes);
-  for (size_t i = 0; i < keys.size(); ++i) EncodeKey(keys[order[i]], &encoded[i * kKeyBytes]);
+  for (size_t i = 0; i < keys.size(); ++i) EncodeTierKey(keys[order[i]], &encoded[i * kKeyBytes]);
 
   rocksdb::ReadOptions read;
   // Rows are read back often and blocks come from the OS page cache; block
@@ -324,7 +313,7 @@ Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
   SortedOrder(keys, &order);
   char encoded[kKeyBytes];
   for (int64_t i : order) {
-    EncodeKey(keys[i], encoded);
+    EncodeTierKey(keys[i], encoded);
     rocksdb::Status status =
         batch.Put(rows_cf_, rocksdb::Slice(encoded, kKeyBytes),
                   rocksdb::Slice(rows + i * row_bytes_, static_cast<size_t>(row_bytes_)));
@@ -345,7 +334,7 @@ Status RocksDbTier::Erase(const std::vector<Key>& keys) {
   rocksdb::WriteBatch batch(keys.size() * (kKeyBytes + 16));
   char encoded[kKeyBytes];
   for (Key key : keys) {
-    EncodeKey(key, encoded);
+    EncodeTierKey(key, encoded);
     rocksdb::Status status = batch.Delete(rows_cf_, rocksdb::Slice(encoded, kKeyBytes));
     if (!status.ok()) return FromRocksDb(status, path_, "WriteBatch::Delete");
   }
@@ -374,7 +363,7 @@ Status RocksDbTier::WriteGathered() {
     char encoded[kKeyBytes];
     writing_.ForEachSorted([&](Key key, const char* row) {
       if (!status.ok()) return;
-      EncodeKey(key, encoded);
+      EncodeTierKey(key, encoded);
       const rocksdb::Slice slice(encoded, kKeyBytes);
       status = row == nullptr ? batch.Delete(rows_cf_, slice)
                               : batch.Put(rows_cf_, slice,
@@ -435,7 +424,7 @@ Status RocksDbTier::Scan(const RowVisitor& visit) {
                               kKeyBytes);
     }
     if (value.size() != static_cast<size_t>(row_bytes_)) return WrongRowSize(key, value.size());
-    EMBER_RETURN_IF_ERROR(visit(DecodeKey(key.data()), value.data()));
+    EMBER_RETURN_IF_ERROR(visit(DecodeTierKey(key.data()), value.data()));
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), path_, "scan");
   return Status::OK();

@@ -20,23 +20,15 @@ namespace {
 
 constexpr int64_t kMinBlockCacheBytes = int64_t{1} << 20;
 constexpr int64_t kMinWriteBufferBytes = int64_t{1} << 20;
-constexpr size_t kKeyBytes = 8;
-
-uint64_t LoadBigEndian(const char* bytes) {
-  uint64_t value;
-  std::memcpy(&value, bytes, sizeof(value));
-  return __builtin_bswap64(value);
-}
-
 class FixedKeyComparatorImpl final : public rocksdb::Comparator {
  public:
   // Stable: RocksDB records it in the database.
   const char* Name() const override { return "ember.FixedKey64"; }
 
   int Compare(const rocksdb::Slice& a, const rocksdb::Slice& b) const override {
-    if (a.size() == kKeyBytes && b.size() == kKeyBytes) [[likely]] {
-      const uint64_t x = LoadBigEndian(a.data());
-      const uint64_t y = LoadBigEndian(b.data());
+    if (a.size() == kTierKeyBytes && b.size() == kTierKeyBytes) [[likely]] {
+      const uint64_t x = DecodeTierKey(a.data());
+      const uint64_t y = DecodeTierKey(b.data());
       return (x > y) - (x < y);
     }
     return a.compare(b);  // bytewise
@@ -44,10 +36,10 @@ class FixedKeyComparatorImpl final : public rocksdb::Comparator {
 
   bool Equal(const rocksdb::Slice& a, const rocksdb::Slice& b) const override {
     if (a.size() != b.size()) return false;
-    if (a.size() == kKeyBytes) [[likely]] {
+    if (a.size() == kTierKeyBytes) [[likely]] {
       uint64_t x, y;
-      std::memcpy(&x, a.data(), kKeyBytes);
-      std::memcpy(&y, b.data(), kKeyBytes);
+      std::memcpy(&x, a.data(), kTierKeyBytes);
+      std::memcpy(&y, b.data(), kTierKeyBytes);
       return x == y;
     }
     return std::memcmp(a.data(), b.data(), a.size()) == 0;
