@@ -4,7 +4,9 @@
 // next batch; beside this machine's random-gather limit measured in the same
 // run: the same batches' rows gathered from a flat array and scattered back;
 // and beside the RocksDB tier alone (Get and Put of the same keys' rows), the
-// ceiling a disk tier puts on a budgeted table.
+// ceiling a disk tier puts on a budgeted table. A budgeted table's own tier
+// is timed too (tier_share: the share of the table's time spent inside it),
+// which gives the ceiling of the tier on the rows the table sends it.
 //   build/tools/bench/embedding_bench [--rows=N] [--unique_keys=U] [--threads=N]
 //       [--batches=B] [--warmup_batches=W] [--zipf=S] [--bench_dir=DIR]
 //       [benchmark flags]
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +42,7 @@
 #include "embedding/embedding_table.h"
 #include "embedding/rocksdb_tier.h"
 #include "embedding/tier.h"
+#include "embedding/tiered_table.h"
 #include "tools/bench/key_batches.h"
 #include "tools/bench/ratio_reporter.h"
 
@@ -260,6 +264,49 @@ void BM_DiskTier(benchmark::State& state, int dim, KeyDistribution distribution)
   state.counters["rows/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
 }
 
+// --- The table's own disk tier, timed --------------------------------------------
+
+// A budgeted table's RocksDB tier, wrapped to add up the time its callers
+// spend inside it: with it, a case can say how much of its threads' time
+// was the tier's (Get, Put and Delete, as the table calls them) and how
+// much the table's own work.
+class TimedTier final : public ember::embedding::Tier {
+ public:
+  explicit TimedTier(std::unique_ptr<ember::embedding::Tier> tier) : tier_(std::move(tier)) {}
+
+  // Nanoseconds spent in Get, Put and Delete so far, summed over threads.
+  int64_t nanos() const { return nanos_.load(std::memory_order_relaxed); }
+
+  int64_t row_bytes() const override { return tier_->row_bytes(); }
+  Status Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) override {
+    return Timed([&] { return tier_->Get(keys, out, missing); });
+  }
+  Status Put(const std::vector<Key>& keys, const char* rows) override {
+    return Timed([&] { return tier_->Put(keys, rows); });
+  }
+  Status Delete(const std::vector<Key>& keys) override {
+    return Timed([&] { return tier_->Delete(keys); });
+  }
+  Result<int64_t> ApproximateCount() override { return tier_->ApproximateCount(); }
+  Status Flush() override { return tier_->Flush(); }
+  Status Scan(const RowVisitor& visit) override { return tier_->Scan(visit); }
+
+ private:
+  template <typename Call>
+  Status Timed(const Call& call) {
+    const auto start = std::chrono::steady_clock::now();
+    Status status = call();
+    nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count(),
+                     std::memory_order_relaxed);
+    return status;
+  }
+
+  const std::unique_ptr<ember::embedding::Tier> tier_;
+  std::atomic<int64_t> nanos_{0};
+};
+
 // --- Tables --------------------------------------------------------------------
 
 // The table the current cases share: built and pre-populated once per (dim,
@@ -270,9 +317,11 @@ struct BenchTable {
   int budget_percent = 0;  // 0: all in memory
   std::string disk_path;   // empty when all in memory
   std::unique_ptr<EmbeddingTable> table;
-  int64_t step = 0;            // the next batch, and the table's step
-  std::vector<Key> current;    // the batch of `step`, drawn ahead
-  std::string warmed_up_case;  // the case the last warm-up was for
+  const TimedTier* disk = nullptr;  // the table's disk tier; null when all in memory
+  int64_t step = 0;                 // the next batch, and the table's step
+  double table_seconds = 0;         // in Pull and Push so far
+  std::vector<Key> current;         // the batch of `step`, drawn ahead
+  std::string warmed_up_case;       // the case the last warm-up was for
 };
 std::unique_ptr<BenchTable> g_table;
 // memory_bytes() of the populated all-in-memory table of each dim: the base of
@@ -289,8 +338,10 @@ void DropTable() {
   }
 }
 
+// The bench's table; `*disk` is set to its disk tier when it has one.
 Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
-                                                 const std::string& disk_path) {
+                                                 const std::string& disk_path,
+                                                 const TimedTier** disk) {
   ember::embedding::EmbeddingTableOptions options;
   options.dim = dim;
   options.seed = kSeed;
@@ -300,7 +351,18 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   EMBER_ASSIGN_OR_RETURN(options.eviction_policy, ember::embedding::ParseEvictionPolicy(g_policy));
   options.disk_block_cache_bytes = g_disk_cache_mib << 20;
   options.disk_write_buffer_bytes = g_disk_write_buffer_mib << 20;
-  return ember::embedding::NewEmbeddingTable(options);
+  *disk = nullptr;
+  if (budget_bytes == 0) return ember::embedding::NewEmbeddingTable(options);
+  // As NewEmbeddingTable makes it (in a fresh directory), but timed.
+  ember::embedding::RocksDbTierOptions disk_options;
+  disk_options.path = disk_path;
+  disk_options.row_bytes = ember::embedding::TierRowBytes(options);
+  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
+  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
+  EMBER_ASSIGN_OR_RETURN(auto rocksdb, ember::embedding::NewRocksDbTier(disk_options));
+  auto timed = std::make_unique<TimedTier>(std::move(rocksdb));
+  *disk = timed.get();
+  return ember::embedding::NewTieredTable(options, std::move(timed));
 }
 
 // Creates every row [0, rows) with Pulls of kPopulateKeys keys.
@@ -324,7 +386,8 @@ Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
         g_run_dir + "/dim" + std::to_string(dim) + "_budget" + std::to_string(budget_percent);
   }
   const auto start = std::chrono::steady_clock::now();
-  EMBER_ASSIGN_OR_RETURN(bench_table->table, NewTable(dim, budget_bytes, bench_table->disk_path));
+  EMBER_ASSIGN_OR_RETURN(bench_table->table,
+                         NewTable(dim, budget_bytes, bench_table->disk_path, &bench_table->disk));
   EMBER_RETURN_IF_ERROR(Populate(*bench_table->table));
   const ember::embedding::TableStats stats = bench_table->table->stats();
   std::fprintf(stderr,
@@ -385,11 +448,13 @@ Status Step(BenchTable& t, KeyDistribution distribution, bool prefetch,
   if (state != nullptr) state->ResumeTiming();
   if (prefetch) t.table->Prefetch(next);
   Status status;
+  const auto start = std::chrono::steady_clock::now();
   g_arena->Execute([&] {
     t.table->set_step(t.step);
     status = t.table->Pull(t.current, out->data());
     if (status.ok()) status = t.table->Push(t.current, grads.data());
   });
+  t.table_seconds += SecondsSince(start);
   ++t.step;
   *keys += t.current.size();
   t.current = std::move(next);
@@ -423,6 +488,8 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
   }
   keys = 0;
   const ember::embedding::TableStats before = t.table->stats();
+  const double table_seconds_before = t.table_seconds;
+  const int64_t tier_nanos_before = t.disk != nullptr ? t.disk->nanos() : 0;
   for (auto _ : state) {
     const Status status = Step(t, distribution, prefetch, grads, &out, &keys, &state);
     if (!status.ok()) {
@@ -442,6 +509,13 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
     state.counters["disk_rd/key"] =
         keys > 0 ? static_cast<double>(after.disk_reads - before.disk_reads) / keys : 0.0;
     state.counters["mem_MiB"] = after.memory_bytes / 1048576.0;
+    // The share of its threads' time in Pull and Push the table spent
+    // inside its disk tier's calls.
+    const double table_thread_seconds = (t.table_seconds - table_seconds_before) * g_threads;
+    state.counters["tier_share"] =
+        table_thread_seconds > 0
+            ? (t.disk->nanos() - tier_nanos_before) * 1e-9 / table_thread_seconds
+            : 0.0;
   }
 }
 
@@ -530,9 +604,10 @@ void PrintReport(const ember::bench::RatioReporter& reporter) {
     }
   }
   std::printf(
-      "\nCeiling from the disk tier alone: a budgeted table reads disk_rd/key rows per key from\n"
-      "disk and writes about as many back, so it cannot exceed (disk tier rows/s) / "
-      "(disk_rd/key):\n");
+      "\nCeiling from the disk tier alone, on whole batches: a budgeted table reads disk_rd/key\n"
+      "rows per key from disk and writes about as many back, so it cannot exceed (disk tier\n"
+      "rows/s) / (disk_rd/key). An upper bound: the batches' hot rows, which the tier alone\n"
+      "serves from its memtable and cache, are the ones a table keeps in memory:\n");
   for (int dim : kDims) {
     for (KeyDistribution distribution : kDistributions) {
       const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
@@ -542,12 +617,37 @@ void PrintReport(const ember::bench::RatioReporter& reporter) {
         for (bool prefetch : {false, true}) {
           const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
           const double reads = reporter.Counter(RunName("pullpush/" + name), "disk_rd/key");
-          if (tier <= 0 || memory <= 0 || reads <= 0) {
+          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
+          if (tier <= 0 || memory <= 0 || reads <= 0 || keys <= 0) {
             std::printf("%-44s not measured\n", name.c_str());
             continue;
           }
-          std::printf("%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory\n",
-                      name.c_str(), tier / 1e6, reads, tier / reads / 1e6, tier / reads / memory);
+          const double ceiling = tier / reads;
+          std::printf("%-44s %.2fM rows/s / %.2f = %.2fM keys/s; the table: %.2f of it\n",
+                      name.c_str(), tier / 1e6, reads, ceiling / 1e6, keys / ceiling);
+        }
+      }
+    }
+  }
+  std::printf(
+      "\nCeiling from the disk tier as the table uses it: the table's own tier, timed, on the\n"
+      "rows it reads and writes; were the table's own work free, it would do --threads / (tier\n"
+      "seconds per key) keys/s. Its share of that is tier_share, the share of its threads' time\n"
+      "in Pull and Push spent inside the tier (with Prefetch the loaders' tier time counts too,\n"
+      "so the share may pass 1: they overlap the tier with the step):\n");
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      for (int budget_percent : kBudgetPercents) {
+        for (bool prefetch : {false, true}) {
+          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
+          const double share = reporter.Counter(RunName("pullpush/" + name), "tier_share");
+          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
+          if (share <= 0 || keys <= 0) {
+            std::printf("%-44s not measured\n", name.c_str());
+            continue;
+          }
+          std::printf("%-44s %.2fM keys/s = %.2f of %.2fM keys/s\n", name.c_str(), keys / 1e6,
+                      share, keys / share / 1e6);
         }
       }
     }
