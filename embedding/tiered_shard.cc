@@ -110,7 +110,11 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
 
 void TieredTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) const {
   io.candidates.clear();
-  for (size_t i = 0; i < io.keys.size(); ++i) {
+  const size_t n = io.keys.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kFilterPrefetchDistance < n) {
+      PrefetchDiskKey(Mix64(io.keys[i + kFilterPrefetchDistance]));
+    }
     if (MayBeOnDisk(Mix64(io.keys[i]))) io.candidates.push_back(static_cast<int64_t>(i));
   }
 }
@@ -119,7 +123,11 @@ void TieredTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const 
   if (keys.empty()) return;
   std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(Mix64(keys[0]))];
   if (filter == nullptr) filter = std::make_unique<KeyFilter>(max_filter_bytes_);
-  for (Key key : keys) filter->Add(Mix64(key));
+  const size_t n = keys.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kFilterPrefetchDistance < n) filter->Prefetch(Mix64(keys[i + kFilterPrefetchDistance]));
+    filter->Add(Mix64(keys[i]));
+  }
   shard.next_tier_bytes = static_cast<uint32_t>(sizeof(KeyFilter) + filter->bytes());
 }
 

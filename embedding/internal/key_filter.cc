@@ -82,6 +82,13 @@ bool KeyFilter::MayContain(uint64_t hash) const {
   return false;
 }
 
+void KeyFilter::Prefetch(uint64_t hash) const {
+  const uint64_t h = FilterHash(hash);
+  for (const Layer &layer : layers_) {
+    __builtin_prefetch(&layer.blocks[BlockOf(h, layer.blocks.size())]);
+  }
+}
+
 void KeyFilter::Clear() {
   std::vector<Layer>().swap(layers_);
   bytes_ = 0;

@@ -51,6 +51,10 @@ class KeyFilter {
   // May throw std::bad_alloc, leaving the filter as it was.
   void Add(uint64_t hash);
   bool MayContain(uint64_t hash) const;
+  // Starts loading the blocks MayContain(hash) and Add(hash) read, one per
+  // layer, into the cache: a caller that tests many keys prefetches a few
+  // keys ahead, so that their cache misses overlap. Changes nothing.
+  void Prefetch(uint64_t hash) const;
   // Forgets every key and the saturation; frees the layers.
   void Clear();
 

@@ -43,6 +43,10 @@ constexpr int64_t kIoChunkRows = 128;
 // fraction 1 / kFilterShareOfBudget.
 constexpr int64_t kFilterShareOfBudget = 4;
 
+// Keys ahead of the one being tested whose filter blocks a loop over keys
+// prefetches: enough for their cache misses to overlap.
+constexpr size_t kFilterPrefetchDistance = 8;
+
 // One Prefetch call: its keys, and the step until which their rows are
 // spared by eviction.
 struct PrefetchRequest {
@@ -156,6 +160,11 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   bool MayBeOnDisk(uint64_t hash) const {
     const std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(hash)];
     return filter != nullptr && filter->MayContain(hash);
+  }
+  // Starts loading what MayBeOnDisk(hash) reads (KeyFilter::Prefetch).
+  void PrefetchDiskKey(uint64_t hash) const {
+    const std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(hash)];
+    if (filter != nullptr) filter->Prefetch(hash);
   }
   // Adds `keys` (all of `shard`, about to be written to disk) to the shard's
   // filter, making it if need be, and updates shard.next_tier_bytes.

@@ -62,6 +62,23 @@ TEST(KeyFilterTest, KeysOfOneShardSpreadAsWellAsAnyKeys) {
 
 // The rates the header states: ~0.2% for one full layer, and ~1% for the
 // layers a shard of a large table builds up (the sum of theirs).
+TEST(KeyFilterTest, PrefetchChangesNoAnswer) {
+  KeyFilter filter;
+  const std::vector<uint64_t> added = Hashes(20000, 5);
+  const std::vector<uint64_t> probes = Hashes(20000, 6);
+  for (uint64_t hash : added) filter.Add(hash);
+  std::vector<bool> before;
+  for (uint64_t hash : probes) before.push_back(filter.MayContain(hash));
+  const int64_t bytes = filter.bytes(), size = filter.size();
+  for (uint64_t hash : added) filter.Prefetch(hash);
+  for (uint64_t hash : probes) filter.Prefetch(hash);
+  KeyFilter().Prefetch(Mix64(7));  // no layers: nothing to load
+  EXPECT_EQ(bytes, filter.bytes());
+  EXPECT_EQ(size, filter.size());
+  for (uint64_t hash : added) ASSERT_TRUE(filter.MayContain(hash));
+  for (size_t i = 0; i < probes.size(); ++i) ASSERT_EQ(before[i], filter.MayContain(probes[i]));
+}
+
 TEST(KeyFilterTest, FalsePositiveRatesAreThoseStated) {
   const std::vector<uint64_t> probes = Hashes(200000, 3);
   KeyFilter one_layer;
