@@ -101,10 +101,10 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options,
   // seek for its filter partition, and a table of ~1 GiB on disk ran faster
   // (embedding_bench dim 16, Zipf, 10%: 406k/415k against 330k/361k keys/s;
   // DLRM at a 10% budget: 17.2k/17.6k against 16.3k/16.8k samples/s, 6% less
-  // CPU). Not kept: past a few GiB the levels between L0 and the last get
-  // files of 64 MiB whose whole filters (~300 KiB each, ~0.13 bytes per
-  // row in all) outgrow the default 8 MiB cache, and a lookup would read a
-  // whole filter per level again.
+  // CPU). Not kept: the levels between L0 and the last hold ~10% of the
+  // rows in files of 64 MiB, whose whole filters (~300 KiB each, ~0.13 bytes
+  // per disk row in all) outgrow the default 8 MiB cache at ~10 GiB on disk,
+  // and past that a lookup would read a whole filter per level again.
   table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
   table.partition_filters = true;
   table.metadata_block_size = 4 << 10;
