@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <utility>
 
@@ -14,86 +13,34 @@
 #include "io/columnar.h"
 #include "io/delimited_format.h"
 #include "io/feature_hash.h"
+#include "io/internal/planted_model.h"
 #include "io/text_reader.h"
 
 namespace ember::io {
 namespace {
 
+using internal::BuildModel;
+using internal::ClusterBits;
+using internal::ClusterModeNormal;
+using internal::DenseCount;
+using internal::kDenseMissingRate;
+using internal::PlantedModel;
+using internal::RawTeacher;
+using internal::SlotVocabularies;
+
 constexpr int64_t kChunkRows = 8192;
 constexpr int64_t kProgressEveryRows = 100000;
-constexpr double kDenseMissingRate = 0.1;
-constexpr double kDenseWeightScale = 0.15;
-// Samples used to estimate each dense feature's mean log count.
-constexpr int kDenseCenterSamples = 4096;
 // Largest vocabulary: ids are written as distinct 32-bit hex strings.
 constexpr int64_t kMaxVocabulary = int64_t{1} << 32;
 // Largest bag of a multi-hot slot.
 constexpr int kMaxBagSize = 1024;
 // Bound on the planted model's tables (weights, latents, Zipf CDF).
 constexpr int64_t kMaxModelBytes = int64_t{2} << 30;
-
-// Tags that keep the random streams of the model apart from the rows'.
-constexpr uint64_t kIdWeightTag = 0x1d3f5a7c9e0b2d4fULL;
-constexpr uint64_t kLatentTag = 0x2e4c6a8b0d1f3e5aULL;
-constexpr uint64_t kDenseTag = 0x3f5d7b9a1c2e4f60ULL;
-constexpr uint64_t kDenseCenterTag = 0x4a6c8e0f2b3d5f71ULL;
-constexpr uint64_t kTaskWeightTag = 0x5b7d9f1a3c4e6082ULL;
-constexpr uint64_t kClusterTag = 0x6c8e0a2b4d5f7193ULL;
-constexpr uint64_t kClusterNormTag = 0x7d9f1b3c5e6a8204ULL;
 constexpr int kMaxClusters = 16;
 constexpr int kMaxClusterUnits = 1024;
-// Samples of Gaussian latents used to centre and scale each cluster's
-// teacher network.
-constexpr int kClusterNormSamples = 8192;
-// A cluster feature's log count is N(mu, kClusterModeScale) shifted by
-// -/+ kClusterModeShift: two modes with a gap of about 2 x shift between them.
-constexpr double kClusterModeScale = 0.5;
-constexpr double kClusterModeShift = 1.5;
-// Tasks after the first: how much of the click logit they share, and the
-// scale of their own id weights relative to id_weight_scale.
+// Tasks after the first: how much of the click logit they share.
 constexpr double kTaskShare = 0.7;
-constexpr double kTaskWeightScale = 0.7;
 constexpr int kMaxTasks = 16;
-
-// The planted model that every row is drawn from. Each id's parameters are a
-// function of (seed, slot, id) alone.
-struct PlantedModel {
-  int num_slots = 0;
-  int rank = 0;
-  int interacting_slots = 0;
-  int first_multi_hot = 0;  // Slots from here on hold bags.
-  int max_bag_size = 1;
-  std::vector<int64_t> vocabulary;  // [num_slots]
-  // Zipf CDF of each distinct vocabulary: P(id <= i), i < vocabulary.
-  std::map<int64_t, std::vector<double>> zipf_cdfs;
-  std::vector<const std::vector<double>*> slot_cdf;  // [num_slots], into zipf_cdfs
-  std::vector<int64_t> weight_begin;  // [num_slots + 1]: slot s's weights in id_weights
-  std::vector<int64_t> latent_begin;  // [interacting_slots + 1]: rows in latents
-  std::vector<float> id_weights;      // [sum of vocabularies]
-  int num_tasks = 1;
-  // Tasks 1.. num_tasks-1: their own id weights, task after task, each
-  // laid out as id_weights.
-  std::vector<float> task_weights;
-  // With num_clusters > 1, each cluster's teacher network over the pairs of
-  // interacting slots (pair (a, b), a < b, in row-major order), `units`
-  // hidden units: input weights [clusters x units x pairs], biases and
-  // output weights [clusters x units], and an offset per cluster that
-  // centres its output. Its input is each pair's dot product times
-  // pair_input_scale. Empty when num_clusters is 1.
-  int num_clusters = 1;
-  int cluster_units = 0;
-  double pair_input_scale = 0.0;
-  std::vector<double> teacher_in;
-  std::vector<double> teacher_bias;
-  std::vector<double> teacher_out;
-  std::vector<double> teacher_offset;
-  // Dense features 0 .. cluster_bits-1 place a row in its cluster.
-  int cluster_bits = 0;
-  std::vector<float> latents;        // [latent rows x rank]
-  std::vector<double> dense_mu;      // [num_dense]: mean of log(1 + count)
-  std::vector<double> dense_weight;  // [num_dense]
-  std::vector<double> dense_center;  // [num_dense]: E[LogTransform(value)]
-};
 
 // One drawn row, before it is written in a format.
 struct DrawnRow {
@@ -114,223 +61,6 @@ struct DrawnRow {
   std::vector<float> pooled;   // [interacting_slots x rank] (scratch)
   std::vector<double> pair_input;    // With clusters: the teacher's input (scratch)
 };
-
-std::vector<int64_t> SlotVocabularies(const SyntheticOptions& options) {
-  if (!options.slot_vocabularies.empty()) return options.slot_vocabularies;
-  return std::vector<int64_t>(options.num_slots, options.vocabulary);
-}
-
-// Bits of the cluster: ceil(log2(num_clusters)).
-int ClusterBits(int num_clusters) {
-  int bits = 0;
-  while ((1 << bits) < num_clusters) ++bits;
-  return bits;
-}
-
-// The normal draw of a cluster feature moved to one of two modes by its
-// sign: N(0, 1) becomes kClusterModeScale * z -/+ kClusterModeShift.
-double ClusterModeNormal(double normal) {
-  return kClusterModeScale * normal + (normal > 0.0 ? kClusterModeShift : -kClusterModeShift);
-}
-
-// Feature j's count: floor(exp(N(mu, 1))) - 1, at least 0.
-int64_t DenseCount(double mu, double normal) {
-  const double count = std::floor(std::exp(std::min(mu + normal, 40.0))) - 1.0;
-  return count > 0.0 ? static_cast<int64_t>(count) : 0;
-}
-
-void BuildDenseModel(const SyntheticOptions& options, PlantedModel* model) {
-  model->cluster_bits = options.num_clusters > 1 ? ClusterBits(options.num_clusters) : 0;
-  for (int j = 0; j < options.num_dense; ++j) {
-    const bool cluster_feature = j < model->cluster_bits;
-    RandomStream rng(HashCombine(options.seed, kDenseTag), j);
-    const double mu = rng.Uniform(-0.5, 4.0);
-    model->dense_mu.push_back(mu);
-    model->dense_weight.push_back(kDenseWeightScale * rng.Normal());
-    // Centring keeps the dense term's mean near 0, so the click rate is set
-    // by `bias` whatever the seed; a constant is still learnable as bias.
-    RandomStream sampler(HashCombine(options.seed, kDenseCenterTag), j);
-    double sum = 0.0;
-    for (int i = 0; i < kDenseCenterSamples; ++i) {
-      const double normal =
-          cluster_feature ? ClusterModeNormal(sampler.Normal()) : sampler.Normal();
-      sum += LogTransform(static_cast<double>(DenseCount(mu, normal)));
-    }
-    // Cluster features are never missing.
-    const double present = cluster_feature ? 1.0 : 1.0 - kDenseMissingRate;
-    model->dense_center.push_back(present * sum / kDenseCenterSamples);
-  }
-}
-
-// Shifts each slot's weights so that their mean under the Zipf distribution
-// is 0: the click rate is then set by `bias` rather than by which ids the
-// seed happened to make heavy. A per-slot constant is learnable as bias.
-void CenterIdWeights(PlantedModel* model, float* all_weights) {
-  for (int slot = 0; slot < model->num_slots; ++slot) {
-    const int64_t vocab = model->vocabulary[slot];
-    const std::vector<double>& cdf = *model->slot_cdf[slot];
-    float* weights = all_weights + model->weight_begin[slot];
-    double mean = 0.0;
-    double previous_cdf = 0.0;
-    for (int64_t id = 0; id < vocab; ++id) {
-      mean += (cdf[id] - previous_cdf) * weights[id];
-      previous_cdf = cdf[id];
-    }
-    for (int64_t id = 0; id < vocab; ++id) weights[id] -= static_cast<float>(mean);
-  }
-}
-
-// Zipf: P(id = i) proportional to (i + 1)^-s; id 0 is the most frequent.
-std::vector<double> ZipfCdf(int64_t vocab, double exponent) {
-  std::vector<double> cdf(vocab);
-  double total = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    total += std::pow(static_cast<double>(i + 1), -exponent);
-    cdf[i] = total;
-  }
-  for (double& c : cdf) c /= total;
-  cdf.back() = 1.0;
-  return cdf;
-}
-
-// Cluster `cluster`'s teacher network at the scaled pair products `x`
-// ([pairs]), before its offset: sum_h out_h * relu(in_h . x + bias_h).
-double RawTeacher(const PlantedModel& model, int cluster, const double* x, int64_t pairs) {
-  double y = 0.0;
-  for (int h = 0; h < model.cluster_units; ++h) {
-    const int64_t unit = int64_t{cluster} * model.cluster_units + h;
-    const double* in = model.teacher_in.data() + unit * pairs;
-    double z = model.teacher_bias[unit];
-    for (int64_t p = 0; p < pairs; ++p) z += in[p] * x[p];
-    if (z > 0.0) y += model.teacher_out[unit] * z;
-  }
-  return y;
-}
-
-// Clusters: for each, a random one-hidden-layer ReLU teacher over the pair
-// products (see SyntheticOptions::num_clusters): input weights N(0, 1 /
-// pairs) (a unit's pre-activation has about unit variance), biases
-// U(-1, 1), output weights N(0, 1); then each output is centred and scaled
-// to a standard deviation of cluster_scale, both measured on pair products
-// of Gaussian latents.
-void BuildClusters(const SyntheticOptions& options, PlantedModel* model) {
-  model->num_clusters = options.num_clusters;
-  if (options.num_clusters == 1) return;
-  const int clusters = options.num_clusters, units = options.cluster_units;
-  const int slots = options.interacting_slots, rank = options.latent_rank;
-  const int64_t pairs = int64_t{slots} * (slots - 1) / 2;
-  model->cluster_units = units;
-  // A pair's product of N(0, scale^2 I_rank) vectors has a variance of
-  // rank * scale^4.
-  const double dot_std =
-      options.interaction_scale * options.interaction_scale * std::sqrt(std::max(rank, 1));
-  model->pair_input_scale = dot_std > 0.0 ? 1.0 / dot_std : 0.0;
-  model->teacher_in.resize(int64_t{clusters} * units * pairs);
-  model->teacher_bias.resize(int64_t{clusters} * units);
-  model->teacher_out.resize(int64_t{clusters} * units);
-  model->teacher_offset.assign(clusters, 0.0);
-  const double in_scale = pairs > 0 ? 1.0 / std::sqrt(static_cast<double>(pairs)) : 0.0;
-  for (int c = 0; c < clusters; ++c) {
-    const uint64_t cluster_seed = HashCombine(HashCombine(options.seed, kClusterTag), c);
-    for (int h = 0; h < units; ++h) {
-      const int64_t unit = int64_t{c} * units + h;
-      RandomStream rng(cluster_seed, h);
-      for (int64_t p = 0; p < pairs; ++p) {
-        model->teacher_in[unit * pairs + p] = in_scale * rng.Normal();
-      }
-      model->teacher_bias[unit] = rng.Uniform(-1.0, 1.0);
-      model->teacher_out[unit] = rng.Normal();
-    }
-  }
-  // Centre and scale on the same samples for every cluster.
-  std::vector<double> latent(int64_t{slots} * rank), x(pairs), sum(clusters), sum2(clusters);
-  RandomStream sampler(HashCombine(options.seed, kClusterNormTag), 0);
-  for (int i = 0; i < kClusterNormSamples; ++i) {
-    for (double& v : latent) v = sampler.Normal();
-    for (int a = 0, p = 0; a < slots; ++a) {
-      for (int b = a + 1; b < slots; ++b, ++p) {
-        double dot = 0.0;
-        for (int k = 0; k < rank; ++k) dot += latent[a * rank + k] * latent[b * rank + k];
-        x[p] = dot / std::sqrt(std::max(rank, 1));
-      }
-    }
-    for (int c = 0; c < clusters; ++c) {
-      const double y = RawTeacher(*model, c, x.data(), pairs);
-      sum[c] += y;
-      sum2[c] += y * y;
-    }
-  }
-  for (int c = 0; c < clusters; ++c) {
-    const double mean = sum[c] / kClusterNormSamples;
-    const double var = std::max(sum2[c] / kClusterNormSamples - mean * mean, 1e-12);
-    const double gain = options.cluster_scale / std::sqrt(var);
-    for (int h = 0; h < units; ++h) model->teacher_out[int64_t{c} * units + h] *= gain;
-    model->teacher_offset[c] = -mean * gain;
-  }
-}
-
-PlantedModel BuildModel(const SyntheticOptions& options) {
-  PlantedModel model;
-  model.num_slots = options.num_slots;
-  model.rank = options.latent_rank;
-  model.interacting_slots = options.interacting_slots;
-  model.first_multi_hot = options.num_slots - options.multi_hot_slots;
-  model.max_bag_size = options.max_bag_size;
-  model.vocabulary = SlotVocabularies(options);
-  model.weight_begin.push_back(0);
-  model.latent_begin.push_back(0);
-  for (int slot = 0; slot < options.num_slots; ++slot) {
-    const int64_t vocab = model.vocabulary[slot];
-    auto [it, inserted] = model.zipf_cdfs.try_emplace(vocab);
-    if (inserted) it->second = ZipfCdf(vocab, options.zipf_exponent);
-    model.slot_cdf.push_back(&it->second);
-    model.weight_begin.push_back(model.weight_begin.back() + vocab);
-    if (slot < options.interacting_slots) {
-      model.latent_begin.push_back(model.latent_begin.back() + vocab);
-    }
-  }
-  model.id_weights.resize(model.weight_begin.back());
-  model.latents.resize(model.latent_begin.back() * options.latent_rank);
-  ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t slot = begin; slot < end; ++slot) {
-      const uint64_t weight_seed = HashCombine(HashCombine(options.seed, kIdWeightTag), slot);
-      const uint64_t latent_seed = HashCombine(HashCombine(options.seed, kLatentTag), slot);
-      for (int64_t id = 0; id < model.vocabulary[slot]; ++id) {
-        RandomStream weight(weight_seed, id);
-        model.id_weights[model.weight_begin[slot] + id] =
-            static_cast<float>(options.id_weight_scale * weight.Normal());
-        if (slot >= options.interacting_slots) continue;
-        RandomStream latent(latent_seed, id);
-        float* vec = model.latents.data() + (model.latent_begin[slot] + id) * options.latent_rank;
-        for (int k = 0; k < options.latent_rank; ++k) {
-          vec[k] = static_cast<float>(options.interaction_scale * latent.Normal());
-        }
-      }
-    }
-  });
-  CenterIdWeights(&model, model.id_weights.data());
-  model.num_tasks = options.num_tasks;
-  const int64_t weights_per_task = model.weight_begin.back();
-  model.task_weights.resize((options.num_tasks - 1) * weights_per_task);
-  for (int t = 1; t < options.num_tasks; ++t) {
-    float* weights = model.task_weights.data() + (t - 1) * weights_per_task;
-    ParallelFor(0, options.num_slots, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t slot = begin; slot < end; ++slot) {
-        const uint64_t seed =
-            HashCombine(HashCombine(HashCombine(options.seed, kTaskWeightTag), t), slot);
-        for (int64_t id = 0; id < model.vocabulary[slot]; ++id) {
-          RandomStream weight(seed, id);
-          weights[model.weight_begin[slot] + id] = static_cast<float>(
-              kTaskWeightScale * options.id_weight_scale * weight.Normal());
-        }
-      }
-    });
-    CenterIdWeights(&model, weights);
-  }
-  BuildDenseModel(options, &model);
-  BuildClusters(options, &model);
-  return model;
-}
 
 // A bijective scramble of a 32-bit id per slot (murmur3's fmix32 after a
 // slot-dependent xor), so that distinct ids get distinct hex strings and the
