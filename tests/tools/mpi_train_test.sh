@@ -120,7 +120,9 @@ kill)
   start=$(date +%s)
   while kill -0 "$launcher" 2>/dev/null; do
     if (($(date +%s) - start > 60)); then
-      echo "FAIL: the job still runs 60 s after rank 1 was killed"
+      echo "FAIL: the job still runs 60 s after rank 1 was killed; its processes and output:"
+      ps -o pid,stat,etime,time,args -p "$(echo $ranks $launcher | tr ' ' ',')" 2>/dev/null || true
+      tail -20 out.txt
       kill -KILL -- "-$launcher"; for pid in $ranks; do kill -KILL "$pid" 2>/dev/null; done
       exit 1
     fi
