@@ -275,7 +275,8 @@ Status CheckRendezvous(const Schedule& schedule) {
       stuck += internal::StrCat(stuck.empty() ? "" : "; ", "rank ", r, " at instructions ",
                                 begin[r], "..", end[r] - 1, " (");
       for (size_t i = begin[r]; i < end[r]; ++i) {
-        stuck += (i > begin[r] ? " " : "") + ToString(schedule.ranks[r][i]);
+        if (i > begin[r]) stuck += ' ';
+        stuck += ToString(schedule.ranks[r][i]);
       }
       stuck += ")";
     }

@@ -143,7 +143,10 @@ Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Comm
                                  : executor.Transfer({list.begin() + i, list.begin() + end});
     if (!status.ok()) {
       std::string what = ToString(list[i]);
-      for (size_t k = i + 1; k < end; ++k) what += " " + ToString(list[k]);
+      for (size_t k = i + 1; k < end; ++k) {
+        what += ' ';
+        what += ToString(list[k]);
+      }
       status = status.WithContext(internal::StrCat(
           "schedule ", schedule.kind, " rank ", rank, " instruction", end == i + 1 ? " " : "s ",
           i, end == i + 1 ? "" : internal::StrCat("..", end - 1), " (", what, ")"));

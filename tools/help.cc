@@ -359,7 +359,8 @@ std::string WrapText(const std::string& text, int indent, int width) {
     const size_t word_length = end - start;
     if (word_length > 0) {
       if (line_length > 0 && line_length + 1 + word_length > room) {
-        out += "\n" + std::string(indent, ' ');
+        out += '\n';
+        out.append(indent, ' ');
         line_length = 0;
       }
       if (line_length > 0) {

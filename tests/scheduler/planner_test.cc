@@ -64,12 +64,21 @@ void ExpectNearTheGridBest(const Program& program, const ResourceGraph& graph,
       for (int d : options.depths) {
         for (int s = 0; s <= options.max_staleness; ++s) {
           for (bool pipeline : {true, false}) {
-            const PlanKnobs k{t, b, pipeline, d, s, true, {}};
-            Result<Plan> p = PredictPlan(program, cost, k, options.placer);
-            ASSERT_TRUE(p.ok());
-            if (p->predicted_samples_per_sec > best) {
-              best = p->predicted_samples_per_sec;
-              best_knobs = p->ToJson();
+            // Early pulls are a knob the planner chooses too.
+            for (bool early_pulls : {true, false}) {
+              PlanKnobs k;
+              k.threads = t;
+              k.batch = b;
+              k.pipeline = pipeline;
+              k.depth = d;
+              k.staleness = s;
+              k.early_pulls = early_pulls;
+              Result<Plan> p = PredictPlan(program, cost, k, options.placer);
+              ASSERT_TRUE(p.ok());
+              if (p->predicted_samples_per_sec > best) {
+                best = p->predicted_samples_per_sec;
+                best_knobs = p->ToJson();
+              }
             }
           }
         }

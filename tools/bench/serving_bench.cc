@@ -158,7 +158,10 @@ Result<std::vector<TorchRun>> MeasureTorch(double seconds, std::string* version)
   const engine::ModelOptions& model = s.trainer->options().model;
   auto widths = [](const std::vector<int>& w) {
     std::string text;
-    for (int x : w) text += (text.empty() ? "" : ",") + std::to_string(x);
+    for (int x : w) {
+      if (!text.empty()) text += ',';
+      text += std::to_string(x);
+    }
     return text;
   };
   const std::string command =
