@@ -111,11 +111,15 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
 void TieredTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) const {
   io.candidates.clear();
   const size_t n = io.keys.size();
+  if (n == 0) return;
+  // The keys are all of one shard: one filter answers for them all.
+  const KeyFilter* filter = disk_keys_[memory_.ShardOf(Mix64(io.keys[0]))].get();
+  if (filter == nullptr) return;  // the shard never wrote to disk
   for (size_t i = 0; i < n; ++i) {
     if (i + kFilterPrefetchDistance < n) {
-      PrefetchDiskKey(Mix64(io.keys[i + kFilterPrefetchDistance]));
+      filter->Prefetch(Mix64(io.keys[i + kFilterPrefetchDistance]));
     }
-    if (MayBeOnDisk(Mix64(io.keys[i]))) io.candidates.push_back(static_cast<int64_t>(i));
+    if (filter->MayContain(Mix64(io.keys[i]))) io.candidates.push_back(static_cast<int64_t>(i));
   }
 }
 
@@ -125,7 +129,9 @@ void TieredTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const 
   if (filter == nullptr) filter = std::make_unique<KeyFilter>(max_filter_bytes_);
   const size_t n = keys.size();
   for (size_t i = 0; i < n; ++i) {
-    if (i + kFilterPrefetchDistance < n) filter->Prefetch(Mix64(keys[i + kFilterPrefetchDistance]));
+    if (i + kFilterPrefetchDistance < n) {
+      filter->Prefetch(Mix64(keys[i + kFilterPrefetchDistance]));
+    }
     filter->Add(Mix64(keys[i]));
   }
   shard.next_tier_bytes = static_cast<uint32_t>(sizeof(KeyFilter) + filter->bytes());

@@ -273,6 +273,15 @@ int64_t TierRowBytes(const EmbeddingTableOptions& options) {
   return internal::MemoryTier::RowFloats(options) * int64_t{sizeof(float)};
 }
 
+RocksDbTierOptions DiskTierOptions(const EmbeddingTableOptions& options) {
+  RocksDbTierOptions disk_options;
+  disk_options.path = options.disk_path;
+  disk_options.row_bytes = TierRowBytes(options);
+  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
+  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
+  return disk_options;
+}
+
 Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptions& options,
                                                        std::unique_ptr<Tier> disk) {
   EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
@@ -305,11 +314,7 @@ Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOp
     return Status::InvalidArgument(
         "disk_path is required when memory_budget_bytes > 0 (the disk tier's directory)");
   }
-  RocksDbTierOptions disk_options;
-  disk_options.path = options.disk_path;
-  disk_options.row_bytes = TierRowBytes(options);
-  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
-  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
+  const RocksDbTierOptions disk_options = DiskTierOptions(options);
   // A table starts empty: rows an earlier table left in disk_path are
   // dropped (the tier is working space; checkpoints are what persists).
   // Opening first checks that the directory holds a tier, not some other

@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "embedding/embedding_table.h"
+#include "embedding/rocksdb_tier.h"
 #include "embedding/tier.h"
 
 namespace ember::embedding {
@@ -77,5 +78,10 @@ Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptio
 // options.weight_storage, its optimizer state and RowMeta (for float weights,
 // StoredRows::row_floats() * 4).
 int64_t TierRowBytes(const EmbeddingTableOptions& options);
+
+// The RocksDB tier NewEmbeddingTable puts behind a table with `options`: at
+// options.disk_path, with rows of TierRowBytes(options) and the table's
+// block cache and write buffer sizes.
+RocksDbTierOptions DiskTierOptions(const EmbeddingTableOptions& options);
 
 }  // namespace ember::embedding

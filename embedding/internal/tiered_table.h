@@ -153,18 +153,13 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   // filtered them).
   Status ReadDiskRows(const Shard* shard, ShardIo& io) const;
   // io.candidates = the indices of the io.keys that the shard's filter
-  // says the disk may hold.
+  // says the disk may hold. REQUIRES: io.keys are all keys of `shard`.
   void SelectDiskCandidates(const Shard& shard, ShardIo& io) const REQUIRES(shard.mu);
   // Whether the disk may hold the key of `hash`. REQUIRES the lock of the
   // key's shard.
   bool MayBeOnDisk(uint64_t hash) const {
     const std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(hash)];
     return filter != nullptr && filter->MayContain(hash);
-  }
-  // Starts loading what MayBeOnDisk(hash) reads (KeyFilter::Prefetch).
-  void PrefetchDiskKey(uint64_t hash) const {
-    const std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(hash)];
-    if (filter != nullptr) filter->Prefetch(hash);
   }
   // Adds `keys` (all of `shard`, about to be written to disk) to the shard's
   // filter, making it if need be, and updates shard.next_tier_bytes.

@@ -354,12 +354,8 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   *disk = nullptr;
   if (budget_bytes == 0) return ember::embedding::NewEmbeddingTable(options);
   // As NewEmbeddingTable makes it (in a fresh directory), but timed.
-  ember::embedding::RocksDbTierOptions disk_options;
-  disk_options.path = disk_path;
-  disk_options.row_bytes = ember::embedding::TierRowBytes(options);
-  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
-  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
-  EMBER_ASSIGN_OR_RETURN(auto rocksdb, ember::embedding::NewRocksDbTier(disk_options));
+  EMBER_ASSIGN_OR_RETURN(auto rocksdb,
+                         ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(options)));
   auto timed = std::make_unique<TimedTier>(std::move(rocksdb));
   *disk = timed.get();
   return ember::embedding::NewTieredTable(options, std::move(timed));
@@ -623,8 +619,10 @@ void PrintReport(const ember::bench::RatioReporter& reporter) {
             continue;
           }
           const double ceiling = tier / reads;
-          std::printf("%-44s %.2fM rows/s / %.2f = %.2fM keys/s; the table: %.2f of it\n",
-                      name.c_str(), tier / 1e6, reads, ceiling / 1e6, keys / ceiling);
+          std::printf(
+              "%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory; the table: "
+              "%.2f of it\n",
+              name.c_str(), tier / 1e6, reads, ceiling / 1e6, ceiling / memory, keys / ceiling);
         }
       }
     }
