@@ -4,11 +4,9 @@
 // follow one of several planted functions by a hidden cluster, beside the
 // dense DLRM of about the same forward FLOPs per example.
 
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -19,36 +17,16 @@
 #include "io/criteo.h"
 #include "io/synthetic.h"
 #include "ops/op_registry.h"
+#include "tests/engine/planted_data.h"
 
 namespace ember::engine {
 namespace {
 
-struct Planted {
-  io::Dataset train;
-  io::Dataset test;
-  double bayes_auc = 0;
-  double blind_auc = 0;
-};
+using Planted = test::PlantedData;
 
-// `synthetic` written as Criteo TSV to a temporary file, read back and split
-// 80/20.
+// `synthetic` split 80/20 (test::GeneratePlantedData).
 Planted Generate(const io::SyntheticOptions& synthetic, const std::string& tag) {
-  Planted p;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("ember_moe_" + tag + "_" + std::to_string(::getpid()) + ".tsv"))
-                               .string();
-  auto info = io::WriteSyntheticCriteo(path, synthetic);
-  CHECK(info.ok()) << info.status();
-  auto all = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".meta.json");
-  CHECK(all.ok()) << all.status();
-  const int64_t split = all->size() * 8 / 10;
-  p.train = all->Slice(0, split);
-  p.test = all->Slice(split, all->size());
-  p.bayes_auc = info->bayes_auc;
-  p.blind_auc = info->cluster_blind_auc;
-  return p;
+  return test::GeneratePlantedData(synthetic, "moe_" + tag);
 }
 
 TrainOptions MoeOptions() {

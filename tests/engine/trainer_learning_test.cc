@@ -18,6 +18,7 @@
 #include "io/columnar.h"
 #include "io/criteo.h"
 #include "io/synthetic.h"
+#include "tests/engine/planted_data.h"
 #include "tests/engine/trainer_test_util.h"
 
 namespace ember::engine {
@@ -58,32 +59,14 @@ TEST_F(TrainerTest, DlrmOnCriteoSampleReachesAucOfAtLeast070) {
 // for all models.
 class PlantedDataTest : public ::testing::TestWithParam<std::string> {
  protected:
-  struct Planted {
-    io::Dataset train;
-    io::Dataset test;
-    double bayes_auc = 0;
-  };
+  using Planted = test::PlantedData;
 
   static const Planted& Data() {
     static const Planted* planted = [] {
-      auto* p = new Planted();
       io::SyntheticOptions synthetic;
       synthetic.rows = 500000;
       synthetic.seed = 3;
-      const std::string path =
-          (std::filesystem::temp_directory_path() /
-           ("ember_planted_" + std::to_string(::getpid()) + ".tsv")).string();
-      auto info = io::WriteSyntheticCriteo(path, synthetic);
-      CHECK(info.ok()) << info.status();
-      auto all = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
-      std::filesystem::remove(path);
-      std::filesystem::remove(path + ".meta.json");
-      CHECK(all.ok()) << all.status();
-      const int64_t split = all->size() * 8 / 10;
-      p->train = all->Slice(0, split);
-      p->test = all->Slice(split, all->size());
-      p->bayes_auc = info->bayes_auc;
-      return p;
+      return new Planted(test::GeneratePlantedData(synthetic, "planted"));
     }();
     return *planted;
   }

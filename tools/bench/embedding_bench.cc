@@ -354,8 +354,9 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   *disk = nullptr;
   if (budget_bytes == 0) return ember::embedding::NewEmbeddingTable(options);
   // As NewEmbeddingTable makes it (in a fresh directory), but timed.
-  EMBER_ASSIGN_OR_RETURN(auto rocksdb,
-                         ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(options)));
+  const ember::embedding::RocksDbTierOptions disk_options =
+      ember::embedding::DiskTierOptions(options);
+  EMBER_ASSIGN_OR_RETURN(auto rocksdb, ember::embedding::NewRocksDbTier(disk_options));
   auto timed = std::make_unique<TimedTier>(std::move(rocksdb));
   *disk = timed.get();
   return ember::embedding::NewTieredTable(options, std::move(timed));
