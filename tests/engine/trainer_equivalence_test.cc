@@ -26,11 +26,7 @@ namespace {
 using test::TrainerTest;
 
 TEST_F(TrainerTest, SameSeedGivesIdenticalPredictions) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 6000;
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(6000);
   ASSERT_TRUE(data.ok());
   std::vector<std::vector<float>> predictions;
   for (int run = 0; run < 2; ++run) {
@@ -141,9 +137,7 @@ TEST_F(TrainerTest, PipelinedTrainingWithStalenessZeroEqualsSequentialTraining) 
   io::SyntheticOptions synthetic;
   synthetic.rows = 4000;
   synthetic.vocabulary = 60;  // Batches share many rows: pulls must wait.
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(synthetic);
   ASSERT_TRUE(data.ok());
   struct Case {
     const char* name;

@@ -93,11 +93,7 @@ TEST(TrainerCreateTest, ADenseDeviceThatIsNotThereIsFailedPrecondition) {
 }
 
 TEST_F(TrainerTest, SourceOfAnotherShapeIsInvalidArgument) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 100;
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(100);
   ASSERT_TRUE(data.ok());
   auto trainer = Trainer::Create(SmallOptions(), /*num_dense=*/4, data->num_slots());
   ASSERT_TRUE(trainer.ok());
@@ -109,11 +105,7 @@ TEST_F(TrainerTest, SourceOfAnotherShapeIsInvalidArgument) {
 }
 
 TEST_F(TrainerTest, MaxStepsStopsTraining) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 5000;
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(5000);
   ASSERT_TRUE(data.ok());
   TrainOptions options = SmallOptions();
   options.max_steps = 3;
@@ -161,11 +153,7 @@ class HookedSource : public test::ForwardingBatchSource {
 // without reading ahead): Fit returns its error with context, promptly, and
 // a stop request ends training after the batches already read.
 TEST_F(TrainerTest, ReadFailureStopsTrainingWithTheError) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 2000;
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(2000);
   ASSERT_TRUE(data.ok());
   // Pipelined, and sequential reading ahead or between steps.
   for (const auto& [pipeline, read_ahead] :
@@ -232,9 +220,7 @@ TEST_F(TrainerTest, BoundedStalenessIsMeasuredAndRespected) {
   io::SyntheticOptions synthetic;
   synthetic.rows = 6000;
   synthetic.vocabulary = 60;
-  const std::string path = (dir_ / "small.tsv").string();
-  ASSERT_TRUE(io::WriteSyntheticCriteo(path, synthetic).ok());
-  auto data = io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  auto data = SyntheticData(synthetic);
   ASSERT_TRUE(data.ok());
   TrainOptions options = SmallOptions();
   options.batch_size = 128;

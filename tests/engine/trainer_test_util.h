@@ -28,13 +28,17 @@ class TrainerTest : public TempDirTest {
     return options;
   }
 
-  // `rows` synthetic Criteo examples, written to small.tsv and read back.
-  Result<io::Dataset> SyntheticData(int64_t rows) {
-    io::SyntheticOptions synthetic;
-    synthetic.rows = rows;
+  // `synthetic`'s examples as Criteo, written to small.tsv and read back.
+  Result<io::Dataset> SyntheticData(const io::SyntheticOptions& synthetic) {
     const std::string path = (dir_ / "small.tsv").string();
     EMBER_RETURN_IF_ERROR(io::WriteSyntheticCriteo(path, synthetic).status());
     return io::ReadCriteoFiles({path}, io::CriteoReadOptions{});
+  }
+  // `rows` synthetic Criteo examples of the default options.
+  Result<io::Dataset> SyntheticData(int64_t rows) {
+    io::SyntheticOptions synthetic;
+    synthetic.rows = rows;
+    return SyntheticData(synthetic);
   }
 };
 
