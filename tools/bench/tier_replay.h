@@ -1,0 +1,90 @@
+// A disk tier that times and records what a table asks of it, and the replay
+// of that record on a tier alone: the tier's own ceiling on the rows a table
+// sends it. A budgeted table sends its disk tier only the rows its memory
+// lacks, the cold ones, in calls of one shard each; the same tier reading and
+// writing whole batches of a key stream serves the hot keys from its memtable
+// and cache and does more rows per second than it can for a table. The replay
+// does the table's own disk work, call for call, without the table.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threads.h"
+#include "embedding/embedding_table.h"
+#include "embedding/tier.h"
+
+namespace ember::bench {
+
+// The keys of one step's calls to a tier, by kind, each call in the order
+// made.
+struct TierStep {
+  std::vector<std::vector<embedding::Key>> gets;
+  std::vector<std::vector<embedding::Key>> puts;
+  std::vector<std::vector<embedding::Key>> deletes;
+  // Keys over all calls.
+  int64_t rows() const;
+};
+
+// Forwards every call to the tier it wraps, adds up the time callers spend
+// inside Get, Put and Delete, and records their keys, step by step.
+// Thread safety: as Tier's. steps() and EndStep() may run beside calls; a
+// call running during EndStep is recorded in either step.
+class RecordingTier final : public embedding::Tier {
+ public:
+  explicit RecordingTier(std::unique_ptr<embedding::Tier> tier);
+
+  // Nanoseconds spent in Get, Put and Delete so far, summed over threads.
+  int64_t nanos() const { return nanos_.load(std::memory_order_relaxed); }
+  // Closes the step being recorded; later calls belong to the next one.
+  void EndStep();
+  // Steps closed so far.
+  int64_t steps_ended() const;
+  // The steps closed so far. REQUIRES: no EndStep until the caller is done
+  // with them (calls may still run: they go to the open step).
+  const std::vector<TierStep>& steps() const;
+
+  int64_t row_bytes() const override { return tier_->row_bytes(); }
+  Status Get(const std::vector<embedding::Key>& keys, char* out,
+             std::vector<int64_t>* missing) override;
+  Status Put(const std::vector<embedding::Key>& keys, const char* rows) override;
+  Status Delete(const std::vector<embedding::Key>& keys) override;
+  Result<int64_t> ApproximateCount() override { return tier_->ApproximateCount(); }
+  Status Flush() override { return tier_->Flush(); }
+  Status Scan(const RowVisitor& visit) override { return tier_->Scan(visit); }
+
+ private:
+  enum class Kind { kGet, kPut, kDelete };
+  // Runs `call`, adds its time and records `keys` as a call of `kind` in
+  // the open step.
+  template <typename Call>
+  Status Timed(Kind kind, const std::vector<embedding::Key>& keys, const Call& call);
+
+  const std::unique_ptr<embedding::Tier> tier_;
+  std::atomic<int64_t> nanos_{0};
+  mutable std::mutex mu_;
+  TierStep open_;                // guarded by mu_
+  std::vector<TierStep> ended_;  // guarded by mu_ (appended only)
+};
+
+// Replays steps [0, end) of `steps` on `tier`, then steps [timed_begin, end)
+// once more, timed, and returns the wall seconds of that second pass. Each
+// step is served as a tier alone serves it at its best: all its Gets, then
+// all its Puts (rows of arbitrary bytes), then all its Deletes, each kind's
+// keys joined in call order and cut into whole parts that the `arena`'s
+// threads serve in parallel. The first pass brings the tier to the rows the
+// table's tier held; it runs the steps before timed_begin back to back,
+// faster than the table made them, and the compactions it leaves behind
+// would land in a timed first pass of the window. The window's first pass
+// works them off at the table's own pace, so that the second pass meets the
+// steady state the table's window met (and it reads and writes the same
+// keys, in the same order).
+// REQUIRES: timed_begin <= end <= steps.size().
+Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, size_t timed_begin, size_t end,
+                               embedding::Tier& tier, ThreadArena& arena);
+
+}  // namespace ember::bench
