@@ -4,7 +4,7 @@
 // lacks, the cold ones, in calls of one shard each; the same tier reading and
 // writing whole batches of a key stream serves the hot keys from its memtable
 // and cache and does more rows per second than it can for a table. The replay
-// does the table's own disk work, call for call, without the table.
+// does the table's own disk work, step for step, without the table.
 #pragma once
 
 #include <atomic>
@@ -77,12 +77,12 @@ class RecordingTier final : public embedding::Tier {
 // all its Puts (rows of arbitrary bytes), then all its Deletes, each kind's
 // keys joined in call order and cut into whole parts that the `arena`'s
 // threads serve in parallel. The first pass brings the tier to the rows the
-// table's tier held; it runs the steps before timed_begin back to back,
+// table's tier held. It runs the steps before timed_begin back to back,
 // faster than the table made them, and the compactions it leaves behind
-// would land in a timed first pass of the window. The window's first pass
-// works them off at the table's own pace, so that the second pass meets the
-// steady state the table's window met (and it reads and writes the same
-// keys, in the same order).
+// would land in a timed first pass of the window; the window's untimed first
+// pass works them off, so that the timed second pass meets a steady state
+// like the one the table's window met (and reads and writes the same keys,
+// in the same order).
 // REQUIRES: timed_begin <= end <= steps.size().
 Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, size_t timed_begin, size_t end,
                                embedding::Tier& tier, ThreadArena& arena);
