@@ -43,6 +43,7 @@
 #include "embedding/rocksdb_tier.h"
 #include "embedding/tier.h"
 #include "embedding/tiered_table.h"
+#include "tools/bench/embedding_bench_cases.h"
 #include "tools/bench/key_batches.h"
 #include "tools/bench/ratio_reporter.h"
 #include "tools/bench/tier_replay.h"
@@ -51,7 +52,13 @@ namespace {
 
 using ember::Result;
 using ember::Status;
+using ember::bench::CaseName;
+using ember::bench::DiskTierName;
+using ember::bench::GatherName;
+using ember::bench::kDims;
+using ember::bench::kDistributions;
 using ember::bench::KeyDistribution;
+using ember::bench::ReplayName;
 using ember::embedding::EmbeddingTable;
 using ember::embedding::Key;
 
@@ -70,9 +77,6 @@ int64_t g_disk_write_buffer_mib = 16;  // The table's default (EmbeddingTableOpt
 std::unique_ptr<ember::ThreadArena> g_arena;
 std::string g_run_dir;
 
-constexpr int kDims[] = {16, 64};
-constexpr int kBudgetPercents[] = {50, 25, 10};
-constexpr KeyDistribution kDistributions[] = {KeyDistribution::kZipf, KeyDistribution::kUniform};
 // Keys per Pull while pre-populating a table.
 constexpr int64_t kPopulateKeys = 1 << 16;
 constexpr uint64_t kSeed = 4;
@@ -539,28 +543,7 @@ void BM_TierReplay(benchmark::State& state, const std::string& pullpush) {
   std::filesystem::remove_all(path, error);
 }
 
-// --- Registration and report ---------------------------------------------------
-
-std::string CaseName(int dim, KeyDistribution distribution, int budget_percent, bool prefetch) {
-  std::string name = "dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
-  if (budget_percent == 0) return name + "/memory";
-  return name + "/budget:" + std::to_string(budget_percent) + "%" +
-         (prefetch ? "/prefetch" : "/no_prefetch");
-}
-
-std::string GatherName(int dim, KeyDistribution distribution) {
-  return "gather/dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
-}
-
-std::string DiskTierName(int dim, KeyDistribution distribution) {
-  return "disk_tier/dim:" + std::to_string(dim) + "/" + KeyDistributionName(distribution);
-}
-
-// The tier alone replaying the disk work of a budgeted case (with Prefetch,
-// its loaders' calls included).
-std::string ReplayName(int dim, KeyDistribution distribution, int budget_percent, bool prefetch) {
-  return "tier_replay/" + CaseName(dim, distribution, budget_percent, prefetch);
-}
+// --- Registration ---------------------------------------------------------------
 
 // Cases run in registration order, which keeps one table alive at a time.
 void RegisterCases() {
@@ -595,161 +578,6 @@ void RegisterCases() {
         }
       }
     }
-  }
-}
-
-std::string RunName(const std::string& name) { return name + "/real_time"; }
-std::string ReplayRunName(int dim, KeyDistribution distribution, int budget_percent,
-                          bool prefetch) {
-  return ReplayName(dim, distribution, budget_percent, prefetch) + "/iterations:1/manual_time";
-}
-
-// PrintRatio, or a line saying that a side was not measured (skipped with an
-// error, or left out by --benchmark_filter).
-void PrintRatioOf(const ember::bench::RatioReporter& reporter, const std::string& label,
-                  const std::string& candidate, const std::string& baseline) {
-  if (reporter.Counter(RunName(candidate), "keys/s") <= 0 ||
-      reporter.Counter(RunName(baseline), "keys/s") <= 0) {
-    std::printf("%-44s not measured\n", label.c_str());
-    return;
-  }
-  reporter.PrintRatio(label, RunName(candidate), RunName(baseline), "keys/s");
-}
-
-void PrintReport(const ember::bench::RatioReporter& reporter) {
-  std::printf("\nPull+Push (Adagrad) vs the random-gather limit (same keys, same threads):\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : {0, 50, 25, 10}) {
-        for (bool prefetch : {false, true}) {
-          if (budget_percent == 0 && prefetch) continue;
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          PrintRatioOf(reporter, name, "pullpush/" + name, GatherName(dim, distribution));
-        }
-      }
-    }
-  }
-  std::printf("\nBudgeted vs all in memory (same dim and keys):\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          PrintRatioOf(reporter, name, "pullpush/" + name,
-                       "pullpush/" + CaseName(dim, distribution, 0, false));
-        }
-      }
-    }
-  }
-  std::printf(
-      "\nCeiling from the disk tier alone, on whole batches: a budgeted table reads disk_rd/key\n"
-      "rows per key from disk and writes about as many back (disk_wr/key), so it cannot exceed\n"
-      "(disk tier rows/s) / (disk_rd/key). A loose upper bound: the batches' hot rows, which the\n"
-      "tier alone serves from its memtable and cache, are the ones a table keeps in memory, and\n"
-      "its database, loaded in key order, is tidier than a table's:\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
-      const double memory =
-          reporter.Counter(RunName("pullpush/" + CaseName(dim, distribution, 0, false)), "keys/s");
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const double reads = reporter.Counter(RunName("pullpush/" + name), "disk_rd/key");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (tier <= 0 || memory <= 0 || reads <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          const double ceiling = tier / reads;
-          std::printf(
-              "%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory; the table: "
-              "%.2f of it\n",
-              name.c_str(), tier / 1e6, reads, ceiling / 1e6, ceiling / memory, keys / ceiling);
-        }
-      }
-    }
-  }
-  std::printf(
-      "\nCeiling from the disk tier as the table uses it: the table's own tier, timed, on the\n"
-      "rows it reads and writes; were the table's own work free, it would do --threads / (tier\n"
-      "seconds per key) keys/s. Its share of that is tier_share, the share of its threads' time\n"
-      "in Pull and Push spent inside the tier (with Prefetch the loaders' tier time counts too,\n"
-      "so the share may pass 1: they overlap the tier with the step):\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const double share = reporter.Counter(RunName("pullpush/" + name), "tier_share");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (share <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          std::printf("%-44s %.2fM keys/s = %.2f of %.2fM keys/s\n", name.c_str(), keys / 1e6,
-                      share, keys / share / 1e6);
-        }
-      }
-    }
-  }
-  std::printf(
-      "\nCeiling from the disk tier alone, on the rows the table sent it: the calls the table's\n"
-      "tier served in the case's timed steps (with Prefetch, its loaders' too), replayed on a\n"
-      "fresh tier (first brought to the same rows by the calls before them), each step's Gets,\n"
-      "Puts and Deletes in --threads whole parts (tier_replay/...). The tier alone did that work\n"
-      "at K keys/s of the case:\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const std::string run = ReplayRunName(dim, distribution, budget_percent, prefetch);
-          const double ceiling = reporter.Counter(run, "keys/s");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (ceiling <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          std::printf(
-              "%-44s tier alone %.2fM keys/s (%.2fM rows read or written/s); the table: %.2fM "
-              "keys/s = %.2f of it\n",
-              name.c_str(), ceiling / 1e6, reporter.Counter(run, "rows/s") / 1e6, keys / 1e6,
-              keys / ceiling);
-        }
-      }
-    }
-  }
-  std::printf(
-      "\nGoal (issue 38): budget 10%%, Zipf keys >= 0.90 of the tier alone on the rows the table\n"
-      "sent it (tier_replay):\n");
-  for (int dim : kDims) {
-    for (bool prefetch : {false, true}) {
-      const std::string name = CaseName(dim, KeyDistribution::kZipf, 10, prefetch);
-      const double ceiling =
-          reporter.Counter(ReplayRunName(dim, KeyDistribution::kZipf, 10, prefetch), "keys/s");
-      const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-      if (ceiling <= 0 || keys <= 0) {
-        std::printf("%-44s not measured\n", name.c_str());
-        continue;
-      }
-      const double ratio = keys / ceiling;
-      std::printf("%-44s %.2f  %s\n", name.c_str(), ratio,
-                  ratio >= 0.90 ? "meets 0.90" : "BELOW 0.90");
-    }
-  }
-  std::printf("\nGoal (issue 4): budget 10%%, Zipf keys, prefetch >= 0.60 of all in memory:\n");
-  for (int dim : kDims) {
-    const double budgeted = reporter.Counter(
-        RunName("pullpush/" + CaseName(dim, KeyDistribution::kZipf, 10, true)), "keys/s");
-    const double memory = reporter.Counter(
-        RunName("pullpush/" + CaseName(dim, KeyDistribution::kZipf, 0, false)), "keys/s");
-    if (budgeted <= 0 || memory <= 0) {
-      std::printf("dim:%-3d not measured\n", dim);
-      continue;
-    }
-    const double ratio = budgeted / memory;
-    std::printf("dim:%-3d %.2f  %s\n", dim, ratio, ratio >= 0.60 ? "meets 0.60" : "BELOW 0.60");
   }
 }
 
@@ -808,7 +636,7 @@ int main(int argc, char** argv) {
   DropTable();
   DropDiskLimitTier();
   g_flat.reset();
-  PrintReport(reporter);
+  ember::bench::PrintEmbeddingBenchReport(reporter);
   std::error_code error;
   std::filesystem::remove_all(g_run_dir, error);
   benchmark::Shutdown();
