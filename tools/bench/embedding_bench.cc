@@ -516,6 +516,10 @@ void BM_TierReplay(benchmark::State& state, const std::string& pullpush) {
     return;
   }
   BenchTable& t = *g_table;
+  if (t.timed.end == t.timed.first) {
+    state.SkipWithError((pullpush + " timed no step").c_str());
+    return;
+  }
   const std::string path = g_run_dir + "/replay";
   std::error_code error;
   std::filesystem::remove_all(path, error);
@@ -530,8 +534,8 @@ void BM_TierReplay(benchmark::State& state, const std::string& pullpush) {
       state.SkipWithError(seconds.status().ToString().c_str());
       break;
     }
-    if (t.timed.end == t.timed.first || !(*seconds > 0)) {
-      state.SkipWithError((pullpush + " timed no step").c_str());
+    if (!(*seconds > 0)) {
+      state.SkipWithError(("the replay of " + pullpush + " took no time").c_str());
       break;
     }
     int64_t rows = 0;

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "tools/bench/embedding_bench_cases.h"
@@ -44,6 +45,37 @@ void PrintRatioOf(const RatioReporter& reporter, const std::string& label,
   reporter.PrintRatio(label, RunName(candidate), RunName(baseline), "keys/s");
 }
 
+// Calls visit(dim, distribution, budget_percent, prefetch, name) for every
+// budgeted case, in report order; `name` is its CaseName.
+void ForEachBudgetedCase(
+    const std::function<void(int, KeyDistribution, int, bool, const std::string&)>& visit) {
+  for (int dim : kDims) {
+    for (KeyDistribution distribution : kDistributions) {
+      for (int budget_percent : kBudgetPercents) {
+        for (bool prefetch : {false, true}) {
+          visit(dim, distribution, budget_percent, prefetch,
+                CaseName(dim, distribution, budget_percent, prefetch));
+        }
+      }
+    }
+  }
+}
+
+// A budgeted case's keys/s and that of the tier alone replaying its disk work
+// (0 when either was not measured).
+struct ReplayCeiling {
+  double keys = 0;
+  double ceiling = 0;
+  bool measured() const { return keys > 0 && ceiling > 0; }
+};
+ReplayCeiling ReplayCeilingOf(const RatioReporter& reporter, int dim, KeyDistribution distribution,
+                              int budget_percent, bool prefetch) {
+  return {
+      reporter.Counter(RunName("pullpush/" + CaseName(dim, distribution, budget_percent, prefetch)),
+                       "keys/s"),
+      reporter.Counter(ReplayRunName(dim, distribution, budget_percent, prefetch), "keys/s")};
+}
+
 }  // namespace
 
 void PrintEmbeddingBenchReport(const RatioReporter& reporter) {
@@ -60,110 +92,84 @@ void PrintEmbeddingBenchReport(const RatioReporter& reporter) {
     }
   }
   std::printf("\nBudgeted vs all in memory (same dim and keys):\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          PrintRatioOf(reporter, name, "pullpush/" + name,
-                       "pullpush/" + CaseName(dim, distribution, 0, false));
-        }
-      }
-    }
-  }
+  ForEachBudgetedCase(
+      [&](int dim, KeyDistribution distribution, int, bool, const std::string& name) {
+        PrintRatioOf(reporter, name, "pullpush/" + name,
+                     "pullpush/" + CaseName(dim, distribution, 0, false));
+      });
   std::printf(
       "\nCeiling from the disk tier alone, on whole batches: a budgeted table reads disk_rd/key\n"
       "rows per key from disk and writes about as many back (disk_wr/key), so it cannot exceed\n"
       "(disk tier rows/s) / (disk_rd/key). A loose upper bound: the batches' hot rows, which the\n"
       "tier alone serves from its memtable and cache, are the ones a table keeps in memory, and\n"
       "its database, loaded in key order, is tidier than a table's:\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
-      const double memory =
-          reporter.Counter(RunName("pullpush/" + CaseName(dim, distribution, 0, false)), "keys/s");
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const double reads = reporter.Counter(RunName("pullpush/" + name), "disk_rd/key");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (tier <= 0 || memory <= 0 || reads <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          const double ceiling = tier / reads;
-          std::printf(
-              "%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory; the table: "
-              "%.2f of it\n",
-              name.c_str(), tier / 1e6, reads, ceiling / 1e6, ceiling / memory, keys / ceiling);
-        }
-      }
+  ForEachBudgetedCase([&](int dim, KeyDistribution distribution, int, bool,
+                          const std::string& name) {
+    const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
+    const double memory =
+        reporter.Counter(RunName("pullpush/" + CaseName(dim, distribution, 0, false)), "keys/s");
+    const double reads = reporter.Counter(RunName("pullpush/" + name), "disk_rd/key");
+    const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
+    if (tier <= 0 || memory <= 0 || reads <= 0 || keys <= 0) {
+      std::printf("%-44s not measured\n", name.c_str());
+      return;
     }
-  }
+    const double ceiling = tier / reads;
+    std::printf(
+        "%-44s %.2fM rows/s / %.2f = %.2fM keys/s = %.2f of all in memory; the table: "
+        "%.2f of it\n",
+        name.c_str(), tier / 1e6, reads, ceiling / 1e6, ceiling / memory, keys / ceiling);
+  });
   std::printf(
       "\nCeiling from the disk tier as the table uses it: the table's own tier, timed, on the\n"
       "rows it reads and writes; were the table's own work free, it would do --threads / (tier\n"
       "seconds per key) keys/s. Its share of that is tier_share, the share of its threads' time\n"
       "in Pull and Push spent inside the tier (with Prefetch the loaders' tier time counts too,\n"
       "so the share may pass 1: they overlap the tier with the step):\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const double share = reporter.Counter(RunName("pullpush/" + name), "tier_share");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (share <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          std::printf("%-44s %.2fM keys/s = %.2f of %.2fM keys/s\n", name.c_str(), keys / 1e6,
-                      share, keys / share / 1e6);
-        }
-      }
+  ForEachBudgetedCase([&](int, KeyDistribution, int, bool, const std::string& name) {
+    const double share = reporter.Counter(RunName("pullpush/" + name), "tier_share");
+    const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
+    if (share <= 0 || keys <= 0) {
+      std::printf("%-44s not measured\n", name.c_str());
+      return;
     }
-  }
+    std::printf("%-44s %.2fM keys/s = %.2f of %.2fM keys/s\n", name.c_str(), keys / 1e6, share,
+                keys / share / 1e6);
+  });
   std::printf(
       "\nCeiling from the disk tier alone, on the rows the table sent it: the calls the table's\n"
       "tier served in the case's timed steps (with Prefetch, its loaders' too), replayed on a\n"
       "fresh tier (first brought to the same rows by the calls before them), each step's Gets,\n"
       "Puts and Deletes in --threads whole parts (tier_replay/...). The tier alone did that work\n"
       "at K keys/s of the case:\n");
-  for (int dim : kDims) {
-    for (KeyDistribution distribution : kDistributions) {
-      for (int budget_percent : kBudgetPercents) {
-        for (bool prefetch : {false, true}) {
-          const std::string name = CaseName(dim, distribution, budget_percent, prefetch);
-          const std::string run = ReplayRunName(dim, distribution, budget_percent, prefetch);
-          const double ceiling = reporter.Counter(run, "keys/s");
-          const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-          if (ceiling <= 0 || keys <= 0) {
-            std::printf("%-44s not measured\n", name.c_str());
-            continue;
-          }
-          std::printf(
-              "%-44s tier alone %.2fM keys/s (%.2fM rows read or written/s); the table: %.2fM "
-              "keys/s = %.2f of it\n",
-              name.c_str(), ceiling / 1e6, reporter.Counter(run, "rows/s") / 1e6, keys / 1e6,
-              keys / ceiling);
-        }
-      }
+  ForEachBudgetedCase([&](int dim, KeyDistribution distribution, int budget_percent, bool prefetch,
+                          const std::string& name) {
+    const ReplayCeiling replay =
+        ReplayCeilingOf(reporter, dim, distribution, budget_percent, prefetch);
+    if (!replay.measured()) {
+      std::printf("%-44s not measured\n", name.c_str());
+      return;
     }
-  }
+    const std::string run = ReplayRunName(dim, distribution, budget_percent, prefetch);
+    std::printf(
+        "%-44s tier alone %.2fM keys/s (%.2fM rows read or written/s); the table: %.2fM "
+        "keys/s = %.2f of it\n",
+        name.c_str(), replay.ceiling / 1e6, reporter.Counter(run, "rows/s") / 1e6,
+        replay.keys / 1e6, replay.keys / replay.ceiling);
+  });
   std::printf(
       "\nGoal (issue 38): budget 10%%, Zipf keys >= 0.90 of the tier alone on the rows the table\n"
       "sent it (tier_replay):\n");
   for (int dim : kDims) {
     for (bool prefetch : {false, true}) {
       const std::string name = CaseName(dim, KeyDistribution::kZipf, 10, prefetch);
-      const double ceiling =
-          reporter.Counter(ReplayRunName(dim, KeyDistribution::kZipf, 10, prefetch), "keys/s");
-      const double keys = reporter.Counter(RunName("pullpush/" + name), "keys/s");
-      if (ceiling <= 0 || keys <= 0) {
+      const ReplayCeiling replay =
+          ReplayCeilingOf(reporter, dim, KeyDistribution::kZipf, 10, prefetch);
+      if (!replay.measured()) {
         std::printf("%-44s not measured\n", name.c_str());
         continue;
       }
-      const double ratio = keys / ceiling;
+      const double ratio = replay.keys / replay.ceiling;
       std::printf("%-44s %.2f  %s\n", name.c_str(), ratio,
                   ratio >= 0.90 ? "meets 0.90" : "BELOW 0.90");
     }

@@ -95,11 +95,12 @@ Status RecordingTier::Timed(Kind kind, const std::vector<Key>& keys, const Call&
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count(),
       std::memory_order_relaxed);
+  std::vector<Key> copy(keys);  // outside the lock: the table's threads share it
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::vector<Key>>& calls = kind == Kind::kGet   ? open_.gets
                                          : kind == Kind::kPut ? open_.puts
                                                               : open_.deletes;
-  calls.push_back(keys);
+  calls.push_back(std::move(copy));
   return status;
 }
 
