@@ -278,7 +278,8 @@ class EmbeddingTable {
   // Starts loading the rows of `keys` that live in a disk tier into memory,
   // in the background, so that a later Pull finds them there. A hint: changes
   // no value and no metadata, and does nothing in a table without a disk
-  // tier. Errors surface in the next Pull or Push.
+  // tier. Once a Pull of the same keys (in any order) begins, what is not
+  // loaded yet is left to it. Errors surface in the next Pull or Push.
   virtual void Prefetch(const std::vector<Key>& keys) = 0;
 
   // --- Read-ahead -------------------------------------------------------------

@@ -24,6 +24,32 @@ namespace {
 // batches ahead of the Pulls, few enough to bound the keys held.
 constexpr size_t kPrefetchQueueDepth = 4;
 
+// Ends a loader's reads of a shard (see NextTierShard::readers): by Done()
+// under the shard's lock, or else when it leaves the scope (an exception).
+class ShardReader {
+ public:
+  explicit ShardReader(Shard& shard) : shard_(shard) {}
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+  ~ShardReader() {
+    if (!reading_) return;
+    MutexLock lock(shard_.mu);
+    Done();
+  }
+
+  void Done() REQUIRES(shard_.mu) {
+    if (!reading_) return;
+    reading_ = false;
+    if (--shard_.next.readers > 0) return;
+    shard_.next.changed.clear();
+    shard_.next.changed_lost = false;
+  }
+
+ private:
+  Shard& shard_;
+  bool reading_ = true;
+};
+
 }  // namespace
 
 void TieredTable::Prefetch(const std::vector<Key>& keys) {
@@ -41,6 +67,9 @@ void TieredTable::Prefetch(const std::vector<Key>& keys) {
   // after its Prefetch.
   request->step = step();
   request->pin_until_step = request->step + static_cast<int64_t>(kPrefetchQueueDepth) + 1;
+  uint64_t fingerprint = keys.size();
+  for (Key key : keys) fingerprint += FingerprintTerm(Mix64(key));
+  request->fingerprint = fingerprint;
   MutexLock lock(prefetch_mu_);
   prefetch_cv_.Wait(prefetch_mu_, [&] {
     if (prefetch_closed_) return true;
@@ -51,7 +80,26 @@ void TieredTable::Prefetch(const std::vector<Key>& keys) {
   });
   if (prefetch_closed_) return;
   for (auto& loader : loaders_) loader->queue.push_back(request);
+  // A loader holds at most one request beside its queue's.
+  recent_requests_.push_back(request);
+  if (recent_requests_.size() > kPrefetchQueueDepth + 1) recent_requests_.pop_front();
   prefetch_cv_.NotifyAll();
+}
+
+void TieredTable::MarkPulled(const BatchScratch& batch) {
+  {
+    MutexLock lock(prefetch_mu_);
+    if (recent_requests_.empty()) return;  // a table never asked to prefetch
+  }
+  const size_t n = static_cast<size_t>(batch.begin[memory_.num_shards()]);
+  uint64_t fingerprint = n;
+  for (size_t i = 0; i < n; ++i) fingerprint += FingerprintTerm(batch.hashes[i]);
+  MutexLock lock(prefetch_mu_);
+  for (const auto& request : recent_requests_) {
+    if (request->fingerprint == fingerprint && request->keys.size() == n) {
+      request->pulled.store(true, std::memory_order_relaxed);
+    }
+  }
 }
 
 void TieredTable::WaitForPrefetch() {
@@ -87,6 +135,8 @@ void TieredTable::PrefetchLoop(int index) {
 }
 
 void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
+  // Its Pull came first: the loaders are behind, and the Pull reads the rows.
+  if (request.pulled.load(std::memory_order_relaxed)) return;
   const int loaders = static_cast<int>(loaders_.size());
   const int num_shards = memory_.num_shards();
   BatchScratchPool& batches = memory_.batches();
@@ -105,6 +155,7 @@ void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
     // held while its rows are read from disk.
     for (int s = loader; s < num_shards && first.ok(); s += loaders) {
       if (batch->begin[s] == batch->begin[s + 1]) continue;
+      if (request.pulled.load(std::memory_order_relaxed)) break;
       first = PrefetchShard(memory_.shard(s), s, request, *batch);
     }
   } catch (const std::bad_alloc&) {
@@ -122,42 +173,72 @@ void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
 Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
                                   BatchScratch& batch) const {
   ShardIo& io = batch.io[s];
-  // The keys to read, all of them first: io.keys then holds one chunk.
-  std::vector<Key>& wanted = io.loaded;
+  // The batch indices of the keys to read, all of them first: io.keys then
+  // holds one chunk.
+  std::vector<int64_t>& wanted = io.positions;
   wanted.clear();
-  int64_t version;
+  size_t next = 0;
+  // The next chunk of at most kIoChunkRows wanted keys that memory still
+  // lacks into io.keys: none once the request's Pull has begun (the loader is
+  // behind; the Pull reads them), and none that a Pull or Push loaded or
+  // created meanwhile. REQUIRES shard.mu.
+  auto take_chunk = [&] {
+    io.keys.clear();
+    if (request.pulled.load(std::memory_order_relaxed)) return;
+    for (; next < wanted.size() && static_cast<int64_t>(io.keys.size()) < kIoChunkRows; ++next) {
+      const int64_t k = wanted[next];
+      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0) io.keys.push_back(batch.keys[k]);
+    }
+  };
+  // Where this loader's reads begin in shard.next.changed.
+  size_t mark = 0;
   {
     MutexLock lock(shard.mu);
+    // The Pull marks its request before it takes a shard's lock: unless
+    // marked now, it has not resolved this shard's rows yet.
+    if (request.pulled.load(std::memory_order_relaxed)) return Status::OK();
     // Rows already in memory are pinned too: they must still be there when
     // the Pull comes.
     memory_.budget().Pin(shard, s, request.pin_until_step, memory_.step(), batch);
     // Only rows the disk may hold are read: new keys are the Pull's.
     for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
-      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0 &&
-          MayBeOnDisk(batch.hashes[k])) {
-        wanted.push_back(batch.keys[k]);
+      if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0 && MayBeOnDisk(batch.hashes[k])) {
+        wanted.push_back(k);
       }
     }
-    version = shard.next.version;
+    take_chunk();
+    if (io.keys.empty()) return Status::OK();
+    ++shard.next.readers;
+    mark = shard.next.changed.size();
   }
+  ShardReader reader(shard);
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
-  // In chunks of kIoChunkRows, each read without the lock and inserted under
-  // it, so that the row buffer (and RocksDB's buffer of the blocks one
-  // MultiGet reads) stays small whatever the batch.
-  const int64_t n = static_cast<int64_t>(wanted.size());
-  for (int64_t begin = 0; begin < n; begin += kIoChunkRows) {
-    io.keys.assign(wanted.begin() + begin, wanted.begin() + std::min(n, begin + kIoChunkRows));
-    EMBER_RETURN_IF_ERROR(ReadDiskRows(/*shard=*/nullptr, io));
+  // The keys written or deleted on disk during one chunk's read, sorted.
+  std::vector<Key> changed;
+  // In chunks, each read without the lock and inserted under it, so that the
+  // row buffer (and RocksDB's buffer of the blocks one MultiGet reads) stays
+  // small whatever the batch.
+  while (true) {
+    Status read_status = ReadDiskRows(/*shard=*/nullptr, io);
     MutexLock lock(shard.mu);
+    if (!read_status.ok()) {
+      reader.Done();
+      return read_status;
+    }
     int64_t read = 0;
     for (int64_t slot : io.slots) read += slot >= 0;
     shard.next.disk_reads += read;
-    // A write or delete of this shard's disk rows since the read may have
-    // replaced what was read (a row loaded, updated and written back again):
-    // the rows are only a hint, so drop the rest of the request rather than
-    // tell which.
-    if (shard.next.version != version) return Status::OK();
+    // A write or delete of a key since its read may have replaced the row
+    // read (a row loaded, updated and written back again): such rows are
+    // not inserted (a Pull reads them); when the keys could not all be
+    // noted, none is.
+    if (shard.next.changed_lost) {
+      reader.Done();
+      return Status::OK();
+    }
+    changed.assign(shard.next.changed.begin() + mark, shard.next.changed.end());
+    std::sort(changed.begin(), changed.end());
     int64_t inserted = 0;
     for (size_t i = 0; i < io.keys.size(); ++i) {
       if (io.slots[i] < 0) continue;  // absent or expired: the Pull decides
@@ -165,6 +246,7 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
       const uint64_t hash = Mix64(key);
       // A Pull or Push loaded or created it meanwhile: memory's row is newer.
       if (shard.index.Find(key, hash) >= 0) continue;
+      if (!changed.empty() && std::binary_search(changed.begin(), changed.end(), key)) continue;
       const char* row = io.rows.data() + i * row_bytes;
       // TTL may have run since the read.
       alignas(float) float meta[kMetaFloats];
@@ -180,12 +262,16 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     }
     shard.next.prefetched += inserted;
     shard.next.disk_rows -= inserted;
-    EMBER_RETURN_IF_ERROR(WriteBack(shard, io));
-    // This shard's own write-back, under the lock, replaced nothing the
+    Status written = WriteBack(shard, io);
+    // This loader's own write-back, under the lock, changed nothing the
     // next chunk reads (that read comes after it).
-    version = shard.next.version;
+    mark = shard.next.changed.size();
+    if (written.ok()) take_chunk();
+    if (!written.ok() || io.keys.empty()) {
+      reader.Done();
+      return written;
+    }
   }
-  return Status::OK();
 }
 
 }  // namespace ember::embedding::internal

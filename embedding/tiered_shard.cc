@@ -90,7 +90,7 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
     throw;
   }
   if (!io.loaded.empty()) {
-    ++shard.next.version;
+    NoteDiskChange(shard, io.loaded);
     Status deleted = disk_->Delete(io.loaded);
     if (!deleted.ok()) {
       // The expired rows are still on disk; leave memory as it was.
@@ -165,7 +165,7 @@ Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
       // Into the filter first: should the Put fail, a key the filter holds
       // but the disk does not is only a false positive.
       AddDiskKeys(shard, io.chunk_keys);
-      ++shard.next.version;
+      NoteDiskChange(shard, io.chunk_keys);
       if (Status put = disk_->Put(io.chunk_keys, io.rows.data()); !put.ok()) {
         budget.KeepVictims(shard, target, end);
         return put;
@@ -217,11 +217,20 @@ Status TieredTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
   return Status::OK();
 }
 
+void TieredTable::NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const {
+  if (shard.next.readers == 0 || shard.next.changed_lost) return;
+  try {
+    shard.next.changed.insert(shard.next.changed.end(), keys.begin(), keys.end());
+  } catch (const std::bad_alloc&) {
+    shard.next.changed_lost = true;
+  }
+}
+
 void TieredTable::DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const {
   // The rows may have stale copies on disk (see LoadFromDisk). A copy is
   // older than its memory row, so it reads as expired from now on anyway;
   // deleting it keeps disk_rows exact and the disk small.
-  ++shard.next.version;
+  NoteDiskChange(shard, keys);
   Status deleted = disk_->Delete(keys);
   if (!deleted.ok()) {
     LOG_EVERY_N(WARNING, 100) << "TTL eviction: cannot delete " << keys.size()

@@ -126,6 +126,7 @@ Status TieredTable::Pull(const std::vector<Key>& keys, float* out) {
   }
   EMBER_RETURN_IF_ERROR(TakePrefetchError());
   std::unique_ptr<BatchScratch> batch = memory_.batches().GroupForPull(keys);
+  MarkPulled(*batch);
   const int64_t step = memory_.step();
   Status status = memory_.ForEachShard(*batch, [&](int s) -> Status {
     Shard& shard = memory_.shard(s);

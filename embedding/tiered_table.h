@@ -62,11 +62,14 @@ namespace ember::embedding {
 //   serving the shards s with s % loaders == its index from its own queue
 //   (at most 4 requests; Prefetch blocks while one is full). A loader reads
 //   a shard's disk rows without holding the shard's lock, 128 at a time,
-//   then inserts, under it, the rows that memory still lacks, unless the
-//   shard wrote or deleted disk rows meanwhile (then the rest of the request
-//   is dropped: it is a hint), or
-//   the row was pulled after the Prefetch (its Pull has come and gone). Values
-//   never change. The first error is returned by the next Pull or Push.
+//   then inserts, under it, the rows that memory still lacks, except those
+//   whose key the shard wrote to or deleted from disk meanwhile (the shard
+//   notes such keys while a loader reads) and those pulled after the
+//   Prefetch (their Pull has come and gone). Once a Pull of the same keys
+//   has begun (a set fingerprint of its keys matches the request's), the
+//   loaders read no more of the request: they are behind, and the Pull
+//   reads the rows. Values never change. The first error is returned by the
+//   next Pull or Push.
 // * Eviction passes over rows pulled at the current step (their Push is
 //   coming) and rows of pending Prefetches (pinned until a Pull reads them or
 //   the step passes the Prefetch's step + 5), as long as other rows are left:

@@ -159,7 +159,7 @@ Status TieredTable::WriteRows(const std::vector<Key>& keys, const float* rows) {
         std::memcpy(dst + meta_offset * sizeof(float), meta_floats, sizeof(meta_floats));
       }
       AddDiskKeys(shard, io.keys);
-      ++shard.next.version;
+      NoteDiskChange(shard, io.keys);
       EMBER_RETURN_IF_ERROR(disk_->Put(io.keys, io.rows.data()));
       shard.next.disk_rows += new_on_disk;
       shard.next.disk_writes += n;
@@ -207,7 +207,7 @@ Status TieredTable::EraseRows(const std::vector<Key>& keys) {
       }
     }
     if (io.loaded.empty()) return Status::OK();
-    ++shard.next.version;
+    NoteDiskChange(shard, io.loaded);
     EMBER_RETURN_IF_ERROR(disk_->Delete(io.loaded));
     for (size_t i = 0; i < in_memory; ++i) {
       const Key key = io.loaded[i];

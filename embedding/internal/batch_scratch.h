@@ -21,12 +21,12 @@ struct ShardIo {
   std::vector<Key> keys;           // keys to read, write or delete
   std::vector<Key> chunk_keys;     // the keys of one chunk of disk I/O
   std::vector<int64_t> positions;  // where each of `keys` came from
+                                   // (Prefetch: the batch indices it reads)
   std::vector<int64_t> slots;      // slot of each of `keys` after loading, or -1
   std::vector<int64_t> candidates;  // indices of the `keys` the disk may hold
   std::vector<int64_t> absent;     // Tier::Get's missing indices
   std::vector<char> rows;          // rows read or to write
   std::vector<Key> loaded;         // keys loaded or expired: deleted from disk
-                                   // (Prefetch: the keys it reads)
 };
 
 // One batch's keys grouped by shard: the keys of shard s, their hashes and

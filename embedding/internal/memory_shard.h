@@ -75,11 +75,15 @@ struct MemoryCounters {
 // it together with the rows: a row moves between memory and the tier behind
 // under that one lock. The memory tier itself never reads or writes it.
 struct NextTierShard {
-  // Incremented by every write or delete of this shard's rows in the tier
-  // behind, so that rows read from it without the lock (Prefetch) can tell
-  // whether it still holds what they read when they come back to insert
-  // them.
-  int64_t version = 0;
+  // While `readers` loaders read this shard's rows from the tier behind
+  // without the lock (Prefetch), `changed` receives the keys of every write
+  // or delete of them there, so that a loader coming back to insert what it
+  // read can tell which rows the tier no longer holds as read. Emptied when
+  // the last reader is done; `changed_lost` says a key could not be added
+  // (out of memory), so that a reader trusts none of its rows.
+  int readers = 0;
+  bool changed_lost = false;
+  std::vector<Key> changed;
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
   int64_t prefetched = 0;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/random.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "embedding/internal/key_filter.h"
@@ -54,7 +55,19 @@ struct PrefetchRequest {
   // The table's step when Prefetch was called.
   int64_t step = 0;
   int64_t pin_until_step = 0;
+  // The fingerprint of `keys` (see FingerprintTerm), for a Pull to tell that it is the Pull these
+  // keys were for.
+  uint64_t fingerprint = 0;
+  // Set by that Pull when it begins: the loaders drop what they have not
+  // read of the request yet (the Pull reads it itself), and pin nothing.
+  mutable std::atomic<bool> pulled{false};
 };
+
+// A key's term in the fingerprint of a set of keys, given its Mix64 hash:
+// the set's size plus the sum of its keys' terms is the same for the same
+// keys in any order, and different for other keys but for a chance of about
+// 2^-64.
+inline uint64_t FingerprintTerm(uint64_t hash) { return Mix64(hash ^ 0x9e3779b97f4a7c15ULL); }
 
 // A background thread that loads the Prefetch keys of the shards s with
 // s % loaders == its index, from its own bounded queue of requests.
@@ -164,6 +177,10 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   // Adds `keys` (all of `shard`, about to be written to disk) to the shard's
   // filter, making it if need be, and updates shard.next_tier_bytes.
   void AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
+  // Called just before `keys` (all of `shard`) are written to or deleted
+  // from disk: adds them to shard.next.changed while a loader reads the
+  // shard's rows without its lock (see NextTierShard).
+  void NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
   // Deletes the disk copies of the rows TTL removed from memory.
   void DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
 
@@ -178,6 +195,8 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
                        BatchScratch& batch) const;
   // Returns when every prefetch queue is empty and every loader idle.
   void WaitForPrefetch();
+  // Marks the pending requests for the keys of `batch` pulled.
+  void MarkPulled(const BatchScratch& batch);
 
   MemoryTier memory_;
   const std::unique_ptr<Tier> disk_;
@@ -195,6 +214,8 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   CondVar prefetch_cv_;
   std::vector<std::unique_ptr<PrefetchLoader>> loaders_;
   bool prefetch_closed_ GUARDED_BY(prefetch_mu_) = false;
+  // The latest requests, for MarkPulled: any older one has been served.
+  std::deque<std::shared_ptr<const PrefetchRequest>> recent_requests_ GUARDED_BY(prefetch_mu_);
   // The first error of the worker not yet returned by a Pull or Push.
   Status prefetch_error_ GUARDED_BY(prefetch_mu_);
   // Whether prefetch_error_ is set: lets Pull and Push skip the mutex. Set
