@@ -492,6 +492,10 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
         keys > 0 ? static_cast<double>(after.disk_reads - before.disk_reads) / keys : 0.0;
     state.counters["disk_wr/key"] =
         keys > 0 ? static_cast<double>(after.disk_writes - before.disk_writes) / keys : 0.0;
+    // Rows Prefetch brought into memory per key (its loaders' reads are in
+    // disk_rd/key too).
+    state.counters["pf/key"] =
+        keys > 0 ? static_cast<double>(after.prefetched_rows - before.prefetched_rows) / keys : 0.0;
     state.counters["mem_MiB"] = after.memory_bytes / 1048576.0;
     // The share of its threads' time in Pull and Push the table spent
     // inside its disk tier's calls.
