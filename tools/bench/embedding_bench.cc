@@ -6,8 +6,10 @@
 // and beside the RocksDB tier alone (Get and Put of the same keys' rows), the
 // ceiling a disk tier puts on a budgeted table. A budgeted table's own tier
 // is timed too (tier_share: the share of the table's time spent inside it),
-// and the calls it served are replayed on a tier alone (tier_replay): the
-// tier's own ceiling on the rows the table sends it.
+// and the calls it served in each step are replayed on a tier alone right
+// after the step (alone_keys/s, and the table's share of it, vs_alone): the
+// tier's own ceiling on the rows the table sends it, measured in turns with
+// the table.
 //   build/tools/bench/embedding_bench [--rows=N] [--unique_keys=U] [--threads=N]
 //       [--batches=B] [--warmup_batches=W] [--zipf=S] [--bench_dir=DIR]
 //       [benchmark flags]
@@ -41,6 +43,7 @@
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
 #include "embedding/rocksdb_tier.h"
+#include "embedding/stored_rows.h"
 #include "embedding/tier.h"
 #include "embedding/tiered_table.h"
 #include "tools/bench/embedding_bench_cases.h"
@@ -58,7 +61,6 @@ using ember::bench::GatherName;
 using ember::bench::kDims;
 using ember::bench::kDistributions;
 using ember::bench::KeyDistribution;
-using ember::bench::ReplayName;
 using ember::embedding::EmbeddingTable;
 using ember::embedding::Key;
 
@@ -282,17 +284,16 @@ struct BenchTable {
   // The table's disk tier, timed and recorded step by step; null when all in
   // memory.
   ember::bench::RecordingTier* disk = nullptr;
+  // The tier alone: a fresh tier made as the table's, at alone_path, that
+  // replays each step of `disk` right after the table made it (Follow).
+  std::unique_ptr<ember::embedding::Tier> alone;
+  std::string alone_path;
   int64_t step = 0;            // the next batch, and the table's step
   double table_seconds = 0;    // in Pull and Push so far
+  double step_seconds = 0;     // in timed steps so far, Prefetch included
+  double alone_seconds = 0;    // of the tier alone replaying timed steps so far
   std::vector<Key> current;    // the batch of `step`, drawn ahead
   std::string warmed_up_case;  // the case the last warm-up was for
-  // The timed steps of the case that ran last: the disk tier's recorded
-  // steps [first, end) and the keys pulled and pushed in them.
-  struct Window {
-    std::string case_name;
-    size_t first = 0, end = 0;
-    int64_t keys = 0;
-  } timed;
 };
 std::unique_ptr<BenchTable> g_table;
 // memory_bytes() of the populated all-in-memory table of each dim: the base of
@@ -301,11 +302,11 @@ std::map<int, int64_t> g_full_memory_bytes;
 
 void DropTable() {
   if (g_table == nullptr) return;
-  const std::string path = g_table->disk_path;
+  const std::string paths[] = {g_table->disk_path, g_table->alone_path};
   g_table.reset();
-  if (!path.empty()) {
+  for (const std::string& path : paths) {
     std::error_code error;
-    std::filesystem::remove_all(path, error);
+    if (!path.empty()) std::filesystem::remove_all(path, error);
   }
 }
 
@@ -340,6 +341,14 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
   return ember::embedding::NewTieredTable(options, std::move(recorded));
 }
 
+// Closes the disk tier's step (when the table has one) and replays it on the
+// tier alone; returns the replay's seconds (0 without a disk tier).
+Result<double> EndStep(BenchTable& t) {
+  if (t.disk == nullptr) return 0.0;
+  t.disk->EndStep();
+  return ember::bench::ReplayTierSteps(t.disk->TakeSteps(), *t.alone, *g_arena);
+}
+
 // Creates every row [0, rows) with Pulls of kPopulateKeys keys, each a step
 // of the disk tier's record (when it has one).
 Status Populate(BenchTable& t) {
@@ -347,8 +356,8 @@ Status Populate(BenchTable& t) {
   return ForEachPopulateChunk([&](const std::vector<Key>& keys) {
     Status status;
     g_arena->Execute([&] { status = t.table->Pull(keys, out.data()); });
-    if (t.disk != nullptr) t.disk->EndStep();
-    return status;
+    EMBER_RETURN_IF_ERROR(status);
+    return EndStep(t).status();
   });
 }
 
@@ -365,6 +374,13 @@ Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
   const auto start = std::chrono::steady_clock::now();
   EMBER_ASSIGN_OR_RETURN(bench_table->table,
                          NewTable(dim, budget_bytes, bench_table->disk_path, &bench_table->disk));
+  if (budget_percent > 0) {
+    bench_table->alone_path = bench_table->disk_path + "_alone";
+    EMBER_ASSIGN_OR_RETURN(
+        bench_table->alone,
+        ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(
+            TableOptions(dim, budget_bytes, bench_table->alone_path))));
+  }
   EMBER_RETURN_IF_ERROR(Populate(*bench_table));
   const ember::embedding::TableStats stats = bench_table->table->stats();
   std::fprintf(stderr,
@@ -415,7 +431,10 @@ std::vector<Key> DrawBatch(KeyDistribution distribution, int64_t step) {
 }
 
 // One training step: Prefetch of the next step's batch (when asked), Pull and
-// Push of this one. Drawing the next batch is not timed when `state` is given.
+// Push of this one; then the tier alone replays the step's disk work. Drawing
+// the next batch and the replay are not timed when `state` is given; the
+// step's seconds and the replay's are added to t.step_seconds and
+// t.alone_seconds then.
 Status Step(BenchTable& t, KeyDistribution distribution, bool prefetch,
             const std::vector<float>& grads, std::vector<float>* out, int64_t* keys,
             benchmark::State* state) {
@@ -423,6 +442,7 @@ Status Step(BenchTable& t, KeyDistribution distribution, bool prefetch,
   if (state != nullptr) state->PauseTiming();
   std::vector<Key> next = DrawBatch(distribution, t.step + 1);
   if (state != nullptr) state->ResumeTiming();
+  const auto step_start = std::chrono::steady_clock::now();
   if (prefetch) t.table->Prefetch(next);
   Status status;
   const auto start = std::chrono::steady_clock::now();
@@ -432,7 +452,22 @@ Status Step(BenchTable& t, KeyDistribution distribution, bool prefetch,
     if (status.ok()) status = t.table->Push(t.current, grads.data());
   });
   t.table_seconds += SecondsSince(start);
-  if (t.disk != nullptr) t.disk->EndStep();
+  // With Prefetch, the loaders' work left over (for the next batch) is part
+  // of the step: were it left to run beside the tier alone's replay, it
+  // would slow the replay and not the table.
+  if (status.ok() && prefetch && t.disk != nullptr) {
+    std::vector<int64_t> missing;
+    status = t.table->stored_rows().ReadRows({}, nullptr, &missing);  // waits for the loaders
+  }
+  const double step_seconds = SecondsSince(step_start);
+  if (state != nullptr) state->PauseTiming();
+  Result<double> alone_seconds = EndStep(t);
+  if (state != nullptr) {
+    state->ResumeTiming();
+    t.step_seconds += step_seconds;
+    if (alone_seconds.ok()) t.alone_seconds += *alone_seconds;
+  }
+  if (status.ok()) status = alone_seconds.status();
   ++t.step;
   *keys += t.current.size();
   t.current = std::move(next);
@@ -467,8 +502,9 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
   keys = 0;
   const ember::embedding::TableStats before = t.table->stats();
   const double table_seconds_before = t.table_seconds;
+  const double step_seconds_before = t.step_seconds;
+  const double alone_seconds_before = t.alone_seconds;
   const int64_t tier_nanos_before = t.disk != nullptr ? t.disk->nanos() : 0;
-  const size_t first_step = t.disk != nullptr ? t.disk->steps_ended() : 0;
   for (auto _ : state) {
     const Status status = Step(t, distribution, prefetch, grads, &out, &keys, &state);
     if (!status.ok()) {
@@ -477,9 +513,6 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
     }
   }
   const ember::embedding::TableStats after = t.table->stats();
-  if (t.disk != nullptr) {
-    t.timed = {name, first_step, static_cast<size_t>(t.disk->steps_ended()), keys};
-  }
   state.counters["keys/s"] = benchmark::Counter(keys, benchmark::Counter::kIsRate);
   if (budget_percent > 0) {
     const double memory_hits = after.memory_hits - before.memory_hits;
@@ -504,51 +537,15 @@ void BM_PullPush(benchmark::State& state, const std::string& name, int dim,
         table_thread_seconds > 0
             ? (t.disk->nanos() - tier_nanos_before) * 1e-9 / table_thread_seconds
             : 0.0;
+    // The tier alone on the same disk work, replayed step by step right after
+    // the table made it: its keys/s of the case, and the table's share of it
+    // (the table's seconds are its steps', Prefetch calls and loaders'
+    // leftover work included).
+    const double alone_seconds = t.alone_seconds - alone_seconds_before;
+    const double step_seconds = t.step_seconds - step_seconds_before;
+    state.counters["alone_keys/s"] = alone_seconds > 0 ? keys / alone_seconds : 0.0;
+    state.counters["vs_alone"] = step_seconds > 0 ? alone_seconds / step_seconds : 0.0;
   }
-}
-
-// The disk work of the case `pullpush`'s timed steps, without the table: its
-// tier's recorded calls replayed on a fresh tier alone (ReplayTierSteps: every
-// call the table's tier had before them, which bring the fresh tier to the
-// same rows and nearly the same files, then the timed steps twice, the second
-// pass timed). One iteration, timed by hand: the steps of `pullpush`'s last
-// run. keys/s is that run's keys per second of the tier alone, the rate the
-// table would reach were its own work free and its tier called in whole parts.
-void BM_TierReplay(benchmark::State& state, const std::string& pullpush) {
-  if (g_table == nullptr || g_table->disk == nullptr || g_table->timed.case_name != pullpush) {
-    state.SkipWithError(("needs " + pullpush + " to run just before it").c_str());
-    return;
-  }
-  BenchTable& t = *g_table;
-  if (t.timed.end == t.timed.first) {
-    state.SkipWithError((pullpush + " timed no step").c_str());
-    return;
-  }
-  const std::string path = g_run_dir + "/replay";
-  std::error_code error;
-  std::filesystem::remove_all(path, error);
-  for (auto _ : state) {
-    Result<std::unique_ptr<ember::embedding::Tier>> tier = ember::embedding::NewRocksDbTier(
-        ember::embedding::DiskTierOptions(TableOptions(t.dim, 1, path)));
-    Result<double> seconds = tier.ok()
-                                 ? ember::bench::ReplayTierSteps(t.disk->steps(), t.timed.first,
-                                                                 t.timed.end, **tier, *g_arena)
-                                 : Result<double>(tier.status());
-    if (!seconds.ok()) {
-      state.SkipWithError(seconds.status().ToString().c_str());
-      break;
-    }
-    if (!(*seconds > 0)) {
-      state.SkipWithError(("the replay of " + pullpush + " took no time").c_str());
-      break;
-    }
-    int64_t rows = 0;
-    for (size_t s = t.timed.first; s < t.timed.end; ++s) rows += t.disk->steps()[s].rows();
-    state.SetIterationTime(*seconds);
-    state.counters["rows/s"] = rows / *seconds;
-    state.counters["keys/s"] = t.timed.keys / *seconds;
-  }
-  std::filesystem::remove_all(path, error);
 }
 
 // --- Registration ---------------------------------------------------------------
@@ -575,14 +572,6 @@ void RegisterCases() {
               "pullpush/" + CaseName(dim, distribution, budget_percent, prefetch);
           configure(benchmark::RegisterBenchmark(name.c_str(), BM_PullPush, name, dim, distribution,
                                                  budget_percent, prefetch));
-          if (budget_percent > 0) {
-            benchmark::RegisterBenchmark(
-                ReplayName(dim, distribution, budget_percent, prefetch).c_str(), BM_TierReplay,
-                name)
-                ->Unit(benchmark::kMillisecond)
-                ->UseManualTime()
-                ->Iterations(1);
-          }
         }
       }
     }

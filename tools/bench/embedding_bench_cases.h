@@ -21,14 +21,9 @@ std::string CaseName(int dim, KeyDistribution distribution, int budget_percent, 
 std::string GatherName(int dim, KeyDistribution distribution);
 // The RocksDB tier alone on whole batches.
 std::string DiskTierName(int dim, KeyDistribution distribution);
-// The tier alone replaying the disk work of a budgeted case (with Prefetch,
-// its loaders' calls included).
-std::string ReplayName(int dim, KeyDistribution distribution, int budget_percent, bool prefetch);
 
-// The names the reporter knows a case's run by: timed in real time, and a
-// replay (one iteration, timed by hand).
+// The name the reporter knows a case's run by (timed in real time).
 std::string RunName(const std::string& name);
-std::string ReplayRunName(int dim, KeyDistribution distribution, int budget_percent, bool prefetch);
 
 // Prints the ratios, ceilings and goals of the cases `reporter` saw; a line
 // whose case was skipped or filtered out says "not measured".

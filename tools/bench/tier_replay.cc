@@ -80,12 +80,12 @@ void RecordingTier::EndStep() {
   open_ = TierStep();
 }
 
-int64_t RecordingTier::steps_ended() const {
+std::vector<TierStep> RecordingTier::TakeSteps() {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(ended_.size());
+  std::vector<TierStep> steps;
+  steps.swap(ended_);
+  return steps;
 }
-
-const std::vector<TierStep>& RecordingTier::steps() const { return ended_; }
 
 template <typename Call>
 Status RecordingTier::Timed(Kind kind, const std::vector<Key>& keys, const Call& call) {
@@ -116,13 +116,10 @@ Status RecordingTier::Delete(const std::vector<Key>& keys) {
   return Timed(Kind::kDelete, keys, [&] { return tier_->Delete(keys); });
 }
 
-Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, size_t timed_begin, size_t end,
-                               embedding::Tier& tier, ThreadArena& arena) {
-  for (size_t s = 0; s < end; ++s) EMBER_RETURN_IF_ERROR(ReplayStep(steps[s], tier, arena));
+Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, embedding::Tier& tier,
+                               ThreadArena& arena) {
   const auto start = std::chrono::steady_clock::now();
-  for (size_t s = timed_begin; s < end; ++s) {
-    EMBER_RETURN_IF_ERROR(ReplayStep(steps[s], tier, arena));
-  }
+  for (const TierStep& step : steps) EMBER_RETURN_IF_ERROR(ReplayStep(step, tier, arena));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

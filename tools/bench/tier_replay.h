@@ -4,7 +4,10 @@
 // lacks, the cold ones, in calls of one shard each; the same tier reading and
 // writing whole batches of a key stream serves the hot keys from its memtable
 // and cache and does more rows per second than it can for a table. The replay
-// does the table's own disk work, step for step, without the table.
+// does the table's own disk work, step for step, without the table. Made in
+// lock step with the table (each step replayed right after the table made
+// it, on a tier that has seen every call before it), the two are a paired
+// measurement: a machine that slows down for a while slows both alike.
 #pragma once
 
 #include <atomic>
@@ -32,7 +35,7 @@ struct TierStep {
 
 // Forwards every call to the tier it wraps, adds up the time callers spend
 // inside Get, Put and Delete, and records their keys, step by step.
-// Thread safety: as Tier's. steps() and EndStep() may run beside calls; a
+// Thread safety: as Tier's. TakeSteps() and EndStep() may run beside calls; a
 // call running during EndStep is recorded in either step.
 class RecordingTier final : public embedding::Tier {
  public:
@@ -42,11 +45,8 @@ class RecordingTier final : public embedding::Tier {
   int64_t nanos() const { return nanos_.load(std::memory_order_relaxed); }
   // Closes the step being recorded; later calls belong to the next one.
   void EndStep();
-  // Steps closed so far.
-  int64_t steps_ended() const;
-  // The steps closed so far. REQUIRES: no EndStep until the caller is done
-  // with them (calls may still run: they go to the open step).
-  const std::vector<TierStep>& steps() const;
+  // Moves out the steps closed since the last call, oldest first.
+  std::vector<TierStep> TakeSteps();
 
   int64_t row_bytes() const override { return tier_->row_bytes(); }
   Status Get(const std::vector<embedding::Key>& keys, char* out,
@@ -66,25 +66,17 @@ class RecordingTier final : public embedding::Tier {
 
   const std::unique_ptr<embedding::Tier> tier_;
   std::atomic<int64_t> nanos_{0};
-  mutable std::mutex mu_;
+  std::mutex mu_;
   TierStep open_;                // guarded by mu_
-  std::vector<TierStep> ended_;  // guarded by mu_ (appended only)
+  std::vector<TierStep> ended_;  // guarded by mu_
 };
 
-// Replays steps [0, end) of `steps` on `tier`, then steps [timed_begin, end)
-// once more, timed, and returns the wall seconds of that second pass. Each
+// Replays `steps` on `tier`, in order, and returns their wall seconds. Each
 // step is served as a tier alone serves it at its best: all its Gets, then
 // all its Puts (rows of arbitrary bytes), then all its Deletes, each kind's
 // keys joined in call order and cut into whole parts that the `arena`'s
-// threads serve in parallel. The first pass brings the tier to the rows the
-// table's tier held. It runs the steps before timed_begin back to back,
-// faster than the table made them, and the compactions it leaves behind
-// would land in a timed first pass of the window; the window's untimed first
-// pass works them off, so that the timed second pass meets a steady state
-// like the one the table's window met (and reads and writes the same keys,
-// in the same order).
-// REQUIRES: timed_begin <= end <= steps.size().
-Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, size_t timed_begin, size_t end,
-                               embedding::Tier& tier, ThreadArena& arena);
+// threads serve in parallel.
+Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, embedding::Tier& tier,
+                               ThreadArena& arena);
 
 }  // namespace ember::bench

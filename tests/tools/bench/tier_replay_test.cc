@@ -77,16 +77,15 @@ TEST(RecordingTierTest, ForwardsEveryCallAndRecordsItsKeysInTheStepItWasMadeIn) 
   ASSERT_TRUE(tier.Get({3, 4}, out.data(), &missing).ok());
   EXPECT_THAT(missing, ElementsAre(1));
   EXPECT_EQ(out[0], 3);  // the wrapped tier's row of key 3
-  EXPECT_EQ(tier.steps_ended(), 0);
+  EXPECT_THAT(tier.TakeSteps(), IsEmpty());  // no step closed yet
   tier.EndStep();
   ASSERT_TRUE(tier.Delete({2}).ok());
   ASSERT_TRUE(Put(tier, {5}).ok());
   ASSERT_TRUE(Put(tier, {6, 7}).ok());
   tier.EndStep();
-  ASSERT_TRUE(tier.Delete({1}).ok());  // the open step: not among steps()
+  ASSERT_TRUE(tier.Delete({1}).ok());  // the open step: not taken
 
-  ASSERT_EQ(tier.steps_ended(), 2);
-  const std::vector<TierStep>& steps = tier.steps();
+  const std::vector<TierStep> steps = tier.TakeSteps();
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_THAT(steps[0].puts, ElementsAre(ElementsAre(1, 2, 3)));
   EXPECT_THAT(steps[0].gets, ElementsAre(ElementsAre(3, 4)));
@@ -97,6 +96,11 @@ TEST(RecordingTierTest, ForwardsEveryCallAndRecordsItsKeysInTheStepItWasMadeIn) 
   EXPECT_THAT(steps[1].deletes, ElementsAre(ElementsAre(2)));
   EXPECT_EQ(steps[1].rows(), 4);
   EXPECT_THAT(HeldKeys(tier), ElementsAre(3, 5, 6, 7));
+  // Taken steps are gone; the open one is taken once closed.
+  tier.EndStep();
+  const std::vector<TierStep> later = tier.TakeSteps();
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_THAT(later[0].deletes, ElementsAre(ElementsAre(1)));
 }
 
 TEST(RecordingTierTest, AnErrorOfTheWrappedTierIsReturnedAndTheCallStillRecorded) {
@@ -104,7 +108,7 @@ TEST(RecordingTierTest, AnErrorOfTheWrappedTierIsReturnedAndTheCallStillRecorded
       std::make_unique<embedding::FaultyTier>(InMemoryTier(), embedding::FaultyTierOptions{}));
   EXPECT_EQ(Put(tier, {1}).code(), StatusCode::kIOError);
   tier.EndStep();
-  EXPECT_THAT(tier.steps()[0].puts, ElementsAre(ElementsAre(1)));
+  EXPECT_THAT(tier.TakeSteps()[0].puts, ElementsAre(ElementsAre(1)));
 }
 
 // Steps of random Gets, Puts and Deletes, made on a recording tier, one of
@@ -132,55 +136,62 @@ std::vector<TierStep> RecordRandomSteps() {
     }
     tier.EndStep();
   }
-  return tier.steps();
+  return tier.TakeSteps();
 }
 
-TEST(ReplayTierStepsTest, MakesEveryRecordedCallOnceAndTheTimedStepsTwice) {
+TEST(ReplayTierStepsTest, MakesEveryRecordedCallOnceInWholeParts) {
   const std::vector<TierStep> steps = RecordRandomSteps();
   ASSERT_EQ(steps.size(), 7u);
   RecordingTier replayed(InMemoryTier());
   ThreadArena arena(2);
-  Result<double> seconds = ReplayTierSteps(steps, 4, 6, replayed, arena);
+  Result<double> seconds = ReplayTierSteps(steps, replayed, arena);
   ASSERT_TRUE(seconds.ok()) << seconds.status();
   EXPECT_GE(*seconds, 0.0);
   replayed.EndStep();
 
-  // Steps 0..5, then 4 and 5 again; step 6 not at all.
   TierStep expected;
-  for (size_t s : {0, 1, 2, 3, 4, 5, 4, 5}) {
+  for (const TierStep& step : steps) {
     for (auto kind : {&TierStep::gets, &TierStep::puts, &TierStep::deletes}) {
-      (expected.*kind)
-          .insert((expected.*kind).end(), (steps[s].*kind).begin(), (steps[s].*kind).end());
+      (expected.*kind).insert((expected.*kind).end(), (step.*kind).begin(), (step.*kind).end());
     }
   }
-  const TierStep& made = replayed.steps()[0];
+  const std::vector<TierStep> made_steps = replayed.TakeSteps();
+  ASSERT_EQ(made_steps.size(), 1u);
+  const TierStep& made = made_steps[0];
   EXPECT_EQ(Joined(made.gets), Joined(expected.gets));
   EXPECT_EQ(Joined(made.puts), Joined(expected.puts));
   EXPECT_EQ(Joined(made.deletes), Joined(expected.deletes));
   // The 40000 keys of step 0 in parts of at most 16384, a multiple of the
-  // arena's threads (4 of 10000); a Get of the later steps in 2 parts.
+  // arena's threads (4 of 10000).
   int64_t step0_parts = 0;
   for (const std::vector<Key>& call : made.puts) step0_parts += call.size() == 10000;
   EXPECT_EQ(step0_parts, 4);
 }
 
-TEST(ReplayTierStepsTest, LeavesTheTierHoldingTheKeysTheRecordedOneHeld) {
+// Replayed in lock step, a step at a time as the recording closes them, the
+// tier alone ends up with the rows of the recorded one.
+TEST(ReplayTierStepsTest, StepByStepLeavesTheTierHoldingTheKeysTheRecordedOneHeld) {
   RecordingTier recorded(InMemoryTier());
+  std::unique_ptr<Tier> replayed = InMemoryTier();
+  ThreadArena arena(2);
+  auto follow = [&] {
+    Result<double> seconds = ReplayTierSteps(recorded.TakeSteps(), *replayed, arena);
+    ASSERT_TRUE(seconds.ok()) << seconds.status();
+  };
   ASSERT_TRUE(Put(recorded, Range(0, 100)).ok());
   recorded.EndStep();
+  follow();
   ASSERT_TRUE(recorded.Delete(Range(10, 30)).ok());
   ASSERT_TRUE(Put(recorded, {500, 501}).ok());
   recorded.EndStep();
+  follow();
   ASSERT_TRUE(Put(recorded, {900}).ok());
   recorded.EndStep();
-
-  std::unique_ptr<Tier> replayed = InMemoryTier();
-  ThreadArena arena(2);
-  ASSERT_TRUE(ReplayTierSteps(recorded.steps(), 1, 3, *replayed, arena).ok());
+  follow();
   EXPECT_EQ(HeldKeys(*replayed), HeldKeys(recorded));
   // Replaying no step leaves a tier as it was.
   std::unique_ptr<Tier> untouched = InMemoryTier();
-  Result<double> seconds = ReplayTierSteps(recorded.steps(), 0, 0, *untouched, arena);
+  Result<double> seconds = ReplayTierSteps({}, *untouched, arena);
   ASSERT_TRUE(seconds.ok()) << seconds.status();
   EXPECT_THAT(HeldKeys(*untouched), IsEmpty());
 }
@@ -193,7 +204,7 @@ TEST(ReplayTierStepsTest, ReturnsTheFirstErrorOfTheTier) {
   options.first_failing_call = 1;
   embedding::FaultyTier failing(InMemoryTier(), options);
   ThreadArena arena(2);
-  Result<double> seconds = ReplayTierSteps(recorded.steps(), 0, 1, failing, arena);
+  Result<double> seconds = ReplayTierSteps(recorded.TakeSteps(), failing, arena);
   ASSERT_FALSE(seconds.ok());
   EXPECT_EQ(seconds.status().code(), StatusCode::kIOError);
 }
