@@ -34,12 +34,12 @@ namespace ember::embedding {
 //   in either tier), per-batch I/O buffers, and the disk tier's own block
 //   cache and write buffers (disk_block_cache_bytes, RocksDB memtables). After
 //   every Pull, Push or Prefetch a shard over budget writes its coldest rows
-//   to disk (in Puts of at most 128 rows, so that the I/O buffers each shard
+//   to disk (in Puts of at most 512 rows, so that the I/O buffers each shard
 //   keeps stay small) and drops them, so memory_bytes()
 //   <= memory_budget_bytes between calls. During a call a shard holds every
 //   row of the call's keys, even beyond its budget.
 // * Tiers are disjoint: a row is in memory or on disk. Keys not in memory are
-//   read with batched Gets (128 keys each) before rows are created, so
+//   read with batched Gets (512 keys each) before rows are created, so
 //   a row on disk is never created afresh; a loaded row's disk copy stays,
 //   stale and hidden, until a spill overwrites it or the row is erased.
 //   Values and RowMeta are identical to those of a table without a disk tier
@@ -61,7 +61,7 @@ namespace ember::embedding {
 // * Prefetch hands keys to options.prefetch_threads background loaders, each
 //   serving the shards s with s % loaders == its index from its own queue
 //   (at most 4 requests; Prefetch blocks while one is full). A loader reads
-//   a shard's disk rows without holding the shard's lock, 128 at a time,
+//   a shard's disk rows without holding the shard's lock, 512 at a time,
 //   then inserts, under it, the rows that memory still lacks, except those
 //   whose key the shard wrote to or deleted from disk meanwhile (the shard
 //   notes such keys while a loader reads) and those pulled after the

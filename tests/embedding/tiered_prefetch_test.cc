@@ -33,9 +33,11 @@ EmbeddingTableOptions BaseOptions() {
   EmbeddingTableOptions options;
   options.dim = kDim;
   // One shard and one loader: the loader reads the Prefetch's keys in their
-  // order, kIoChunkRows (128) at a time.
+  // order, kIoChunkRows (512) at a time.
   options.num_shards = 1;
   options.prefetch_threads = 1;
+  // Exact LRU: the rows a test pushes to disk are surely all there.
+  options.eviction_policy = EmbeddingTableOptions::EvictionPolicy::kLru;
   options.seed = 7;
   return options;
 }
@@ -186,23 +188,24 @@ class TwoTables {
 // and must not be inserted; the other rows it read, and the rest of its
 // request, are still current and are.
 TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestAre) {
-  TwoTables tables(/*budget_rows=*/1000);
-  const std::vector<Key> a = Keys(0, 400);
+  TwoTables tables(/*budget_rows=*/2000);
+  const std::vector<Key> a = Keys(0, 1200);
   tables.Train(a);
-  // 1600 newer rows push every row of `a` to disk (the Prefetch reads all 400).
-  for (int i = 1; i <= 4; ++i) tables.Train(Keys(1000 * i, 400));
+  // 3200 newer rows push every row of `a` to disk (the Prefetch reads them all).
+  for (int i = 1; i <= 8; ++i) tables.Train(Keys(10000 * i, 400));
   const TableStats before = tables.tiered().stats();
 
   tables.disk().ArmNextGet();
   tables.tiered().Prefetch(a);
   std::vector<Key> held;
   ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "the loader never read";
-  ASSERT_EQ(128u, held.size());
+  ASSERT_EQ(512u, held.size()) << "the loader's first chunk";
   // Ten of the rows the loader holds: loaded, updated, then written back by
-  // 1200 newer rows.
+  // 2100 newer rows (in 3 steps: the Prefetch's pins, 5 steps, still hold
+  // when `a` is pulled).
   const std::vector<Key> updated(held.begin(), held.begin() + 10);
   tables.Train(updated);
-  for (int i = 5; i <= 7; ++i) tables.Train(Keys(1000 * i, 400));
+  for (int i = 9; i <= 11; ++i) tables.Train(Keys(10000 * i, 700));
   const std::vector<Key> written = tables.disk().written_while_held();
   for (Key key : updated) {
     ASSERT_NE(written.end(), std::find(written.begin(), written.end(), key))
@@ -211,8 +214,8 @@ TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestA
   tables.disk().Release();
   tables.WaitForPrefetch();
 
-  // All of `a` but the ten, the held chunk's other 118 rows included.
-  EXPECT_EQ(390, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
+  // All of `a` but the ten, the held chunk's other 502 rows included.
+  EXPECT_EQ(1190, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
   // The ten are read from disk again, with their updates.
   const TableStats after_prefetch = tables.tiered().stats();
   tables.Train(a);
@@ -223,20 +226,20 @@ TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestA
 // A loader caught in a read while the Pull its request was for came and
 // went: it reads no more of the request (the Pull read it).
 TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
-  TwoTables tables(/*budget_rows=*/1000);
-  const std::vector<Key> a = Keys(0, 400);
+  TwoTables tables(/*budget_rows=*/2000);
+  const std::vector<Key> a = Keys(0, 1200);  // three chunks
   tables.Train(a);
   // Push `a` to disk, then erase the newer rows: memory has room for `a`,
   // so that pulling it writes nothing back.
   std::vector<Key> newer;
-  for (int i = 1; i <= 3; ++i) {
-    const std::vector<Key> keys = Keys(1000 * i, 400);
+  for (int i = 1; i <= 8; ++i) {
+    const std::vector<Key> keys = Keys(10000 * i, 400);
     tables.Train(keys);
     newer.insert(newer.end(), keys.begin(), keys.end());
   }
   tables.Erase(newer);
   const TableStats before = tables.tiered().stats();
-  ASSERT_EQ(400, before.disk_rows) << "the rows of `a` are not all on disk";
+  ASSERT_EQ(1200, before.disk_rows) << "the rows of `a` are not all on disk";
   ASSERT_EQ(0, before.memory_rows);
 
   tables.disk().ArmNextGet();
@@ -244,10 +247,10 @@ TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
   std::vector<Key> held;
   ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "the loader never read";
   tables.Train(a);  // the Pull the Prefetch was for
-  EXPECT_EQ(400, tables.tiered().stats().disk_hits - before.disk_hits);
-  // 1200 newer rows push `a` back to disk: memory alone no longer tells the
+  EXPECT_EQ(1200, tables.tiered().stats().disk_hits - before.disk_hits);
+  // 2400 newer rows push `a` back to disk: memory alone no longer tells the
   // loader that its rows were pulled.
-  for (int i = 5; i <= 7; ++i) tables.Train(Keys(1000 * i, 400));
+  for (int i = 9; i <= 14; ++i) tables.Train(Keys(10000 * i, 400));
   const int64_t looked_up = tables.disk().looked_up();
   tables.disk().Release();
   tables.WaitForPrefetch();
