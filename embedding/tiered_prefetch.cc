@@ -24,8 +24,9 @@ namespace {
 // batches ahead of the Pulls, few enough to bound the keys held.
 constexpr size_t kPrefetchQueueDepth = 4;
 
-// Ends a loader's reads of a shard (see NextTierShard::readers): by Done()
-// under the shard's lock, or else when it leaves the scope (an exception).
+// A loader's reads of a shard (see ChangeLog): Start() begins them, under the
+// shard's lock; Done() ends them, under it, or else leaving the scope does
+// (an exception).
 class ShardReader {
  public:
   explicit ShardReader(Shard& shard) : shard_(shard) {}
@@ -37,17 +38,24 @@ class ShardReader {
     Done();
   }
 
+  // May throw std::bad_alloc (then nothing has begun).
+  ChangeLog& Start() REQUIRES(shard_.mu) {
+    std::unique_ptr<ChangeLog>& log = shard_.next.reading;
+    if (log == nullptr) log = std::make_unique<ChangeLog>();
+    ++log->readers;
+    reading_ = true;
+    return *log;
+  }
+
   void Done() REQUIRES(shard_.mu) {
     if (!reading_) return;
     reading_ = false;
-    if (--shard_.next.readers > 0) return;
-    shard_.next.changed.clear();
-    shard_.next.changed_lost = false;
+    if (--shard_.next.reading->readers == 0) shard_.next.reading.reset();
   }
 
  private:
   Shard& shard_;
-  bool reading_ = true;
+  bool reading_ = false;
 };
 
 }  // namespace
@@ -190,7 +198,10 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
       if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0) io.keys.push_back(batch.keys[k]);
     }
   };
-  // Where this loader's reads begin in shard.next.changed.
+  ShardReader reader(shard);
+  // The log of the keys changed on disk while this loader reads, and where
+  // its current read begins in it.
+  ChangeLog* log = nullptr;
   size_t mark = 0;
   {
     MutexLock lock(shard.mu);
@@ -208,10 +219,9 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     }
     take_chunk();
     if (io.keys.empty()) return Status::OK();
-    ++shard.next.readers;
-    mark = shard.next.changed.size();
+    log = &reader.Start();
+    mark = log->keys.size();
   }
-  ShardReader reader(shard);
   const int64_t row_bytes = sizeof(float) * memory_.row_floats();
   const int64_t meta_offset = memory_.meta_offset();
   // The keys written or deleted on disk during one chunk's read, sorted.
@@ -233,11 +243,11 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     // read (a row loaded, updated and written back again): such rows are
     // not inserted (a Pull reads them); when the keys could not all be
     // noted, none is.
-    if (shard.next.changed_lost) {
+    if (log->lost) {
       reader.Done();
       return Status::OK();
     }
-    changed.assign(shard.next.changed.begin() + mark, shard.next.changed.end());
+    changed.assign(log->keys.begin() + mark, log->keys.end());
     std::sort(changed.begin(), changed.end());
     int64_t inserted = 0;
     for (size_t i = 0; i < io.keys.size(); ++i) {
@@ -265,7 +275,7 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     Status written = WriteBack(shard, io);
     // This loader's own write-back, under the lock, changed nothing the
     // next chunk reads (that read comes after it).
-    mark = shard.next.changed.size();
+    mark = log->keys.size();
     if (written.ok()) take_chunk();
     if (!written.ok() || io.keys.empty()) {
       reader.Done();

@@ -218,11 +218,12 @@ Status TieredTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
 }
 
 void TieredTable::NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const {
-  if (shard.next.readers == 0 || shard.next.changed_lost) return;
+  ChangeLog* log = shard.next.reading.get();
+  if (log == nullptr || log->lost) return;
   try {
-    shard.next.changed.insert(shard.next.changed.end(), keys.begin(), keys.end());
+    log->keys.insert(log->keys.end(), keys.begin(), keys.end());
   } catch (const std::bad_alloc&) {
-    shard.next.changed_lost = true;
+    log->lost = true;
   }
 }
 

@@ -70,20 +70,27 @@ struct MemoryCounters {
   int64_t evicted = 0;
 };
 
+// The keys written to or deleted from the tier behind while `readers`
+// loaders read a shard's rows from it without the shard's lock, so that a
+// loader coming back to insert what it read can tell which rows the tier no
+// longer holds as read. `lost` says a key could not be added (out of
+// memory): a reader then trusts none of its rows.
+struct ChangeLog {
+  int readers = 0;
+  bool lost = false;
+  std::vector<Key> keys;
+};
+
 // What the tier behind the memory tier (TieredTable's disk tier) keeps about
 // this shard's keys. It lives in the shard so that the shard's mutex guards
 // it together with the rows: a row moves between memory and the tier behind
 // under that one lock. The memory tier itself never reads or writes it.
 struct NextTierShard {
-  // While `readers` loaders read this shard's rows from the tier behind
-  // without the lock (Prefetch), `changed` receives the keys of every write
-  // or delete of them there, so that a loader coming back to insert what it
-  // read can tell which rows the tier no longer holds as read. Emptied when
-  // the last reader is done; `changed_lost` says a key could not be added
-  // (out of memory), so that a reader trusts none of its rows.
-  int readers = 0;
-  bool changed_lost = false;
-  std::vector<Key> changed;
+  // While loaders read this shard's rows from the tier behind without the
+  // lock (Prefetch), the keys of every write or delete of them there (see
+  // ChangeLog); null otherwise. A pointer, so that a shard, and with it the
+  // least budget, stays as small as without.
+  std::unique_ptr<ChangeLog> reading;
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
   int64_t prefetched = 0;

@@ -180,8 +180,8 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   // filter, making it if need be, and updates shard.next_tier_bytes.
   void AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
   // Called just before `keys` (all of `shard`) are written to or deleted
-  // from disk: adds them to shard.next.changed while a loader reads the
-  // shard's rows without its lock (see NextTierShard).
+  // from disk: adds them to shard.next.reading while loaders read the
+  // shard's rows without its lock (see ChangeLog).
   void NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);
   // Deletes the disk copies of the rows TTL removed from memory.
   void DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const REQUIRES(shard.mu);

@@ -376,10 +376,9 @@ Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
                          NewTable(dim, budget_bytes, bench_table->disk_path, &bench_table->disk));
   if (budget_percent > 0) {
     bench_table->alone_path = bench_table->disk_path + "_alone";
-    EMBER_ASSIGN_OR_RETURN(
-        bench_table->alone,
-        ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(
-            TableOptions(dim, budget_bytes, bench_table->alone_path))));
+    EMBER_ASSIGN_OR_RETURN(bench_table->alone,
+                           ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(
+                               TableOptions(dim, budget_bytes, bench_table->alone_path))));
   }
   EMBER_RETURN_IF_ERROR(Populate(*bench_table));
   const ember::embedding::TableStats stats = bench_table->table->stats();

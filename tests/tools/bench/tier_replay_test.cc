@@ -77,7 +77,8 @@ TEST(RecordingTierTest, ForwardsEveryCallAndRecordsItsKeysInTheStepItWasMadeIn) 
   ASSERT_TRUE(tier.Get({3, 4}, out.data(), &missing).ok());
   EXPECT_THAT(missing, ElementsAre(1));
   EXPECT_EQ(out[0], 3);  // the wrapped tier's row of key 3
-  EXPECT_THAT(tier.TakeSteps(), IsEmpty());  // no step closed yet
+  // No step closed yet.
+  EXPECT_THAT(tier.TakeSteps(), IsEmpty());
   tier.EndStep();
   ASSERT_TRUE(tier.Delete({2}).ok());
   ASSERT_TRUE(Put(tier, {5}).ok());
