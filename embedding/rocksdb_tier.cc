@@ -498,16 +498,21 @@ Status CreateTierDatabase(const RocksDbTierOptions& options, rocksdb::DBOptions 
   return RemoveFileDurably(marker);
 }
 
-// Destroys what an interrupted CreateTierDatabase left at `path`.
+// Destroys what an interrupted CreateTierDatabase or DestroyRocksDbTier left
+// at `path`: RocksDB's files, whether or not they still make a database (an
+// interrupted destroy may have removed CURRENT and left write-ahead logs, in
+// whose presence RocksDB refuses to create a database).
 Status DestroyUnfinishedTier(const rocksdb::DBOptions& db_options, const std::string& path) {
-  LOG(WARNING) << path << ": the creation of this tier was interrupted; creating it again";
+  LOG(WARNING) << path << ": the creation or removal of this tier was interrupted; creating it "
+               << "again";
   std::vector<std::string> names;
-  if (HoldsDatabase(db_options, path, &names)) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const std::string& name : names) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    rocksdb::Status status = rocksdb::DestroyDB(path, rocksdb::Options(), families);
-    if (!status.ok()) return FromRocksDb(status, path, "destroying an unfinished tier");
+  if (!HoldsDatabase(db_options, path, &names)) {
+    names = {rocksdb::kDefaultColumnFamilyName, kMetaColumnFamily};
   }
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const std::string& name : names) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  rocksdb::Status status = rocksdb::DestroyDB(path, rocksdb::Options(), families);
+  if (!status.ok()) return FromRocksDb(status, path, "destroying an unfinished tier");
   EMBER_RETURN_IF_ERROR(MakeDirectories(path));  // DestroyDB removes an emptied directory.
   return Status::OK();
 }
@@ -579,12 +584,22 @@ Status DestroyRocksDbTier(const std::string& path) {
     if (error) return Status::IOError(path, ": cannot check for a tier: ", error.message());
     return Status::OK();
   }
+  // DestroyDB removes file after file; killed halfway, it may leave a
+  // directory without CURRENT but with write-ahead logs, where RocksDB will
+  // create no database. The marker makes the next open clean up whatever is
+  // left and create the tier afresh (it holds nothing worth keeping).
+  const std::string marker = path + "/" + kCreatingMarker;
+  EMBER_RETURN_IF_ERROR(WriteFileAtomic(marker, "an Ember tier is being removed here\n"));
   rocksdb::Options options;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kMetaColumnFamily, rocksdb::ColumnFamilyOptions()}};
   rocksdb::Status status = rocksdb::DestroyDB(path, options, families);
   if (!status.ok()) return FromRocksDb(status, path, "destroy");
+  EMBER_RETURN_IF_ERROR(RemoveFileDurably(marker));
+  // DestroyDB removed the directory only if it was empty, which the marker
+  // prevented.
+  std::filesystem::remove(path, error);
   return Status::OK();
 }
 

@@ -64,7 +64,9 @@ Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options);
 
 // Deletes the database at `path` (its files and, if then empty, the
 // directory). OK if there is no database there. The tier must be closed.
-// Returns IOError naming the path on failure.
+// Killed halfway, it leaves a marker that makes the next NewRocksDbTier of
+// `path` (with create_if_missing) remove what is left and create the tier
+// afresh. Returns IOError naming the path on failure.
 Status DestroyRocksDbTier(const std::string& path);
 
 }  // namespace ember::embedding

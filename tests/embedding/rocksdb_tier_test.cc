@@ -34,6 +34,7 @@ namespace {
 using test::AllIndices;
 using test::FirstWrongRow;
 using test::RowsOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -263,9 +264,39 @@ TEST_F(RocksDbTierTest, DestroyRemovesAClosedTierAndAcceptsAMissingOne) {
   ASSERT_TRUE(std::filesystem::exists(Path("db")));
   Status status = DestroyRocksDbTier(Path("db"));
   EXPECT_TRUE(status.ok()) << status;
-  EXPECT_FALSE(std::filesystem::exists(Path("db")));
+  EXPECT_FALSE(std::filesystem::exists(Path("db"))) << "the directory, marker and all, is gone";
   status = DestroyRocksDbTier(Path("never_made"));
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// DestroyDB removes file after file. Killed after CURRENT and before the
+// write-ahead logs, it leaves a directory where RocksDB creates no database
+// ("wal_dir contains existing log file"); the marker Destroy writes first
+// makes the next open clean up and create the tier afresh.
+TEST_F(RocksDbTierTest, ARemovalKilledHalfwayIsCleanedUpByTheNextOpen) {
+  const RocksDbTierOptions options = Options();
+  {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    const std::vector<char> rows = RowsOf({7, 9}, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put({7, 9}, rows.data()).ok());
+  }
+  // The state of a DestroyRocksDbTier killed after removing CURRENT.
+  std::ofstream(options.path + "/EMBER_TIER_CREATING") << "an Ember tier is being removed here\n";
+  std::filesystem::remove(options.path + "/CURRENT");
+  bool has_log = false;
+  for (const auto& entry : std::filesystem::directory_iterator(options.path)) {
+    has_log |= entry.path().extension() == ".log" && entry.path().filename() != "LOG";
+  }
+  ASSERT_TRUE(has_log) << "the database left no write-ahead log to trip over";
+
+  std::unique_ptr<Tier> tier = Open(options);
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(2 * kRowBytes);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(tier->Get({7, 9}, out.data(), &missing).ok());
+  EXPECT_THAT(missing, ElementsAre(0, 1)) << "a fresh tier";
+  EXPECT_FALSE(std::filesystem::exists(options.path + "/EMBER_TIER_CREATING"));
 }
 
 TEST_F(RocksDbTierTest, ATierWithTheWriteAheadLogReopensWithItsRows) {
