@@ -498,21 +498,26 @@ Status CreateTierDatabase(const RocksDbTierOptions& options, rocksdb::DBOptions 
   return RemoveFileDurably(marker);
 }
 
+// Removes RocksDB's files at `path`, whether or not they still make a
+// database (DestroyDB goes by the files' names; the families only say where
+// else files may live, and a tier keeps all of them at `path`); `what` names
+// the operation in an error. The directory goes too if that empties it.
+Status DestroyTierFiles(const std::string& path, const char* what) {
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {kMetaColumnFamily, rocksdb::ColumnFamilyOptions()}};
+  rocksdb::Status status = rocksdb::DestroyDB(path, rocksdb::Options(), families);
+  if (!status.ok()) return FromRocksDb(status, path, what);
+  return Status::OK();
+}
+
 // Destroys what an interrupted CreateTierDatabase or DestroyRocksDbTier left
-// at `path`: RocksDB's files, whether or not they still make a database (an
-// interrupted destroy may have removed CURRENT and left write-ahead logs, in
-// whose presence RocksDB refuses to create a database).
-Status DestroyUnfinishedTier(const rocksdb::DBOptions& db_options, const std::string& path) {
+// at `path`: an interrupted destroy may have removed CURRENT and left
+// write-ahead logs, in whose presence RocksDB refuses to create a database.
+Status DestroyUnfinishedTier(const std::string& path) {
   LOG(WARNING) << path << ": the creation or removal of this tier was interrupted; creating it "
                << "again";
-  std::vector<std::string> names;
-  if (!HoldsDatabase(db_options, path, &names)) {
-    names = {rocksdb::kDefaultColumnFamilyName, kMetaColumnFamily};
-  }
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const std::string& name : names) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-  rocksdb::Status status = rocksdb::DestroyDB(path, rocksdb::Options(), families);
-  if (!status.ok()) return FromRocksDb(status, path, "destroying an unfinished tier");
+  EMBER_RETURN_IF_ERROR(DestroyTierFiles(path, "destroying an unfinished tier"));
   EMBER_RETURN_IF_ERROR(MakeDirectories(path));  // DestroyDB removes an emptied directory.
   return Status::OK();
 }
@@ -546,7 +551,7 @@ Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) 
       return Status::IOError(options.path, ": the creation of this tier was interrupted (",
                              kCreatingMarker, " is there) and create_if_missing is false");
     }
-    EMBER_RETURN_IF_ERROR(DestroyUnfinishedTier(db_options, options.path));
+    EMBER_RETURN_IF_ERROR(DestroyUnfinishedTier(options.path));
     created = true;
   } else {
     std::vector<std::string> families;
@@ -590,12 +595,7 @@ Status DestroyRocksDbTier(const std::string& path) {
   // left and create the tier afresh (it holds nothing worth keeping).
   const std::string marker = path + "/" + kCreatingMarker;
   EMBER_RETURN_IF_ERROR(WriteFileAtomic(marker, "an Ember tier is being removed here\n"));
-  rocksdb::Options options;
-  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-      {kMetaColumnFamily, rocksdb::ColumnFamilyOptions()}};
-  rocksdb::Status status = rocksdb::DestroyDB(path, options, families);
-  if (!status.ok()) return FromRocksDb(status, path, "destroy");
+  EMBER_RETURN_IF_ERROR(DestroyTierFiles(path, "destroy"));
   EMBER_RETURN_IF_ERROR(RemoveFileDurably(marker));
   // DestroyDB removed the directory only if it was empty, which the marker
   // prevented.

@@ -163,7 +163,6 @@ void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
     // held while its rows are read from disk.
     for (int s = loader; s < num_shards && first.ok(); s += loaders) {
       if (batch->begin[s] == batch->begin[s + 1]) continue;
-      if (request.pulled.load(std::memory_order_relaxed)) break;
       first = PrefetchShard(memory_.shard(s), s, request, *batch);
     }
   } catch (const std::bad_alloc&) {

@@ -18,6 +18,7 @@
 #include "embedding/stored_rows.h"
 #include "embedding/tier.h"
 #include "embedding/tiered_table.h"
+#include "tests/embedding/forwarding_tier.h"
 #include "tests/embedding/table_test_data.h"
 #include "tests/testing/temp_dir.h"
 
@@ -44,33 +45,27 @@ EmbeddingTableOptions BaseOptions() {
 }
 
 // Forwards to a tier and counts the keys of every call.
-class CountingTier : public Tier {
+class CountingTier : public test::ForwardingTier {
  public:
-  explicit CountingTier(std::unique_ptr<Tier> base) : base_(std::move(base)) {}
+  using ForwardingTier::ForwardingTier;
 
   int64_t looked_up() const { return looked_up_.load(); }
   // Keys looked up that the tier did not hold.
   int64_t not_found() const { return not_found_.load(); }
   int64_t written() const { return written_.load(); }
 
-  int64_t row_bytes() const override { return base_->row_bytes(); }
   Status Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) override {
-    Status status = base_->Get(keys, out, missing);
+    Status status = ForwardingTier::Get(keys, out, missing);
     looked_up_ += static_cast<int64_t>(keys.size());
     if (status.ok()) not_found_ += static_cast<int64_t>(missing->size());
     return status;
   }
   Status Put(const std::vector<Key>& keys, const char* rows) override {
     written_ += static_cast<int64_t>(keys.size());
-    return base_->Put(keys, rows);
+    return ForwardingTier::Put(keys, rows);
   }
-  Status Delete(const std::vector<Key>& keys) override { return base_->Delete(keys); }
-  Result<int64_t> ApproximateCount() override { return base_->ApproximateCount(); }
-  Status Flush() override { return base_->Flush(); }
-  Status Scan(const RowVisitor& visit) override { return base_->Scan(visit); }
 
  private:
-  const std::unique_ptr<Tier> base_;
   std::atomic<int64_t> looked_up_{0};
   std::atomic<int64_t> not_found_{0};
   std::atomic<int64_t> written_{0};

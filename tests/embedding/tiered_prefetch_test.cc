@@ -19,6 +19,7 @@
 #include "embedding/embedding_table.h"
 #include "embedding/tier.h"
 #include "embedding/tiered_table.h"
+#include "tests/embedding/forwarding_tier.h"
 #include "tests/embedding/table_test_data.h"
 
 namespace ember::embedding {
@@ -46,9 +47,9 @@ EmbeddingTableOptions BaseOptions() {
 // them until Release: a loader caught in a slow read, with the rows it read
 // in hand while the table moves on. Counts the keys looked up, and keeps the
 // keys written while a Get is held.
-class GatedTier : public Tier {
+class GatedTier : public test::ForwardingTier {
  public:
-  explicit GatedTier(std::unique_ptr<Tier> base) : base_(std::move(base)) {}
+  using ForwardingTier::ForwardingTier;
 
   void ArmNextGet() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -76,9 +77,8 @@ class GatedTier : public Tier {
     return written_while_held_;
   }
 
-  int64_t row_bytes() const override { return base_->row_bytes(); }
   Status Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) override {
-    Status status = base_->Get(keys, out, missing);
+    Status status = ForwardingTier::Get(keys, out, missing);
     std::unique_lock<std::mutex> lock(mu_);
     looked_up_ += static_cast<int64_t>(keys.size());
     if (armed_) {
@@ -96,15 +96,10 @@ class GatedTier : public Tier {
       std::lock_guard<std::mutex> lock(mu_);
       if (holding_) written_while_held_.insert(written_while_held_.end(), keys.begin(), keys.end());
     }
-    return base_->Put(keys, rows);
+    return ForwardingTier::Put(keys, rows);
   }
-  Status Delete(const std::vector<Key>& keys) override { return base_->Delete(keys); }
-  Result<int64_t> ApproximateCount() override { return base_->ApproximateCount(); }
-  Status Flush() override { return base_->Flush(); }
-  Status Scan(const RowVisitor& visit) override { return base_->Scan(visit); }
 
  private:
-  const std::unique_ptr<Tier> base_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false;
