@@ -12,6 +12,16 @@ constexpr uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The inverse of Mix64: UnMix64(Mix64(x)) == x for every x.
+constexpr uint64_t UnMix64(uint64_t x) {
+  x ^= (x >> 31) ^ (x >> 62);
+  x *= 0x319642b2d24d8ec3ULL;  // the inverse of 0x94d049bb133111eb mod 2^64
+  x ^= (x >> 27) ^ (x >> 54);
+  x *= 0x96de1b173f119089ULL;  // the inverse of 0xbf58476d1ce4e5b9 mod 2^64
+  x ^= (x >> 30) ^ (x >> 60);
+  return x - 0x9e3779b97f4a7c15ULL;
+}
+
 // Combines two 64-bit values into one well-mixed value (order matters).
 constexpr uint64_t HashCombine(uint64_t a, uint64_t b) {
   return Mix64(a ^ Mix64(b + 0x632be59bd9b4e019ULL));

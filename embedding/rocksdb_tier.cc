@@ -1,11 +1,15 @@
 // NewRocksDbTier: the disk tier, a RocksDB database of fixed-size rows.
 //
-// Layout: rows live in the default column family under their key encoded as 8
-// big-endian bytes (EncodeTierKey), so that RocksDB's bytewise order is the numeric order of
-// keys (MultiGet takes sorted input, Scan visits keys in increasing order).
-// A second column family, "ember_meta", records the row size under
-// "row_bytes" (decimal), so that reopening with another row size is refused
-// rather than read as garbage.
+// Layout: rows live in the default column family under their key's rank in
+// the tier's key order (internal::TierKeyOrder, RocksDbTierOptions::
+// key_shards) encoded as 8 big-endian bytes (EncodeTierKey), so that
+// RocksDB's bytewise order is the order of ranks (MultiGet takes sorted
+// input, Scan visits ranks in increasing order). A second column family,
+// "ember_meta", records the row size under "row_bytes" (decimal), so that
+// reopening with another row size is refused rather than read as garbage,
+// and the key order under "key_order" (TierKeyOrder::Describe); a tier that
+// holds rows but records no order was made before the order was recorded and
+// keeps its keys in numeric order.
 //
 // Tuning: embedding/rocksdb_tier_options.cc. Writes are gathered into sorted
 // batches (RocksDbTierOptions::gather_bytes, embedding/internal/
@@ -40,6 +44,7 @@
 #include "core/sorted_order.h"
 #include "embedding/internal/pending_writes.h"
 #include "embedding/internal/rocksdb_tier_options.h"
+#include "embedding/internal/tier_key_order.h"
 
 namespace ember::embedding {
 namespace {
@@ -49,10 +54,12 @@ using internal::EncodeTierKey;
 using internal::MakeDbOptions;
 using internal::MakeMetaOptions;
 using internal::MakeRowOptions;
+using internal::TierKeyOrder;
 using internal::ValidateOptions;
 
 constexpr char kMetaColumnFamily[] = "ember_meta";
 constexpr char kRowBytesKey[] = "row_bytes";
+constexpr char kKeyOrderKey[] = "key_order";
 // Present in a tier's directory while its database is being created; see
 // CreateTierDatabase.
 constexpr char kCreatingMarker[] = "EMBER_TIER_CREATING";
@@ -61,6 +68,11 @@ constexpr int kKeyBytes = internal::kTierKeyBytes;
 // it is copied out, so a bounded chunk bounds the memory a huge Get pins
 // (4096 x 4 KiB blocks at most) while keeping RocksDB's batching benefits.
 constexpr size_t kMultiGetChunkKeys = 4096;
+
+// The order RocksDbTierOptions::key_shards asks for.
+TierKeyOrder KeyOrderOf(int key_shards) {
+  return key_shards == 0 ? TierKeyOrder::Numeric() : TierKeyOrder::ByShard(key_shards);
+}
 
 // Every RocksDB failure, named by the database and the operation. Corruption
 // is DataLoss (the data is gone, retrying will not help); the rest IOError.
@@ -119,6 +131,9 @@ class RocksDbTier : public Tier {
   // Checks the recorded row size against row_bytes_, recording it (durably)
   // if the database has none yet, i.e. was just created.
   Status CheckOrRecordRowBytes();
+  // Reads the key order the database records; a new database (no rows)
+  // records `order`, one with rows and no record is in numeric order.
+  Status ReadOrRecordKeyOrder(const TierKeyOrder& order);
 
   Status Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) override;
   Status Put(const std::vector<Key>& keys, const char* rows) override;
@@ -129,8 +144,8 @@ class RocksDbTier : public Tier {
 
  private:
   Status WrongRowSize(const rocksdb::Slice& key, size_t size) const {
-    return Status::DataLoss(path_, ": row of key ", DecodeTierKey(key.data()), " has ", size,
-                            " bytes, expected ", row_bytes_);
+    return Status::DataLoss(path_, ": row of key ", order_.KeyOf(DecodeTierKey(key.data())),
+                            " has ", size, " bytes, expected ", row_bytes_);
   }
 
   // Get, Put and Delete straight on the database. Read puts the row of
@@ -153,6 +168,8 @@ class RocksDbTier : public Tier {
   const std::string path_;
   const int64_t row_bytes_;
   const int64_t gather_rows_;
+  // The order of the stored keys, read or recorded when the tier opens.
+  TierKeyOrder order_ = TierKeyOrder::Numeric();
   rocksdb::WriteOptions write_options_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* const rows_cf_;  // owned; destroyed before db_
@@ -196,6 +213,34 @@ Status RocksDbTier::CheckOrRecordRowBytes() {
   return Status::OK();
 }
 
+Status RocksDbTier::ReadOrRecordKeyOrder(const TierKeyOrder& order) {
+  std::string value;
+  rocksdb::Status status = db_->Get(rocksdb::ReadOptions(), meta_cf_, kKeyOrderKey, &value);
+  if (status.ok()) {
+    Result<TierKeyOrder> recorded = TierKeyOrder::Parse(value);
+    if (!recorded.ok()) return Status::DataLoss(path_, ": ", recorded.status().message());
+    order_ = *recorded;
+    return Status::OK();
+  }
+  if (!status.IsNotFound()) return FromRocksDb(status, path_, "reading the key order");
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), rows_cf_));
+  it->SeekToFirst();
+  if (!it->status().ok()) return FromRocksDb(it->status(), path_, "looking for rows");
+  if (it->Valid()) {
+    order_ = TierKeyOrder::Numeric();  // rows stored before orders were recorded
+    return Status::OK();
+  }
+  // Numeric is the order of a tier that records none: recording it is not
+  // needed (and key_shards = 0 makes such a tier).
+  order_ = order;
+  if (order.shards() == 0) return Status::OK();
+  status = db_->Put(write_options_, meta_cf_, kKeyOrderKey, order.Describe());
+  if (!status.ok()) return FromRocksDb(status, path_, "recording the key order");
+  status = db_->Flush(rocksdb::FlushOptions(), meta_cf_);
+  if (!status.ok()) return FromRocksDb(status, path_, "flushing the key order");
+  return Status::OK();
+}
+
 Status RocksDbTier::Get(const std::vector<Key>& keys, char* out, std::vector<int64_t>* missing) {
   missing->clear();
   if (keys.empty()) return Status::OK();
@@ -229,10 +274,12 @@ Status RocksDbTier::Read(const std::vector<Key>& keys, const std::vector<int64_t
   if (keys.empty()) return Status::OK();
   // MultiGet is fastest on sorted keys (one pass down each level's files);
   // `order` maps sorted position -> index into `keys`.
+  std::vector<uint64_t> ranks(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) ranks[i] = order_.Rank(keys[i]);
   std::vector<int64_t> order;
-  SortedOrder(keys, &order);
+  SortedOrder(ranks, &order);
   std::vector<char> encoded(keys.size() * kKeyBytes);
-  for (size_t i = 0; i < keys.size(); ++i) EncodeTierKey(keys[order[i]], &encoded[i * kKeyBytes]);
+  for (size_t i = 0; i < keys.size(); ++i) EncodeTierKey(ranks[order[i]], &encoded[i * kKeyBytes]);
 
   rocksdb::ReadOptions read;
   // Rows are read back often and blocks come from the OS page cache; block
@@ -309,11 +356,13 @@ Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
   // In key order: the memtable's skip list then inserts each key next to the
   // one before (its splice hint) instead of searching from the top. Stable,
   // so that a repeated key's last row still comes last and wins.
+  std::vector<uint64_t> ranks(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) ranks[i] = order_.Rank(keys[i]);
   std::vector<int64_t> order;
-  SortedOrder(keys, &order);
+  SortedOrder(ranks, &order);
   char encoded[kKeyBytes];
   for (int64_t i : order) {
-    EncodeTierKey(keys[i], encoded);
+    EncodeTierKey(ranks[i], encoded);
     rocksdb::Status status =
         batch.Put(rows_cf_, rocksdb::Slice(encoded, kKeyBytes),
                   rocksdb::Slice(rows + i * row_bytes_, static_cast<size_t>(row_bytes_)));
@@ -334,7 +383,7 @@ Status RocksDbTier::Erase(const std::vector<Key>& keys) {
   rocksdb::WriteBatch batch(keys.size() * (kKeyBytes + 16));
   char encoded[kKeyBytes];
   for (Key key : keys) {
-    EncodeTierKey(key, encoded);
+    EncodeTierKey(order_.Rank(key), encoded);
     rocksdb::Status status = batch.Delete(rows_cf_, rocksdb::Slice(encoded, kKeyBytes));
     if (!status.ok()) return FromRocksDb(status, path_, "WriteBatch::Delete");
   }
@@ -361,9 +410,10 @@ Status RocksDbTier::WriteGathered() {
     // without it: Gets read writing_ meanwhile.
     MutexLock lock(mu_);
     char encoded[kKeyBytes];
-    writing_.ForEachSorted([&](Key key, const char* row) {
+    const auto rank = [&](Key key) { return order_.Rank(key); };
+    writing_.ForEachSorted(rank, [&](Key key, const char* row) {
       if (!status.ok()) return;
-      EncodeTierKey(key, encoded);
+      EncodeTierKey(order_.Rank(key), encoded);
       const rocksdb::Slice slice(encoded, kKeyBytes);
       status = row == nullptr ? batch.Delete(rows_cf_, slice)
                               : batch.Put(rows_cf_, slice,
@@ -424,7 +474,7 @@ Status RocksDbTier::Scan(const RowVisitor& visit) {
                               kKeyBytes);
     }
     if (value.size() != static_cast<size_t>(row_bytes_)) return WrongRowSize(key, value.size());
-    EMBER_RETURN_IF_ERROR(visit(DecodeTierKey(key.data()), value.data()));
+    EMBER_RETURN_IF_ERROR(visit(order_.KeyOf(DecodeTierKey(key.data())), value.data()));
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), path_, "scan");
   return Status::OK();
@@ -580,7 +630,12 @@ Result<std::unique_ptr<Tier>> NewRocksDbTier(const RocksDbTierOptions& options) 
                                             options.use_write_ahead_log, gather_rows, db,
                                             handles[0], handles[1]);
   EMBER_RETURN_IF_ERROR(tier->CheckOrRecordRowBytes());
+  EMBER_RETURN_IF_ERROR(tier->ReadOrRecordKeyOrder(KeyOrderOf(options.key_shards)));
   return std::unique_ptr<Tier>(std::move(tier));
+}
+
+uint64_t RocksDbTierRank(Key key, int key_shards) {
+  return KeyOrderOf(key_shards).Rank(key);
 }
 
 Status DestroyRocksDbTier(const std::string& path) {

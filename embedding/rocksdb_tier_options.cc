@@ -212,6 +212,11 @@ Status ValidateOptions(const RocksDbTierOptions& options) {
                                    ": max_background_jobs must be >= 1, got ",
                                    options.max_background_jobs);
   }
+  if (options.key_shards < 0) {
+    return Status::InvalidArgument("RocksDB tier ", options.path,
+                                   ": key_shards must be >= 0 (0: numeric key order), got ",
+                                   options.key_shards);
+  }
   return Status::OK();
 }
 

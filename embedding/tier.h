@@ -63,7 +63,9 @@ class Tier {
   // call. Returning an error stops the scan.
   using RowVisitor = std::function<Status(Key key, const char* row)>;
 
-  // Calls visit(key, row) once for every row, in increasing key order, over a
+  // Calls visit(key, row) once for every row, in an order of the tier's
+  // (NewInMemoryTier's: increasing key order; a RocksDB tier's:
+  // RocksDbTierOptions::key_shards), over a
   // consistent snapshot taken when Scan starts (rows written later are not
   // seen); `visit` may call this tier's other methods. For checkpoints.
   // Returns the first error of `visit`, or IOError / DataLoss as Get does.

@@ -74,7 +74,7 @@ Status TieredTable::LoadDiskKeys() {
     const uint64_t hash = Mix64(key);
     Shard& shard = memory_.shard(memory_.ShardOf(hash));
     MutexLock lock(shard.mu);
-    // One key at a time: the Scan visits them in key order, not by shard.
+    // One key at a time: a tier's Scan order need not be by shard.
     AddDiskKeys(shard, {key});
     ++shard.next.disk_rows;
     return Status::OK();
@@ -280,6 +280,8 @@ RocksDbTierOptions DiskTierOptions(const EmbeddingTableOptions& options) {
   disk_options.row_bytes = TierRowBytes(options);
   disk_options.block_cache_bytes = options.disk_block_cache_bytes;
   disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
+  // One shard's disk rows in one range of the database.
+  disk_options.key_shards = options.num_shards;
   return disk_options;
 }
 

@@ -77,12 +77,6 @@ void PendingWrites::AddOlderTo(PendingWrites& other) const {
   }
 }
 
-std::vector<int64_t> PendingWrites::SortedEntries() const {
-  std::vector<int64_t> order;
-  SortedOrder(keys_, &order);
-  return order;
-}
-
 void PendingWrites::Clear() {
   index_ = KeyIndex();
   try {

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/sorted_order.h"
 #include "embedding/embedding_table.h"
 #include "embedding/internal/row_store.h"
 
@@ -51,11 +52,16 @@ class PendingWrites {
   // are older than other's). May throw std::bad_alloc like Put.
   void AddOlderTo(PendingWrites& other) const;
 
-  // Calls write(key, row) for every write in increasing key order; `row`
-  // (row_bytes) is null for a Delete.
-  template <typename Write>
-  void ForEachSorted(const Write& write) const {
-    for (int64_t entry : SortedEntries()) {
+  // Calls write(key, row) for every write in increasing order of
+  // rank(key) (a uint64_t, distinct for distinct keys); `row` (row_bytes) is
+  // null for a Delete.
+  template <typename Rank, typename Write>
+  void ForEachSorted(const Rank& rank, const Write& write) const {
+    std::vector<uint64_t> ranks(keys_.size());
+    for (size_t i = 0; i < keys_.size(); ++i) ranks[i] = rank(keys_[i]);
+    std::vector<int64_t> order;
+    SortedOrder(ranks, &order);
+    for (int64_t entry : order) {
       write(keys_[entry], deleted_[entry] ? nullptr : rows_.data() + entry * row_bytes_);
     }
   }
@@ -76,8 +82,6 @@ class PendingWrites {
  private:
   // The entry of `key`, made if absent (may throw std::bad_alloc).
   int64_t EntryOf(Key key);
-  // The entries in increasing key order.
-  std::vector<int64_t> SortedEntries() const;
 
   int64_t row_bytes_;
   int64_t reserved_ = 0;       // rows Reserve made room for

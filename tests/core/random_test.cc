@@ -90,5 +90,17 @@ TEST(UniformAtTest, IsAPureFunctionOfSeedKeyAndIndex) {
   EXPECT_NE(UniformAt(1, 99, 3), UniformAt(1, 99, 4));
 }
 
+TEST(UnMix64Test, UndoesMix64) {
+  for (uint64_t x : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}, uint64_t{1} << 63}) {
+    EXPECT_EQ(x, UnMix64(Mix64(x))) << x;
+  }
+  RandomStream stream(11);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t x = stream.NextU64();
+    ASSERT_EQ(x, UnMix64(Mix64(x))) << x;
+    ASSERT_EQ(x, Mix64(UnMix64(x))) << x;
+  }
+}
+
 }  // namespace
 }  // namespace ember

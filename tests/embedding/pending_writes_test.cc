@@ -27,7 +27,8 @@ std::vector<char> RowsOf(const std::vector<Key>& keys, uint64_t value) {
 // ForEachSorted gives them.
 std::vector<std::pair<Key, int64_t>> Writes(const PendingWrites& writes) {
   std::vector<std::pair<Key, int64_t>> seen;
-  writes.ForEachSorted([&](Key key, const char* row) {
+  const auto by_key = [](Key key) { return key; };
+  writes.ForEachSorted(by_key, [&](Key key, const char* row) {
     int64_t value = -1;
     if (row != nullptr) std::memcpy(&value, row, kRowBytes);
     seen.emplace_back(key, value);

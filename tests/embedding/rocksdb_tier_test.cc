@@ -24,6 +24,7 @@
 #include "core/random.h"
 #include "core/status.h"
 #include "embedding/internal/rocksdb_tier_options.h"
+#include "embedding/internal/tier_key_order.h"
 #include "embedding/tier.h"
 #include "tests/embedding/tier_test_rows.h"
 #include "tests/testing/temp_dir.h"
@@ -68,8 +69,10 @@ class RocksDbTierTest : public test::TempDirTest {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(db_options, path, families, &handles, &db).ok());
+    // Where a tier made with the default key_shards (1) keeps the key.
+    uint64_t rank = internal::TierKeyOrder::ByShard(1).Rank(key);
     std::string encoded(8, '\0');
-    for (int i = 7; i >= 0; --i, key >>= 8) encoded[i] = static_cast<char>(key & 0xff);
+    for (int i = 7; i >= 0; --i, rank >>= 8) encoded[i] = static_cast<char>(rank & 0xff);
     EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], encoded, value).ok());
     for (rocksdb::ColumnFamilyHandle* handle : handles) {
       EXPECT_TRUE(db->DestroyColumnFamilyHandle(handle).ok());
@@ -248,6 +251,7 @@ TEST_F(RocksDbTierTest, RefusesInvalidOptionsNamingTheField) {
       {"block_cache_bytes", [](RocksDbTierOptions* o) { o->block_cache_bytes = 1000; }},
       {"write_buffer_bytes", [](RocksDbTierOptions* o) { o->write_buffer_bytes = 0; }},
       {"max_background_jobs", [](RocksDbTierOptions* o) { o->max_background_jobs = 0; }},
+      {"key_shards", [](RocksDbTierOptions* o) { o->key_shards = -1; }},
   };
   for (const Case& c : cases) {
     RocksDbTierOptions options = Options();
@@ -402,6 +406,79 @@ TEST_F(RocksDbTierTest, ATierMadeWithTheBytewiseComparatorOpensWithItsRows) {
     expected.insert(expected.end(), new_keys.begin(), new_keys.end());
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(expected, scanned);
+  }
+}
+
+// The keys a Scan visits, in its order.
+std::vector<Key> ScannedKeys(Tier& tier) {
+  std::vector<Key> keys;
+  Status status = tier.Scan([&](Key key, const char*) {
+    keys.push_back(key);
+    return Status::OK();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  return keys;
+}
+
+// `keys` sorted by their rank in `order`.
+std::vector<Key> InOrder(std::vector<Key> keys, const internal::TierKeyOrder& order) {
+  std::sort(keys.begin(), keys.end(), [&](Key a, Key b) { return order.Rank(a) < order.Rank(b); });
+  return keys;
+}
+
+// A tier lays its rows out by the shards it was made for, and keeps that
+// order when reopened for other shards: its rows stay readable.
+TEST_F(RocksDbTierTest, KeepsTheKeyOrderItWasMadeWith) {
+  const std::vector<Key> keys = test::SpreadKeys(2000, 5);
+  RocksDbTierOptions options = Options("sharded");
+  options.key_shards = 64;
+  {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    const std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
+  }
+  options.key_shards = 3;
+  std::unique_ptr<Tier> tier = Open(options);
+  ASSERT_NE(tier, nullptr);
+  std::vector<char> out(keys.size() * kRowBytes);
+  std::vector<int64_t> missing;
+  ASSERT_TRUE(tier->Get(keys, out.data(), &missing).ok());
+  EXPECT_THAT(missing, IsEmpty());
+  EXPECT_EQ(-1, FirstWrongRow(keys, AllIndices(keys.size()), out, 1, kRowBytes));
+  const std::vector<Key> scanned = ScannedKeys(*tier);
+  EXPECT_EQ(InOrder(keys, internal::TierKeyOrder::ByShard(64)), scanned);
+  // By shard: the keys of each shard are one run.
+  for (size_t i = 1; i < scanned.size(); ++i) {
+    ASSERT_LE(Mix64(scanned[i - 1]) % 64, Mix64(scanned[i]) % 64) << "position " << i;
+  }
+}
+
+// key_shards = 0 makes the layout of tiers made before key orders were
+// recorded (numeric order, nothing recorded); such a tier, reopened by a
+// table of 64 shards, keeps its order and its rows.
+TEST_F(RocksDbTierTest, ATierInNumericKeyOrderKeepsItWhenReopened) {
+  const std::vector<Key> keys = test::SpreadKeys(2000, 6);
+  RocksDbTierOptions options = Options("numeric");
+  options.key_shards = 0;
+  {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    const std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
+  }
+  options.key_shards = 64;
+  for (int open = 0; open < 2; ++open) {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    std::vector<char> out(keys.size() * kRowBytes);
+    std::vector<int64_t> missing;
+    ASSERT_TRUE(tier->Get(keys, out.data(), &missing).ok());
+    EXPECT_THAT(missing, IsEmpty());
+    EXPECT_EQ(-1, FirstWrongRow(keys, AllIndices(keys.size()), out, 1, kRowBytes));
+    std::vector<Key> sorted = keys;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, ScannedKeys(*tier)) << "open " << open;
   }
 }
 

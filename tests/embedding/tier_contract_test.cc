@@ -121,7 +121,8 @@ class TierContractTest : public test::TempDirTest, public ::testing::WithParamIn
     return out;
   }
 
-  // (key, version) of every row, in the order Scan visits them.
+  // (key, version) of every row Scan visits, sorted by key (each tier scans
+  // in an order of its own).
   std::vector<std::pair<Key, uint64_t>> ScanAll(Tier& tier) {
     std::vector<std::pair<Key, uint64_t>> seen;
     Status status = tier.Scan([&](Key key, const char* row) {
@@ -129,6 +130,7 @@ class TierContractTest : public test::TempDirTest, public ::testing::WithParamIn
       return Status::OK();
     });
     EXPECT_TRUE(status.ok()) << status;
+    std::sort(seen.begin(), seen.end());
     return seen;
   }
 
@@ -297,7 +299,7 @@ TEST_P(TierContractTest, FlushKeepsEveryRow) {
   EXPECT_THAT(ScanAll(*tier_), ElementsAre(std::pair<Key, uint64_t>{2, 2}));
 }
 
-TEST_P(TierContractTest, ScanVisitsEveryRowOnceInIncreasingKeyOrder) {
+TEST_P(TierContractTest, ScanVisitsEveryRowOnceWithItsLastVersion) {
   std::vector<Key> keys = SpreadKeys(3000, 3);
   Put(keys, 1);
   ASSERT_TRUE(tier_->Flush().ok());
@@ -319,10 +321,11 @@ TEST_P(TierContractTest, ScanStopsAtTheFirstErrorOfTheVisitor) {
   std::vector<Key> visited;
   Status status = tier_->Scan([&](Key key, const char*) {
     visited.push_back(key);
-    return key == 2 ? Status::Cancelled("enough") : Status::OK();
+    return visited.size() == 2 ? Status::Cancelled("enough") : Status::OK();
   });
   EXPECT_EQ(Status::Cancelled("enough"), status);
-  EXPECT_THAT(visited, ElementsAre(1, 2));
+  ASSERT_EQ(2u, visited.size()) << "the scan went on after the error";
+  EXPECT_NE(visited[0], visited[1]);
 }
 
 TEST_P(TierContractTest, ScanSeesTheRowsOfWhenItStartedWhileTheVisitorWrites) {
@@ -330,7 +333,7 @@ TEST_P(TierContractTest, ScanSeesTheRowsOfWhenItStartedWhileTheVisitorWrites) {
   std::vector<std::pair<Key, uint64_t>> seen;
   Status status = tier_->Scan([&](Key key, const char* row) {
     seen.emplace_back(key, test::VersionOf(row));
-    if (key == 1) {
+    if (seen.size() == 1) {
       // Writes from inside the scan: they must neither deadlock nor show up.
       std::vector<char> rows = RowsOf({2, 4}, 9, kRowBytes);
       EMBER_RETURN_IF_ERROR(tier_->Put({2, 4}, rows.data()));
@@ -339,6 +342,7 @@ TEST_P(TierContractTest, ScanSeesTheRowsOfWhenItStartedWhileTheVisitorWrites) {
     return Status::OK();
   });
   ASSERT_TRUE(status.ok()) << status;
+  std::sort(seen.begin(), seen.end());
   EXPECT_THAT(seen, ElementsAre(std::pair<Key, uint64_t>{1, 1}, std::pair<Key, uint64_t>{2, 1},
                                 std::pair<Key, uint64_t>{3, 1}));
   EXPECT_THAT(ScanAll(*tier_),
