@@ -346,7 +346,11 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
 Result<double> EndStep(BenchTable& t) {
   if (t.disk == nullptr) return 0.0;
   t.disk->EndStep();
-  return ember::bench::ReplayTierSteps(t.disk->TakeSteps(), *t.alone, *g_arena);
+  // In the order the tier alone stores its rows (made as the table's).
+  const int key_shards = ember::embedding::EmbeddingTableOptions().num_shards;
+  return ember::bench::ReplayTierSteps(t.disk->TakeSteps(), *t.alone, *g_arena, [&](Key key) {
+    return ember::embedding::RocksDbTierRank(key, key_shards);
+  });
 }
 
 // Creates every row [0, rows) with Pulls of kPopulateKeys keys, each a step

@@ -20,21 +20,32 @@ int64_t CountKeys(const std::vector<std::vector<Key>>& calls) {
   return n;
 }
 
-// One kind of a step's calls, joined and cut into parts (a multiple of the
-// arena's threads, each of at most kMaxPartKeys keys), served in parallel.
-// `serve(part, buffer)` makes one call; `buffer` has room for the part's rows.
+// One kind of a step's calls, joined, sorted by `rank` if given, and cut
+// into parts (a multiple of the arena's threads, each of at most
+// kMaxPartKeys keys), served in parallel; adds the wall seconds of serving
+// them to *seconds. `serve(part, buffer)` makes one call; `buffer` has room
+// for the part's rows.
 Status ReplayKind(const std::vector<std::vector<Key>>& calls, int64_t row_bytes, ThreadArena& arena,
-                  const std::function<Status(const std::vector<Key>&, char*)>& serve) {
+                  const KeyRank& rank,
+                  const std::function<Status(const std::vector<Key>&, char*)>& serve,
+                  double* seconds) {
   std::vector<Key> keys;
   keys.reserve(CountKeys(calls));
   for (const std::vector<Key>& call : calls) keys.insert(keys.end(), call.begin(), call.end());
   if (keys.empty()) return Status::OK();
+  if (rank) {
+    std::vector<std::pair<uint64_t, Key>> ranked(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) ranked[i] = {rank(keys[i]), keys[i]};
+    std::sort(ranked.begin(), ranked.end());
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = ranked[i].second;
+  }
   const int64_t n = static_cast<int64_t>(keys.size());
   const int64_t threads = arena.threads();
   int64_t parts = std::max<int64_t>(threads, (n + kMaxPartKeys - 1) / kMaxPartKeys);
   parts = (parts + threads - 1) / threads * threads;
   const int64_t part_keys = (n + parts - 1) / parts;
   std::vector<Status> statuses(parts);
+  const auto start = std::chrono::steady_clock::now();
   arena.Execute([&] {
     ParallelFor(0, parts, 1, [&](int64_t first, int64_t last) {
       // Arbitrary bytes: the rows a Put writes; room for the rows a Get reads.
@@ -48,24 +59,29 @@ Status ReplayKind(const std::vector<std::vector<Key>>& calls, int64_t row_bytes,
       }
     });
   });
+  *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (Status& status : statuses) {
     if (!status.ok()) return std::move(status);
   }
   return Status::OK();
 }
 
-Status ReplayStep(const TierStep& step, embedding::Tier& tier, ThreadArena& arena) {
+Status ReplayStep(const TierStep& step, embedding::Tier& tier, ThreadArena& arena,
+                  const KeyRank& rank, double* seconds) {
   const int64_t row_bytes = tier.row_bytes();
-  EMBER_RETURN_IF_ERROR(
-      ReplayKind(step.gets, row_bytes, arena, [&](const std::vector<Key>& keys, char* rows) {
+  EMBER_RETURN_IF_ERROR(ReplayKind(
+      step.gets, row_bytes, arena, rank,
+      [&](const std::vector<Key>& keys, char* rows) {
         std::vector<int64_t> missing;
         return tier.Get(keys, rows, &missing);
-      }));
-  EMBER_RETURN_IF_ERROR(
-      ReplayKind(step.puts, row_bytes, arena,
-                 [&](const std::vector<Key>& keys, char* rows) { return tier.Put(keys, rows); }));
-  return ReplayKind(step.deletes, row_bytes, arena,
-                    [&](const std::vector<Key>& keys, char*) { return tier.Delete(keys); });
+      },
+      seconds));
+  EMBER_RETURN_IF_ERROR(ReplayKind(
+      step.puts, row_bytes, arena, rank,
+      [&](const std::vector<Key>& keys, char* rows) { return tier.Put(keys, rows); }, seconds));
+  return ReplayKind(
+      step.deletes, row_bytes, arena, rank,
+      [&](const std::vector<Key>& keys, char*) { return tier.Delete(keys); }, seconds);
 }
 
 }  // namespace
@@ -117,10 +133,12 @@ Status RecordingTier::Delete(const std::vector<Key>& keys) {
 }
 
 Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, embedding::Tier& tier,
-                               ThreadArena& arena) {
-  const auto start = std::chrono::steady_clock::now();
-  for (const TierStep& step : steps) EMBER_RETURN_IF_ERROR(ReplayStep(step, tier, arena));
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                               ThreadArena& arena, const KeyRank& rank) {
+  double seconds = 0;
+  for (const TierStep& step : steps) {
+    EMBER_RETURN_IF_ERROR(ReplayStep(step, tier, arena, rank, &seconds));
+  }
+  return seconds;
 }
 
 }  // namespace ember::bench

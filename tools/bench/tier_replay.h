@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -71,12 +72,17 @@ class RecordingTier final : public embedding::Tier {
   std::vector<TierStep> ended_;  // guarded by mu_
 };
 
-// Replays `steps` on `tier`, in order, and returns their wall seconds. Each
-// step is served as a tier alone serves it at its best: all its Gets, then
-// all its Puts (rows of arbitrary bytes), then all its Deletes, each kind's
-// keys joined in call order and cut into whole parts that the `arena`'s
-// threads serve in parallel.
+// Where a tier stores a key (embedding::RocksDbTierRank): rows lie in
+// increasing rank.
+using KeyRank = std::function<uint64_t(embedding::Key)>;
+
+// Replays `steps` on `tier`, in order, and returns the wall seconds of their
+// calls. Each step is served as a tier alone serves it at its best: all its
+// Gets, then all its Puts (rows of arbitrary bytes), then all its Deletes,
+// each kind's keys joined, sorted by `rank` (if not empty: each part is then
+// one range of the tier's rows, as it stores them) and cut into whole parts
+// that the `arena`'s threads serve in parallel.
 Result<double> ReplayTierSteps(const std::vector<TierStep>& steps, embedding::Tier& tier,
-                               ThreadArena& arena);
+                               ThreadArena& arena, const KeyRank& rank = {});
 
 }  // namespace ember::bench
