@@ -353,7 +353,7 @@ Status RocksDbTier::Put(const std::vector<Key>& keys, const char* rows) {
 Status RocksDbTier::Write(const std::vector<Key>& keys, const char* rows) {
   // One WriteBatch per call: RocksDB applies it atomically.
   rocksdb::WriteBatch batch(keys.size() * (kKeyBytes + row_bytes_ + 16));
-  // In key order: the memtable's skip list then inserts each key next to the
+  // In rank order: the memtable's skip list then inserts each key next to the
   // one before (its splice hint) instead of searching from the top. Stable,
   // so that a repeated key's last row still comes last and wins.
   std::vector<uint64_t> ranks(keys.size());

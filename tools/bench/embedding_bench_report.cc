@@ -91,7 +91,7 @@ void PrintEmbeddingBenchReport(const RatioReporter& reporter) {
       "rows per key from disk and writes about as many back (disk_wr/key), so it cannot exceed\n"
       "(disk tier rows/s) / (disk_rd/key). A loose upper bound: the batches' hot rows, which the\n"
       "tier alone serves from its memtable and cache, are the ones a table keeps in memory, and\n"
-      "its database, loaded in key order, is tidier than a table's:\n");
+      "its database, loaded in the order it stores rows, is tidier than a table's:\n");
   ForEachBudgetedCase([&](int dim, KeyDistribution distribution, int, bool,
                           const std::string& name) {
     const double tier = reporter.Counter(RunName(DiskTierName(dim, distribution)), "rows/s");
