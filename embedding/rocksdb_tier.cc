@@ -411,9 +411,9 @@ Status RocksDbTier::WriteGathered() {
     MutexLock lock(mu_);
     char encoded[kKeyBytes];
     const auto rank = [&](Key key) { return order_.Rank(key); };
-    writing_.ForEachSorted(rank, [&](Key key, const char* row) {
+    writing_.ForEachSorted(rank, [&](Key, uint64_t key_rank, const char* row) {
       if (!status.ok()) return;
-      EncodeTierKey(order_.Rank(key), encoded);
+      EncodeTierKey(key_rank, encoded);
       const rocksdb::Slice slice(encoded, kKeyBytes);
       status = row == nullptr ? batch.Delete(rows_cf_, slice)
                               : batch.Put(rows_cf_, slice,

@@ -52,9 +52,9 @@ class PendingWrites {
   // are older than other's). May throw std::bad_alloc like Put.
   void AddOlderTo(PendingWrites& other) const;
 
-  // Calls write(key, row) for every write in increasing order of
-  // rank(key) (a uint64_t, distinct for distinct keys); `row` (row_bytes) is
-  // null for a Delete.
+  // Calls write(key, rank(key), row) for every write in increasing order of
+  // rank(key) (a uint64_t, distinct for distinct keys; computed once per
+  // key); `row` (row_bytes) is null for a Delete.
   template <typename Rank, typename Write>
   void ForEachSorted(const Rank& rank, const Write& write) const {
     std::vector<uint64_t> ranks(keys_.size());
@@ -62,7 +62,8 @@ class PendingWrites {
     std::vector<int64_t> order;
     SortedOrder(ranks, &order);
     for (int64_t entry : order) {
-      write(keys_[entry], deleted_[entry] ? nullptr : rows_.data() + entry * row_bytes_);
+      write(keys_[entry], ranks[entry],
+            deleted_[entry] ? nullptr : rows_.data() + entry * row_bytes_);
     }
   }
 

@@ -28,7 +28,8 @@ std::vector<char> RowsOf(const std::vector<Key>& keys, uint64_t value) {
 std::vector<std::pair<Key, int64_t>> Writes(const PendingWrites& writes) {
   std::vector<std::pair<Key, int64_t>> seen;
   const auto by_key = [](Key key) { return key; };
-  writes.ForEachSorted(by_key, [&](Key key, const char* row) {
+  writes.ForEachSorted(by_key, [&](Key key, uint64_t rank, const char* row) {
+    EXPECT_EQ(key, rank);
     int64_t value = -1;
     if (row != nullptr) std::memcpy(&value, row, kRowBytes);
     seen.emplace_back(key, value);

@@ -58,6 +58,23 @@ class RocksDbTierTest : public test::TempDirTest {
     return tier.ok() ? std::move(tier).value() : nullptr;
   }
 
+  // Makes a tier with `options` and puts `keys` in it (rows of version 1).
+  void MakeWithRows(const RocksDbTierOptions& options, const std::vector<Key>& keys) {
+    std::unique_ptr<Tier> tier = Open(options);
+    ASSERT_NE(tier, nullptr);
+    const std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
+    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
+  }
+
+  // Expects `tier` to return the version-1 rows of every one of `keys`.
+  void ExpectRows(Tier& tier, const std::vector<Key>& keys) {
+    std::vector<char> out(keys.size() * kRowBytes);
+    std::vector<int64_t> missing;
+    ASSERT_TRUE(tier.Get(keys, out.data(), &missing).ok());
+    EXPECT_THAT(missing, IsEmpty());
+    EXPECT_EQ(-1, FirstWrongRow(keys, AllIndices(keys.size()), out, 1, kRowBytes));
+  }
+
   // Writes `value` under `key` straight into the rows of the tier at `path`,
   // bypassing the tier's checks, as a damaged disk might.
   void ForgeRow(const std::string& path, Key key, const std::string& value) {
@@ -351,6 +368,17 @@ TEST(FixedKeyComparatorTest, OrdersEveryPairAsTheBytewiseComparator) {
   }
 }
 
+// The keys a Scan visits, in its order.
+std::vector<Key> ScannedKeys(Tier& tier) {
+  std::vector<Key> keys;
+  Status status = tier.Scan([&](Key key, const char*) {
+    keys.push_back(key);
+    return Status::OK();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  return keys;
+}
+
 // A tier made before the tier had its own comparator (its database records
 // RocksDB's bytewise comparator, which RocksDB will not open under another
 // name) opens, reads its rows, takes new ones and scans in key order.
@@ -396,28 +424,12 @@ TEST_F(RocksDbTierTest, ATierMadeWithTheBytewiseComparatorOpensWithItsRows) {
     ASSERT_TRUE(tier->Get(new_keys, out.data(), &missing).ok());
     EXPECT_THAT(missing, IsEmpty());
     EXPECT_EQ(-1, FirstWrongRow(new_keys, AllIndices(new_keys.size()), out, 2, kRowBytes));
-    std::vector<Key> scanned;
-    ASSERT_TRUE(tier->Scan([&](Key key, const char*) {
-                      scanned.push_back(key);
-                      return Status::OK();
-                    })
-                    .ok());
+    const std::vector<Key> scanned = ScannedKeys(*tier);
     std::vector<Key> expected = old_keys;
     expected.insert(expected.end(), new_keys.begin(), new_keys.end());
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(expected, scanned);
   }
-}
-
-// The keys a Scan visits, in its order.
-std::vector<Key> ScannedKeys(Tier& tier) {
-  std::vector<Key> keys;
-  Status status = tier.Scan([&](Key key, const char*) {
-    keys.push_back(key);
-    return Status::OK();
-  });
-  EXPECT_TRUE(status.ok()) << status;
-  return keys;
 }
 
 // `keys` sorted by their rank in `order`.
@@ -432,20 +444,11 @@ TEST_F(RocksDbTierTest, KeepsTheKeyOrderItWasMadeWith) {
   const std::vector<Key> keys = test::SpreadKeys(2000, 5);
   RocksDbTierOptions options = Options("sharded");
   options.key_shards = 64;
-  {
-    std::unique_ptr<Tier> tier = Open(options);
-    ASSERT_NE(tier, nullptr);
-    const std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
-    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
-  }
+  MakeWithRows(options, keys);
   options.key_shards = 3;
   std::unique_ptr<Tier> tier = Open(options);
   ASSERT_NE(tier, nullptr);
-  std::vector<char> out(keys.size() * kRowBytes);
-  std::vector<int64_t> missing;
-  ASSERT_TRUE(tier->Get(keys, out.data(), &missing).ok());
-  EXPECT_THAT(missing, IsEmpty());
-  EXPECT_EQ(-1, FirstWrongRow(keys, AllIndices(keys.size()), out, 1, kRowBytes));
+  ExpectRows(*tier, keys);
   const std::vector<Key> scanned = ScannedKeys(*tier);
   EXPECT_EQ(InOrder(keys, internal::TierKeyOrder::ByShard(64)), scanned);
   // By shard: the keys of each shard are one run.
@@ -461,21 +464,12 @@ TEST_F(RocksDbTierTest, ATierInNumericKeyOrderKeepsItWhenReopened) {
   const std::vector<Key> keys = test::SpreadKeys(2000, 6);
   RocksDbTierOptions options = Options("numeric");
   options.key_shards = 0;
-  {
-    std::unique_ptr<Tier> tier = Open(options);
-    ASSERT_NE(tier, nullptr);
-    const std::vector<char> rows = RowsOf(keys, 1, kRowBytes);
-    ASSERT_TRUE(tier->Put(keys, rows.data()).ok());
-  }
+  MakeWithRows(options, keys);
   options.key_shards = 64;
   for (int open = 0; open < 2; ++open) {
     std::unique_ptr<Tier> tier = Open(options);
     ASSERT_NE(tier, nullptr);
-    std::vector<char> out(keys.size() * kRowBytes);
-    std::vector<int64_t> missing;
-    ASSERT_TRUE(tier->Get(keys, out.data(), &missing).ok());
-    EXPECT_THAT(missing, IsEmpty());
-    EXPECT_EQ(-1, FirstWrongRow(keys, AllIndices(keys.size()), out, 1, kRowBytes));
+    ExpectRows(*tier, keys);
     std::vector<Key> sorted = keys;
     std::sort(sorted.begin(), sorted.end());
     EXPECT_EQ(sorted, ScannedKeys(*tier)) << "open " << open;

@@ -288,6 +288,7 @@ struct BenchTable {
   // replays each step of `disk` right after the table made it (Follow).
   std::unique_ptr<ember::embedding::Tier> alone;
   std::string alone_path;
+  int alone_key_shards = 0;    // its RocksDbTierOptions::key_shards
   int64_t step = 0;            // the next batch, and the table's step
   double table_seconds = 0;    // in Pull and Push so far
   double step_seconds = 0;     // in timed steps so far, Prefetch included
@@ -346,10 +347,9 @@ Result<std::unique_ptr<EmbeddingTable>> NewTable(int dim, int64_t budget_bytes,
 Result<double> EndStep(BenchTable& t) {
   if (t.disk == nullptr) return 0.0;
   t.disk->EndStep();
-  // In the order the tier alone stores its rows (made as the table's).
-  const int key_shards = ember::embedding::EmbeddingTableOptions().num_shards;
+  // In the order the tier alone stores its rows.
   return ember::bench::ReplayTierSteps(t.disk->TakeSteps(), *t.alone, *g_arena, [&](Key key) {
-    return ember::embedding::RocksDbTierRank(key, key_shards);
+    return ember::embedding::RocksDbTierRank(key, t.alone_key_shards);
   });
 }
 
@@ -380,9 +380,10 @@ Result<std::unique_ptr<BenchTable>> BuildTable(int dim, int budget_percent) {
                          NewTable(dim, budget_bytes, bench_table->disk_path, &bench_table->disk));
   if (budget_percent > 0) {
     bench_table->alone_path = bench_table->disk_path + "_alone";
-    EMBER_ASSIGN_OR_RETURN(bench_table->alone,
-                           ember::embedding::NewRocksDbTier(ember::embedding::DiskTierOptions(
-                               TableOptions(dim, budget_bytes, bench_table->alone_path))));
+    const ember::embedding::RocksDbTierOptions alone =
+        ember::embedding::DiskTierOptions(TableOptions(dim, budget_bytes, bench_table->alone_path));
+    bench_table->alone_key_shards = alone.key_shards;
+    EMBER_ASSIGN_OR_RETURN(bench_table->alone, ember::embedding::NewRocksDbTier(alone));
   }
   EMBER_RETURN_IF_ERROR(Populate(*bench_table));
   const ember::embedding::TableStats stats = bench_table->table->stats();

@@ -169,6 +169,35 @@ TEST(ReplayTierStepsTest, MakesEveryRecordedCallOnceInWholeParts) {
   EXPECT_EQ(step0_parts, 4);
 }
 
+// With a rank, a step's keys are cut into parts in the order of their
+// ranks: every call holds one range of ranks, in order, and no two overlap.
+// (Step 0: 40000 distinct keys put, as a table's population spills.)
+TEST(ReplayTierStepsTest, WithARankEachPartIsOneRangeOfRanks) {
+  const std::vector<TierStep> steps = RecordRandomSteps();
+  RecordingTier replayed(InMemoryTier());
+  ThreadArena arena(2);
+  const KeyRank rank = [](Key key) { return Mix64(key); };
+  Result<double> seconds = ReplayTierSteps({steps[0]}, replayed, arena, rank);
+  ASSERT_TRUE(seconds.ok()) << seconds.status();
+  replayed.EndStep();
+  const std::vector<TierStep> made = replayed.TakeSteps();
+  ASSERT_EQ(made.size(), 1u);
+  ASSERT_EQ(made[0].puts.size(), 4u) << "40000 keys in parts of at most 16384";
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (first, last) rank of each call
+  for (const std::vector<Key>& call : made[0].puts) {
+    ASSERT_FALSE(call.empty());
+    for (size_t i = 1; i < call.size(); ++i) {
+      ASSERT_LT(rank(call[i - 1]), rank(call[i])) << "a call out of rank order";
+    }
+    ranges.emplace_back(rank(call.front()), rank(call.back()));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    EXPECT_LT(ranges[i - 1].second, ranges[i].first) << "two calls' ranges overlap";
+  }
+  EXPECT_EQ(Joined(made[0].puts), Joined(steps[0].puts));
+}
+
 // Replayed in lock step, a step at a time as the recording closes them, the
 // tier alone ends up with the rows of the recorded one.
 TEST(ReplayTierStepsTest, StepByStepLeavesTheTierHoldingTheKeysTheRecordedOneHeld) {
