@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -35,16 +36,15 @@ int64_t MemoryBudget::SelectVictims(Shard& shard, int64_t step) const {
   // rows matters with Prefetch even under LRU. At most `size` picks are
   // passed over, so a shard full of spared rows still gets within budget.
   if (!shard.pinned.empty()) DropExpiredPins(shard, step);
-  int64_t spares = size;
+  int64_t passes_left = size;
+  const std::function<bool(int64_t)> spared = [&](int64_t slot) {
+    return Spared(shard, slot, step);
+  };
   // Move the victims to the end of the arena, coldest last, so that they
   // can be dropped with RemoveLast once they are written back; until then
   // they are ordinary rows outside the policy.
   for (int64_t live = size; live > target; --live) {
-    int64_t victim = shard.policy.PickVictim(shard.rows, live, step);
-    for (; spares > 0 && Spared(shard, victim, step); --spares) {
-      shard.policy.Accessed(shard.rows, victim);  // LRU: to the hot end
-      victim = shard.policy.PickVictim(shard.rows, live, step);
-    }
+    const int64_t victim = shard.policy.PickVictim(shard.rows, live, step, spared, &passes_left);
     shard.policy.Removed(shard.rows, victim);
     const int64_t last = live - 1;
     if (victim == last) continue;

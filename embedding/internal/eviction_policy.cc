@@ -84,46 +84,57 @@ void EvictionPolicy::Moved(RowArena& rows, int64_t from, int64_t to) {
   }
 }
 
-int64_t EvictionPolicy::PickVictim(const RowArena& rows, int64_t live, int64_t step) {
+int64_t EvictionPolicy::PickVictim(RowArena& rows, int64_t live, int64_t step,
+                                   const std::function<bool(int64_t slot)>& spared,
+                                   int64_t* passes_left) {
   DCHECK_GT(live, 0);
   if (kind_ == Kind::kLru) {
     DCHECK_NE(tail_, kNil) << "every live row is in the LRU list";
-    return tail_;
+    int64_t victim = tail_;
+    for (; *passes_left > 0 && spared(victim); --*passes_left) {
+      Accessed(rows, victim);  // to the hot end
+      victim = tail_;
+    }
+    return victim;
   }
   DCHECK(kind_ == Kind::kLfu);
-  // All samples are drawn first and their metadata prefetched, so that the
-  // reads, which mostly miss the cache, overlap instead of following one
-  // another.
-  int64_t slots[kLfuSamples];
-  for (int i = 0; i < kLfuSamples; ++i) {
-    random_ = Mix64(random_ + 0x9e3779b97f4a7c15ULL);
-    // Lemire's multiply-shift maps the draw to [0, live) without a
-    // division; its bias (under live / 2^64) is immaterial to sampling.
-    slots[i] = static_cast<int64_t>(
-        (static_cast<__uint128_t>(random_) * static_cast<uint64_t>(live)) >> 64);
-    __builtin_prefetch(rows.row(slots[i]) + meta_offset_);
-  }
-  int64_t best = -1;
-  bool best_current = false;
-  uint32_t best_frequency = 0;
-  int64_t best_step = 0;
-  for (const int64_t slot : slots) {
-    const float* meta = rows.row(slot) + meta_offset_;
-    // RowMeta layout: key (2 floats), last_seen_step (2), frequency (1).
-    int64_t seen_step;
-    uint32_t frequency;
-    std::memcpy(&seen_step, meta + 2, sizeof(seen_step));
-    std::memcpy(&frequency, meta + 4, sizeof(frequency));
-    const bool current = seen_step == step;
-    if (best < 0 || std::tie(current, frequency, seen_step) <
-                        std::tie(best_current, best_frequency, best_step)) {
-      best = slot;
-      best_current = current;
-      best_frequency = frequency;
-      best_step = seen_step;
+  while (true) {
+    // All samples are drawn first and their metadata prefetched, so that the
+    // reads, which mostly miss the cache, overlap instead of following one
+    // another.
+    int64_t slots[kLfuSamples];
+    for (int i = 0; i < kLfuSamples; ++i) {
+      random_ = Mix64(random_ + 0x9e3779b97f4a7c15ULL);
+      // Lemire's multiply-shift maps the draw to [0, live) without a
+      // division; its bias (under live / 2^64) is immaterial to sampling.
+      slots[i] = static_cast<int64_t>(
+          (static_cast<__uint128_t>(random_) * static_cast<uint64_t>(live)) >> 64);
+      __builtin_prefetch(rows.row(slots[i]) + meta_offset_);
+    }
+    // The sample's rank: (pulled at `step`, frequency, last_seen_step).
+    std::tuple<bool, uint32_t, int64_t> rank[kLfuSamples];
+    for (int i = 0; i < kLfuSamples; ++i) {
+      const float* meta = rows.row(slots[i]) + meta_offset_;
+      // RowMeta layout: key (2 floats), last_seen_step (2), frequency (1).
+      int64_t seen_step;
+      uint32_t frequency;
+      std::memcpy(&seen_step, meta + 2, sizeof(seen_step));
+      std::memcpy(&frequency, meta + 4, sizeof(frequency));
+      rank[i] = {seen_step == step, frequency, seen_step};
+    }
+    // The sample's rows coldest first (a selection: the first is mostly the
+    // one taken).
+    uint32_t taken = 0;
+    for (int n = 0; n < kLfuSamples; ++n) {
+      int best = -1;
+      for (int i = 0; i < kLfuSamples; ++i) {
+        if ((taken >> i & 1) == 0 && (best < 0 || rank[i] < rank[best])) best = i;
+      }
+      taken |= 1u << best;
+      if (*passes_left <= 0 || !spared(slots[best])) return slots[best];
+      --*passes_left;
     }
   }
-  return best;
 }
 
 }  // namespace ember::embedding

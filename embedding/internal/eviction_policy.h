@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "embedding/internal/row_store.h"
 
@@ -22,7 +23,11 @@ namespace ember::embedding {
 // frequency, last_seen_step) among kLfuSamples slots drawn from a per-shard
 // random stream. Rows pulled at the current step go last: a new row has the
 // lowest frequency of all, and evicting it between its Pull and its Push
-// would only make the Push read it back. It needs no
+// would only make the Push read it back. A row the caller spares (one a
+// Prefetch pinned) is passed over for the next coldest of the same sample:
+// prefetched rows are mostly cold ones, and drawing a fresh sample for each
+// (as it once did, 2.2 draws per victim in embedding_bench's dim 16 Prefetch
+// case) cost more than the victim's choice was worth. It needs no
 // bookkeeping besides the RowMeta every row has; its choice is approximate
 // (a victim is colder than most rows, not necessarily the coldest).
 //
@@ -66,10 +71,15 @@ class EvictionPolicy {
   // The row of `from`, still linked, was copied (links included) to `to`;
   // points its neighbours at `to`.
   void Moved(RowArena& rows, int64_t from, int64_t to);
-  // The coldest row among slots [0, live), which all are in the policy.
+  // The coldest row among slots [0, live), which all are in the policy, that
+  // spared(slot) does not pass over. Each row passed over costs one of
+  // *passes_left; with none left, the coldest row is returned as it is. kLru
+  // moves a row passed over to the hot end; kLfu goes on to the next coldest
+  // row of its sample, then draws another.
   // REQUIRES: live > 0; kind() != kNone.
-  // `step`: the table's current step (kLfu spares rows pulled at it).
-  int64_t PickVictim(const RowArena& rows, int64_t live, int64_t step);
+  // `step`: the table's current step (kLfu ranks rows pulled at it last).
+  int64_t PickVictim(RowArena& rows, int64_t live, int64_t step,
+                     const std::function<bool(int64_t slot)>& spared, int64_t* passes_left);
   // Forgets every row (the arena was emptied).
   void Clear() { head_ = tail_ = kNil; }
 
