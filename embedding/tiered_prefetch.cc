@@ -1,11 +1,12 @@
 // Prefetch of internal::TieredTable: background loaders that read the rows
-// of upcoming batches from disk into the memory tier, each for its own
-// subset of the shards, and pin them there until their Pull. See
+// of upcoming batches from disk into the memory tier, sharing each batch's
+// shards, and pin them there until their Pull. See
 // embedding/tiered_table.h for the design.
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
@@ -69,6 +70,7 @@ void TieredTable::Prefetch(const std::vector<Key>& keys) {
   } catch (const std::bad_alloc&) {
     return;  // a hint: skipping it changes no result
   }
+  request->loaders_left.store(static_cast<int>(loaders_.size()), std::memory_order_relaxed);
   // The Pull these keys are for comes at most a queue's depth of Prefetches
   // later (Prefetch blocks beyond that), and the step normally advances once
   // per Pull; the margin covers a caller that sets the step just before or
@@ -123,7 +125,7 @@ void TieredTable::WaitForPrefetch() {
 void TieredTable::PrefetchLoop(int index) {
   PrefetchLoader& loader = *loaders_[index];
   while (true) {
-    std::shared_ptr<const PrefetchRequest> request;
+    std::shared_ptr<PrefetchRequest> request;
     {
       MutexLock lock(prefetch_mu_);
       prefetch_cv_.Wait(prefetch_mu_, [&] { return prefetch_closed_ || !loader.queue.empty(); });
@@ -134,7 +136,7 @@ void TieredTable::PrefetchLoop(int index) {
       // Prefetch may be waiting for room.
       prefetch_cv_.NotifyAll();
     }
-    PrefetchBatch(*request, index);
+    PrefetchBatch(*request);
     request.reset();
     MutexLock lock(prefetch_mu_);
     loader.busy = false;
@@ -142,33 +144,43 @@ void TieredTable::PrefetchLoop(int index) {
   }
 }
 
-void TieredTable::PrefetchBatch(const PrefetchRequest& request, int loader) {
-  // Its Pull came first: the loaders are behind, and the Pull reads the rows.
-  if (request.pulled.load(std::memory_order_relaxed)) return;
-  const int loaders = static_cast<int>(loaders_.size());
-  const int num_shards = memory_.num_shards();
+void TieredTable::PrefetchBatch(PrefetchRequest& request) {
   BatchScratchPool& batches = memory_.batches();
-  std::unique_ptr<BatchScratch> batch = batches.Take();
+  const int num_shards = memory_.num_shards();
   Status first;
-  try {
-    // The keys of this loader's shards, grouped by shard like a Pull's.
-    std::vector<Key> mine;
-    mine.reserve(request.keys.size() / loaders + 1);
-    for (Key key : request.keys) {
-      if (memory_.ShardOf(Mix64(key)) % loaders == loader) mine.push_back(key);
+  // Unless its Pull came first: the loaders are behind, and the Pull reads
+  // the rows.
+  if (!request.pulled.load(std::memory_order_relaxed)) {
+    try {
+      // The keys grouped by shard like a Pull's, once for all loaders (the
+      // others wait for the first; a throw leaves the grouping to the next).
+      std::call_once(request.grouped, [&] {
+        std::unique_ptr<BatchScratch> batch = batches.Take();
+        batches.Group(request.keys, *batch);
+        request.batch = std::move(batch);
+      });
+      BatchScratch& batch = *request.batch;
+      // Shard by shard on this thread, taking the next shard no loader has
+      // taken: Pulls in the caller's arena keep their threads, no two
+      // loaders read the same shard of a request, none idles while shards
+      // are left, and a shard's lock is not held while its rows are read
+      // from disk.
+      for (int s = request.next_shard.fetch_add(1, std::memory_order_relaxed);
+           s < num_shards && first.ok();
+           s = request.next_shard.fetch_add(1, std::memory_order_relaxed)) {
+        if (batch.begin[s] == batch.begin[s + 1]) continue;
+        first = PrefetchShard(memory_.shard(s), s, request, batch);
+      }
+    } catch (const std::bad_alloc&) {
+      first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
     }
-    batches.Group(mine, *batch);
-    // Shard by shard on this thread: Pulls in the caller's arena keep their
-    // threads, the loaders' shards are disjoint, and a shard's lock is not
-    // held while its rows are read from disk.
-    for (int s = loader; s < num_shards && first.ok(); s += loaders) {
-      if (batch->begin[s] == batch->begin[s + 1]) continue;
-      first = PrefetchShard(memory_.shard(s), s, request, *batch);
-    }
-  } catch (const std::bad_alloc&) {
-    first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
   }
-  batches.Return(std::move(batch));
+  // The last loader out returns the grouping (acq_rel: after every other
+  // loader's use of it).
+  if (request.loaders_left.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      request.batch != nullptr) {
+    batches.Return(std::move(request.batch));
+  }
   if (first.ok()) return;
   LOG_EVERY_N(WARNING, 100) << "embedding prefetch failed: " << first;
   MutexLock lock(prefetch_mu_);

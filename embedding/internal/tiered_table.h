@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,7 +52,8 @@ constexpr int64_t kFilterShareOfBudget = 4;
 constexpr size_t kFilterPrefetchDistance = 8;
 
 // One Prefetch call: its keys, and the step until which their rows are
-// spared by eviction.
+// spared by eviction. Every loader serves every request, taking its shards
+// one at a time, so that none idles while another has shards left.
 struct PrefetchRequest {
   std::vector<Key> keys;
   // The table's step when Prefetch was called.
@@ -62,7 +64,16 @@ struct PrefetchRequest {
   uint64_t fingerprint = 0;
   // Set by that Pull when it begins: the loaders drop what they have not
   // read of the request yet (the Pull reads it itself), and pin nothing.
-  mutable std::atomic<bool> pulled{false};
+  std::atomic<bool> pulled{false};
+
+  // The loaders' shared state: `keys` grouped by shard (by the first loader
+  // to start the request, under `grouped`), the next shard to take, and the
+  // loaders yet to finish the request (the last returns `batch` to the
+  // pool).
+  std::once_flag grouped;
+  std::unique_ptr<BatchScratch> batch;
+  std::atomic<int> next_shard{0};
+  std::atomic<int> loaders_left{0};
 };
 
 // A key's term in the fingerprint of a set of keys, given its Mix64 hash:
@@ -71,17 +82,17 @@ struct PrefetchRequest {
 // 2^-64.
 inline uint64_t FingerprintTerm(uint64_t hash) { return Mix64(hash ^ 0x9e3779b97f4a7c15ULL); }
 
-// A background thread that loads the Prefetch keys of the shards s with
-// s % loaders == its index, from its own bounded queue of requests.
+// A background thread that loads the rows of Prefetch requests, from its
+// own bounded queue of them (every loader's queue holds every request).
 struct PrefetchLoader {
-  std::deque<std::shared_ptr<const PrefetchRequest>> queue;
+  std::deque<std::shared_ptr<PrefetchRequest>> queue;
   bool busy = false;
   std::thread thread;
 };
 
 // Thread safety: as EmbeddingTable and StoredRows say. options.
 // prefetch_threads background threads owned by the table serve Prefetch,
-// each for its own subset of the shards; the StoredRows methods wait until
+// sharing each request's shards; the StoredRows methods wait until
 // they are idle before they start.
 class TieredTable final : public EmbeddingTable, public StoredRows {
  public:
@@ -188,8 +199,8 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
 
   // --- tiered_prefetch.cc ---
   void PrefetchLoop(int loader);
-  // Loads the rows of request.keys that belong to `loader`'s shards.
-  void PrefetchBatch(const PrefetchRequest& request, int loader);
+  // Loads the rows of request.keys of the shards this loader takes.
+  void PrefetchBatch(PrefetchRequest& request);
   // Pins `keys` (all of shard s) and loads those of them that live on disk:
   // the disk is read without the shard's lock, then the rows that neither
   // memory nor disk changed meanwhile are inserted under it.
@@ -217,7 +228,7 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   std::vector<std::unique_ptr<PrefetchLoader>> loaders_;
   bool prefetch_closed_ GUARDED_BY(prefetch_mu_) = false;
   // The latest requests, for MarkPulled: any older one has been served.
-  std::deque<std::shared_ptr<const PrefetchRequest>> recent_requests_ GUARDED_BY(prefetch_mu_);
+  std::deque<std::shared_ptr<PrefetchRequest>> recent_requests_ GUARDED_BY(prefetch_mu_);
   // The first error of the worker not yet returned by a Pull or Push.
   Status prefetch_error_ GUARDED_BY(prefetch_mu_);
   // Whether prefetch_error_ is set: lets Pull and Push skip the mutex. Set

@@ -1,8 +1,8 @@
 // The tiered table's Prefetch loaders when the table moves on while they
 // read (embedding/tiered_prefetch.cc): a row written back to disk during a
 // loader's read is not inserted, while the rest of what it read is; and a
-// loader whose request has been pulled reads no more of it. Both with the
-// values of a table without a disk tier.
+// loader whose request has been pulled reads no more of it; loaders share a
+// request's shards. All with the values of a table without a disk tier.
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -121,8 +122,10 @@ std::vector<Key> Keys(int64_t first, int64_t n) {
 // one over a GatedTier (`tiered`), every Pull compared bit for bit.
 class TwoTables {
  public:
-  explicit TwoTables(int64_t budget_rows) {
+  explicit TwoTables(int64_t budget_rows, int num_shards = 1, int loaders = 1) {
     EmbeddingTableOptions options = BaseOptions();
+    options.num_shards = num_shards;
+    options.prefetch_threads = loaders;
     memory_ = NewMemoryTable(options).value();
     // The budget: what a table without a disk tier takes for budget_rows rows.
     auto sized = NewMemoryTable(options).value();
@@ -152,6 +155,15 @@ class TwoTables {
   void Erase(const std::vector<Key>& keys) {
     ASSERT_TRUE(memory_->stored_rows().EraseRows(keys).ok());
     ASSERT_TRUE(tiered_->stored_rows().EraseRows(keys).ok());
+  }
+  // Whether the tiered table's prefetched_rows reach `rows` within 30 s.
+  bool WaitForPrefetchedRows(int64_t rows) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (tiered_->stats().prefetched_rows < rows) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
   }
   // Returns when the loader is idle (the snapshot methods wait for it).
   void WaitForPrefetch() {
@@ -218,14 +230,11 @@ TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestA
   tables.ExpectSameStoredRows();
 }
 
-// A loader caught in a read while the Pull its request was for came and
-// went: it reads no more of the request (the Pull read it).
-TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
-  TwoTables tables(/*budget_rows=*/2000);
-  const std::vector<Key> a = Keys(0, 1200);  // three chunks
+// Trains `a` (1200 keys) on both tables, then pushes it to disk and erases
+// the newer rows that pushed it: memory has room for `a`, so that pulling
+// it writes nothing back.
+void TrainThenLeaveOnDisk(TwoTables& tables, const std::vector<Key>& a) {
   tables.Train(a);
-  // Push `a` to disk, then erase the newer rows: memory has room for `a`,
-  // so that pulling it writes nothing back.
   std::vector<Key> newer;
   for (int i = 1; i <= 8; ++i) {
     const std::vector<Key> keys = Keys(10000 * i, 400);
@@ -233,9 +242,18 @@ TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
     newer.insert(newer.end(), keys.begin(), keys.end());
   }
   tables.Erase(newer);
+  const TableStats stats = tables.tiered().stats();
+  ASSERT_EQ(1200, stats.disk_rows) << "the rows of `a` are not all on disk";
+  ASSERT_EQ(0, stats.memory_rows);
+}
+
+// A loader caught in a read while the Pull its request was for came and
+// went: it reads no more of the request (the Pull read it).
+TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
+  TwoTables tables(/*budget_rows=*/2000);
+  const std::vector<Key> a = Keys(0, 1200);  // three chunks
+  ASSERT_NO_FATAL_FAILURE(TrainThenLeaveOnDisk(tables, a));
   const TableStats before = tables.tiered().stats();
-  ASSERT_EQ(1200, before.disk_rows) << "the rows of `a` are not all on disk";
-  ASSERT_EQ(0, before.memory_rows);
 
   tables.disk().ArmNextGet();
   tables.tiered().Prefetch(a);
@@ -252,6 +270,37 @@ TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
 
   EXPECT_EQ(looked_up, tables.disk().looked_up()) << "the loader read on after the Pull";
   EXPECT_EQ(0, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
+  tables.ExpectSameStoredRows();
+}
+
+// Loaders share a request's shards rather than each owning some: while one
+// loader is caught in a slow read of one shard, another loads every other
+// shard of the request (with shards owned by loader, half of them would
+// wait for the held one).
+TEST(TieredPrefetchTest, WhileOneLoaderIsHeldAnotherLoadsEveryOtherShard) {
+  TwoTables tables(/*budget_rows=*/2000, /*num_shards=*/4, /*loaders=*/2);
+  const std::vector<Key> a = Keys(0, 1200);  // ~300 a shard: one read each
+  ASSERT_NO_FATAL_FAILURE(TrainThenLeaveOnDisk(tables, a));
+  const TableStats before = tables.tiered().stats();
+
+  tables.disk().ArmNextGet();
+  tables.tiered().Prefetch(a);
+  std::vector<Key> held;
+  ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "no loader read";
+  ASSERT_GT(held.size(), 0u);
+  ASSERT_LT(held.size(), 600u) << "the held read is one shard's";
+  // The other three shards' rows, while the held read is still held.
+  EXPECT_TRUE(tables.WaitForPrefetchedRows(before.prefetched_rows + 1200 -
+                                           static_cast<int64_t>(held.size())))
+      << "shards waited for the held loader: "
+      << tables.tiered().stats().prefetched_rows - before.prefetched_rows << " rows loaded";
+  tables.disk().Release();
+  tables.WaitForPrefetch();
+
+  EXPECT_EQ(1200, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
+  const TableStats after_prefetch = tables.tiered().stats();
+  tables.Train(a);
+  EXPECT_EQ(0, tables.tiered().stats().disk_hits - after_prefetch.disk_hits);
   tables.ExpectSameStoredRows();
 }
 

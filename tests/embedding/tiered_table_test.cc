@@ -625,7 +625,7 @@ TEST_F(TieredTableTest, PrefetchedRowsAreNotEvictedBeforeThePullThatAskedForThem
   }
 }
 
-// Loaders work on disjoint shards and read the disk without the shard's lock;
+// Loaders share each request's shards and read the disk without the shard's lock;
 // whatever their number and however far behind or ahead of the Pulls their
 // requests are (including keys of batches long gone, or never pulled), every
 // Pull and every stored row equals the in-memory table's.
