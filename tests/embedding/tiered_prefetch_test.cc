@@ -156,6 +156,13 @@ class TwoTables {
     ASSERT_TRUE(memory_->stored_rows().EraseRows(keys).ok());
     ASSERT_TRUE(tiered_->stored_rows().EraseRows(keys).ok());
   }
+  // Prefetches `keys` on the tiered table with the next Get held; whether a
+  // loader's Get is held within 30 s, and if so its keys.
+  bool PrefetchUntilHeld(const std::vector<Key>& keys, std::vector<Key>* held) {
+    disk_->ArmNextGet();
+    tiered_->Prefetch(keys);
+    return disk_->WaitUntilHeld(held);
+  }
   // Whether the tiered table's prefetched_rows reach `rows` within 30 s.
   bool WaitForPrefetchedRows(int64_t rows) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -190,6 +197,20 @@ class TwoTables {
   int64_t step_ = 1;
 };
 
+// Lets the held read go and waits for the loaders; then expects `prefetched`
+// rows loaded since `before`, a Pull of `a` to read `disk_hits` rows from
+// disk, and the stored rows of the table without a disk tier.
+void ReleaseThenExpect(TwoTables& tables, const TableStats& before, const std::vector<Key>& a,
+                       int64_t prefetched, int64_t disk_hits) {
+  tables.disk().Release();
+  tables.WaitForPrefetch();
+  EXPECT_EQ(prefetched, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
+  const TableStats after_prefetch = tables.tiered().stats();
+  tables.Train(a);
+  EXPECT_EQ(disk_hits, tables.tiered().stats().disk_hits - after_prefetch.disk_hits);
+  tables.ExpectSameStoredRows();
+}
+
 // A loader read rows; before it could insert them, 10 of them were loaded by
 // a Pull, updated and written back again. Its copies of those 10 are stale
 // and must not be inserted; the other rows it read, and the rest of its
@@ -202,10 +223,8 @@ TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestA
   for (int i = 1; i <= 8; ++i) tables.Train(Keys(10000 * i, 400));
   const TableStats before = tables.tiered().stats();
 
-  tables.disk().ArmNextGet();
-  tables.tiered().Prefetch(a);
   std::vector<Key> held;
-  ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "the loader never read";
+  ASSERT_TRUE(tables.PrefetchUntilHeld(a, &held)) << "the loader never read";
   ASSERT_EQ(512u, held.size()) << "the loader's first chunk";
   // Ten of the rows the loader holds: loaded, updated, then written back by
   // 2100 newer rows (in 3 steps: the Prefetch's pins, 5 steps, still hold
@@ -218,16 +237,9 @@ TEST(TieredPrefetchTest, RowsWrittenBackDuringALoadersReadAreNotInsertedTheRestA
     ASSERT_NE(written.end(), std::find(written.begin(), written.end(), key))
         << "an updated row was not written back during the loader's read";
   }
-  tables.disk().Release();
-  tables.WaitForPrefetch();
-
-  // All of `a` but the ten, the held chunk's other 502 rows included.
-  EXPECT_EQ(1190, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
-  // The ten are read from disk again, with their updates.
-  const TableStats after_prefetch = tables.tiered().stats();
-  tables.Train(a);
-  EXPECT_EQ(10, tables.tiered().stats().disk_hits - after_prefetch.disk_hits);
-  tables.ExpectSameStoredRows();
+  // All of `a` is loaded but the ten, the held chunk's other 502 rows
+  // included; the ten are read from disk again, with their updates.
+  ReleaseThenExpect(tables, before, a, /*prefetched=*/1190, /*disk_hits=*/10);
 }
 
 // Trains `a` (1200 keys) on both tables, then pushes it to disk and erases
@@ -255,10 +267,8 @@ TEST(TieredPrefetchTest, ALoaderWhosePullCameFirstReadsNoMoreOfIt) {
   ASSERT_NO_FATAL_FAILURE(TrainThenLeaveOnDisk(tables, a));
   const TableStats before = tables.tiered().stats();
 
-  tables.disk().ArmNextGet();
-  tables.tiered().Prefetch(a);
   std::vector<Key> held;
-  ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "the loader never read";
+  ASSERT_TRUE(tables.PrefetchUntilHeld(a, &held)) << "the loader never read";
   tables.Train(a);  // the Pull the Prefetch was for
   EXPECT_EQ(1200, tables.tiered().stats().disk_hits - before.disk_hits);
   // 2400 newer rows push `a` back to disk: memory alone no longer tells the
@@ -283,10 +293,8 @@ TEST(TieredPrefetchTest, WhileOneLoaderIsHeldAnotherLoadsEveryOtherShard) {
   ASSERT_NO_FATAL_FAILURE(TrainThenLeaveOnDisk(tables, a));
   const TableStats before = tables.tiered().stats();
 
-  tables.disk().ArmNextGet();
-  tables.tiered().Prefetch(a);
   std::vector<Key> held;
-  ASSERT_TRUE(tables.disk().WaitUntilHeld(&held)) << "no loader read";
+  ASSERT_TRUE(tables.PrefetchUntilHeld(a, &held)) << "no loader read";
   ASSERT_GT(held.size(), 0u);
   ASSERT_LT(held.size(), 600u) << "the held read is one shard's";
   // The other three shards' rows, while the held read is still held.
@@ -294,14 +302,7 @@ TEST(TieredPrefetchTest, WhileOneLoaderIsHeldAnotherLoadsEveryOtherShard) {
                                            static_cast<int64_t>(held.size())))
       << "shards waited for the held loader: "
       << tables.tiered().stats().prefetched_rows - before.prefetched_rows << " rows loaded";
-  tables.disk().Release();
-  tables.WaitForPrefetch();
-
-  EXPECT_EQ(1200, tables.tiered().stats().prefetched_rows - before.prefetched_rows);
-  const TableStats after_prefetch = tables.tiered().stats();
-  tables.Train(a);
-  EXPECT_EQ(0, tables.tiered().stats().disk_hits - after_prefetch.disk_hits);
-  tables.ExpectSameStoredRows();
+  ReleaseThenExpect(tables, before, a, /*prefetched=*/1200, /*disk_hits=*/0);
 }
 
 }  // namespace
