@@ -1,126 +1,66 @@
 #include "core/json.h"
 
 #include <cmath>
-#include <charconv>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace ember {
 namespace {
 
-// Recursive descent over RFC 8259 JSON; \u escapes outside ASCII are not
-// needed by manifests and are rejected.
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : text_(text) {}
+using Json = nlohmann::ordered_json;
 
-  size_t position() const { return pos_; }
+// Values nested deeper than this (the document itself is depth 0) are
+// refused: every file Ember reads is a few levels deep, and a bound keeps
+// a hostile file from exhausting the stack.
+constexpr int kMaxDepth = 16;
 
-  bool ParseDocument(JsonValue* value) {
-    if (!ParseValue(value, 0)) return false;
-    SkipSpace();
-    return pos_ == text_.size();
+JsonValue Convert(const Json& json) {
+  JsonValue value;
+  switch (json.type()) {
+    case Json::value_t::null:
+    case Json::value_t::discarded:
+      break;
+    case Json::value_t::boolean:
+      value.type = JsonValue::Type::kBool;
+      value.boolean = json.get<bool>();
+      break;
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      // Integers exactly; other numbers in the shortest form that reads
+      // back to the same double.
+      value.type = JsonValue::Type::kNumber;
+      value.text = json.dump();
+      break;
+    case Json::value_t::string:
+      value.type = JsonValue::Type::kString;
+      value.text = json.get<std::string>();
+      break;
+    case Json::value_t::array:
+      value.type = JsonValue::Type::kArray;
+      value.items.reserve(json.size());
+      for (const Json& item : json) value.items.push_back(Convert(item));
+      break;
+    case Json::value_t::object:
+      value.type = JsonValue::Type::kObject;
+      value.fields.reserve(json.size());
+      for (const auto& [key, item] : json.items()) value.fields.emplace_back(key, Convert(item));
+      break;
+    case Json::value_t::binary:  // not produced by parsing text
+      break;
   }
+  return value;
+}
 
- private:
-  void SkipSpace() {
-    while (pos_ < text_.size() && std::strchr(" \t\r\n", text_[pos_]) != nullptr) ++pos_;
-  }
-  bool Consume(char c) {
-    SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  bool ConsumeWord(const char* word) {
-    const size_t n = std::strlen(word);
-    if (text_.compare(pos_, n, word) != 0) return false;
-    pos_ += n;
-    return true;
-  }
-  bool ParseValue(JsonValue* value, int depth) {
-    if (depth > 16) return false;
-    SkipSpace();
-    if (pos_ >= text_.size()) return false;
-    const char c = text_[pos_];
-    if (c == '{') return ParseObject(value, depth);
-    if (c == '[') return ParseArray(value, depth);
-    if (c == '"') {
-      value->type = JsonValue::Type::kString;
-      return ParseString(&value->text);
-    }
-    if (ConsumeWord("true") || ConsumeWord("false")) {
-      value->type = JsonValue::Type::kBool;
-      value->boolean = c == 't';
-      return true;
-    }
-    if (ConsumeWord("null")) return true;
-    const size_t start = pos_;
-    while (pos_ < text_.size() && std::strchr("+-0123456789.eE", text_[pos_]) != nullptr) ++pos_;
-    if (pos_ == start) return false;
-    value->type = JsonValue::Type::kNumber;
-    value->text = text_.substr(start, pos_ - start);
-    return true;
-  }
-  bool ParseString(std::string* out) {
-    if (!Consume('"')) return false;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_++];
-      if (c == '"') return true;
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (pos_ >= text_.size()) return false;
-      const char e = text_[pos_++];
-      const char* from = "\"\\/bfnrt";
-      const char* to = "\"\\/\b\f\n\r\t";
-      const char* hit = std::strchr(from, e);
-      if (hit != nullptr && e != '\0') {
-        *out += to[hit - from];
-      } else if (e == 'u' && pos_ + 4 <= text_.size()) {
-        unsigned code = 0;
-        auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + pos_ + 4, code, 16);
-        if (ec != std::errc() || end != text_.data() + pos_ + 4 || code > 0x7f) return false;
-        *out += static_cast<char>(code);
-        pos_ += 4;
-      } else {
-        return false;
-      }
-    }
-    return false;
-  }
-  bool ParseArray(JsonValue* value, int depth) {
-    value->type = JsonValue::Type::kArray;
-    Consume('[');
-    if (Consume(']')) return true;
-    do {
-      value->items.emplace_back();
-      if (!ParseValue(&value->items.back(), depth + 1)) return false;
-    } while (Consume(','));
-    return Consume(']');
-  }
-  bool ParseObject(JsonValue* value, int depth) {
-    value->type = JsonValue::Type::kObject;
-    Consume('{');
-    if (Consume('}')) return true;
-    do {
-      std::string key;
-      SkipSpace();
-      if (!ParseString(&key) || !Consume(':')) return false;
-      value->fields.emplace_back(std::move(key), JsonValue());
-      if (!ParseValue(&value->fields.back().second, depth + 1)) return false;
-    } while (Consume(','));
-    return Consume('}');
-  }
-
-  const std::string& text_;
-  size_t pos_ = 0;
-};
-
+// An exception's message without its "[json.exception.<kind>.<id>] " prefix.
+std::string Detail(const Json::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.rfind("] ", what.find(' '));
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
 
 }  // namespace
 
@@ -134,34 +74,29 @@ const JsonValue* JsonValue::Find(const std::string& key) const {
 }
 
 Result<JsonValue> ParseJson(const std::string& text) {
-  JsonValue value;
-  JsonReader reader(text);
-  if (!reader.ParseDocument(&value)) {
-    return Status::InvalidArgument("malformed JSON near byte ", reader.position());
+  bool too_deep = false;
+  const Json::parser_callback_t bound_depth = [&](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
+  try {
+    const Json json = Json::parse(text, bound_depth);
+    if (too_deep) {
+      return Status::InvalidArgument("malformed JSON: nested deeper than ", kMaxDepth, " levels");
+    }
+    return Convert(json);
+  } catch (const Json::parse_error& e) {
+    // e.byte counts from 1 (0 when nothing was read); the offset from 0.
+    return Status::InvalidArgument("malformed JSON near byte ", e.byte > 0 ? e.byte - 1 : 0, ": ",
+                                   Detail(e));
+  } catch (const Json::exception& e) {  // e.g. a number out of a double's range
+    return Status::InvalidArgument("malformed JSON: ", Detail(e));
   }
-  return value;
 }
 
 std::string JsonQuote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  // Bytes that are not UTF-8 become U+FFFD: the result is always valid JSON.
+  return Json(text).dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
 std::string JsonNumber(double value) {

@@ -18,7 +18,7 @@ struct JsonValue {
   JsonValue();
   Type type = Type::kNull;
   bool boolean = false;
-  std::string text;  // kString: the string; kNumber: the literal as written.
+  std::string text;  // kString: the string; kNumber: the number (see ParseJson).
   std::vector<JsonValue> items;                             // kArray
   std::vector<std::pair<std::string, JsonValue>> fields;   // kObject, in order
 
@@ -26,9 +26,10 @@ struct JsonValue {
   const JsonValue* Find(const std::string& key) const;
 };
 
-// Parses a whole JSON document (RFC 8259, nesting up to 16 levels; \u
-// escapes beyond ASCII are rejected). InvalidArgument, with the byte offset,
-// on anything else.
+// Parses a whole JSON document (RFC 8259, with nlohmann-json; values nested
+// up to 16 levels). InvalidArgument, with the byte offset, on anything else.
+// A number's `text` is its value written back: integers exactly, others in
+// the shortest form that reads back to the same double.
 Result<JsonValue> ParseJson(const std::string& text);
 
 // `text` as a JSON string literal, quotes included.

@@ -1,6 +1,8 @@
 #include "scheduler/cluster_file.h"
 
 #include <cstdlib>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -183,11 +185,13 @@ Result<HostSpec> ReadHost(const JsonValue& v, const std::string& where) {
 Result<JsonValue> ParseJsonAt(const std::string& text, const std::string& path) {
   Result<JsonValue> value = ParseJson(text);
   if (value.ok()) return value;
-  // ParseJson names the byte ("... near byte N"); say line and column.
+  // ParseJson names the byte ("... near byte N: ..."); say line and column.
   const std::string message = value.status().message();
-  const size_t at = message.rfind(' ');
-  const size_t byte =
-      at == std::string::npos ? 0 : std::strtoull(message.c_str() + at + 1, nullptr, 10);
+  constexpr std::string_view kNearByte = "near byte ";
+  const size_t at = message.find(kNearByte);
+  const size_t byte = at == std::string::npos
+                          ? 0
+                          : std::strtoull(message.c_str() + at + kNearByte.size(), nullptr, 10);
   int line = 1, column = 1;
   for (size_t i = 0; i < byte && i < text.size(); ++i) {
     if (text[i] == '\n') {

@@ -124,33 +124,3 @@ TEST(JsonTest, NonFiniteNumbersBecomeNull) {
 
 }  // namespace
 }  // namespace ember
-
-namespace ember {
-namespace {
-
-TEST(ParseJsonTest, ReadsWhatJsonObjectWrites) {
-  JsonObject inner;
-  inner.Add("auc", 0.75).Add("name", "a\"b\n");
-  JsonObject outer;
-  outer.Add("test", inner).Add("ok", true).AddRaw("list", "[1, 2, null]");
-  Result<JsonValue> parsed = ParseJson(outer.ToString());
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(JsonValue::Type::kObject, parsed->type);
-  const JsonValue* test = parsed->Find("test");
-  ASSERT_NE(nullptr, test);
-  EXPECT_EQ("0.75", test->Find("auc")->text);
-  EXPECT_EQ("a\"b\n", test->Find("name")->text);
-  EXPECT_TRUE(parsed->Find("ok")->boolean);
-  ASSERT_EQ(3u, parsed->Find("list")->items.size());
-  EXPECT_EQ(JsonValue::Type::kNull, parsed->Find("list")->items[2].type);
-  EXPECT_EQ(nullptr, parsed->Find("missing"));
-}
-
-TEST(ParseJsonTest, MalformedDocumentsAreInvalidArgument) {
-  for (const std::string text : {"", "{", "{\"a\": }", "[1, 2", "{\"a\": 1} x", "\"\\u00e9\""}) {
-    EXPECT_EQ(StatusCode::kInvalidArgument, ParseJson(text).status().code()) << text;
-  }
-}
-
-}  // namespace
-}  // namespace ember

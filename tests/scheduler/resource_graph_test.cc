@@ -107,7 +107,8 @@ TEST(ClusterFileTest, ErrorsSayWhatAndWhere) {
   };
   const std::vector<Case> cases = {
       {"{\n  \"hosts\": [\n    {\"name\": }\n  ]\n}",
-       "c.json:3:14: malformed JSON (malformed JSON near byte 28)"},
+       "c.json:3:14: malformed JSON (malformed JSON near byte 28: parse error at line 3, column "
+       "14: syntax error"},
       {R"({"hosts": [{"sockets": [{"cores": 4, "memory_gb": -1}]}]})",
        "hosts[0].sockets[0].memory_gb: expected a number >= 0"},
       {R"({"hosts": [{"sockets": [{"cores": 0}]}]})", "hosts[0].sockets[0].cores"},
