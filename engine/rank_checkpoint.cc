@@ -66,6 +66,19 @@ Result<RanksRecord> FindRanksCheckpoint(const std::string& dir) {
   return RanksRecord{static_cast<int>(ranks), step, false};
 }
 
+Result<std::vector<std::unique_ptr<DirectoryLock>>> LockCheckpointDirectories(
+    const std::string& dir, int rank, bool ranks_layout) {
+  std::vector<std::string> dirs;
+  if (rank == 0) dirs.push_back(dir);
+  if (ranks_layout) dirs.push_back(RankCheckpointDir(dir, rank));
+  std::vector<std::unique_ptr<DirectoryLock>> locks;
+  for (const std::string& locked : dirs) {
+    EMBER_ASSIGN_OR_RETURN(auto lock, DirectoryLock::Acquire(locked));
+    locks.push_back(std::move(lock));
+  }
+  return locks;
+}
+
 Status CommitRanksCheckpoint(Communicator* control, const std::string& dir, int64_t step) {
   const auto write = [&](int ranks) {
     JsonObject record;

@@ -22,9 +22,12 @@
 // per shard, resumes on the same number of ranks only.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/communicator.h"
+#include "core/dir_lock.h"
 #include "core/status.h"
 
 namespace ember::engine {
@@ -51,6 +54,16 @@ Result<RanksRecord> FindRanksCheckpoint(const std::string& dir);
 
 // Where old rank `rank` of `record` keeps its checkpoint.
 std::string RecordedRankDir(const std::string& dir, const RanksRecord& record, int rank);
+
+// One writer per checkpoint directory (core/dir_lock.h): locks what this
+// rank writes of the job's checkpoints in `dir` — `dir` itself for rank 0
+// (it writes RANKS, and the one process of a job without ranks writes its
+// checkpoints there), and RankCheckpointDir(dir, rank) when `ranks_layout`.
+// So a second job on `dir` is refused by whichever of its ranks comes first,
+// before anything is read or written. FailedPrecondition naming the
+// directory and the holder when another job has it.
+Result<std::vector<std::unique_ptr<DirectoryLock>>> LockCheckpointDirectories(
+    const std::string& dir, int rank, bool ranks_layout);
 
 // After every rank saved the checkpoint of `step` in its RankCheckpointDir:
 // waits for all (a collective on `control`), rank 0 writes RANKS, and every

@@ -35,6 +35,30 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
   const int64_t ttl = options.table.ttl_steps;
   options.pipeline.evict_every_steps = ttl > 0 ? std::max<int64_t>(1, ttl / 2) : 0;
   options.pipeline.prefetch = given.pipeline.prefetch && options.table.memory_budget_bytes > 0;
+  // One writer per directory: the checkpoints' and the disk tier's are
+  // locked before anything in them is read, created or removed.
+  // With ranks, each keeps its checkpoints in a directory of its own and
+  // rank 0 commits the job's (engine/rank_checkpoint.h).
+  // One process resuming a job of ranks keeps that layout, as rank 0 of 1.
+  const std::string job_checkpoint_dir = options.checkpoint.dir;
+  const bool ranks_layout = !job_checkpoint_dir.empty() &&
+                            (options.ranks.active() || HasRanksRecord(job_checkpoint_dir));
+  // A pipeline's ranks 1.. write nothing: rank 0 checkpoints for them.
+  const pipeline::PipelineParallelOptions& pp = options.pipeline_parallel;
+  const bool serves_pipeline = pp.active() && pp.ranks > 1 && pp.stages->rank() != 0;
+  std::vector<std::unique_ptr<DirectoryLock>> locks;
+  if (!job_checkpoint_dir.empty() && !serves_pipeline) {
+    Result<std::vector<std::unique_ptr<DirectoryLock>>> locked =
+        LockCheckpointDirectories(job_checkpoint_dir, options.ranks.rank(), ranks_layout);
+    if (!locked.ok()) return locked.status().WithContext("the checkpoint directory");
+    locks = *std::move(locked);
+  }
+  if (options.table.memory_budget_bytes > 0 && !options.table.disk_path.empty()) {
+    Result<std::unique_ptr<DirectoryLock>> locked =
+        DirectoryLock::Acquire(options.table.disk_path);
+    if (!locked.ok()) return locked.status().WithContext("the embedding directory");
+    locks.push_back(*std::move(locked));
+  }
   EMBER_ASSIGN_OR_RETURN(auto table, embedding::NewEmbeddingTable(options.table));
   if (options.ranks.active()) {
     // This rank's rows in its own table, the others' behind the exchanges;
@@ -54,19 +78,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
   if (options.ranks.active() && options.expert_parallel) {
     EMBER_RETURN_IF_ERROR((*model)->EnableExpertParallel(options.ranks.dense));
   }
-  // With ranks, each keeps its checkpoints in a directory of its own and
-  // rank 0 commits the job's (engine/rank_checkpoint.h).
-  // One process resuming a job of ranks keeps that layout, as rank 0 of 1.
-  const std::string job_checkpoint_dir = options.checkpoint.dir;
-  const bool ranks_layout = !job_checkpoint_dir.empty() &&
-                            (options.ranks.active() || HasRanksRecord(job_checkpoint_dir));
   if (ranks_layout) {
     options.checkpoint.dir = RankCheckpointDir(job_checkpoint_dir, options.ranks.rank());
   }
   std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(table), *std::move(model)));
+  trainer->locks_ = std::move(locks);
   trainer->job_checkpoint_dir_ = job_checkpoint_dir;
   trainer->ranks_layout_ = ranks_layout;
-  const pipeline::PipelineParallelOptions& pp = options.pipeline_parallel;
   if (pp.active() && (pp.ranks == 1 || pp.stages->rank() == 0)) {
     const ops::Graph& graph = trainer->model_->graph();
     EMBER_ASSIGN_OR_RETURN(

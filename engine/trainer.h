@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dir_lock.h"
 #include "core/status.h"
 #include "core/threads.h"
 #include "embedding/embedding_table.h"
@@ -116,6 +117,9 @@ class Trainer {
   Result<int64_t> RestoreRanks(const DenseState& dense);
 
   TrainOptions options_;
+  // The directories the job writes, locked for it (declared before what
+  // writes them, so released after it is closed).
+  std::vector<std::unique_ptr<DirectoryLock>> locks_;
   std::unique_ptr<embedding::EmbeddingTable> table_;
   std::unique_ptr<DenseModel> model_;
   // Rank 0 of a pipeline: the dense stage's chunks (its parameters are

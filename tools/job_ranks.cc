@@ -86,13 +86,21 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
     *comm = *std::move(made);
   }
   // Ranks 1.. of a pipeline wait on it for rank 0's next command while rank
-  // 0 reads, evaluates or writes a checkpoint: up to a day. A rank 0 that
-  // fails aborts it (they stop at once); one that dies ends the job (mpirun).
+  // 0 reads, evaluates or writes a checkpoint, for as long as that takes:
+  // rank 0's heartbeat, not this timeout, bounds the wait for a rank 0 that
+  // is stopped or dead. A rank 0 that fails aborts it (they stop at once).
   CommunicatorOptions commands = options;
   commands.timeout_seconds = std::max(timeout_seconds, kPipelineCommandTimeoutSeconds);
-  Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(commands);
-  if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
-  ranks->commands_ = *std::move(made);
+  for (auto [comm, comm_options] : {std::pair{&ranks->commands_, commands},
+                                    std::pair{&ranks->heartbeats_, options}}) {
+    Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(comm_options);
+    if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
+    *comm = *std::move(made);
+  }
+  JobRanks* joined = ranks.get();
+  ranks->heartbeat_ = std::make_unique<Heartbeat>(
+      ranks->heartbeats_.get(), 0, timeout_seconds,
+      [joined](const Status& silence) { joined->Abort(silence); });
   LOG(INFO) << "rank " << world.rank << " of " << world.size << " (mpirun)";
   return ranks;
 }

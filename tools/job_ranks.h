@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/heartbeat.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "engine/train_options.h"
@@ -40,7 +41,10 @@ class JobRanks {
 
   // The communicators of a pipeline over the job's ranks (pipeline/
   // pipeline_parallel.h): its stages' (the dense stage's), and its commands',
-  // whose waits last up to a day. Null for one rank.
+  // whose waits are bounded by rank 0's heartbeat (core/heartbeat.h): the
+  // other ranks wait for rank 0's next command as long as rank 0 reads,
+  // evaluates or checkpoints, and fail `timeout_seconds` after rank 0 falls
+  // silent (stopped or killed), naming it. Null for one rank.
   Communicator* pipeline_stages() const { return dense_.get(); }
   Communicator* pipeline_commands() const { return commands_.get(); }
 
@@ -75,7 +79,10 @@ class JobRanks {
 
   int rank_ = 0;
   int size_ = 1;
-  std::unique_ptr<Communicator> pull_, push_, dense_, control_, commands_;
+  std::unique_ptr<Communicator> pull_, push_, dense_, control_, commands_, heartbeats_;
+  // Rank 0's heartbeat: sent by rank 0, watched by the others, whose
+  // communicators it aborts when rank 0 falls silent. Destroyed first.
+  std::unique_ptr<Heartbeat> heartbeat_;
 };
 
 // Ends MPI after a job's last JobRanks is gone, when the job finished

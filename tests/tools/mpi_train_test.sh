@@ -9,29 +9,40 @@
 #               a disk tier on every rank.
 #   flags       ranks started with different flags are refused at start,
 #               naming the flag.
-#   kill [FLAGS...]
-#               a rank killed (SIGKILL) mid-run ends the job non-zero within
-#               60 s, with output naming it, and no process is left (FLAGS:
-#               added to the job's, e.g. a pipeline's).
+#   lost HOW RANK [FLAGS...]
+#               rank RANK of 3 stopped (HOW=stop, SIGSTOP) or killed (kill,
+#               SIGKILL, under mpirun --enable-recovery, which leaves the job
+#               to Ember instead of ending it itself) mid-run: the job ends
+#               within 60 s with Ember's own message from another rank naming
+#               it ("ember train (rank 0 of 3): ... rank 1 ..."), and no
+#               process is left. FLAGS: the role, added to the job's (a
+#               pipeline's, an expert model's). The job's ranks are found by
+#               their session (the launcher is started with setsid) and their
+#               OMPI_COMM_WORLD_RANK, never by command line, so that jobs of
+#               other tests running at once are never taken for them.
 #   resume      2 ranks stopped at a checkpoint resume to the model of an
 #               uninterrupted run (same hash); the checkpoint resumes on 3
 #               ranks and on 1 (resharded) and trains on.
 #   pipeline N  --pipeline_parallel=N (issue 32): DCN-v2 split into 2 chunks a
 #               rank over N ranks, interleaved 1F1B, trains the model one rank
 #               trains with the same micro-batches: same --model_hash.
+#   lock        a second job on a --checkpoint_dir or --embedding_dir that a
+#               running job writes is refused before its first step, exit 2,
+#               naming the directory and the holder: one process and 2 ranks;
+#               once the first job is killed (SIGKILL) the directory is free.
 #   moe N       --model=moe with its experts divided among N ranks (issue 33)
 #               trains the model one rank trains in N row ranges (the
 #               routing's groups): same --model_hash; rows crossed between
 #               ranks (the metrics' moe exchanged_bytes).
 #
-# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | kill [FLAGS...] | resume | pipeline N |
-#        moe N
+# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume | pipeline N |
+#        moe N | lock | lost stop|kill RANK [FLAGS...]
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
 mode=$3
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
 mpirun=("$mpiexec" --allow-run-as-root --oversubscribe)
 # Generated data: every rank generates the same examples (seeded).
 data=(--rows=6000 --plan=off --model_hash --bottom_mlp=64,16 --top_mlp=64,32)
@@ -96,53 +107,6 @@ flags)
     { echo "FAIL: the error does not name the flag"; exit 1; }
   exit 0
   ;;
-kill)
-  cd "$work"
-  setsid "${mpirun[@]}" -np 3 "$ember" train --rows=400000 --epochs=5 --plan=off --threads=1 \
-      --batch_size=64 "${@:4}" >out.txt 2>&1 &
-  launcher=$!
-  # Rank 1 is killed once every rank trains.
-  victim=""
-  for _ in $(seq 600); do
-    for pid in $(pgrep -f "$ember train --rows=400000"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-        victim=$pid
-      fi
-    done
-    [[ -n "$victim" ]] && grep -q "train steps" out.txt && break
-    sleep 0.1
-  done
-  if [[ -z "$victim" ]]; then
-    echo "FAIL: rank 1 never started"; kill -KILL -- "-$launcher"; cat out.txt; exit 1
-  fi
-  ranks=$(pgrep -f "$ember train --rows=400000")
-  kill -KILL "$victim"
-  start=$(date +%s)
-  while kill -0 "$launcher" 2>/dev/null; do
-    if (($(date +%s) - start > 60)); then
-      echo "FAIL: the job still runs 60 s after rank 1 was killed; its processes and output:"
-      ps -o pid,stat,etime,time,args -p "$(echo $ranks $launcher | tr ' ' ',')" 2>/dev/null || true
-      tail -20 out.txt
-      kill -KILL -- "-$launcher"; for pid in $ranks; do kill -KILL "$pid" 2>/dev/null; done
-      exit 1
-    fi
-    sleep 0.2
-  done
-  wait "$launcher"
-  rc=$?
-  echo "mpirun exited with $rc $(($(date +%s) - start)) s after rank 1 was killed"
-  grep -v '^I[0-9]' out.txt | tail -8
-  status=0
-  ((rc != 0)) || { echo "FAIL: exit 0"; status=1; }
-  grep -Eq "rank 1\b" out.txt || { echo "FAIL: the output does not name rank 1"; status=1; }
-  sleep 5
-  for pid in $ranks; do
-    if kill -0 "$pid" 2>/dev/null && [[ "$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f1)" != Z ]]; then
-      echo "FAIL: rank process $pid still runs"; kill -KILL "$pid"; status=1
-    fi
-  done
-  exit $status
-  ;;
 pipeline)
   n=$4
   cd "$work"
@@ -178,6 +142,121 @@ moe)
     { echo "FAIL: the experts were not divided"; status=1; }
   python3 -c 'import json,sys; m=json.load(open("metrics.json"))["train"]["moe"]; sys.exit(m["exchanged_bytes"] <= 0)' ||
     { echo "FAIL: no exchanged bytes in metrics.json"; status=1; }
+  exit $status
+  ;;
+lost)
+  cd "$work"
+  how=$4
+  victim_rank=$5
+  launch=("${mpirun[@]}")
+  signal=STOP
+  if [[ "$how" == kill ]]; then launch+=(--enable-recovery); signal=KILL; fi
+  setsid "${launch[@]}" -np 3 "$ember" train --rows=400000 --epochs=5 --plan=off --threads=1 \
+      --batch_size=64 --rank_timeout_seconds=10 "${@:6}" >out.txt 2>&1 &
+  launcher=$!
+  # This job's ranks: the processes of the launcher's session running ember.
+  ranks_of_job() { pgrep -s "$launcher" -f "$ember train"; }
+  victim=""
+  for _ in $(seq 600); do
+    for pid in $(ranks_of_job); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
+          grep -qx "OMPI_COMM_WORLD_RANK=$victim_rank"; then
+        victim=$pid
+      fi
+    done
+    [[ -n "$victim" ]] && grep -q "train steps" out.txt && break
+    sleep 0.1
+  done
+  if [[ -z "$victim" ]] || ! grep -q "train steps" out.txt; then
+    echo "FAIL: rank $victim_rank never trained"; kill -KILL -- "-$launcher"; cat out.txt; exit 1
+  fi
+  sleep 1
+  kill -"$signal" "$victim"
+  start=$(date +%s)
+  status=0
+  while kill -0 "$launcher" 2>/dev/null; do
+    if (($(date +%s) - start > 60)); then
+      echo "FAIL: the job still runs 60 s after rank $victim_rank got SIG$signal; its processes:"
+      ps -o pid,stat,etime,time,args -s "$launcher" 2>/dev/null || true
+      tail -20 out.txt
+      kill -KILL -- "-$launcher"
+      status=1
+      break
+    fi
+    sleep 0.2
+  done
+  wait "$launcher"
+  rc=$?
+  echo "the launcher exited with $rc $(($(date +%s) - start)) s after SIG$signal to rank $victim_rank"
+  grep '^ember train' out.txt | head -4
+  grep -Eq "^ember train \(rank [0-9]+ of 3\): .*rank $victim_rank\b" out.txt ||
+    { echo "FAIL: no rank's own message names rank $victim_rank"; tail -8 out.txt; status=1; }
+  if [[ "$how" == stop ]]; then
+    ((rc != 0)) || { echo "FAIL: exit 0"; status=1; }
+  else
+    # With --enable-recovery mpirun exits 0 whatever its ranks do: every
+    # rank left must have failed by itself, saying so.
+    for ((r = 0; r < 3; ++r)); do
+      ((r == victim_rank)) && continue
+      grep -Eq "^ember train \(rank $r of 3\): " out.txt ||
+        { echo "FAIL: rank $r did not fail by itself"; status=1; }
+    done
+  fi
+  sleep 2
+  left=$(ranks_of_job)
+  if [[ -n "$left" ]]; then
+    echo "FAIL: processes of the job still run: $left"; kill -KILL $left; status=1
+  fi
+  exit $status
+  ;;
+lock)
+  cd "$work"
+  status=0
+  # Starts the holder, `$@` (a long job), in a session of its own, and waits
+  # until it trains; its group is killed at the end.
+  start_holder() {
+    setsid "$@" >holder.txt 2>&1 &
+    holder=$!
+    for _ in $(seq 600); do grep -q "train steps" holder.txt && return 0; sleep 0.1; done
+    echo "FAIL: the first job never trained"; tail holder.txt; kill -KILL -- "-$holder"; exit 1
+  }
+  # Expects `$@` (the second job) to be refused at once, naming `dir`.
+  expect_refused() {
+    local dir=$1; shift
+    timeout 120 "$@" >second.txt 2>&1
+    local rc=$?
+    grep -v '^I[0-9]' second.txt | grep -i "in use" | head -2
+    if ((rc != 2)); then echo "FAIL: the second job exited $rc, not 2"; status=1; fi
+    grep -Eq "$dir(/rank-[0-9]+)? is in use by another job \(pid [0-9]+ host [^ ]+ since " second.txt ||
+      { echo "FAIL: the refusal does not name $dir and its holder"; tail -5 second.txt; status=1; }
+    if grep -q "train steps" second.txt; then echo "FAIL: the second job trained"; status=1; fi
+  }
+  stop_holder() {
+    kill -KILL -- "-$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    for _ in $(seq 50); do pgrep -f "$ember train --rows=300000" >/dev/null || return 0; sleep 0.1; done
+    echo "FAIL: processes of the killed job are left"; pkill -KILL -f "$ember train --rows=300000"
+    status=1
+  }
+  long=(--rows=300000 --epochs=5 --plan=off --threads=1 --batch_size=64)
+  short=(--rows=2000 --plan=off --threads=1 --batch_size=64)
+  # One process: the checkpoints, then the disk tier.
+  start_holder "$ember" train "${long[@]}" --checkpoint_dir=ckpt --embedding_memory_budget=1MB \
+      --embedding_dir=rows
+  grep -q "in use" holder.txt && { echo "FAIL: the first job was refused"; status=1; }
+  expect_refused "$work/ckpt" "$ember" train "${short[@]}" --checkpoint_dir="$work/ckpt" --resume
+  expect_refused "$work/rows" "$ember" train "${short[@]}" --checkpoint_dir=other \
+      --embedding_memory_budget=1MB --embedding_dir="$work/rows"
+  stop_holder
+  timeout 120 "$ember" train "${short[@]}" --checkpoint_dir=fresh --embedding_memory_budget=1MB \
+      --embedding_dir="$work/rows" >third.txt 2>&1 ||
+    { echo "FAIL: a job after the killed one was refused: $(grep -i 'in use' third.txt)"; status=1; }
+  # Ranks: a 2-rank job holds the job's directory and each rank its own.
+  rm -rf ckpt
+  start_holder "${mpirun[@]}" -np 2 "$ember" train "${long[@]}" --checkpoint_dir=ckpt
+  expect_refused "$work/ckpt" "${mpirun[@]}" -np 2 "$ember" train "${short[@]}" \
+      --checkpoint_dir="$work/ckpt" --resume
+  expect_refused "$work/ckpt" "$ember" train "${short[@]}" --checkpoint_dir="$work/ckpt" --resume
+  stop_holder
   exit $status
   ;;
 resume)
