@@ -23,8 +23,19 @@ TEST(TracerTest, SpansAreRecordedWithNameCategoryAndBatch) {
   EXPECT_GE(events[0].duration_us, 0);
 }
 
-TEST(TracerTest, NullTracerRecordsNothingAndDoesNotCrash) {
-  TraceSpan span(nullptr, "pull", "stage");
+// Code that traces takes a null Tracer when tracing is off: its spans are
+// recorded nowhere, and a tracer used beside them keeps only its own.
+TEST(TracerTest, SpansWithoutATracerAreRecordedNowhere) {
+  Tracer tracer;
+  {
+    TraceSpan traced(&tracer, "pull", "stage", 1);
+    TraceSpan untraced(nullptr, "push", "stage", 2);
+  }
+  { TraceSpan untraced(nullptr, "dense", "stage", 3); }
+  const std::vector<Tracer::Event> events = tracer.Events();
+  ASSERT_EQ(1u, events.size());
+  EXPECT_EQ("pull", events[0].name);
+  EXPECT_EQ(1, events[0].batch);
 }
 
 TEST(TracerTest, ConcurrentSpansAreAllKept) {

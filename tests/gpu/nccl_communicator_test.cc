@@ -59,7 +59,9 @@ INSTANTIATE_TEST_SUITE_P(Nccl, CommunicatorContractTest, ::testing::ValuesIn(Ncc
 
 TEST(NcclCommunicatorTest, AllReducesDeviceTensorsOfEveryLocalDeviceInRankOrder) {
   const int n = CudaDeviceCount();
-  if (n == 0) GTEST_SKIP() << "needs a CUDA device (none present)";
+  // With one rank an all-reduce is the identity, which an all-reduce that
+  // does nothing passes too.
+  if (n < 2) GTEST_SKIP() << "needs two CUDA devices (" << n << " present)";
   auto comms = NewLocalNcclCommunicators(FirstDevices(n));
   ASSERT_TRUE(comms.ok()) << comms.status();
   constexpr int64_t kCount = 1000;
