@@ -51,7 +51,13 @@ void ReadEnvironmentOnce() {
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.read) {
     const char* spec = std::getenv("EMBER_CRASH_POINT");
-    SetLocked(r, spec == nullptr ? std::string() : std::string(spec));
+    // Under mpirun every rank has the same environment: EMBER_CRASH_RANK
+    // picks the one that crashes.
+    const char* only = std::getenv("EMBER_CRASH_RANK");
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const bool this_rank = only == nullptr || *only == '\0' ||
+                           std::string(only) == (rank != nullptr ? rank : "0");
+    SetLocked(r, spec == nullptr || !this_rank ? std::string() : std::string(spec));
   }
   g_env_read.store(true, std::memory_order_release);
 }

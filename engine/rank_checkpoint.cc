@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/crash_point.h"
 #include "core/file.h"
 #include "core/json.h"
 #include "embedding/checkpoint.h"
@@ -87,9 +88,12 @@ Status CommitRanksCheckpoint(Communicator* control, const std::string& dir, int6
         .WithContext("committing the ranks' checkpoint");
   };
   if (control == nullptr) return write(1);
+  CrashPoint("ranks.saved");
   EMBER_RETURN_IF_ERROR(control->Barrier().WithContext("waiting for every rank's checkpoint"));
+  CrashPoint("ranks.all_saved");
   Status written;
   if (control->rank() == 0) written = write(control->size());
+  CrashPoint("ranks.committed");
   // Rank 0's outcome for everyone: a failed commit fails every rank.
   std::vector<int32_t> ok = {written.ok() ? 1 : 0};
   EMBER_RETURN_IF_ERROR(control->Broadcast(ok, 0));

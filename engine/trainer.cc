@@ -6,7 +6,9 @@
 #include <string>
 #include <utility>
 
+#include "core/file.h"
 #include "embedding/distinct_keys.h"
+#include "embedding/rocksdb_tier.h"
 #include "embedding/sharded_table.h"
 #include "engine/model_zoo.h"
 #include "engine/prediction.h"
@@ -158,6 +160,7 @@ Result<int64_t> Trainer::Restore() {
   if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersFrom(*model_));
   job_steps_ = step;
   skip_batches_ = step;
+  restored_step_ = step;
   return step;
 }
 
@@ -180,31 +183,52 @@ Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
   // checkpoint, one old rank at a time (its rows in a scratch table).
   LOG(INFO) << "resharding the checkpoint of step " << record.step << " from " << record.ranks
             << " ranks to " << ranks;
+  // An old rank's rows pass through a scratch table: in memory, or with a
+  // disk tier, a tiered table of the same budget in a directory beside this
+  // rank's tier, so that a table larger than memory reshards too.
   embedding::EmbeddingTableOptions scratch_options = options_.table;
-  scratch_options.memory_budget_bytes = 0;
-  scratch_options.disk_path.clear();
+  const bool tiered = scratch_options.memory_budget_bytes > 0;
+  scratch_options.disk_path = tiered ? options_.table.disk_path + "/resharding" : "";
   scratch_options.track_changes = true;
   embedding::StoredRows& mine = table_->stored_rows();
   int64_t kept = 0;
   for (int old = 0; old < record.ranks; ++old) {
-    EMBER_ASSIGN_OR_RETURN(auto scratch, embedding::NewMemoryTable(scratch_options));
     TrainingCheckpointOptions old_options = options_.checkpoint;
     old_options.dir = RecordedRankDir(job_checkpoint_dir_, record, old);
+    if (!FileExists(old_options.dir)) {
+      return Status::NotFound(
+          "resharding the checkpoint of step ", record.step, " from ", record.ranks,
+          " ranks: old rank ", old, "'s directory ", old_options.dir, " is missing (every rank "
+          "reads every old rank's directory: put the checkpoint on a file system that every "
+          "rank sees, or copy the old ranks' directories there)");
+    }
+    EMBER_ASSIGN_OR_RETURN(auto scratch, embedding::NewEmbeddingTable(scratch_options));
     EMBER_ASSIGN_OR_RETURN(auto reader, TrainingCheckpointer::Create(*scratch, old_options));
     // Every rank's dense state is the same: each restore leaves it so.
     EMBER_RETURN_IF_ERROR(reader->RestoreAt(record.step, dense).status().WithContext(
         "resharding from " + old_options.dir));
+    // This rank's rows, written a bounded batch at a time.
+    constexpr size_t kRowsPerWrite = size_t{1} << 16;
     std::vector<embedding::Key> keys;
     std::vector<float> rows;
     const int64_t floats = scratch->stored_rows().row_floats();
+    const auto write = [&]() -> Status {
+      EMBER_RETURN_IF_ERROR(mine.WriteRows(keys, rows.data()));
+      kept += static_cast<int64_t>(keys.size());
+      keys.clear();
+      rows.clear();
+      return Status::OK();
+    };
     EMBER_RETURN_IF_ERROR(scratch->stored_rows().Scan([&](embedding::Key key, const float* row) {
       if (embedding::KeyOwner(key, ranks) != rank) return Status::OK();
       keys.push_back(key);
       rows.insert(rows.end(), row, row + floats);
-      return Status::OK();
+      return keys.size() < kRowsPerWrite ? Status::OK() : write();
     }));
-    EMBER_RETURN_IF_ERROR(mine.WriteRows(keys, rows.data()));
-    kept += static_cast<int64_t>(keys.size());
+    EMBER_RETURN_IF_ERROR(write());
+    reader.reset();
+    scratch.reset();
+    if (tiered) EMBER_RETURN_IF_ERROR(embedding::DestroyRocksDbTier(scratch_options.disk_path));
   }
   LOG(INFO) << "rank " << rank << " of " << ranks << " holds " << kept << " rows after resharding";
   // The data in memory: the same place in batches of the new global size.
@@ -231,6 +255,13 @@ Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
   EMBER_ASSIGN_OR_RETURN(const DenseState dense,
                          DenseStateOf(*model_, options_.model.name, options_.dense_optimizer,
                                       step_.optimizer_steps(), &position, &host));
+  if (ranks_layout_ && !uncommitted_set_aside_) {
+    // What this rank saved after the job's last commit (a job killed
+    // between its ranks' saves and RANKS) is not the job's: out of the way
+    // of the saves to come.
+    EMBER_RETURN_IF_ERROR(checkpointer_->SetAsideAfter(restored_step_));
+    uncommitted_set_aside_ = true;
+  }
   EMBER_RETURN_IF_ERROR(checkpointer_->Save(step, dense)
                             .WithContext("writing the checkpoint of step " + std::to_string(step) +
                                          " in " + checkpointer_->dir()));

@@ -141,6 +141,10 @@ class Trainer {
   // Checkpoints in rank directories with a RANKS commit (a job of ranks, or
   // one process resuming one).
   bool ranks_layout_ = false;
+  // The step Restore loaded (-1: none), and whether this rank's saves after
+  // it that the job never committed were set aside (before the first save).
+  int64_t restored_step_ = -1;
+  bool uncommitted_set_aside_ = false;
 };
 
 }  // namespace ember::engine

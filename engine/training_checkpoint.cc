@@ -239,6 +239,14 @@ Result<int64_t> TrainingCheckpointer::Restore(const DenseState& dense) {
   return newest_error.WithContext("no checkpoint in " + options_.dir + " is undamaged");
 }
 
+Status TrainingCheckpointer::SetAsideAfter(int64_t step) {
+  Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(options_.dir + "/embedding");
+  if (!steps.ok() && steps.status().code() == StatusCode::kNotFound) return Status::OK();
+  EMBER_RETURN_IF_ERROR(steps.status());
+  if (steps->empty() || steps->back() <= step) return Status::OK();
+  return embedding_.SetAsideSnapshotsAfter(step);
+}
+
 Result<int64_t> TrainingCheckpointer::RestoreAt(int64_t step, const DenseState& dense) {
   Result<std::vector<int64_t>> steps = embedding::SnapshotSteps(options_.dir + "/embedding");
   if (!steps.ok() && steps.status().code() != StatusCode::kNotFound) return steps.status();

@@ -127,6 +127,12 @@ class TrainingCheckpointer {
   // from `step`.
   Result<int64_t> RestoreAt(int64_t step, const DenseState& dense);
 
+  // Sets aside (as damaged-*) the snapshots of steps after `step` (-1: all):
+  // in a job of ranks, the saves of this rank that the job never committed
+  // (engine/rank_checkpoint.h), which a fresh start or a resume from an
+  // older commit would otherwise write again. OK when there are none.
+  Status SetAsideAfter(int64_t step);
+
   const std::string& dir() const { return options_.dir; }
 
  private:

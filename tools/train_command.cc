@@ -385,6 +385,22 @@ Status Train(JobRanks& ranks, int* stopped_by) {
     report.samples_per_sec *= scale;
     report.steady_samples_per_sec *= scale;
   }
+  // With ranks, the whole table on rank 0 for the hash and the bundle. A
+  // job that had finished still says its hash: that of its checkpoint, as
+  // restored (on another number of ranks, resharded).
+  std::unique_ptr<embedding::EmbeddingTable> gathered;
+  if (data_parallel && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
+    EMBER_ASSIGN_OR_RETURN(gathered,
+                           ranks.GatherTable(trainer->table(), trainer->options().table));
+  }
+  embedding::EmbeddingTable* whole = gathered ? gathered.get() : &trainer->table();
+  std::string model_hash;
+  if (FLAGS_model_hash && reports) {
+    EMBER_ASSIGN_OR_RETURN(const uint64_t hash,
+                           engine::HashTrainedModel(trainer->model(), *whole));
+    model_hash = engine::ModelHashHex(hash);
+    std::printf("model hash: %s\n", model_hash.c_str());
+  }
   // A finished job's metrics, trace and plot are those of the run that
   // finished it, unless that run was stopped between its last checkpoint and
   // writing them (--metrics_out is then missing, or an earlier run's: one
@@ -450,20 +466,6 @@ Status Train(JobRanks& ranks, int* stopped_by) {
     LOG(INFO) << "exchanges of rank " << ranks.rank() << ": " << t.exchanged_bytes / report.steps
               << " bytes a step (the least possible: " << t.exchanged_bytes_minimum / report.steps
               << ")";
-  }
-  // With ranks, the whole table on rank 0 for the hash and the bundle.
-  std::unique_ptr<embedding::EmbeddingTable> gathered;
-  if (data_parallel && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
-    EMBER_ASSIGN_OR_RETURN(gathered,
-                           ranks.GatherTable(trainer->table(), trainer->options().table));
-  }
-  embedding::EmbeddingTable* whole = gathered ? gathered.get() : &trainer->table();
-  std::string model_hash;
-  if (FLAGS_model_hash && reports) {
-    EMBER_ASSIGN_OR_RETURN(const uint64_t hash,
-                           engine::HashTrainedModel(trainer->model(), *whole));
-    model_hash = engine::ModelHashHex(hash);
-    std::printf("model hash: %s\n", model_hash.c_str());
   }
   Result<engine::Metrics> evaluated =
       data.test_stream ? trainer->Evaluate(*data.test_stream) : trainer->Evaluate(data.test);

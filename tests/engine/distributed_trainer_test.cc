@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -406,6 +407,34 @@ TEST_F(RankCheckpointTest, ReshardingKeepsEveryRowAndTrainingGoesOn) {
   trained.clear();
   auto back = Run(2, *train, true, 0);
   EXPECT_EQ("", RowDifference(after, AllRows(back)));
+}
+
+// A job killed after its ranks saved and before RANKS was written (the crash
+// point ranks.all_saved) has no checkpoint: the restarted job starts afresh,
+// sets aside what its ranks had saved, saves the same steps again and ends
+// with the rows of an uninterrupted job (the crash test found it refusing:
+// "full snapshot at step 6, but the directory already holds step 6").
+TEST_F(RankCheckpointTest, SavesThatTheJobNeverCommittedAreSetAsideByTheRestart) {
+  io::SyntheticOptions synthetic;
+  synthetic.rows = 3000;
+  ASSERT_TRUE(io::WriteSyntheticCriteo(Path("train.tsv"), synthetic).ok());
+  auto train = io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
+  ASSERT_TRUE(train.ok());
+  auto first = Run(2, *train, false, 6);
+  const auto uninterrupted = AllRows(first);
+  first.clear();
+  ASSERT_TRUE(std::filesystem::remove(Path("ckpt/RANKS")));
+  ASSERT_EQ(StatusCode::kNotFound, FindRanksCheckpoint(Path("ckpt")).status().code());
+
+  auto again = Run(2, *train, false, 6);
+  EXPECT_EQ("", RowDifference(uninterrupted, AllRows(again)));
+  auto record = FindRanksCheckpoint(Path("ckpt"));
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(6, record->step);
+  again.clear();
+  // And the committed checkpoint restores.
+  auto restored = Run(2, *train, true, 0);
+  EXPECT_EQ("", RowDifference(uninterrupted, AllRows(restored)));
 }
 
 // A save that not every rank finished is not the job's checkpoint: RANKS

@@ -20,9 +20,14 @@
 #               their session (the launcher is started with setsid) and their
 #               OMPI_COMM_WORLD_RANK, never by command line, so that jobs of
 #               other tests running at once are never taken for them.
-#   resume      2 ranks stopped at a checkpoint resume to the model of an
-#               uninterrupted run (same hash); the checkpoint resumes on 3
-#               ranks and on 1 (resharded) and trains on.
+#   resume [FLAGS...]
+#               2 ranks stopped at a checkpoint resume to the model of an
+#               uninterrupted run (same hash); the checkpoint resumes on 1
+#               and on 3 ranks (resharded) with the same model hash (every
+#               row, its vector and optimizer state, and the dense state),
+#               3 ranks train on, their checkpoint resumes on 2 with their
+#               hash, and on 1, which trains on. FLAGS: added to the
+#               job's (a disk tier under a budget smaller than a shard).
 #   pipeline N  --pipeline_parallel=N (issue 32): DCN-v2 split into 2 chunks a
 #               rank over N ranks, interleaved 1F1B, trains the model one rank
 #               trains with the same micro-batches: same --model_hash.
@@ -35,7 +40,7 @@
 #               routing's groups): same --model_hash; rows crossed between
 #               ranks (the metrics' moe exchanged_bytes).
 #
-# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume | pipeline N |
+# Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume [FLAGS...] | pipeline N |
 #        moe N | lock | lost stop|kill RANK [FLAGS...]
 set -u
 mpiexec=$1
@@ -261,7 +266,7 @@ lock)
   ;;
 resume)
   cd "$work"
-  job=("${data[@]}" --threads=1 --batch_size=64 --epochs=3)
+  job=("${data[@]}" --threads=1 --batch_size=64 --epochs=3 "${@:4}")
   run() { timeout 300 "$@" >>out.txt 2>&1 || { echo "FAIL: $* exited $?"; grep -v '^I[0-9]' out.txt | tail -n 20; exit 1; }; }
   run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=50
   whole=$(hash_of out.txt)
@@ -273,12 +278,32 @@ resume)
   resumed=$(hash_of out.txt)
   echo "uninterrupted $whole, resumed $resumed"
   [[ -n "$whole" && "$whole" == "$resumed" ]] || { echo "FAIL: the resumed model differs"; exit 1; }
+  # The checkpoint of step 50 resumed on 1 and on 3 ranks, training nothing:
+  # the same rows (keys, vectors, optimizer state) and dense state, by hash.
   : >out.txt
-  run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
+  run "$ember" train "${job[@]}" --max_steps=50 --checkpoint_dir=ckpt --resume
+  grep -q "resharding the checkpoint of step 50 from 2 ranks to 1" out.txt ||
+    { echo "FAIL: no resharding from 2 ranks to 1"; exit 1; }
+  [[ "$(hash_of out.txt)" == "$resumed" ]] ||
+    { echo "FAIL: 2 -> 1 ranks: model $(hash_of out.txt), not $resumed"; exit 1; }
+  : >out.txt
+  run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=50 --checkpoint_dir=ckpt --resume
   grep -q "resharding the checkpoint of step 50 from 2 ranks to 3" out.txt ||
     { echo "FAIL: no resharding from 2 ranks to 3"; exit 1; }
+  [[ "$(hash_of out.txt)" == "$resumed" ]] ||
+    { echo "FAIL: 2 -> 3 ranks: model $(hash_of out.txt), not $resumed"; exit 1; }
+  : >out.txt
+  run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
   grep -q '"ranks": 3' ckpt/RANKS && grep -q '"step": 60' ckpt/RANKS ||
     { echo "FAIL: RANKS does not name 3 ranks at step 60"; cat ckpt/RANKS; exit 1; }
+  three=$(hash_of out.txt)
+  : >out.txt
+  run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
+  grep -q "resharding the checkpoint of step 60 from 3 ranks to 2" out.txt ||
+    { echo "FAIL: no resharding from 3 ranks to 2"; exit 1; }
+  [[ -n "$three" && "$(hash_of out.txt)" == "$three" ]] ||
+    { echo "FAIL: 3 -> 2 ranks: model $(hash_of out.txt), not $three"; exit 1; }
+  echo "2 ranks at step 50: $resumed, as resumed on 1 and 3 ranks; 3 ranks at 60: $three, as on 2"
   : >out.txt
   run "$ember" train "${job[@]}" --max_steps=65 --checkpoint_dir=ckpt --resume
   grep -q "resharding the checkpoint of step 60 from 3 ranks to 1" out.txt ||
