@@ -18,8 +18,10 @@
 // (embedding::KeyOwner), so the rows of the job are the same set after
 // resharding; the dense state is any old rank's; the data position is moved
 // to the new global batch when the data is in memory (every rank reads the
-// whole data: io/rank_slice_source.h). Streamed data, whose positions are
-// per shard, resumes on the same number of ranks only.
+// whole data: io/rank_slice_source.h); streamed data, whose positions are
+// per shard, resumes from all N old shards' positions, the M ranks reading
+// the rest of their epoch together (io/elastic_stream_source.h). Every rank
+// reads every old rank's directory: a file system that all ranks see.
 
 #include <cstdint>
 #include <memory>

@@ -13,6 +13,7 @@
 #include "engine/model_zoo.h"
 #include "engine/prediction.h"
 #include "engine/rank_checkpoint.h"
+#include "io/elastic_stream_source.h"
 #include "io/rank_slice_source.h"
 #include "pipeline/pipeline_parallel.h"
 #include "pipeline/training_loop.h"
@@ -192,6 +193,7 @@ Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
   scratch_options.track_changes = true;
   embedding::StoredRows& mine = table_->stored_rows();
   int64_t kept = 0;
+  std::vector<std::string> old_positions;
   for (int old = 0; old < record.ranks; ++old) {
     TrainingCheckpointOptions old_options = options_.checkpoint;
     old_options.dir = RecordedRankDir(job_checkpoint_dir_, record, old);
@@ -204,9 +206,11 @@ Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
     }
     EMBER_ASSIGN_OR_RETURN(auto scratch, embedding::NewEmbeddingTable(scratch_options));
     EMBER_ASSIGN_OR_RETURN(auto reader, TrainingCheckpointer::Create(*scratch, old_options));
-    // Every rank's dense state is the same: each restore leaves it so.
+    // Every rank's dense state is the same: each restore leaves it so. The
+    // data positions differ when the data was streamed (a shard each).
     EMBER_RETURN_IF_ERROR(reader->RestoreAt(record.step, dense).status().WithContext(
         "resharding from " + old_options.dir));
+    old_positions.push_back(*dense.data_position);
     // This rank's rows, written a bounded batch at a time.
     constexpr size_t kRowsPerWrite = size_t{1} << 16;
     std::vector<embedding::Key> keys;
@@ -232,14 +236,16 @@ Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
   }
   LOG(INFO) << "rank " << rank << " of " << ranks << " holds " << kept << " rows after resharding";
   // The data in memory: the same place in batches of the new global size.
+  // Streamed data: the old shards' positions, whose rest of the epoch the
+  // new ranks read together (io/elastic_stream_source.h).
   if (!dense.data_position->empty()) {
     Result<std::string> moved = io::RebatchDatasetPosition(
         *dense.data_position, int64_t{options_.batch_size} * ranks);
+    if (!moved.ok()) moved = io::ReshardedStreamPosition(old_positions);
     if (!moved.ok()) {
-      return Status::Unimplemented(
-          "resuming the checkpoint of ", record.ranks, " ranks on ", ranks,
-          ": its data position is of streamed data, whose shards cannot be moved to another "
-          "number of ranks; resume with ", record.ranks, " ranks");
+      return moved.status().WithContext("resuming the checkpoint of " +
+                                        std::to_string(record.ranks) + " ranks on " +
+                                        std::to_string(ranks) + ": its data positions");
     }
     *dense.data_position = *moved;
   }

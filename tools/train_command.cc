@@ -365,7 +365,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   Result<engine::TrainReport> fit = [&] {
     StopOnSignal stop_on_signal(&g_stop_requested);
     Result<engine::TrainReport> result =
-        data.train_stream ? trainer->Fit(*data.train_stream) : trainer->Fit(data.train);
+        data.train_stream ? trainer->Fit(*data.train_elastic) : trainer->Fit(data.train);
     *stopped_by = stop_on_signal.signal();
     return result;
   }();

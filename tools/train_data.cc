@@ -164,6 +164,19 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
             << " files), " << train_shape.num_dense << " dense features, "
             << train_shape.num_slots << " slots";
   data->train_stream = std::move(train->reader);
+  // Shard i of n of the same files, as a job of n ranks reads them.
+  io::StreamShardOpener open_shard = [train_paths, options](int index,
+                                                           int count) mutable
+      -> Result<std::unique_ptr<io::StreamReader>> {
+    options.num_shards = count;
+    options.shard_index = index;
+    options.piece_bytes = PieceBytes(train_paths, count);
+    options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
+    EMBER_ASSIGN_OR_RETURN(InputStream stream, OpenInputStream(train_paths, options));
+    return std::move(stream.reader);
+  };
+  data->train_elastic = std::make_unique<io::ElasticStreamSource>(
+      data->train_stream.get(), std::move(open_shard), shard.index, shard.count);
   data->test_stream = std::move(test->reader);
   data->test_paths = test_paths;
   data->test_options = test_options;

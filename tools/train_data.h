@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "io/dataset.h"
+#include "io/elastic_stream_source.h"
 #include "io/stream_reader.h"
 
 namespace ember::tools {
@@ -31,6 +32,10 @@ struct Data {
   io::Dataset train;
   io::Dataset test;
   std::unique_ptr<io::StreamReader> train_stream;
+  // What training reads of a stream: train_stream, or, resuming a job of
+  // another number of ranks, the rest of its shards' epoch first
+  // (io/elastic_stream_source.h).
+  std::unique_ptr<io::ElasticStreamSource> train_elastic;
   std::unique_ptr<io::StreamReader> test_stream;
   // Streamed test data: its files and reader options, to read it again
   // (each evaluation during training reads it afresh).

@@ -27,7 +27,9 @@
 #               row, its vector and optimizer state, and the dense state),
 #               3 ranks train on, their checkpoint resumes on 2 with their
 #               hash, and on 1, which trains on. FLAGS: added to the
-#               job's (a disk tier under a budget smaller than a shard).
+#               job's (a disk tier under a budget smaller than a shard;
+#               --reader=stream: files streamed in shards, and the examples
+#               of an epoch resumed from 2 ranks on 3 counted).
 #   pipeline N  --pipeline_parallel=N (issue 32): DCN-v2 split into 2 chunks a
 #               rank over N ranks, interleaved 1F1B, trains the model one rank
 #               trains with the same micro-batches: same --model_hash.
@@ -268,6 +270,33 @@ resume)
   cd "$work"
   job=("${data[@]}" --threads=1 --batch_size=64 --epochs=3 "${@:4}")
   run() { timeout 300 "$@" >>out.txt 2>&1 || { echo "FAIL: $* exited $?"; grep -v '^I[0-9]' out.txt | tail -n 20; exit 1; }; }
+  examples_of() { sed -n 's/^train: .*steps, \([0-9]*\) examples.*/\1/p' "$1"; }
+  streamed=0
+  if [[ " ${*:4} " == *" --reader=stream "* ]]; then
+    # Files to stream (generated data is read into memory): each rank reads
+    # a shard of them. Every example of an epoch is trained once, whatever
+    # the number of ranks resuming it: 2 ranks that stop at step 10 and 3
+    # that resume the checkpoint train the examples of 2 uninterrupted ranks.
+    streamed=1
+    "$ember" gen-data --rows=4800 --out=train.tsv >/dev/null 2>&1 &&
+      "$ember" gen-data --rows=1200 --seed=2 --out=test.tsv >/dev/null 2>&1 ||
+      { echo "FAIL: gen-data"; exit 1; }
+    job=("${data[@]:1}" --train_data=train.tsv --test_data=test.tsv --threads=1 --batch_size=64
+         --epochs=3 "${@:4}")
+    one_epoch=("${job[@]}" --epochs=1)
+    run "${mpirun[@]}" -np 2 "$ember" train "${one_epoch[@]}"
+    whole_epoch=$(examples_of out.txt)
+    : >out.txt
+    run "${mpirun[@]}" -np 2 "$ember" train "${one_epoch[@]}" --max_steps=10 --checkpoint_dir=epoch
+    before=$(examples_of out.txt)
+    : >out.txt
+    run "${mpirun[@]}" -np 3 "$ember" train "${one_epoch[@]}" --checkpoint_dir=epoch --resume
+    after=$(examples_of out.txt)
+    echo "one epoch on 2 ranks: $whole_epoch examples; 2 ranks to step 10: $before, then 3: $after"
+    [[ -n "$whole_epoch" && $((before + after)) == "$whole_epoch" ]] ||
+      { echo "FAIL: $before + $after examples trained across the resume, not $whole_epoch"; exit 1; }
+    : >out.txt
+  fi
   run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=50
   whole=$(hash_of out.txt)
   : >out.txt
@@ -278,36 +307,33 @@ resume)
   resumed=$(hash_of out.txt)
   echo "uninterrupted $whole, resumed $resumed"
   [[ -n "$whole" && "$whole" == "$resumed" ]] || { echo "FAIL: the resumed model differs"; exit 1; }
-  # The checkpoint of step 50 resumed on 1 and on 3 ranks, training nothing:
-  # the same rows (keys, vectors, optimizer state) and dense state, by hash.
-  : >out.txt
-  run "$ember" train "${job[@]}" --max_steps=50 --checkpoint_dir=ckpt --resume
-  grep -q "resharding the checkpoint of step 50 from 2 ranks to 1" out.txt ||
-    { echo "FAIL: no resharding from 2 ranks to 1"; exit 1; }
-  [[ "$(hash_of out.txt)" == "$resumed" ]] ||
-    { echo "FAIL: 2 -> 1 ranks: model $(hash_of out.txt), not $resumed"; exit 1; }
-  : >out.txt
-  run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=50 --checkpoint_dir=ckpt --resume
-  grep -q "resharding the checkpoint of step 50 from 2 ranks to 3" out.txt ||
-    { echo "FAIL: no resharding from 2 ranks to 3"; exit 1; }
-  [[ "$(hash_of out.txt)" == "$resumed" ]] ||
-    { echo "FAIL: 2 -> 3 ranks: model $(hash_of out.txt), not $resumed"; exit 1; }
+  # Resumes ckpt on $1 ranks (1: one process) up to step $2, which RANKS
+  # names with $3 ranks: the resharding is logged and, when $4 is given (a
+  # resume that trains nothing), the model hash is $4: the same rows (keys,
+  # vectors, optimizer state) and dense state.
+  resume_on() {
+    local n=$1 step=$2 from=$3 expected=${4:-}
+    local launch=("${mpirun[@]}" -np "$n")
+    ((n == 1)) && launch=()
+    : >out.txt
+    run "${launch[@]}" "$ember" train "${job[@]}" --max_steps="$step" --checkpoint_dir=ckpt --resume
+    grep -q "resharding the checkpoint of step [0-9]* from $from ranks to $n" out.txt ||
+      { echo "FAIL: no resharding from $from ranks to $n"; exit 1; }
+    if [[ -n "$expected" && "$(hash_of out.txt)" != "$expected" ]]; then
+      echo "FAIL: $from -> $n ranks: model $(hash_of out.txt), not $expected"; exit 1
+    fi
+  }
+  resume_on 1 50 2 "$resumed"
+  resume_on 3 50 2 "$resumed"
   : >out.txt
   run "${mpirun[@]}" -np 3 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
   grep -q '"ranks": 3' ckpt/RANKS && grep -q '"step": 60' ckpt/RANKS ||
     { echo "FAIL: RANKS does not name 3 ranks at step 60"; cat ckpt/RANKS; exit 1; }
   three=$(hash_of out.txt)
-  : >out.txt
-  run "${mpirun[@]}" -np 2 "$ember" train "${job[@]}" --max_steps=60 --checkpoint_dir=ckpt --resume
-  grep -q "resharding the checkpoint of step 60 from 3 ranks to 2" out.txt ||
-    { echo "FAIL: no resharding from 3 ranks to 2"; exit 1; }
-  [[ -n "$three" && "$(hash_of out.txt)" == "$three" ]] ||
-    { echo "FAIL: 3 -> 2 ranks: model $(hash_of out.txt), not $three"; exit 1; }
+  [[ -n "$three" ]] || { echo "FAIL: 3 ranks printed no model hash"; exit 1; }
+  resume_on 2 60 3 "$three"
   echo "2 ranks at step 50: $resumed, as resumed on 1 and 3 ranks; 3 ranks at 60: $three, as on 2"
-  : >out.txt
-  run "$ember" train "${job[@]}" --max_steps=65 --checkpoint_dir=ckpt --resume
-  grep -q "resharding the checkpoint of step 60 from 3 ranks to 1" out.txt ||
-    { echo "FAIL: no resharding from 3 ranks to 1"; exit 1; }
+  resume_on 1 65 3
   grep -q "^train: 5 steps" out.txt || { echo "FAIL: did not train on"; exit 1; }
   exit 0
   ;;
