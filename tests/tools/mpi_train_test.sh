@@ -9,6 +9,10 @@
 #               a disk tier on every rank.
 #   flags       ranks started with different flags are refused at start,
 #               naming the flag.
+#   busy        a pipeline's rank 0 busy for longer than the rank timeout
+#               (reading its data, evaluating, checkpointing) while the
+#               stages wait: its heartbeat keeps them waiting; the job ends
+#               well.
 #   lost HOW RANK [FLAGS...]
 #               rank RANK of 3 stopped (HOW=stop, SIGSTOP) or killed (kill,
 #               SIGKILL, under mpirun --enable-recovery, which leaves the job
@@ -43,7 +47,7 @@
 #               ranks (the metrics' moe exchanged_bytes).
 #
 # Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume [FLAGS...] | pipeline N |
-#        moe N | lock | lost stop|kill RANK [FLAGS...]
+#        moe N | lock | busy | lost stop|kill RANK [FLAGS...]
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -150,6 +154,27 @@ moe)
   python3 -c 'import json,sys; m=json.load(open("metrics.json"))["train"]["moe"]; sys.exit(m["exchanged_bytes"] <= 0)' ||
     { echo "FAIL: no exchanged bytes in metrics.json"; status=1; }
   exit $status
+  ;;
+busy)
+  # A pipeline's stages wait for rank 0 while it generates its data,
+  # evaluates and checkpoints, each longer than --rank_timeout_seconds=1:
+  # its heartbeat, not the timeout, bounds their wait, and the job succeeds.
+  cd "$work"
+  timeout 300 "${mpirun[@]}" -np 2 "$ember" train --rows=300000 --plan=off --threads=1 \
+      --batch_size=256 --pipeline_parallel=2 --micro_batches=2 --rank_timeout_seconds=1 \
+      --max_steps=30 --eval_every_steps=15 --checkpoint_dir=ck --checkpoint_every_steps=10 \
+      >out.txt 2>&1
+  rc=$?
+  # Seconds from rank 0's first line about the data to its summary of it.
+  seconds_of() { sed -n "s/^I[0-9]* \([0-9:.]*\) .*$1.*/\1/p" out.txt | head -1 |
+                   awk -F: '{printf "%.6f\n", $1 * 3600 + $2 * 60 + $3}'; }
+  read_seconds=$(awk -v a="$(seconds_of 'generating')" -v b="$(seconds_of '] data: ')" \
+                   'BEGIN {print b - a}')
+  echo "exit $rc; rank 0 read its data for $read_seconds s while the stages waited"
+  ((rc == 0)) || { echo "FAIL: exit $rc"; grep -v '^I[0-9]' out.txt | tail -8; exit 1; }
+  awk -v s="$read_seconds" 'BEGIN {exit !(s > 1)}' ||
+    { echo "FAIL: rank 0 read its data within the rank timeout: the test shows nothing"; exit 1; }
+  exit 0
   ;;
 lost)
   cd "$work"
