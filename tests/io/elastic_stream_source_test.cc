@@ -76,6 +76,28 @@ class ElasticStreamSourceTest : public TextFormatTest {
     return seen;
   }
 
+  // The positions of an old job of `count` ranks after `batches` batches
+  // each (rank r: batches + extra[r], to make a job that did not step
+  // together), counting what it read in `seen`.
+  std::vector<std::string> OldPositions(int count, int batches, Seen* seen,
+                                        std::vector<int> extra = {}) {
+    extra.resize(static_cast<size_t>(count), 0);
+    std::vector<std::string> positions;
+    for (int r = 0; r < count; ++r) {
+      auto reader = Open(r, count);
+      EXPECT_TRUE(reader.ok()) << reader.status();
+      if (!reader.ok()) return {};
+      Batch batch;
+      for (int b = 0; b < batches + extra[r]; ++b) {
+        Result<bool> more = (*reader)->Next(&batch);
+        EXPECT_TRUE(more.ok() && *more);
+        Count(batch, seen);
+      }
+      positions.push_back((*reader)->position().Serialize());
+    }
+    return positions;
+  }
+
   std::unique_ptr<TextFormat> format_;
   std::vector<std::string> paths_;
 };
@@ -90,18 +112,8 @@ TEST_F(ElasticStreamSourceTest, EveryExampleOfTheEpochIsTrainedOnceAcrossTheResu
                  std::to_string(c.batches_before) + " batches");
     // The old job: every shard reads the same number of batches.
     Seen before;
-    std::vector<std::string> positions;
-    for (int r = 0; r < c.from; ++r) {
-      auto reader = Open(r, c.from);
-      ASSERT_TRUE(reader.ok()) << reader.status();
-      Batch batch;
-      for (int b = 0; b < c.batches_before; ++b) {
-        ASSERT_TRUE(*(*reader)->Next(&batch));
-        Count(batch, &before);
-      }
-      positions.push_back((*reader)->position().Serialize());
-    }
-    Result<std::string> resharded = ReshardedStreamPosition(positions);
+    Result<std::string> resharded =
+        ReshardedStreamPosition(OldPositions(c.from, c.batches_before, &before));
     ASSERT_TRUE(resharded.ok()) << resharded.status();
 
     // The new job: M ranks, stepping together.
@@ -151,15 +163,8 @@ TEST_F(ElasticStreamSourceTest, EveryExampleOfTheEpochIsTrainedOnceAcrossTheResu
 TEST_F(ElasticStreamSourceTest, AResumeDuringTheOldEpochResumesOnAnyNumberOfRanks) {
   // 2 ranks stopped after 3 batches; resumed on 3, which stop after 2 more
   // steps (their position is resharded still); resumed again on 1 and on 2.
-  std::vector<std::string> positions;
-  for (int r = 0; r < 2; ++r) {
-    auto reader = Open(r, 2);
-    ASSERT_TRUE(reader.ok());
-    Batch batch;
-    for (int b = 0; b < 3; ++b) ASSERT_TRUE(*(*reader)->Next(&batch));
-    positions.push_back((*reader)->position().Serialize());
-  }
-  Result<std::string> resharded = ReshardedStreamPosition(positions);
+  Seen before;
+  Result<std::string> resharded = ReshardedStreamPosition(OldPositions(2, 3, &before));
   ASSERT_TRUE(resharded.ok());
   std::vector<std::string> later;
   for (int s = 0; s < 3; ++s) {
@@ -200,14 +205,9 @@ TEST_F(ElasticStreamSourceTest, AResumeDuringTheOldEpochResumesOnAnyNumberOfRank
 }
 
 TEST_F(ElasticStreamSourceTest, PositionsThatAreNotOneJobsAreRefusedNamingTheRank) {
-  std::vector<std::string> positions;
-  for (int r = 0; r < 2; ++r) {
-    auto reader = Open(r, 2);
-    ASSERT_TRUE(reader.ok());
-    Batch batch;
-    for (int b = 0; b < 2 + r; ++b) ASSERT_TRUE(*(*reader)->Next(&batch));
-    positions.push_back((*reader)->position().Serialize());
-  }
+  Seen seen;
+  const std::vector<std::string> positions = OldPositions(2, 2, &seen, {0, 1});
+  ASSERT_EQ(2u, positions.size());
   Result<std::string> uneven = ReshardedStreamPosition(positions);
   EXPECT_EQ(StatusCode::kInvalidArgument, uneven.status().code());
   EXPECT_THAT(uneven.status().message(), ::testing::HasSubstr("old rank 1 stopped at batch 3"));
