@@ -2,12 +2,19 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -302,7 +309,48 @@ using internal::PendingMessage;
 using internal::Process;
 using internal::ProcessState;
 
-Result<MpiWorld> InitMpi(int* argc, char*** argv) {
+namespace {
+
+// Ends the process if MPI's start-up outlasts `seconds` (see InitMpi).
+class StartupWatchdog {
+ public:
+  explicit StartupWatchdog(double seconds) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
+        return;
+      }
+      char line[256];
+      const int n = std::snprintf(line, sizeof(line),
+                                  "ember: MPI's start-up did not finish within %g s: a rank of "
+                                  "the job was lost while it started; exiting\n",
+                                  seconds);
+      const ssize_t ignored =
+          ::write(STDERR_FILENO, line, std::min(static_cast<size_t>(n), sizeof(line) - 1));
+      (void)ignored;
+      ::_exit(3);
+    });
+  }
+  ~StartupWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<MpiWorld> InitMpi(int* argc, char*** argv, double timeout_seconds) {
   ProcessState& p = Process();
   MutexLock lock(p.mu);
   if (p.finalized) return Status::FailedPrecondition("InitMpi: MPI was finalised already");
@@ -316,6 +364,7 @@ Result<MpiWorld> InitMpi(int* argc, char*** argv) {
     p.initialized = true;
     return world;
   }
+  const StartupWatchdog watchdog(already ? 0.0 : timeout_seconds);
   int provided = 0;
   if (!already) {
     EMBER_RETURN_IF_ERROR(MpiStatus(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),

@@ -26,7 +26,13 @@ struct MpiWorld {
 // rank 0 of 1. `argc` and `argv` may be null. Fails with FailedPrecondition
 // if MPI cannot give MPI_THREAD_MULTIPLE or was finalised already, Internal
 // if MPI fails. Thread safety: may be called from any thread.
-Result<MpiWorld> InitMpi(int* argc, char*** argv);
+//
+// With `timeout_seconds` > 0 the start-up (MPI_Init_thread and the first
+// collective over the world, neither of which MPI bounds) is: a process
+// still in it after that long waits for a rank that was lost while the job
+// started (mpirun does not always end the others then). It says so on
+// stderr and exits with status 3, as a crash, so that the job is restarted.
+Result<MpiWorld> InitMpi(int* argc, char*** argv, double timeout_seconds = 0);
 
 // Ends MPI if InitMpi started it; otherwise does nothing. Idempotent. MPI
 // waits in MPI_Finalize for every rank to finalise too, so call it on a

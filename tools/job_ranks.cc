@@ -70,7 +70,7 @@ std::string FirstDifference(const std::vector<EffectiveFlag>& mine, const std::s
 }  // namespace
 
 Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
-  EMBER_ASSIGN_OR_RETURN(const MpiWorld world, InitMpi(nullptr, nullptr));
+  EMBER_ASSIGN_OR_RETURN(const MpiWorld world, InitMpi(nullptr, nullptr, timeout_seconds));
   std::unique_ptr<JobRanks> ranks(new JobRanks());
   ranks->rank_ = world.rank;
   ranks->size_ = world.size;

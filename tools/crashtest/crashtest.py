@@ -194,6 +194,11 @@ class Crashtest:
                 status = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 status = "hang"
+                # Where each process of the run waits, for the report.
+                ps = subprocess.run(["ps", "-o", "pid,stat,wchan:32,args", "-s",
+                                     str(process.pid)], capture_output=True, text=True)
+                log.write("crashtest: hung processes:\n" + ps.stdout)
+                log.flush()
             # Nothing of the run outlives it: a rank left behind is a failure too.
             left = self.ranks_of(process.pid)
             try:
