@@ -363,6 +363,14 @@ class RankCheckpointTest : public test::TempDirTest {
     return trainers;
   }
 
+  // 3,000 generated examples, written and read back as Criteo text.
+  Result<io::Dataset> TrainData() {
+    io::SyntheticOptions synthetic;
+    synthetic.rows = 3000;
+    EMBER_RETURN_IF_ERROR(io::WriteSyntheticCriteo(Path("train.tsv"), synthetic).status());
+    return io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
+  }
+
   std::vector<std::vector<Comms>> groups_;
 };
 
@@ -370,11 +378,8 @@ class RankCheckpointTest : public test::TempDirTest {
 // vectors, optimizer state, metadata) is the same on 3 ranks as on the 2 that
 // saved it, and after the 3 train on and save, the same on 2 again.
 TEST_F(RankCheckpointTest, ReshardingKeepsEveryRowAndTrainingGoesOn) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 3000;
-  ASSERT_TRUE(io::WriteSyntheticCriteo(Path("train.tsv"), synthetic).ok());
-  auto train = io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
-  ASSERT_TRUE(train.ok());
+  Result<io::Dataset> train = TrainData();
+  ASSERT_TRUE(train.ok()) << train.status();
 
   auto two = Run(2, *train, false, 6);
   const auto saved = AllRows(two);
@@ -415,11 +420,8 @@ TEST_F(RankCheckpointTest, ReshardingKeepsEveryRowAndTrainingGoesOn) {
 // with the rows of an uninterrupted job (the crash test found it refusing:
 // "full snapshot at step 6, but the directory already holds step 6").
 TEST_F(RankCheckpointTest, SavesThatTheJobNeverCommittedAreSetAsideByTheRestart) {
-  io::SyntheticOptions synthetic;
-  synthetic.rows = 3000;
-  ASSERT_TRUE(io::WriteSyntheticCriteo(Path("train.tsv"), synthetic).ok());
-  auto train = io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
-  ASSERT_TRUE(train.ok());
+  Result<io::Dataset> train = TrainData();
+  ASSERT_TRUE(train.ok()) << train.status();
   auto first = Run(2, *train, false, 6);
   const auto uninterrupted = AllRows(first);
   first.clear();

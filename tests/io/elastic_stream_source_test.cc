@@ -98,6 +98,22 @@ class ElasticStreamSourceTest : public TextFormatTest {
     return positions;
   }
 
+  // Rank `rank` of `ranks` resumed from `position`: what it reads of epoch 0.
+  void RestOfEpochZero(const std::string& position, int rank, int ranks, Seen* seen) {
+    auto main = Open(rank, ranks);
+    ASSERT_TRUE(main.ok()) << main.status();
+    ElasticStreamSource source(main->get(), [this](int i, int n) { return Open(i, n); }, rank,
+                               ranks);
+    ASSERT_TRUE(source.ResumeFrom(position).ok());
+    Batch batch;
+    for (;;) {
+      Result<bool> more = source.Next(&batch);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more || source.epoch() != 0) return;
+      Count(batch, seen);
+    }
+  }
+
   std::unique_ptr<TextFormat> format_;
   std::vector<std::string> paths_;
 };
@@ -186,20 +202,8 @@ TEST_F(ElasticStreamSourceTest, AResumeDuringTheOldEpochResumesOnAnyNumberOfRank
   // On 2 ranks (the old number) each reads its own old shard from there; on
   // 1 the two together: the same examples for the rest of epoch 0.
   Seen on_two, on_one;
-  for (int s = 0; s < 2; ++s) {
-    auto main = Open(s, 2);
-    ASSERT_TRUE(main.ok());
-    ElasticStreamSource rank(main->get(), [this](int i, int n) { return Open(i, n); }, s, 2);
-    ASSERT_TRUE(rank.ResumeFrom(*again).ok());
-    Batch batch;
-    while (*rank.Next(&batch) && rank.epoch() == 0) Count(batch, &on_two);
-  }
-  auto main = Open(0, 1);
-  ASSERT_TRUE(main.ok());
-  ElasticStreamSource one(main->get(), [this](int i, int n) { return Open(i, n); }, 0, 1);
-  ASSERT_TRUE(one.ResumeFrom(*again).ok());
-  Batch batch;
-  while (*one.Next(&batch) && one.epoch() == 0) Count(batch, &on_one);
+  for (int s = 0; s < 2; ++s) RestOfEpochZero(*again, s, 2, &on_two);
+  RestOfEpochZero(*again, 0, 1, &on_one);
   EXPECT_EQ(on_two, on_one);
   EXPECT_GT(Total(on_one), 0);
 }
