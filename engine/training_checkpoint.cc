@@ -254,7 +254,7 @@ Result<int64_t> TrainingCheckpointer::RestoreAt(int64_t step, const DenseState& 
     return Status::NotFound("no checkpoint of step ", step, " in ", options_.dir);
   }
   EMBER_ASSIGN_OR_RETURN(const int64_t restored, RestoreStep(step, dense));
-  if (steps->back() > step) EMBER_RETURN_IF_ERROR(embedding_.SetAsideSnapshotsAfter(step));
+  EMBER_RETURN_IF_ERROR(SetAsideAfter(step));
   return restored;
 }
 

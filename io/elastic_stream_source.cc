@@ -146,6 +146,7 @@ Status ElasticStreamSource::ResumeFrom(std::string_view position) {
   bool resharded = false;
   EMBER_ASSIGN_OR_RETURN(std::vector<StreamPosition> old, ParseResharded(position, &resharded));
   old_.clear();
+  last_epoch_ = -1;  // The main reader's, until a resharded position says otherwise.
   if (!resharded) return main_->ResumeFrom(position);
   const int n = static_cast<int>(old.size());
   if (n == ranks_) {

@@ -120,6 +120,18 @@ int ReaderThreads(int threads) {
   return std::max(1, threads / 4);
 }
 
+// Makes `options` read shard `shard` of `paths`, in pieces of the size a job
+// of that many shards reads (the pieces decide the order, so a resume on
+// another number of ranks opens the old shards with the old size).
+void SetShard(const std::vector<std::string>& paths, Shard shard,
+              io::StreamReaderOptions* options) {
+  options->num_shards = shard.count;
+  options->shard_index = shard.index;
+  options->piece_bytes = PieceBytes(paths, shard.count);
+  // Columnar: 4096 rows for 1 MiB, the StreamReader's default.
+  options->piece_rows = std::max<int64_t>(1, options->piece_bytes / 256);
+}
+
 // Streams --train_data (shard `shard` of it) and --test_data.
 Status OpenStreams(const std::vector<std::string>& train_paths,
                    const std::vector<std::string>& test_paths, int threads, Shard shard,
@@ -135,12 +147,8 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
   options.shuffle_files = FLAGS_shuffle;
   options.shuffle_pieces = FLAGS_shuffle;
   options.shuffle_buffer = FLAGS_shuffle ? FLAGS_shuffle_buffer : 0;
-  options.num_shards = shard.count;
-  options.shard_index = shard.index;
   options.threads = ReaderThreads(threads);
-  options.piece_bytes = PieceBytes(train_paths, shard.count);
-  // Columnar: 4096 rows for 1 MiB, the StreamReader's default.
-  options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
+  SetShard(train_paths, shard, &options);
   Result<InputStream> train = OpenInputStream(train_paths, options);
   if (!train.ok()) return train.status().WithContext("--train_data");
   const Shape train_shape = ShapeOf(*train->reader, train->slot_bits);
@@ -165,13 +173,9 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
             << train_shape.num_slots << " slots";
   data->train_stream = std::move(train->reader);
   // Shard i of n of the same files, as a job of n ranks reads them.
-  io::StreamShardOpener open_shard = [train_paths, options](int index,
-                                                           int count) mutable
+  io::StreamShardOpener open_shard = [train_paths, options](int index, int count) mutable
       -> Result<std::unique_ptr<io::StreamReader>> {
-    options.num_shards = count;
-    options.shard_index = index;
-    options.piece_bytes = PieceBytes(train_paths, count);
-    options.piece_rows = std::max<int64_t>(1, options.piece_bytes / 256);
+    SetShard(train_paths, Shard{count, index}, &options);
     EMBER_ASSIGN_OR_RETURN(InputStream stream, OpenInputStream(train_paths, options));
     return std::move(stream.reader);
   };
