@@ -12,7 +12,7 @@
 #include "engine/prediction.h"
 #include "engine/rank_checkpoint.h"
 #include "engine/reshard_checkpoint.h"
-#include "io/rank_slice_source.h"
+#include "engine/training_data.h"
 #include "pipeline/pipeline_parallel.h"
 #include "pipeline/training_loop.h"
 #include "scheduler/pipeline_partition.h"
@@ -118,99 +118,6 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<embedding::Embeddi
 
 Trainer::~Trainer() = default;
 
-namespace {
-
-// The dense half's state for a checkpoint. A model on a GPU gives host
-// copies of its parameters, kept in `*host` (a restore into them is copied
-// back with ParametersFromHost).
-Result<DenseState> DenseStateOf(DenseModel& model, const std::string& model_name,
-                                const ops::DenseOptimizerOptions& optimizer,
-                                int64_t* optimizer_steps, std::string* data_position,
-                                std::vector<Parameter>* host) {
-  DenseState state;
-  state.data_position = data_position;
-  if (model.device().is_cpu()) {
-    state.parameters = model.parameters();
-  } else {
-    EMBER_ASSIGN_OR_RETURN(*host, model.ParametersToHost());
-    for (Parameter& p : *host) state.parameters.push_back(&p);
-  }
-  state.descriptor = DenseStateDescriptor(model_name,
-                                          ops::DenseOptimizerName(optimizer.type), state.parameters);
-  state.optimizer_steps = optimizer_steps;
-  return state;
-}
-
-}  // namespace
-
-Result<int64_t> Trainer::Restore() {
-  if (checkpointer_ == nullptr) {
-    return Status::FailedPrecondition("no checkpoint directory is set");
-  }
-  std::vector<Parameter> host;
-  EMBER_ASSIGN_OR_RETURN(
-      const DenseState dense,
-      DenseStateOf(*model_, options_.model.name, options_.dense_optimizer,
-                   step_.optimizer_steps(), &resume_position_, &host));
-  EMBER_ASSIGN_OR_RETURN(const int64_t step,
-                         options_.ranks.active() || ranks_layout_ ? RestoreRanks(dense)
-                                                                 : checkpointer_->Restore(dense));
-  if (!model_->device().is_cpu()) EMBER_RETURN_IF_ERROR(model_->ParametersFromHost(host));
-  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersFrom(*model_));
-  job_steps_ = step;
-  skip_batches_ = step;
-  restored_step_ = step;
-  return step;
-}
-
-Result<int64_t> Trainer::NewestCheckpointStep() const {
-  if (checkpointer_ == nullptr) return int64_t{-1};
-  if (!options_.ranks.active() && !ranks_layout_) return checkpointer_->NewestStep();
-  Result<RanksRecord> record = FindRanksCheckpoint(job_checkpoint_dir_);
-  if (!record.ok() && record.status().code() == StatusCode::kNotFound) return int64_t{-1};
-  EMBER_RETURN_IF_ERROR(record.status());
-  return record->step;
-}
-
-Result<int64_t> Trainer::RestoreRanks(const DenseState& dense) {
-  EMBER_ASSIGN_OR_RETURN(const RanksRecord record, FindRanksCheckpoint(job_checkpoint_dir_));
-  const int ranks = options_.ranks.size(), rank = options_.ranks.rank();
-  if (record.ranks == ranks && !record.unranked) {
-    return checkpointer_->RestoreAt(record.step, dense);
-  }
-  return ReshardRanksCheckpoint(job_checkpoint_dir_, record,
-                                {rank, ranks, options_.batch_size, options_.checkpoint,
-                                 options_.table},
-                                *table_, dense);
-}
-
-Status Trainer::SaveCheckpoint(int64_t step, const std::string& data_position,
-                               TrainReport* report) {
-  TraceSpan span(options_.pipeline.tracer, "checkpoint", "checkpoint", step);
-  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersTo(*model_));
-  std::string position = data_position;
-  std::vector<Parameter> host;
-  EMBER_ASSIGN_OR_RETURN(const DenseState dense,
-                         DenseStateOf(*model_, options_.model.name, options_.dense_optimizer,
-                                      step_.optimizer_steps(), &position, &host));
-  if (ranks_layout_ && !uncommitted_set_aside_) {
-    // What this rank saved after the job's last commit (a job killed
-    // between its ranks' saves and RANKS) is not the job's: out of the way
-    // of the saves to come.
-    EMBER_RETURN_IF_ERROR(checkpointer_->SetAsideAfter(restored_step_));
-    uncommitted_set_aside_ = true;
-  }
-  EMBER_RETURN_IF_ERROR(checkpointer_->Save(step, dense)
-                            .WithContext("writing the checkpoint of step " + std::to_string(step) +
-                                         " in " + checkpointer_->dir()));
-  if (ranks_layout_) {
-    EMBER_RETURN_IF_ERROR(CommitRanksCheckpoint(options_.ranks.control, job_checkpoint_dir_, step));
-  }
-  ++report->checkpoints_written;
-  report->last_checkpoint_step = step;
-  return Status::OK();
-}
-
 Status Trainer::CheckShape(const io::BatchSource& data) const {
   const ModelOptions& model = options_.model;
   if (data.num_labels() != model.num_tasks) {
@@ -248,67 +155,28 @@ Status Trainer::ReserveRows(int64_t rows, const std::string& why) {
 }
 
 Result<TrainReport> Trainer::Fit(const io::Dataset& train) {
-  if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
-  int64_t reserved = 0;
-  if (options_.embedding_reserve_rows == -1 && options_.table.memory_budget_bytes == 0 &&
+  EMBER_ASSIGN_OR_RETURN(const std::unique_ptr<io::BatchSource> source,
+                         NewDatasetTrainingSource(train, options_));
+  return Fit(*source);
+}
+
+Result<TrainReport> Trainer::Fit(io::BatchSource& train) {
+  EMBER_RETURN_IF_ERROR(CheckShape(train));
+  TrainReport report;
+  const io::Dataset* in_memory = train.InMemoryData();
+  if (in_memory != nullptr && options_.embedding_reserve_rows == -1 &&
+      options_.table.memory_budget_bytes == 0 &&
       options_.table.admission.kind == embedding::AdmissionOptions::Kind::kNone) {
     embedding::DistinctKeyCounter distinct;
-    distinct.Add(train.all().keys);
+    distinct.Add(in_memory->all().keys);
     const int64_t rows = distinct.Estimate() * 51 / 50;
     const Status status = ReserveRows(rows, "the training data's distinct keys + 2%");
     if (status.ok()) {
-      reserved = rows;
+      report.reserved_embedding_rows = rows;
     } else {
       LOG(WARNING) << status << "; rows are made as they come";
     }
   }
-  io::DatasetBatchSourceOptions source_options;
-  const int ranks = options_.ranks.size();
-  source_options.batch_size = int64_t{options_.batch_size} * ranks;
-  source_options.num_epochs = options_.epochs;
-  source_options.shuffle = options_.shuffle;
-  source_options.seed = options_.seed;
-  io::DatasetBatchSource source(train, source_options);
-  if (ranks == 1) return FitSource(source, reserved);
-  // Every rank holds the data and trains its batch_size rows of each global
-  // batch of ranks x batch_size (the global batches are the same on every
-  // rank: the shuffle's seed is).
-  io::RankSliceBatchSource slice(&source, options_.ranks.rank(), ranks);
-  return FitSource(slice, reserved);
-}
-
-Result<TrainReport> Trainer::Fit(io::BatchSource& train) { return FitSource(train, 0); }
-
-Status Trainer::SkipTrainedBatches(io::BatchSource& train, int64_t skip,
-                                   const std::string& position, bool* exhausted) {
-  // The source seeks to where the checkpoint's batches ended, or, when it
-  // cannot (or the checkpoint has no position), those batches are read and
-  // dropped; either way training goes on with the batch after them.
-  const Status seek =
-      position.empty() ? Status::Unimplemented("no position") : train.ResumeFrom(position);
-  if (seek.ok()) {
-    LOG(INFO) << "resuming after step " << skip << " where its data ended";
-    return Status::OK();
-  }
-  if (seek.code() != StatusCode::kUnimplemented) {
-    return seek.WithContext(
-        "the checkpoint's training data position does not fit this training data (resume "
-        "with the data and reader flags of the checkpointed job, or start afresh)");
-  }
-  LOG(INFO) << "resuming after step " << skip << ": skipping the batches it had trained";
-  io::Batch scratch;
-  for (int64_t i = 0; i < skip && !*exhausted; ++i) {
-    Result<bool> more = train.Next(&scratch);
-    if (!more.ok()) return more.status().WithContext("skipping trained batches");
-    *exhausted = !*more;
-  }
-  return Status::OK();
-}
-
-Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_rows) {
-  EMBER_RETURN_IF_ERROR(CheckShape(train));
-  TrainReport report;
-  report.reserved_embedding_rows = reserved_rows;
   if (options_.embedding_reserve_rows > 0) {
     EMBER_RETURN_IF_ERROR(ReserveRows(options_.embedding_reserve_rows, "--embedding_reserve_rows"));
     report.reserved_embedding_rows = options_.embedding_reserve_rows;
@@ -427,38 +295,6 @@ Result<TrainReport> Trainer::FitSource(io::BatchSource& train, int64_t reserved_
   return report;
 }
 
-Result<std::vector<float>> Trainer::Predict(const io::Dataset& data) {
-  io::DatasetBatchSourceOptions source_options;
-  source_options.batch_size = options_.eval_batch_size;
-  io::DatasetBatchSource source(data, source_options);
-  std::vector<float> predictions;
-  predictions.reserve(data.size() * model_->num_tasks());
-  EMBER_RETURN_IF_ERROR(Predict(source, &predictions, nullptr));
-  return predictions;
-}
-
-Status Trainer::Predict(io::BatchSource& data, std::vector<float>* predictions,
-                        std::vector<float>* labels) {
-  EMBER_RETURN_IF_ERROR(CheckShape(data));
-  if (pipeline_stage_) EMBER_RETURN_IF_ERROR(pipeline_stage_->CopyParametersTo(*model_));
-  Status status;
-  arena_.Execute([&] {
-    SetOpenMpThreads(arena_.threads());
-    pipeline::StepState state;
-    while (true) {
-      Result<bool> more = data.Next(&state.batch);
-      if (!more.ok()) status = more.status().WithContext("reading the evaluation data");
-      if (!more.ok() || !*more) return;
-      status = PredictBatch(step_, state, predictions);
-      if (!status.ok()) return;
-      if (labels != nullptr) {
-        labels->insert(labels->end(), state.batch.labels.begin(), state.batch.labels.end());
-      }
-    }
-  });
-  return status;
-}
-
 Status Trainer::ServePipeline() {
   const pipeline::PipelineParallelOptions& pp = options_.pipeline_parallel;
   if (!pp.active() || pp.ranks == 1 || pp.stages->rank() == 0) {
@@ -470,18 +306,6 @@ Status Trainer::ServePipeline() {
 
 Status Trainer::FinishPipeline() {
   return pipeline_stage_ ? pipeline_stage_->Finish() : Status::OK();
-}
-
-Result<Metrics> Trainer::Evaluate(const io::Dataset& data) {
-  EMBER_ASSIGN_OR_RETURN(std::vector<float> predictions, Predict(data));
-  return ComputeTaskMetrics(predictions, data.all().labels, model_->num_tasks());
-}
-
-Result<Metrics> Trainer::Evaluate(io::BatchSource& data) {
-  std::vector<float> predictions, labels;
-  EMBER_RETURN_IF_ERROR(Predict(data, &predictions, &labels));
-  if (predictions.empty()) return Status::InvalidArgument("the evaluation data has no examples");
-  return ComputeTaskMetrics(predictions, labels, model_->num_tasks());
 }
 
 }  // namespace ember::engine

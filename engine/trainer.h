@@ -55,12 +55,15 @@ class Trainer {
   // batch_size (io/rank_slice_source.h): the job trains what one rank would
   // with that batch.
   // InvalidArgument for data without examples or whose labels per example
-  // are not the model's tasks.
+  // are not the model's tasks. The same as Fit(*NewDatasetTrainingSource(
+  // train, options())) (engine/training_data.h).
   Result<TrainReport> Fit(const io::Dataset& train);
   // After Restore, the steps it had trained count towards max_steps.
   // Trains on every batch of `train` (up to max_steps): the source decides
   // batch size, order and epochs; options.batch_size, epochs and shuffle do
-  // not apply. Errors: as above, InvalidArgument when the source's dense or
+  // not apply. A source over data in memory (io::BatchSource::InMemoryData)
+  // makes room for its distinct keys first (TrainOptions::
+  // embedding_reserve_rows). Errors: as above, InvalidArgument when the source's dense or
   // slot count is not the model's, and the source's read errors (with
   // context).
   Result<TrainReport> Fit(io::BatchSource& train);
@@ -95,9 +98,6 @@ class Trainer {
  private:
   Trainer(const TrainOptions& options, std::unique_ptr<embedding::EmbeddingTable> table,
           std::unique_ptr<DenseModel> model);
-  // Fit(train) after Fit(Dataset) made room for `reserved_rows` rows (0:
-  // none), which the report gives.
-  Result<TrainReport> FitSource(io::BatchSource& train, int64_t reserved_rows);
   // Resuming: seeks `train` past the batches a restored checkpoint had
   // trained (or reads and drops them); sets *exhausted when the data ended
   // among them.

@@ -43,6 +43,11 @@ class BatchSource {
   // InvalidArgument naming what differs when the position belongs to other
   // data or options, or is not one ResumePosition wrote.
   virtual Status ResumeFrom(std::string_view position);
+
+  // The examples in memory this source reads its batches from (all of them,
+  // whatever part it returns), or nullptr (the default) when it reads a
+  // stream. A trainer sizes its table from them.
+  virtual const Dataset* InMemoryData() const { return nullptr; }
 };
 
 struct DatasetBatchSourceOptions {
@@ -72,6 +77,7 @@ class DatasetBatchSource final : public BatchSource {
   // the next batch starts in it.
   Result<std::string> ResumePosition() const override;
   Status ResumeFrom(std::string_view position) override;
+  const Dataset* InMemoryData() const override { return &data_; }
 
  private:
   // Draws the order of `epoch_` when shuffling.

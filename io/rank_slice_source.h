@@ -33,6 +33,7 @@ class RankSliceBatchSource final : public BatchSource {
   // The global stream's position: every rank's is the same.
   Result<std::string> ResumePosition() const override { return global_->ResumePosition(); }
   Status ResumeFrom(std::string_view position) override { return global_->ResumeFrom(position); }
+  const Dataset* InMemoryData() const override { return global_->InMemoryData(); }
 
  private:
   BatchSource* global_;

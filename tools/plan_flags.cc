@@ -543,8 +543,6 @@ Result<scheduler::Plan> ApplyTrainPlan(engine::TrainOptions* options) {
     Result<scheduler::Plan> read = scheduler::ParsePlanJson(text, FLAGS_plan);
     if (!read.ok()) return read.status().WithContext("--plan");
     plan = *std::move(read);
-    // The streaming reader batches by the flag: keep it in step.
-    gflags::SetCommandLineOption("batch_size", std::to_string(plan.batch_size).c_str());
     if (plan.threads > HardwareThreads()) {
       return Status::InvalidArgument("--plan=", FLAGS_plan, " uses ", plan.threads,
                                      " threads; this host has ", HardwareThreads());

@@ -23,7 +23,8 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/trace.h"
-#include "engine/bundle.h"
+#include "engine/job.h"
+#include "engine/training_data.h"
 #include "engine/model_hash.h"
 #include "engine/model_zoo.h"
 #include "engine/trainer.h"
@@ -34,7 +35,6 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 #include "tools/job_flags.h"
-#include "tools/job_ranks.h"
 #include "tools/plan_flags.h"
 #include "tools/run_curves.h"
 #include "tools/serving_flags.h"
@@ -58,8 +58,10 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.threads = FLAGS_threads;
   options.seed = FLAGS_seed;
   options.shuffle = FLAGS_shuffle;
-  EMBER_ASSIGN_OR_RETURN(options.table.optimizer.type,
-                         embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer));
+  Result<embedding::SparseOptimizer> sparse =
+      embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer);
+  if (!sparse.ok()) return sparse.status().WithContext("--sparse_optimizer");
+  options.table.optimizer.type = *sparse;
   options.table.optimizer.learning_rate = static_cast<float>(FLAGS_sparse_lr);
   options.table.optimizer.ftrl_beta = static_cast<float>(FLAGS_ftrl_beta);
   options.table.optimizer.l1 = static_cast<float>(FLAGS_ftrl_l1);
@@ -103,8 +105,9 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.embedding_reserve_rows = FLAGS_embedding_reserve_rows;
   options.pipeline.prefetch = FLAGS_prefetch;
   options.pipeline.read_ahead = FLAGS_read_ahead;
-  EMBER_ASSIGN_OR_RETURN(options.dense_optimizer.type,
-                         ops::ParseDenseOptimizer(FLAGS_dense_optimizer));
+  Result<ops::DenseOptimizer> dense = ops::ParseDenseOptimizer(FLAGS_dense_optimizer);
+  if (!dense.ok()) return dense.status().WithContext("--dense_optimizer");
+  options.dense_optimizer.type = *dense;
   options.dense_optimizer.learning_rate = static_cast<float>(FLAGS_dense_lr);
   if (FLAGS_pipeline != "on" && FLAGS_pipeline != "off") {
     return Status::InvalidArgument("--pipeline=", FLAGS_pipeline, " is not known; use on or off");
@@ -129,7 +132,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.pipeline.watchdog_seconds = FLAGS_watchdog_seconds;
   options.eval_every_steps = FLAGS_eval_every_steps;
   options.eval_every_epoch = FLAGS_eval_every_epoch;
-  // The ranks and their communicators come with the job's ranks (ApplyRanks).
+  // The ranks and their communicators come with the job's ranks (engine::Job).
   options.pipeline_parallel.virtual_stages = FLAGS_virtual_stages;
   options.pipeline_parallel.micro_batches = FLAGS_micro_batches;
   options.pipeline_parallel.schedule = FLAGS_pipeline_schedule;
@@ -168,261 +171,64 @@ const std::vector<std::string> kTrainFlagFiles = {"tools/train_flags.cc",
 // still run); a second one exits at once.
 std::atomic<bool> g_stop_requested{false};
 
-// Fails, naming `flag`, unless an output can be written at `path`: its
-// directory exists and takes a new file of the name the atomic writer gives
-// it first (<path>.tmp.<pid>.<n>; a name too long, a read-only or full
-// file system fail here rather than after training).
-Status CheckOutputPath(const char* flag, const std::string& path) {
-  EMBER_RETURN_IF_ERROR(CheckWritableDestination(path).WithContext(flag));
-  const std::string probe = path + ".tmp." + std::to_string(::getpid()) + ".check";
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::InvalidArgument(flag, "=", path, ": cannot create a file there (",
-                                   std::strerror(errno), ")");
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return Status::OK();
+// The job the flags describe, one options value: what to train, where
+// its outputs go, how it spreads over the ranks mpirun started.
+Result<engine::JobOptions> JobOptionsFromFlags() {
+  engine::JobOptions job;
+  EMBER_ASSIGN_OR_RETURN(job.train, TrainOptionsFromFlags());
+  job.train.checkpoint.dir = FLAGS_checkpoint_dir;
+  job.train.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
+  job.train.expert_parallel = FLAGS_expert_parallel;
+  job.expert_parallel_chosen = !gflags::GetCommandLineFlagInfoOrDie("expert_parallel").is_default;
+  job.outputs = {FLAGS_metrics_out, FLAGS_trace_file, FLAGS_plot_out, FLAGS_export_dir,
+                 FLAGS_model_hash};
+  job.resume = FLAGS_resume;
+  job.pipeline_parallel = FLAGS_pipeline_parallel;
+  job.rank_timeout_seconds = FLAGS_rank_timeout_seconds;
+  job.data_sharded = FLAGS_num_shards > 1 || FLAGS_shard_index > 0;
+  job.stop_requested = &g_stop_requested;
+  return job;
 }
 
-// --export_dir: the serving bundle of the trained model, with the input
-// format training read (`source_format`: "columnar" or a text format).
-Status ExportTrained(engine::Trainer& trainer, embedding::EmbeddingTable& table,
-                     const engine::TrainReport& report, const std::string& source_format) {
-  EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
-  const engine::BundleConfig config =
-      engine::BundleConfigOf(trainer.options(), input, source_format == "columnar",
-                             report.resumed_from_step + report.steps);
-  EMBER_RETURN_IF_ERROR(engine::WriteBundle(FLAGS_export_dir, config, trainer.model(), table)
-                            .WithContext("--export_dir"));
-  LOG(INFO) << "wrote the serving bundle of step " << config.step << " to " << FLAGS_export_dir;
-  return Status::OK();
+// Resumes the job's newest checkpoint if it has one (the flags that decide
+// its result checked against the recorded ones), or records the job's flags
+// and input for a fresh one. Returns the step resumed (-1: none).
+Result<int64_t> ResumeOrRecord(engine::Job& job, const Data& data) {
+  const std::string& dir = job.options().train.checkpoint.dir;
+  if (dir.empty()) return int64_t{-1};
+  EMBER_ASSIGN_OR_RETURN(const int64_t newest, job.NewestCheckpointStep());
+  if (newest >= 0 && job.options().resume) {
+    EMBER_RETURN_IF_ERROR(CheckResumeFlags(dir, kTrainFlagFiles));
+  }
+  EMBER_ASSIGN_OR_RETURN(const int64_t step, job.Resume());
+  if (step < 0 && job.reports()) {
+    // One record for the job (with ranks: rank 0's, in the job's directory).
+    EMBER_RETURN_IF_ERROR(RecordJobFlags(dir, kTrainFlagFiles));
+    EMBER_RETURN_IF_ERROR(RecordJobInput(dir, {data.num_dense, data.num_slots, data.num_labels,
+                                               data.train_source.format == "columnar"}));
+  }
+  return step;
 }
 
-// With a dense model on a GPU under mpirun: one GPU per rank of a host (its
-// local rank among the host's ranks), and the dense stage's communicator
-// over NCCL (the data-parallel gradients' all-reduce, or a pipeline's
-// activations and gradients).
-Status UseLocalGpu(JobRanks& ranks, engine::TrainOptions* options) {
-  if (!options->model.device.is_cuda()) return Status::OK();
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const int devices = CudaDeviceCount();
-  if (devices > 0) {
-    options->model.device = Device::Cuda((local != nullptr ? std::atoi(local) : 0) % devices);
-  }
-  return ranks.UseNcclForDense(options->model.device.index, FLAGS_rank_timeout_seconds);
+// The held-out data as each evaluation during training reads it: the test
+// set in memory, or its stream opened afresh.
+std::function<Result<std::unique_ptr<io::BatchSource>>()> EvaluationData(const Data& data) {
+  return [&data]() -> Result<std::unique_ptr<io::BatchSource>> {
+    if (!data.test_stream) {
+      io::DatasetBatchSourceOptions batches;
+      batches.batch_size = engine::TrainOptions().eval_batch_size;
+      return std::unique_ptr<io::BatchSource>(
+          std::make_unique<io::DatasetBatchSource>(data.test, batches));
+    }
+    Result<InputStream> test = OpenInputStream(data.test_paths, data.test_options);
+    if (!test.ok()) return test.status().WithContext("--test_data");
+    return std::unique_ptr<io::BatchSource>(std::move(test->reader));
+  };
 }
 
-// Under mpirun: each rank trains its shard of the data with its own rows,
-// in its own directories; rank 0 reports. Refuses what does not apply.
-Status ApplyRanks(JobRanks& ranks, engine::TrainOptions* options) {
-  if (FLAGS_pipeline_parallel != ranks.size()) {
-    if (FLAGS_pipeline_parallel > 1) {
-      return Status::InvalidArgument(
-          "--pipeline_parallel=", FLAGS_pipeline_parallel, " splits the dense model over that "
-          "many ranks, and this job has ", ranks.size(), ": run it under mpirun -np ",
-          FLAGS_pipeline_parallel, " (data parallelism across pipelines is not supported yet)");
-    }
-  } else if (ranks.several()) {
-    // A pipeline: rank 0 trains as a job of one rank (all the data, the
-    // whole table) whose dense stage runs the pipeline; the others serve.
-    EMBER_RETURN_IF_ERROR(UseLocalGpu(ranks, options));
-    options->pipeline_parallel.ranks = ranks.size();
-    options->pipeline_parallel.stages = ranks.pipeline_stages();
-    options->pipeline_parallel.commands = ranks.pipeline_commands();
-    options->show_progress = options->show_progress && ranks.rank() == 0;
-    if (!FLAGS_trace_file.empty()) FLAGS_trace_file += ".rank-" + std::to_string(ranks.rank());
-    return Status::OK();
-  }
-  if (!ranks.several()) return Status::OK();
-  if (FLAGS_num_shards > 1 || FLAGS_shard_index > 0) {
-    return Status::InvalidArgument(
-        "--num_shards/--shard_index: under mpirun every rank reads shard <rank> of <ranks> of "
-        "--train_data by itself; drop these flags");
-  }
-  EMBER_RETURN_IF_ERROR(UseLocalGpu(ranks, options));
-  options->ranks = ranks.group();
-  options->expert_parallel = FLAGS_expert_parallel;
-  if (FLAGS_expert_parallel && options->model.name == "moe" &&
-      options->model.num_experts % ranks.size() != 0 &&
-      gflags::GetCommandLineFlagInfoOrDie("expert_parallel").is_default) {
-    LOG(WARNING) << "--expert_parallel: off, --num_experts=" << options->model.num_experts
-                 << " does not divide among " << ranks.size()
-                 << " ranks; every rank computes every expert";
-    options->expert_parallel = false;
-  }
-  options->show_progress = options->show_progress && ranks.rank() == 0;
-  if (!options->table.disk_path.empty()) {
-    options->table.disk_path += "/rank-" + std::to_string(ranks.rank());
-  }
-  if (!FLAGS_trace_file.empty()) FLAGS_trace_file += ".rank-" + std::to_string(ranks.rank());
-  return Status::OK();
-}
-
-Status Train(JobRanks& ranks, int* stopped_by) {
-  LogEffectiveFlags(kTrainFlagFiles);
-  EMBER_RETURN_IF_ERROR(ranks.CheckSameFlags(EffectiveFlags(kTrainFlagFiles)));
-  EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
-  EMBER_RETURN_IF_ERROR(ApplyRanks(ranks, &options));
-  const bool reports = ranks.rank() == 0;
-  // Ranks that train data in parallel (not the stages of a pipeline).
-  const bool data_parallel = options.ranks.active();
-  // Fail now rather than after hours of training.
-  for (const auto& [flag, path] : {std::pair{"--metrics_out", FLAGS_metrics_out},
-                                   std::pair{"--trace_file", FLAGS_trace_file},
-                                   std::pair{"--plot_out", FLAGS_plot_out}}) {
-    if (!path.empty() && (reports || std::string(flag) == "--trace_file")) {
-      EMBER_RETURN_IF_ERROR(CheckOutputPath(flag, path));
-    }
-  }
-  if (!FLAGS_export_dir.empty() && reports) {
-    EMBER_RETURN_IF_ERROR(CheckWritableDestination(FLAGS_export_dir).WithContext("--export_dir"));
-  }
-  if (!FLAGS_plot_out.empty() && std::filesystem::path(FLAGS_plot_out).extension() != ".svg") {
-    return Status::InvalidArgument("--plot_out=", FLAGS_plot_out,
-                                   ": the curves are drawn as SVG; name a .svg file");
-  }
-  // --plan=auto|off|FILE (tools/plan_flags.h) sets threads and pipeline knobs.
-  EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(&options));
-  // A pipeline's stages read no data: rank 0 tells them the examples' shape
-  // (their model's inputs and outputs) once it has read the data.
-  const bool pipeline_stages = options.pipeline_parallel.ranks > 1;
-  std::vector<int64_t> shape(3);
-  if (pipeline_stages && !reports) {
-    EMBER_RETURN_IF_ERROR(options.pipeline_parallel.commands->Broadcast(shape, 0)
-                              .WithContext("waiting for rank 0 to read the data"));
-    // The embedding table is rank 0's: a stage keeps an empty one in memory.
-    options.table.memory_budget_bytes = 0;
-    options.table.disk_path.clear();
-    EMBER_ASSIGN_OR_RETURN(auto stage,
-                           engine::Trainer::Create(options, static_cast<int>(shape[0]),
-                                                   static_cast<int>(shape[1]),
-                                                   static_cast<int>(shape[2])));
-    // A stage of rank 0's pipeline: rank 0 trains, checkpoints and reports.
-    return stage->ServePipeline();
-  }
-
-  TempDir temp_dir;
-  EMBER_ASSIGN_OR_RETURN(Data data, LoadData(&temp_dir, plan.threads,
-                                          data_parallel ? Shard{ranks.size(), ranks.rank()}
-                                                        : Shard{FLAGS_num_shards, FLAGS_shard_index},
-                                          data_parallel));
-  if (pipeline_stages) {
-    shape = {data.num_dense, data.num_slots, data.num_labels};
-    EMBER_RETURN_IF_ERROR(options.pipeline_parallel.commands->Broadcast(shape, 0)
-                              .WithContext("telling the pipeline's stages the data's shape"));
-  }
-  TempDir embedding_temp_dir;
-  if (options.table.memory_budget_bytes > 0 && options.table.disk_path.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.table.disk_path, embedding_temp_dir.Create("ember-train"));
-  }
-  if (options.table.memory_budget_bytes == 0) TuneProcessAllocatorWithoutMemoryBudget();
-  std::unique_ptr<Tracer> tracer;
-  if (!FLAGS_trace_file.empty()) {
-    tracer = std::make_unique<Tracer>();
-    options.pipeline.tracer = tracer.get();
-  }
-  options.stop_requested = &g_stop_requested;
-  // Evaluations during training: the test data as the final evaluation
-  // reads it (a stream is read afresh each time).
-  engine::Trainer* evaluated_trainer = nullptr;
-  if (FLAGS_eval_every_steps > 0 || FLAGS_eval_every_epoch || !FLAGS_plot_out.empty()) {
-    options.evaluate = [&]() -> Result<engine::Metrics> {
-      if (!data.test_stream) return evaluated_trainer->Evaluate(data.test);
-      Result<InputStream> test = OpenInputStream(data.test_paths, data.test_options);
-      if (!test.ok()) return test.status().WithContext("--test_data");
-      return evaluated_trainer->Evaluate(*test->reader);
-    };
-  }
-  options.checkpoint.dir = FLAGS_checkpoint_dir;
-  options.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
-  EMBER_ASSIGN_OR_RETURN(auto trainer,
-                         engine::Trainer::Create(options, data.num_dense, data.num_slots,
-                                                 data.num_labels));
-  evaluated_trainer = trainer.get();
-  if (!FLAGS_checkpoint_dir.empty()) {
-    EMBER_ASSIGN_OR_RETURN(const int64_t newest, trainer->NewestCheckpointStep());
-    if (newest >= 0 && !FLAGS_resume) {
-      return Status::InvalidArgument("--checkpoint_dir ", FLAGS_checkpoint_dir,
-                                     " holds a checkpoint of step ", newest,
-                                     "; pass --resume to continue it, or choose another directory");
-    }
-    if (newest >= 0) {
-      EMBER_RETURN_IF_ERROR(CheckResumeFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
-      Result<int64_t> step = trainer->Restore();
-      if (!step.ok()) return step.status().WithContext("--checkpoint_dir");
-      LOG(INFO) << "resumed from the checkpoint of step " << *step << " in "
-                << FLAGS_checkpoint_dir;
-    } else if (reports) {
-      // One record for the job (with ranks: rank 0's, in the job's directory).
-      EMBER_RETURN_IF_ERROR(RecordJobFlags(FLAGS_checkpoint_dir, kTrainFlagFiles));
-      EMBER_RETURN_IF_ERROR(RecordJobInput(FLAGS_checkpoint_dir,
-                                           {data.num_dense, data.num_slots, data.num_labels,
-                                            data.train_source.format == "columnar"}));
-    }
-  }
-  // A first SIGINT/SIGTERM ends training after the batches in flight.
-  Result<engine::TrainReport> fit = [&] {
-    StopOnSignal stop_on_signal(&g_stop_requested);
-    Result<engine::TrainReport> result =
-        data.train_stream ? trainer->Fit(*data.train_elastic) : trainer->Fit(data.train);
-    *stopped_by = stop_on_signal.signal();
-    return result;
-  }();
-  if (data.train_stream) {
-    data.train_source.stream = data.train_stream->stats();
-    data.train_source.bad_lines = data.train_source.stream->bad_lines;
-  }
-  EMBER_RETURN_IF_ERROR(fit.status());
-  EMBER_RETURN_IF_ERROR(trainer->FinishPipeline());
-  engine::TrainReport report = *std::move(fit);
-  if (data_parallel) {
-    // The job's examples and speed: every rank's, trained in step.
-    EMBER_ASSIGN_OR_RETURN(const int64_t job_examples, ranks.SumOverRanks(report.examples));
-    const double scale = report.examples > 0 ? static_cast<double>(job_examples) / report.examples
-                                             : 0.0;
-    report.examples = job_examples;
-    report.samples_per_sec *= scale;
-    report.steady_samples_per_sec *= scale;
-  }
-  // With ranks, the whole table on rank 0 for the hash and the bundle. A
-  // job that had finished still says its hash: that of its checkpoint, as
-  // restored (on another number of ranks, resharded).
-  std::unique_ptr<embedding::EmbeddingTable> gathered;
-  if (data_parallel && (FLAGS_model_hash || !FLAGS_export_dir.empty())) {
-    EMBER_ASSIGN_OR_RETURN(gathered,
-                           ranks.GatherTable(trainer->table(), trainer->options().table));
-  }
-  embedding::EmbeddingTable* whole = gathered ? gathered.get() : &trainer->table();
-  std::string model_hash;
-  if (FLAGS_model_hash && reports) {
-    EMBER_ASSIGN_OR_RETURN(const uint64_t hash,
-                           engine::HashTrainedModel(trainer->model(), *whole));
-    model_hash = engine::ModelHashHex(hash);
-    std::printf("model hash: %s\n", model_hash.c_str());
-  }
-  // A finished job's metrics, trace and plot are those of the run that
-  // finished it, unless that run was stopped between its last checkpoint and
-  // writing them (--metrics_out is then missing, or an earlier run's: one
-  // stopped by a signal, or one that ended at an earlier step): then they
-  // are written now, from the checkpoint.
-  const bool outputs_written =
-      FLAGS_metrics_out.empty() ||
-      MetricsOfJobFinishedAt(FLAGS_metrics_out, report.resumed_from_step);
-  if (report.already_finished && !outputs_written) {
-    LOG(WARNING) << "the job in --checkpoint_dir=" << FLAGS_checkpoint_dir
-                 << " had finished training, but --metrics_out=" << FLAGS_metrics_out
-                 << " does not hold the metrics of the run that finished it (that run stopped "
-                    "first): writing them from the checkpoint";
-  }
-  if (report.already_finished && outputs_written) {
-    std::printf("ember train: the job in --checkpoint_dir=%s had finished training at step %lld; "
-                "nothing to train, its outputs are left as they were (raise --epochs or "
-                "--max_steps to train on)\n",
-                FLAGS_checkpoint_dir.c_str(), static_cast<long long>(report.resumed_from_step));
-    std::fflush(stdout);
-    return Status::OK();
-  }
+// Logs what the run did beyond its summary: stages, staleness, checkpoints,
+// the table, the experts and the ranks' exchanges.
+void LogRun(const engine::Job& job, const engine::TrainReport& report) {
   LOG(INFO) << "stages: " << StageSummary(report.stage_times, report.train_seconds);
   // Reading runs on the trainer's own thread.
   std::string threads;
@@ -442,13 +248,13 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   }
   if (report.checkpoints_written > 0) {
     LOG(INFO) << "checkpoints: " << report.checkpoints_written << " written, the last of step "
-              << report.last_checkpoint_step << " in " << FLAGS_checkpoint_dir;
+              << report.last_checkpoint_step << " in " << job.options().train.checkpoint.dir;
   }
   LOG(INFO) << "embeddings: " << EmbeddingSummary(report.embedding, report.train_seconds);
+  const std::string who =
+      job.data_parallel() ? " (rank " + std::to_string(job.rank()) + ")" : std::string();
   if (report.moe_choices > 0) {
     // With ranks, each rank's own batches.
-    const std::string who =
-        data_parallel ? " (rank " + std::to_string(ranks.rank()) + ")" : std::string();
     LOG(INFO) << "moe" << who << ": "
               << report.moe_dropped_examples / static_cast<double>(report.steps)
               << " examples a step lost a choice to a full expert ("
@@ -461,28 +267,18 @@ Status Train(JobRanks& ranks, int* stopped_by) {
                 << 1e3 * report.moe_exchange_seconds / report.steps << " ms a step";
     }
   }
-  if (data_parallel && report.steps > 0) {
+  if (job.data_parallel() && report.steps > 0) {
     const embedding::TableStats& t = report.embedding;
-    LOG(INFO) << "exchanges of rank " << ranks.rank() << ": " << t.exchanged_bytes / report.steps
+    LOG(INFO) << "exchanges of rank " << job.rank() << ": " << t.exchanged_bytes / report.steps
               << " bytes a step (the least possible: " << t.exchanged_bytes_minimum / report.steps
               << ")";
   }
-  Result<engine::Metrics> evaluated =
-      data.test_stream ? trainer->Evaluate(*data.test_stream) : trainer->Evaluate(data.test);
-  if (data.test_stream) {
-    data.test_source->stream = data.test_stream->stats();
-    data.test_source->bad_lines = data.test_source->stream->bad_lines;
-  }
-  if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
-  const engine::Metrics& test = *evaluated;
-  if (!reports) {
-    // Every rank took part in the evaluation; rank 0 reports and writes.
-    if (tracer) {
-      EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
-    }
-    return Status::OK();
-  }
+}
 
+// Prints the run's summary: training, the test metrics, the planted
+// model's ceiling, the input.
+void PrintSummary(const engine::TrainReport& report, const engine::Metrics& test,
+                  const Data& data, int stopped_by) {
   std::string steady;
   if (FLAGS_timing_warmup_steps > 0 && report.steady_samples_per_sec > 0) {
     steady = " (" + std::to_string(std::llround(report.steady_samples_per_sec)) +
@@ -490,7 +286,7 @@ Status Train(JobRanks& ranks, int* stopped_by) {
   }
   // A run a signal stopped says so in its summary, not only in the log.
   const std::string interrupted =
-      *stopped_by != 0 ? "interrupted (signal " + std::to_string(*stopped_by) + ") after " : "";
+      stopped_by != 0 ? "interrupted (signal " + std::to_string(stopped_by) + ") after " : "";
   std::printf("train: %s%lld steps, %lld examples, %.0f samples/s%s, last epoch loss %.4f\n",
               interrupted.c_str(), static_cast<long long>(report.steps),
               static_cast<long long>(report.examples),
@@ -511,57 +307,154 @@ Status Train(JobRanks& ranks, int* stopped_by) {
     std::printf("input: test data %s\n", SourceSummary(*data.test_source).c_str());
   }
   std::fflush(stdout);
+}
 
-  if (!FLAGS_export_dir.empty()) {
-    EMBER_RETURN_IF_ERROR(ExportTrained(*trainer, *whole, report, data.train_source.format));
+// Writes the run's curves and metrics (rank 0).
+Status WriteReports(const engine::Job& job, const engine::TrainReport& report,
+                    const engine::Metrics& test, const Data& data, const std::string& model_hash) {
+  const engine::JobOutputs& out = job.options().outputs;
+  if (!out.plot_out.empty()) {
+    const std::string svg = RunCurvesSvg(report.history, job.options().train.model.name);
+    EMBER_RETURN_IF_ERROR(WriteFileAtomic(out.plot_out, svg).WithContext("--plot_out"));
+    LOG(INFO) << "wrote the run's curves to " << out.plot_out;
   }
-  if (tracer) {
-    EMBER_RETURN_IF_ERROR(tracer->WriteJson(FLAGS_trace_file).WithContext("--trace_file"));
-    LOG(INFO) << "wrote trace " << FLAGS_trace_file;
+  if (out.metrics_out.empty()) return Status::OK();
+  JsonObject test_json = TestMetricsJson(test);
+  if (!data.ceiling_auc.empty()) test_json.Add("ceiling_auc", data.ceiling_auc[0]);
+  if (data.ceiling_auc.size() > 1 && !test.tasks.empty()) {
+    test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
   }
-  if (!FLAGS_plot_out.empty()) {
-    const std::string svg = RunCurvesSvg(report.history, options.model.name);
-    EMBER_RETURN_IF_ERROR(WriteFileAtomic(FLAGS_plot_out, svg).WithContext("--plot_out"));
-    LOG(INFO) << "wrote the run's curves to " << FLAGS_plot_out;
+  JsonObject train_json = TrainReportJson(report, FLAGS_timing_warmup_steps);
+  if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
+  JsonObject input_json;
+  input_json.Add("train", SourceJson(data.train_source));
+  if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
+  JsonObject root;
+  root.Add("model", job.options().train.model.name).Add("test", test_json).Add("train", train_json);
+  root.Add("input", input_json);
+  return WriteFileAtomic(out.metrics_out, root.ToString()).WithContext("--metrics_out");
+}
+
+// Whether a job that had finished already has the outputs of the run that
+// finished it (see below); otherwise they are written again now.
+bool FinishedJobHasItsOutputs(const engine::Job& job, const engine::TrainReport& report) {
+  // A finished job's metrics, trace and plot are those of the run that
+  // finished it, unless that run was stopped between its last checkpoint and
+  // writing them (--metrics_out is then missing, or an earlier run's: one
+  // stopped by a signal, or one that ended at an earlier step).
+  const std::string& metrics = job.options().outputs.metrics_out;
+  const bool written = metrics.empty() || MetricsOfJobFinishedAt(metrics, report.resumed_from_step);
+  if (!written) {
+    LOG(WARNING) << "the job in --checkpoint_dir=" << job.options().train.checkpoint.dir
+                 << " had finished training, but --metrics_out=" << metrics
+                 << " does not hold the metrics of the run that finished it (that run stopped "
+                    "first): writing them from the checkpoint";
   }
-  if (!FLAGS_metrics_out.empty()) {
-    JsonObject test_json = TestMetricsJson(test);
-    if (!data.ceiling_auc.empty()) test_json.Add("ceiling_auc", data.ceiling_auc[0]);
-    if (data.ceiling_auc.size() > 1 && !test.tasks.empty()) {
-      test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
-    }
-    JsonObject train_json = TrainReportJson(report, FLAGS_timing_warmup_steps);
-    if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
-    JsonObject input_json;
-    input_json.Add("train", SourceJson(data.train_source));
-    if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
-    JsonObject root;
-    root.Add("model", options.model.name).Add("test", test_json).Add("train", train_json);
-    root.Add("input", input_json);
-    EMBER_RETURN_IF_ERROR(
-        WriteFileAtomic(FLAGS_metrics_out, root.ToString()).WithContext("--metrics_out"));
+  return written;
+}
+
+// `ember train`: the job's steps, in order.
+Status Train(engine::Job& job, int* stopped_by) {
+  std::vector<engine::JobRanks::Setting> settings;
+  for (const EffectiveFlag& flag : EffectiveFlags(kTrainFlagFiles)) {
+    settings.push_back({flag.name, flag.value});
   }
-  return Status::OK();
+  EMBER_RETURN_IF_ERROR(job.CheckSameSettings(settings));
+  // Fail now rather than after hours of training.
+  EMBER_RETURN_IF_ERROR(job.CheckOutputs());
+  // --plan=auto|off|FILE (tools/plan_flags.h) sets threads and pipeline knobs.
+  EMBER_ASSIGN_OR_RETURN(const scheduler::Plan plan, ApplyTrainPlan(job.mutable_train_options()));
+  // A pipeline's stages read no data: rank 0 tells them the examples' shape.
+  if (job.serves_pipeline()) return job.ServePipeline();
+
+  TempDir temp_dir;
+  const engine::TrainOptions& options = job.options().train;
+  EMBER_ASSIGN_OR_RETURN(Data data,
+                         LoadData(&temp_dir, options, plan.threads,
+                                  job.data_parallel() ? Shard{job.ranks(), job.rank()}
+                                                      : Shard{FLAGS_num_shards, FLAGS_shard_index},
+                                  job.data_parallel()));
+  if (FLAGS_eval_every_steps > 0 || FLAGS_eval_every_epoch || !FLAGS_plot_out.empty()) {
+    job.EvaluateDuringTraining(EvaluationData(data));
+  }
+  EMBER_RETURN_IF_ERROR(job.Create({data.num_dense, data.num_slots, data.num_labels}));
+  EMBER_RETURN_IF_ERROR(ResumeOrRecord(job, data).status());
+  // One path for the training data: a stream, or the examples in memory.
+  std::unique_ptr<io::BatchSource> in_memory;
+  if (!data.train_stream) {
+    EMBER_ASSIGN_OR_RETURN(in_memory,
+                           engine::NewDatasetTrainingSource(data.train, job.trainer().options()));
+  }
+  io::BatchSource& train = data.train_stream ? *data.train_elastic : *in_memory;
+  // A first SIGINT/SIGTERM ends training after the batches in flight.
+  Result<engine::TrainReport> trained = [&] {
+    StopOnSignal stop_on_signal(&g_stop_requested);
+    Result<engine::TrainReport> result = job.Train(train);
+    *stopped_by = stop_on_signal.signal();
+    return result;
+  }();
+  if (data.train_stream) {
+    data.train_source.stream = data.train_stream->stats();
+    data.train_source.bad_lines = data.train_source.stream->bad_lines;
+  }
+  EMBER_ASSIGN_OR_RETURN(const engine::TrainReport report, std::move(trained));
+  // The whole model's hash and bundle; a job that had finished still says
+  // its hash: that of its checkpoint, as restored (on another number of
+  // ranks, resharded).
+  const engine::JobOutputs& out = job.options().outputs;
+  if (out.model_hash || !out.export_dir.empty()) EMBER_RETURN_IF_ERROR(job.Gather());
+  std::string model_hash;
+  if (out.model_hash && job.reports()) {
+    EMBER_ASSIGN_OR_RETURN(model_hash, job.ModelHash());
+    std::printf("model hash: %s\n", model_hash.c_str());
+  }
+  if (report.already_finished && FinishedJobHasItsOutputs(job, report)) {
+    std::printf("ember train: the job in --checkpoint_dir=%s had finished training at step %lld; "
+                "nothing to train, its outputs are left as they were (raise --epochs or "
+                "--max_steps to train on)\n",
+                options.checkpoint.dir.c_str(), static_cast<long long>(report.resumed_from_step));
+    std::fflush(stdout);
+    return Status::OK();
+  }
+  LogRun(job, report);
+  Result<engine::Metrics> evaluated = data.test_stream
+                                          ? job.trainer().Evaluate(*data.test_stream)
+                                          : job.trainer().Evaluate(data.test);
+  if (data.test_stream) {
+    data.test_source->stream = data.test_stream->stats();
+    data.test_source->bad_lines = data.test_source->stream->bad_lines;
+  }
+  if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
+  // Every rank took part in the evaluation; rank 0 reports and writes.
+  if (!job.reports()) return job.WriteTrace();
+  PrintSummary(report, *evaluated, data, *stopped_by);
+  if (!out.export_dir.empty()) {
+    EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
+    EMBER_RETURN_IF_ERROR(job.Export(input, data.train_source.format == "columnar",
+                                     report.resumed_from_step + report.steps));
+  }
+  EMBER_RETURN_IF_ERROR(job.WriteTrace());
+  return WriteReports(job, report, *evaluated, data, model_hash);
 }
 
 }  // namespace
 
 int RunTrain() {
   int stopped_by = 0;
-  Result<std::unique_ptr<JobRanks>> ranks = JobRanks::Join(FLAGS_rank_timeout_seconds);
-  const Status status = ranks.ok() ? Train(**ranks, &stopped_by) : ranks.status();
+  LogEffectiveFlags(kTrainFlagFiles);
+  Result<engine::JobOptions> options = JobOptionsFromFlags();
+  Result<std::unique_ptr<engine::Job>> job =
+      options.ok() ? engine::Job::Join(*std::move(options)) : options.status();
+  const Status status = job.ok() ? Train(**job, &stopped_by) : job.status();
   if (!status.ok()) {
     // The other ranks' exchanges with this one fail at once, naming it.
-    if (ranks.ok()) (*ranks)->Abort(status);
-    const std::string who = ranks.ok() && (*ranks)->several()
-                                ? " (rank " + std::to_string((*ranks)->rank()) + " of " +
-                                      std::to_string((*ranks)->size()) + ")"
-                                : "";
+    if (job.ok()) (*job)->Abort(status);
+    const std::string who = job.ok() ? (*job)->WhoForMessages() : "";
     std::fprintf(stderr, "ember train%s: %s\n", who.c_str(), status.ToString().c_str());
     return ExitCodeFor(status);
   }
-  ranks->reset();
-  const Status finished = FinishJobRanks();
+  job->reset();
+  const Status finished = engine::Job::Finish();
   if (!finished.ok()) {
     std::fprintf(stderr, "ember train: %s\n", finished.ToString().c_str());
     return ExitCodeFor(finished);

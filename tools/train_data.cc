@@ -132,21 +132,22 @@ void SetShard(const std::vector<std::string>& paths, Shard shard,
   options->piece_rows = std::max<int64_t>(1, options->piece_bytes / 256);
 }
 
-// Streams --train_data (shard `shard` of it) and --test_data.
+// Streams --train_data (shard `shard` of it) in the batches and epochs of
+// `batching`, and --test_data.
 Status OpenStreams(const std::vector<std::string>& train_paths,
-                   const std::vector<std::string>& test_paths, int threads, Shard shard,
-                   Data* data) {
+                   const std::vector<std::string>& test_paths,
+                   const engine::TrainOptions& batching, int threads, Shard shard, Data* data) {
   if (shard.index >= shard.count) {
     return Status::InvalidArgument("--shard_index=", shard.index,
                                    " must be below --num_shards=", shard.count);
   }
   io::StreamReaderOptions options;
-  options.batch_size = FLAGS_batch_size;
-  options.num_epochs = FLAGS_epochs;
-  options.seed = FLAGS_seed;
-  options.shuffle_files = FLAGS_shuffle;
-  options.shuffle_pieces = FLAGS_shuffle;
-  options.shuffle_buffer = FLAGS_shuffle ? FLAGS_shuffle_buffer : 0;
+  options.batch_size = batching.batch_size;
+  options.num_epochs = batching.epochs;
+  options.seed = batching.seed;
+  options.shuffle_files = batching.shuffle;
+  options.shuffle_pieces = batching.shuffle;
+  options.shuffle_buffer = batching.shuffle ? FLAGS_shuffle_buffer : 0;
   options.threads = ReaderThreads(threads);
   SetShard(train_paths, shard, &options);
   Result<InputStream> train = OpenInputStream(train_paths, options);
@@ -198,7 +199,8 @@ Status OpenStreams(const std::vector<std::string>& train_paths,
 
 }  // namespace
 
-Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_ranks) {
+Result<Data> LoadData(TempDir* temp_dir, const engine::TrainOptions& batching, int threads,
+                      Shard shard, bool several_ranks) {
   EMBER_ASSIGN_OR_RETURN(const io::TextReadOptions read, TextReadOptionsFromFlags());
   Data data;
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> train_paths,
@@ -212,7 +214,7 @@ Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_
   EMBER_ASSIGN_OR_RETURN(const bool stream,
                          StreamTrainingData(!train_paths.empty() && !test_paths.empty()));
   if (stream) {
-    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, threads, shard, &data));
+    EMBER_RETURN_IF_ERROR(OpenStreams(train_paths, test_paths, batching, threads, shard, &data));
     return data;
   }
   if (FLAGS_num_shards > 1 && !several_ranks) {

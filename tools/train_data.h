@@ -12,6 +12,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "engine/train_options.h"
 #include "io/dataset.h"
 #include "io/elastic_stream_source.h"
 #include "io/stream_reader.h"
@@ -60,8 +61,11 @@ struct Shard {
 // With `several_ranks` (mpirun: --num_shards/--shard_index are the ranks'),
 // data in memory is read whole by every rank, which trains its rows of each
 // global batch (engine::Trainer::Fit(Dataset)); streamed data is sharded.
-// `threads` read and parse; generated data goes under `temp_dir`.
-Result<Data> LoadData(TempDir* temp_dir, int threads, Shard shard, bool several_ranks);
+// Streamed data comes in the batches and epochs of `batching` (its
+// batch_size, epochs, seed and shuffle: the trainer's own). `threads` read
+// and parse; generated data goes under `temp_dir`.
+Result<Data> LoadData(TempDir* temp_dir, const engine::TrainOptions& batching, int threads,
+                      Shard shard, bool several_ranks);
 
 // "criteo, 3 of 1000 lines bad (bad label: 3)", or for columnar input
 // "columnar (lines were checked when it was written)".

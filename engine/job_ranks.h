@@ -1,15 +1,16 @@
 #pragma once
 
-// The ranks of an `ember train` job that mpirun started (issue 31):
+// The ranks of a training job that mpirun started (issue 31):
 //
 //   mpirun -np 4 ember train --flagfile=job.flags
 //
 // Each process is one rank. It joins the others over MPI (core/
 // mpi_communicator.h) with a communicator per thread that talks to them
-// (pull, push, dense stages and the trainer's own thread: engine::RankGroup),
-// checks that every rank was started with the same flags, and gathers what
-// one rank writes for the job (the model hash, the serving bundle) from the
-// others. Without mpirun the job is one rank and nothing of this runs.
+// (pull, push, dense stages and the trainer's own thread: RankGroup),
+// checks that every rank was started with the same settings, and gathers
+// what one rank writes for the job (the model hash, the serving bundle) from
+// the others. Without mpirun the job is one rank and nothing of this runs.
+// engine/job.h starts a job on them; a library caller may too.
 
 #include <memory>
 #include <string>
@@ -20,9 +21,8 @@
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "engine/train_options.h"
-#include "tools/commands.h"
 
-namespace ember::tools {
+namespace ember::engine {
 
 class JobRanks {
  public:
@@ -37,7 +37,7 @@ class JobRanks {
   int size() const { return size_; }
   bool several() const { return size_ > 1; }
   // The communicators for the trainer; empty for one rank.
-  engine::RankGroup group() const;
+  RankGroup group() const;
 
   // The communicators of a pipeline over the job's ranks (pipeline/
   // pipeline_parallel.h): its stages' (the dense stage's), and its commands',
@@ -48,10 +48,15 @@ class JobRanks {
   Communicator* pipeline_stages() const { return dense_.get(); }
   Communicator* pipeline_commands() const { return commands_.get(); }
 
+  // One setting of a job, as the ranks compare them: a flag's name and value.
+  struct Setting {
+    std::string name;
+    std::string value;
+  };
   // InvalidArgument on every rank unless every rank runs with the same
-  // `flags` (name and value), naming the first flag that differs, a rank
-  // that has it and the value of each side. A collective.
-  Status CheckSameFlags(const std::vector<EffectiveFlag>& flags);
+  // `settings` (name and value), naming the first that differs ("--name"),
+  // a rank that has it and the value of each side. A collective.
+  Status CheckSameSettings(const std::vector<Setting>& settings);
 
   // Every rank's stored rows of `table` (a sharded table made with
   // `options`: each rank holds its own) in one in-memory table on rank 0, for
@@ -90,4 +95,4 @@ class JobRanks {
 // others). Does nothing without mpirun.
 Status FinishJobRanks();
 
-}  // namespace ember::tools
+}  // namespace ember::engine

@@ -1,4 +1,4 @@
-#include "tools/job_ranks.h"
+#include "engine/job_ranks.h"
 
 #include <glog/logging.h>
 
@@ -10,7 +10,7 @@
 #include "core/nccl_communicator.h"
 #include "embedding/stored_rows.h"
 
-namespace ember::tools {
+namespace ember::engine {
 namespace {
 
 // Tags of GatherTable's messages on the control communicator.
@@ -31,15 +31,15 @@ Status BroadcastString(Communicator& comm, int root, std::string* text) {
   return Status::OK();
 }
 
-std::string FlagsText(const std::vector<EffectiveFlag>& flags) {
+std::string FlagsText(const std::vector<JobRanks::Setting>& flags) {
   std::string text;
-  for (const EffectiveFlag& flag : flags) text += flag.name + "=" + flag.value + "\n";
+  for (const JobRanks::Setting& flag : flags) text += flag.name + "=" + flag.value + "\n";
   return text;
 }
 
 // The first flag of `mine` whose value differs from `theirs` (or that one
 // side lacks), described for an error; empty when none does.
-std::string FirstDifference(const std::vector<EffectiveFlag>& mine, const std::string& theirs,
+std::string FirstDifference(const std::vector<JobRanks::Setting>& mine, const std::string& theirs,
                             int rank) {
   std::vector<std::pair<std::string, std::string>> other;
   size_t at = 0;
@@ -50,7 +50,7 @@ std::string FirstDifference(const std::vector<EffectiveFlag>& mine, const std::s
     other.emplace_back(line.substr(0, eq), line.substr(eq + 1));
     at = end + 1;
   }
-  for (const EffectiveFlag& flag : mine) {
+  for (const JobRanks::Setting& flag : mine) {
     auto it = std::find_if(other.begin(), other.end(),
                            [&](const auto& o) { return o.first == flag.name; });
     if (it == other.end()) {
@@ -107,11 +107,11 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
 
 JobRanks::~JobRanks() = default;
 
-engine::RankGroup JobRanks::group() const {
+RankGroup JobRanks::group() const {
   return {pull_.get(), push_.get(), dense_.get(), control_.get()};
 }
 
-Status JobRanks::CheckSameFlags(const std::vector<EffectiveFlag>& flags) {
+Status JobRanks::CheckSameSettings(const std::vector<Setting>& flags) {
   if (!several()) return Status::OK();
   std::string text = FlagsText(flags);
   std::string root_text = text;
@@ -203,4 +203,4 @@ void JobRanks::Abort(const Status& reason) {
 
 Status FinishJobRanks() { return FinalizeMpi(); }
 
-}  // namespace ember::tools
+}  // namespace ember::engine
