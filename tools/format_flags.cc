@@ -2,6 +2,7 @@
 #include "tools/format_flags.h"
 
 #include <gflags/gflags.h>
+#include <glog/logging.h>
 
 #include <charconv>
 #include <cmath>
@@ -198,14 +199,15 @@ Result<io::FormatSpec> FormatSpecFromFlags() {
                                    ")");
   }
   spec.slot_bits = FLAGS_slot_bits;
+  static const bool every_option_bound = [] {
+    std::vector<std::string> names;
+    for (const FormatFlag& flag : kFormatFlags) names.push_back(flag.name);
+    return names == io::TextFormatOptionKeys();
+  }();
+  CHECK(every_option_bound) << "every option key of a registered text format has one row of "
+                               "kFormatFlags, in FormatOptions() order";
   for (const FormatFlag& flag : kFormatFlags) EMBER_RETURN_IF_ERROR(flag.apply(&spec));
   return spec;
-}
-
-std::vector<std::string> TextFormatFlagNames() {
-  std::vector<std::string> names;
-  for (const FormatFlag& flag : kFormatFlags) names.push_back(flag.name);
-  return names;
 }
 
 bool LooksColumnar(const std::string& path) {

@@ -49,10 +49,6 @@ namespace ember::tools {
 // io::MakeTextFormat.
 Result<io::FormatSpec> FormatSpecFromFlags();
 
-// The flags bound to options of text formats, in their order of binding
-// (io::TextFormatOptionKeys() names the same, for help).
-std::vector<std::string> TextFormatFlagNames();
-
 // How a list of input files is read.
 struct InputFormat {
   bool columnar = false;
