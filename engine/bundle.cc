@@ -115,9 +115,7 @@ void to_json(Json& j, const EmbeddingSection& e) {
 void from_json(const Json& j, EmbeddingSection& e) {
   JsonFields fields(j);
   fields.Get("dim", &e.dim);
-  const Json* seed = fields.Raw("seed");
-  if (seed == nullptr) throw JsonFieldError("seed", "is missing");
-  ReadSeed(*seed, "seed", &e.seed);
+  GetSeed(fields, "seed", &e.seed);
   fields.Get("init_scale", &e.init_scale);
   std::string missing;
   fields.Get("missing_keys", &missing);

@@ -20,8 +20,10 @@ void GetNumberOrNull(JsonFields& fields, const char* key, double* out) {
 
 Json SeedJson(uint64_t seed) { return std::to_string(seed); }
 
-void ReadSeed(const Json& value, const char* key, uint64_t* seed) {
-  const std::string* text = value.get_ptr<const std::string*>();
+void GetSeed(JsonFields& fields, const char* key, uint64_t* seed) {
+  const Json* value = fields.Raw(key);
+  if (value == nullptr) throw JsonFieldError(key, "is missing");
+  const std::string* text = value->get_ptr<const std::string*>();
   if (text == nullptr) throw JsonFieldError(key, "is not a string");
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), *seed);
   if (text->empty() || ec != std::errc() || end != text->data() + text->size()) {
@@ -69,9 +71,7 @@ void from_json(const Json& j, ModelOptions& m) {
   f.Get("moe_expert_mlp", &m.moe_expert_mlp);
   GetNumberOrNull(f, "moe_aux_loss_weight", &m.moe_aux_loss_weight);
   f.Optional("moe_gate_input", &m.moe_gate_input);
-  const Json* seed = f.Raw("seed");
-  if (seed == nullptr) throw JsonFieldError("seed", "is missing");
-  ReadSeed(*seed, "seed", &m.seed);
+  GetSeed(f, "seed", &m.seed);
   std::string precision;
   f.Get("precision", &precision);
   Result<ops::ComputePrecision> parsed = ops::ParseComputePrecision(precision);

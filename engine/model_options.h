@@ -13,6 +13,10 @@
 #include "core/device.h"
 #include "ops/precision.h"
 
+namespace ember {
+class JsonFields;
+}  // namespace ember
+
 namespace ember::engine {
 
 struct ModelOptions {
@@ -78,9 +82,10 @@ struct ModelOptions {
 void to_json(nlohmann::ordered_json& j, const ModelOptions& m);
 void from_json(const nlohmann::ordered_json& j, ModelOptions& m);
 
-// A 64-bit seed as manifests write it, a decimal string, and back: throws
-// JsonFieldError (core/json.h) naming `key` for another value.
+// A 64-bit seed as manifests write it, a decimal string, and the required
+// field `key` of `fields` read back: throws JsonFieldError (core/json.h)
+// naming `key` when it is missing or not such a string.
 nlohmann::ordered_json SeedJson(uint64_t seed);
-void ReadSeed(const nlohmann::ordered_json& value, const char* key, uint64_t* seed);
+void GetSeed(JsonFields& fields, const char* key, uint64_t* seed);
 
 }  // namespace ember::engine
