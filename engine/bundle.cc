@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -69,191 +70,126 @@ Status FsyncDirectory(const std::string& path) {
   return Status::OK();
 }
 
-std::string IntArray(const std::vector<int>& values) {
-  return JsonNumberArray(std::vector<double>(values.begin(), values.end()));
+// A float as the shortest decimal that reads back to it ("0.1", where the
+// float's own double would print 0.10000000149011612).
+double ShortestDecimal(float value) {
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof(text), value);
+  return ec == std::errc() ? std::strtod(std::string(text, end).c_str(), nullptr) : value;
 }
 
-JsonObject ModelJson(const ModelOptions& m) {
-  JsonObject o;
-  o.Add("name", m.name).Add("num_dense", m.num_dense).Add("num_slots", m.num_slots)
-      .Add("num_tasks", m.num_tasks).Add("embedding_dim", m.embedding_dim)
-      .AddRaw("bottom_mlp", IntArray(m.bottom_mlp)).AddRaw("top_mlp", IntArray(m.top_mlp))
-      .Add("cross_layers", m.cross_layers).Add("cross_rank", m.cross_rank)
-      .Add("num_experts", m.num_experts).AddRaw("expert_mlp", IntArray(m.expert_mlp))
-      .Add("moe_top_k", m.moe_top_k).Add("moe_capacity_factor", m.moe_capacity_factor)
-      .AddRaw("moe_expert_mlp", IntArray(m.moe_expert_mlp))
-      .Add("moe_aux_loss_weight", m.moe_aux_loss_weight)
-      .Add("moe_gate_input", m.moe_gate_input)
-      .Add("seed", std::to_string(m.seed))
-      .Add("precision", ops::ComputePrecisionName(m.precision))
-      .Add("cpu_row_shards", m.cpu_row_shards);
-  return o;
-}
-
-std::string OptionalNumber(const std::optional<double>& value) {
-  return value ? JsonNumber(*value) : std::string("null");
-}
-
-JsonObject InputJson(const io::FormatSpec& f, bool columnar) {
-  JsonObject o;
-  o.Add("format", columnar ? std::string("columnar") : f.name).Add("slot_bits", f.slot_bits)
-      .Add("schema", f.schema).Add("schema_file", f.schema_file).Add("delimiter", f.delimiter)
-      .Add("header", f.header)
-      .Add("dense_transform",
-           f.dense_defaults.transform == io::DenseTransform::kRaw ? "raw" : "log1p")
-      .AddRaw("dense_min", OptionalNumber(f.dense_defaults.min))
-      .AddRaw("dense_max", OptionalNumber(f.dense_defaults.max))
-      .Add("field_starts", f.field_starts).Add("num_fields", f.num_fields)
-      .Add("require_binary_values", f.require_binary_values).Add("slots", f.slots)
-      .Add("dense_slots", f.dense_slots).Add("label_slots", f.label_slots)
-      .Add("feasign_first", f.feasign_first).Add("ignore_unknown_slots", f.ignore_unknown_slots);
-  return o;
-}
-
-// Reads the fields of one manifest object; the first missing or mistyped
-// field is the error, naming the manifest and the field.
-class FieldReader {
- public:
-  FieldReader(const std::string& path, const JsonValue* object, std::string where)
-      : path_(path), object_(object), where_(std::move(where)) {
-    if (object_ == nullptr || object_->type != JsonValue::Type::kObject) {
-      Fail("", "an object");
-    }
-  }
-
-  template <typename T>
-  FieldReader& Int(const char* key, T* out) {
-    const JsonValue* v = Get(key, JsonValue::Type::kNumber, "an integer");
-    if (v == nullptr) return *this;
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), value);
-    if (ec != std::errc() || end != v->text.data() + v->text.size()) {
-      Fail(key, "an integer");
-    } else {
-      *out = static_cast<T>(value);
-    }
-    return *this;
-  }
-  FieldReader& Float(const char* key, float* out) {
-    const JsonValue* v = Get(key, JsonValue::Type::kNumber, "a number");
-    if (v != nullptr) *out = std::strtof(v->text.c_str(), nullptr);
-    return *this;
-  }
-  FieldReader& OptionalDouble(const char* key, std::optional<double>* out) {
-    const JsonValue* v = object_ == nullptr ? nullptr : object_->Find(key);
-    if (v != nullptr && v->type == JsonValue::Type::kNull) {
-      out->reset();
-      return *this;
-    }
-    v = Get(key, JsonValue::Type::kNumber, "a number or null");
-    if (v != nullptr) *out = std::strtod(v->text.c_str(), nullptr);
-    return *this;
-  }
-  // Absent (a bundle written before the field): `out` keeps its value.
-  FieldReader& OptionalString(const char* key, std::string* out) {
-    if (object_ == nullptr || object_->Find(key) == nullptr) return *this;
-    return String(key, out);
-  }
-  FieldReader& String(const char* key, std::string* out) {
-    const JsonValue* v = Get(key, JsonValue::Type::kString, "a string");
-    if (v != nullptr) *out = v->text;
-    return *this;
-  }
-  FieldReader& Bool(const char* key, bool* out) {
-    const JsonValue* v = Get(key, JsonValue::Type::kBool, "true or false");
-    if (v != nullptr) *out = v->boolean;
-    return *this;
-  }
-  template <typename T>
-  FieldReader& IntArray(const char* key, std::vector<T>* out) {
-    const JsonValue* v = Get(key, JsonValue::Type::kArray, "an array of integers");
-    if (v == nullptr) return *this;
-    out->clear();
-    for (const JsonValue& item : v->items) {
-      int64_t value = 0;
-      const auto [end, ec] =
-          std::from_chars(item.text.data(), item.text.data() + item.text.size(), value);
-      if (item.type != JsonValue::Type::kNumber || ec != std::errc() ||
-          end != item.text.data() + item.text.size()) {
-        Fail(key, "an array of integers");
-        return *this;
-      }
-      out->push_back(static_cast<T>(value));
-    }
-    return *this;
-  }
-  const Status& status() const { return status_; }
-
- private:
-  const JsonValue* Get(const char* key, JsonValue::Type type, const char* what) {
-    if (!status_.ok()) return nullptr;
-    const JsonValue* v = object_->Find(key);
-    if (v == nullptr || v->type != type) {
-      Fail(key, what);
-      return nullptr;
-    }
-    return v;
-  }
-  void Fail(const std::string& key, const char* what) {
-    if (!status_.ok()) return;
-    const std::string field = key.empty() ? where_ : where_ + "." + key;
-    status_ = Status::DataLoss(path_, ": \"", field, "\" is missing or not ", what);
-  }
-
-  const std::string& path_;
-  const JsonValue* object_;
-  std::string where_;
-  Status status_;
+// One file of the bundle as the manifest lists it.
+struct BundleFile {
+  std::string name;
+  int64_t bytes = 0;
+  std::string hash;  // HexHash of its Fnv1a64Words
 };
 
-Status ReadModel(const std::string& path, const JsonValue& root, ModelOptions* m) {
-  std::string seed, precision;
-  std::optional<double> capacity_factor, aux_loss_weight;
-  FieldReader r(path, root.Find("model"), "model");
-  r.String("name", &m->name).Int("num_dense", &m->num_dense).Int("num_slots", &m->num_slots)
-      .Int("num_tasks", &m->num_tasks).Int("embedding_dim", &m->embedding_dim)
-      .IntArray("bottom_mlp", &m->bottom_mlp).IntArray("top_mlp", &m->top_mlp)
-      .Int("cross_layers", &m->cross_layers).Int("cross_rank", &m->cross_rank)
-      .Int("num_experts", &m->num_experts).IntArray("expert_mlp", &m->expert_mlp)
-      .Int("moe_top_k", &m->moe_top_k).OptionalDouble("moe_capacity_factor", &capacity_factor)
-      .IntArray("moe_expert_mlp", &m->moe_expert_mlp)
-      .OptionalDouble("moe_aux_loss_weight", &aux_loss_weight)
-      .OptionalString("moe_gate_input", &m->moe_gate_input)
-      .String("seed", &seed).String("precision", &precision)
-      .Int("cpu_row_shards", &m->cpu_row_shards);
-  EMBER_RETURN_IF_ERROR(r.status());
-  if (capacity_factor) m->moe_capacity_factor = *capacity_factor;
-  if (aux_loss_weight) m->moe_aux_loss_weight = *aux_loss_weight;
-  const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), m->seed);
-  if (ec != std::errc() || end != seed.data() + seed.size()) {
-    return Status::DataLoss(path, ": \"model.seed\" is not an unsigned integer: ", seed);
-  }
-  Result<ops::ComputePrecision> parsed = ops::ParseComputePrecision(precision);
-  if (!parsed.ok()) return Status::DataLoss(path, ": \"model.precision\": ", parsed.status());
-  m->precision = *parsed;
-  return Status::OK();
+void to_json(Json& j, const BundleFile& f) {
+  j = Json{{"name", f.name}, {"bytes", f.bytes}, {"hash", f.hash}};
+}
+void from_json(const Json& j, BundleFile& f) {
+  JsonFields fields(j);
+  fields.Get("name", &f.name);
+  fields.Get("bytes", &f.bytes);
+  fields.Get("hash", &f.hash);
+  fields.Done();
 }
 
-Status ReadInput(const std::string& path, const JsonValue& root, BundleConfig* config) {
-  io::FormatSpec& f = config->input;
-  std::string transform;
-  FieldReader r(path, root.Find("input"), "input");
-  r.String("format", &f.name).Int("slot_bits", &f.slot_bits).String("schema", &f.schema)
-      .String("schema_file", &f.schema_file).String("delimiter", &f.delimiter)
-      .Bool("header", &f.header).String("dense_transform", &transform)
-      .OptionalDouble("dense_min", &f.dense_defaults.min)
-      .OptionalDouble("dense_max", &f.dense_defaults.max)
-      .String("field_starts", &f.field_starts).Int("num_fields", &f.num_fields)
-      .Bool("require_binary_values", &f.require_binary_values).String("slots", &f.slots)
-      .String("dense_slots", &f.dense_slots).String("label_slots", &f.label_slots)
-      .Bool("feasign_first", &f.feasign_first)
-      .Bool("ignore_unknown_slots", &f.ignore_unknown_slots);
-  EMBER_RETURN_IF_ERROR(r.status());
-  f.dense_defaults.transform = transform == "raw" ? io::DenseTransform::kRaw
-                                                  : io::DenseTransform::kLog1p;
-  config->columnar_input = f.name == "columnar";
-  if (config->columnar_input) f.name = "criteo";
-  return Status::OK();
+// The manifest's "embedding": the table's reading of keys and its rows.
+struct EmbeddingSection {
+  int dim = 0;
+  uint64_t seed = 0;
+  float init_scale = 0.0f;
+  bool missing_keys_read_zero = false;
+  int64_t rows = 0;
+};
+
+void to_json(Json& j, const EmbeddingSection& e) {
+  j = Json{{"dim", e.dim},
+           {"seed", SeedJson(e.seed)},
+           {"init_scale", ShortestDecimal(e.init_scale)},
+           {"missing_keys", e.missing_keys_read_zero ? "zeros" : "initial"},
+           {"rows", e.rows}};
+}
+void from_json(const Json& j, EmbeddingSection& e) {
+  JsonFields fields(j);
+  fields.Get("dim", &e.dim);
+  GetSeed(fields, "seed", &e.seed);
+  fields.Get("init_scale", &e.init_scale);
+  std::string missing;
+  fields.Get("missing_keys", &missing);
+  if (missing != "zeros" && missing != "initial") {
+    throw JsonFieldError("missing_keys", "is not \"initial\" or \"zeros\": " + missing);
+  }
+  e.missing_keys_read_zero = missing == "zeros";
+  fields.Get("rows", &e.rows);
+  fields.Done();
+}
+
+// The manifest's "input": the text format's spec, its "format" "columnar"
+// for columnar files (whose spec is then the default, criteo's).
+struct InputSection {
+  io::FormatSpec spec;
+  bool columnar = false;
+};
+
+void to_json(Json& j, const InputSection& input) {
+  j = input.spec;
+  if (input.columnar) j["format"] = "columnar";
+}
+void from_json(const Json& j, InputSection& input) {
+  input.spec = j.get<io::FormatSpec>();
+  input.columnar = input.spec.name == "columnar";
+  if (input.columnar) input.spec.name = io::FormatSpec().name;
+}
+
+struct DenseSection {
+  std::string descriptor;
+  std::vector<int64_t> parameter_floats;
+};
+
+void to_json(Json& j, const DenseSection& d) {
+  j = Json{{"descriptor", d.descriptor}, {"parameter_floats", d.parameter_floats}};
+}
+void from_json(const Json& j, DenseSection& d) {
+  JsonFields fields(j);
+  fields.Get("descriptor", &d.descriptor);
+  fields.Get("parameter_floats", &d.parameter_floats);
+  fields.Done();
+}
+
+// Everything MANIFEST.json holds, in its order (see the header); the
+// manifest_hash goes after these, over their text.
+struct Manifest {
+  std::string format = kBundleFormat;
+  int version = kBundleVersion;
+  int64_t step = 0;
+  ModelOptions model;
+  EmbeddingSection embedding;
+  InputSection input;
+  DenseSection dense;
+  std::vector<BundleFile> files;
+  std::string manifest_hash;  // Read only: written by WriteManifest.
+};
+
+void to_json(Json& j, const Manifest& m) {
+  j = Json{{"format", m.format}, {"version", m.version},     {"step", m.step},
+           {"model", m.model},   {"embedding", m.embedding}, {"input", m.input},
+           {"dense", m.dense},   {"files", m.files}};
+}
+void from_json(const Json& j, Manifest& m) {
+  JsonFields fields(j);
+  fields.Get("format", &m.format);
+  fields.Get("version", &m.version);
+  fields.Get("step", &m.step);
+  fields.Get("model", &m.model);
+  fields.Get("embedding", &m.embedding);
+  fields.Get("input", &m.input);
+  fields.Get("dense", &m.dense);
+  fields.Get("files", &m.files);
+  fields.Get("manifest_hash", &m.manifest_hash);
+  fields.Done();
 }
 
 // The manifest's text up to its hash field, closed as the object it was
@@ -266,22 +202,37 @@ std::string TextBeforeHash(const std::string& text, std::string* stored_hash) {
   return text.substr(0, at) + "\n}";
 }
 
-Result<VerifiedBundle> ParseManifest(const std::string& dir, const std::string& path,
-                                     const std::string& text) {
-  Result<JsonValue> parsed = ParseJson(text);
-  if (!parsed.ok()) return Status::DataLoss(path, ": not JSON: ", parsed.status().message());
-  const JsonValue& root = *parsed;
+// The format and version of a manifest, read before anything else so that
+// another file or version is named as such.
+struct ManifestHead {
   std::string format;
   int64_t version = 0;
-  FieldReader head(path, &root, "manifest");
-  head.String("format", &format).Int("version", &version);
-  EMBER_RETURN_IF_ERROR(head.status());
-  if (format != kBundleFormat) {
-    return Status::InvalidArgument(path, ": format \"", format, "\" is not a serving bundle (\"",
-                                   kBundleFormat, "\")");
+};
+
+void from_json(const Json& j, ManifestHead& head) {
+  JsonFields fields(j);  // Not Done: the rest is Manifest's to read.
+  fields.Get("format", &head.format);
+  fields.Get("version", &head.version);
+}
+
+// DataLoss naming `path` and the field for a manifest its reader refuses.
+template <typename T>
+Result<T> ReadManifestJson(const std::string& path, const Json& json) {
+  Result<T> read = FromJson<T>(json);
+  if (!read.ok()) return Status::DataLoss(path, ": ", read.status().message());
+  return read;
+}
+
+Result<Manifest> ParseManifest(const std::string& path, const std::string& text) {
+  Result<Json> parsed = ParseJsonText(text);
+  if (!parsed.ok()) return Status::DataLoss(path, ": not JSON: ", parsed.status().message());
+  EMBER_ASSIGN_OR_RETURN(const ManifestHead head, ReadManifestJson<ManifestHead>(path, *parsed));
+  if (head.format != kBundleFormat) {
+    return Status::InvalidArgument(path, ": format \"", head.format,
+                                   "\" is not a serving bundle (\"", kBundleFormat, "\")");
   }
-  if (version != kBundleVersion) {
-    return Status::InvalidArgument(path, ": bundle version ", version,
+  if (head.version != kBundleVersion) {
+    return Status::InvalidArgument(path, ": bundle version ", head.version,
                                    " is not one this Ember reads (", kBundleVersion, ")");
   }
   std::string stored_hash;
@@ -290,40 +241,15 @@ Result<VerifiedBundle> ParseManifest(const std::string& dir, const std::string& 
   if (stored_hash != HexHash(HashText(body))) {
     return Status::DataLoss(path, ": manifest_hash does not match its text (edited or damaged)");
   }
-  VerifiedBundle bundle;
-  bundle.path = dir;
-  BundleConfig& c = bundle.config;
-  FieldReader top(path, &root, "manifest");
-  top.Int("step", &c.step);
-  EMBER_RETURN_IF_ERROR(top.status());
-  EMBER_RETURN_IF_ERROR(ReadModel(path, root, &c.model));
-  std::string seed, missing;
-  FieldReader e(path, root.Find("embedding"), "embedding");
-  e.Int("dim", &c.embedding_dim).String("seed", &seed).Float("init_scale", &c.init_scale)
-      .String("missing_keys", &missing).Int("rows", &bundle.embedding_rows);
-  EMBER_RETURN_IF_ERROR(e.status());
-  c.table_seed = std::strtoull(seed.c_str(), nullptr, 10);
-  c.missing_keys_read_zero = missing == "zeros";
-  EMBER_RETURN_IF_ERROR(ReadInput(path, root, &c));
-  FieldReader d(path, root.Find("dense"), "dense");
-  d.String("descriptor", &bundle.dense_descriptor)
-      .IntArray("parameter_floats", &bundle.parameter_floats);
-  EMBER_RETURN_IF_ERROR(d.status());
-  return bundle;
+  return ReadManifestJson<Manifest>(path, *parsed);
 }
 
 // Checks every file the manifest lists: present, of its size and hash.
-Status CheckFiles(const std::string& dir, const std::string& path, const JsonValue& root) {
-  const JsonValue* files = root.Find("files");
-  if (files == nullptr || files->type != JsonValue::Type::kArray || files->items.empty()) {
-    return Status::DataLoss(path, ": \"files\" is missing or empty");
-  }
-  for (const JsonValue& item : files->items) {
-    std::string name, hash;
-    int64_t bytes = 0;
-    FieldReader r(path, &item, "files[]");
-    r.String("name", &name).Int("bytes", &bytes).String("hash", &hash);
-    EMBER_RETURN_IF_ERROR(r.status());
+Status CheckFiles(const std::string& dir, const std::string& path,
+                  const std::vector<BundleFile>& files) {
+  if (files.empty()) return Status::DataLoss(path, ": \"files\" is empty");
+  for (const BundleFile& listed : files) {
+    const std::string& name = listed.name;
     if (name.empty() || name.find("..") != std::string::npos || name[0] == '/') {
       return Status::DataLoss(path, ": file name \"", name, "\" is not inside the bundle");
     }
@@ -332,13 +258,13 @@ Status CheckFiles(const std::string& dir, const std::string& path, const JsonVal
     int64_t actual_bytes = 0;
     uint64_t actual_hash = 0;
     EMBER_RETURN_IF_ERROR(HashFile(file, &actual_bytes, &actual_hash));
-    if (actual_bytes != bytes) {
-      return Status::DataLoss(file, ": ", actual_bytes, " bytes, the manifest lists ", bytes,
-                              " (truncated or damaged)");
+    if (actual_bytes != listed.bytes) {
+      return Status::DataLoss(file, ": ", actual_bytes, " bytes, the manifest lists ",
+                              listed.bytes, " (truncated or damaged)");
     }
-    if (HexHash(actual_hash) != hash) {
+    if (HexHash(actual_hash) != listed.hash) {
       return Status::DataLoss(file, ": hash ", HexHash(actual_hash), " differs from the ",
-                              "manifest's ", hash, " (damaged)");
+                              "manifest's ", listed.hash, " (damaged)");
     }
   }
   return Status::OK();
@@ -369,33 +295,29 @@ Status WriteDense(const std::string& path, const std::vector<Parameter>& paramet
 
 Status WriteManifest(const std::string& dir, const BundleConfig& config,
                      const std::vector<Parameter*>& parameters, int64_t rows) {
+  Manifest manifest;
+  manifest.step = config.step;
+  manifest.model = config.model;
+  manifest.embedding = {config.embedding_dim, config.table_seed, config.init_scale,
+                        config.missing_keys_read_zero, rows};
+  manifest.input = {config.input, config.columnar_input};
+  manifest.dense.descriptor = DenseStateDescriptor(config.model.name, "none", parameters);
+  for (const Parameter* p : parameters) manifest.dense.parameter_floats.push_back(p->value.numel());
   EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> names, BundleFiles(dir));
-  std::string files = "[";
   for (const std::string& name : names) {
     int64_t bytes = 0;
     uint64_t hash = 0;
     EMBER_RETURN_IF_ERROR(HashFile(dir + "/" + name, &bytes, &hash));
-    JsonObject file;
-    file.Add("name", name).Add("bytes", bytes).Add("hash", HexHash(hash));
-    files += (files.size() > 1 ? ", " : "") + file.ToString(-1);
+    manifest.files.push_back({name, bytes, HexHash(hash)});
   }
-  files += "]";
-  std::vector<double> floats;
-  for (const Parameter* p : parameters) floats.push_back(static_cast<double>(p->value.numel()));
-  JsonObject dense;
-  dense.Add("descriptor", DenseStateDescriptor(config.model.name, "none", parameters))
-      .AddRaw("parameter_floats", JsonNumberArray(floats));
-  JsonObject embedding;
-  embedding.Add("dim", config.embedding_dim).Add("seed", std::to_string(config.table_seed))
-      .AddRaw("init_scale", JsonNumber(config.init_scale))
-      .Add("missing_keys", config.missing_keys_read_zero ? "zeros" : "initial")
-      .Add("rows", rows);
-  JsonObject root;
-  root.Add("format", kBundleFormat).Add("version", kBundleVersion).Add("step", config.step)
-      .Add("model", ModelJson(config.model)).Add("embedding", embedding)
-      .Add("input", InputJson(config.input, config.columnar_input)).Add("dense", dense)
-      .AddRaw("files", files);
-  const std::string body = root.ToString();
+  std::string body;
+  try {
+    body = Json(manifest).dump(2);
+  } catch (const nlohmann::json::exception& e) {
+    // A string of the options that is not UTF-8 (a schema, a slot name).
+    return Status::InvalidArgument(dir, "/", kBundleManifest, ": cannot write the options: ",
+                                   e.what());
+  }
   // The hash field goes last, over the text before it (see the header).
   const std::string head = body.substr(0, body.rfind("\n}"));
   const std::string text =
@@ -498,9 +420,22 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path) {
     }
     return text.status();
   }
-  EMBER_ASSIGN_OR_RETURN(VerifiedBundle bundle, ParseManifest(path, manifest, *text));
-  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJson(*text));
-  EMBER_RETURN_IF_ERROR(CheckFiles(path, manifest, root));
+  EMBER_ASSIGN_OR_RETURN(const Manifest read, ParseManifest(manifest, *text));
+  EMBER_RETURN_IF_ERROR(CheckFiles(path, manifest, read.files));
+  VerifiedBundle bundle;
+  bundle.path = path;
+  BundleConfig& c = bundle.config;
+  c.model = read.model;
+  c.embedding_dim = read.embedding.dim;
+  c.table_seed = read.embedding.seed;
+  c.init_scale = read.embedding.init_scale;
+  c.missing_keys_read_zero = read.embedding.missing_keys_read_zero;
+  c.input = read.input.spec;
+  c.columnar_input = read.input.columnar;
+  c.step = read.step;
+  bundle.dense_descriptor = read.dense.descriptor;
+  bundle.parameter_floats = read.dense.parameter_floats;
+  bundle.embedding_rows = read.embedding.rows;
   return bundle;
 }
 

@@ -8,8 +8,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/device.h"
 #include "ops/precision.h"
+
+namespace ember {
+class JsonFields;
+}  // namespace ember
 
 namespace ember::engine {
 
@@ -66,5 +72,20 @@ struct ModelOptions {
   // none (every kernel on the whole batch with all the threads).
   int cpu_row_shards = 0;
 };
+
+// The options as a bundle's manifest holds them (engine/bundle.h): every
+// field but `device` (a bundle scores on the CPU), seed as a decimal string
+// (JSON readers that hold numbers as doubles would round it), precision by
+// its name. from_json is strict (core/json.h), but moe_gate_input may be
+// absent and moe_capacity_factor and moe_aux_loss_weight null (bundles
+// written before them): they keep their values.
+void to_json(nlohmann::ordered_json& j, const ModelOptions& m);
+void from_json(const nlohmann::ordered_json& j, ModelOptions& m);
+
+// A 64-bit seed as manifests write it, a decimal string, and the required
+// field `key` of `fields` read back: throws JsonFieldError (core/json.h)
+// naming `key` when it is missing or not such a string.
+nlohmann::ordered_json SeedJson(uint64_t seed);
+void GetSeed(JsonFields& fields, const char* key, uint64_t* seed);
 
 }  // namespace ember::engine

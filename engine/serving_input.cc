@@ -4,6 +4,8 @@
 #include <string_view>
 #include <utility>
 
+#include "io/text_format_registry.h"
+
 namespace ember::engine {
 namespace {
 
@@ -51,17 +53,13 @@ Result<std::unique_ptr<io::TextFormat>> ServingTextFormat(const io::FormatSpec& 
                                                           bool labelled) {
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<io::TextFormat> format, io::MakeTextFormat(spec));
   if (labelled) return format;
-  std::string separator;
-  if (spec.name == "criteo") {
-    separator = "\t";
-  } else if (spec.name == "libsvm" || spec.name == "libffm" ||
-             (spec.name == "slot" && spec.label_slots.empty())) {
-    separator = " ";
-  } else {
+  EMBER_ASSIGN_OR_RETURN(const io::TextFormatEntry* entry,
+                         io::DefaultTextFormatRegistry().Find(spec.name));
+  const std::string separator = entry->label_separator ? entry->label_separator(spec) : "";
+  if (separator.empty()) {
     return Status::InvalidArgument(
-        "unlabelled input is read for criteo, libsvm, libffm and slot (without "
-        "--label_slots) text, whose labels lead the line; ", spec.name,
-        " input must keep its label column(s)");
+        "unlabelled input is read for text whose labels lead the line (criteo, libsvm, libffm "
+        "and slot without --label_slots); ", spec.name, " input must keep its label column(s)");
   }
   std::string prefix;
   for (int i = 0; i < format->layout().num_labels; ++i) prefix += "0" + separator;

@@ -1,124 +1,131 @@
 #include "io/format_spec.h"
 
-#include <string_view>
-#include <vector>
+#include <algorithm>
+#include <optional>
 
-#include "io/criteo.h"
-#include "io/internal/text_parsing.h"
-#include "io/libsvm_format.h"
-#include "io/slot_format.h"
+#include "core/json.h"
+#include "io/text_format_registry.h"
 
 namespace ember::io {
 namespace {
 
-// InvalidArgument if a field meant for another format is set.
-Status CheckUnused(const FormatSpec& spec) {
-  struct Field {
-    const char* name;
-    bool set;
-    bool used;
+const FormatSpec& Defaults() {
+  static const FormatSpec defaults;
+  return defaults;
+}
+
+// dense_min and dense_max: a number, or null for no bound.
+void ReadBound(JsonFields& fields, const char* key, std::optional<double>* bound) {
+  const Json* value = fields.Raw(key);
+  if (value == nullptr) throw JsonFieldError(key, "is missing");
+  if (value->is_null()) {
+    bound->reset();
+    return;
+  }
+  double number = 0;
+  fields.Get(key, &number);
+  *bound = number;
+}
+
+Json BoundJson(const std::optional<double>& bound) { return bound ? Json(*bound) : Json(); }
+
+}  // namespace
+
+const char* DenseTransformName(DenseTransform transform) {
+  return transform == DenseTransform::kRaw ? "raw" : "log1p";
+}
+
+Result<DenseTransform> ParseDenseTransform(const std::string& name) {
+  if (name == "log1p") return DenseTransform::kLog1p;
+  if (name == "raw") return DenseTransform::kRaw;
+  return Status::InvalidArgument("expected log1p or raw, got \"", name, "\"");
+}
+
+const std::vector<FormatOption>& FormatOptions() {
+  static const std::vector<FormatOption> options = {
+      {"schema", {"schema"}, [](const FormatSpec& s) { return !s.schema.empty(); }},
+      {"schema_file", {"schema_file"}, [](const FormatSpec& s) { return !s.schema_file.empty(); }},
+      {"delimiter", {"delimiter"},
+       [](const FormatSpec& s) { return s.delimiter != Defaults().delimiter; }},
+      {"header", {"header"}, [](const FormatSpec& s) { return s.header; }},
+      {"dense_defaults", {"dense_transform", "dense_min", "dense_max"},
+       [](const FormatSpec& s) {
+         return s.dense_defaults.transform != DenseTransform::kLog1p ||
+                s.dense_defaults.min.has_value() || s.dense_defaults.max.has_value();
+       }},
+      {"field_starts", {"field_starts"}, [](const FormatSpec& s) { return !s.field_starts.empty(); }},
+      {"num_fields", {"num_fields"}, [](const FormatSpec& s) { return s.num_fields != 0; }},
+      {"require_binary_values", {"require_binary_values"},
+       [](const FormatSpec& s) { return s.require_binary_values; }},
+      {"slots", {"slots"}, [](const FormatSpec& s) { return !s.slots.empty(); }},
+      {"dense_slots", {"dense_slots"}, [](const FormatSpec& s) { return !s.dense_slots.empty(); }},
+      {"label_slots", {"label_slots"}, [](const FormatSpec& s) { return !s.label_slots.empty(); }},
+      {"feasign_first", {"feasign_first"}, [](const FormatSpec& s) { return s.feasign_first; }},
+      {"ignore_unknown_slots", {"ignore_unknown_slots"},
+       [](const FormatSpec& s) { return s.ignore_unknown_slots; }},
   };
-  const std::string& n = spec.name;
-  const FormatSpec defaults;
-  const Field fields[] = {
-      {"schema", !spec.schema.empty(), n == "csv"},
-      {"schema_file", !spec.schema_file.empty(), n == "csv"},
-      {"delimiter", spec.delimiter != defaults.delimiter, n == "csv"},
-      {"header", spec.header, n == "csv"},
-      {"dense_defaults",
-       spec.dense_defaults.transform != DenseTransform::kLog1p ||
-           spec.dense_defaults.min.has_value() || spec.dense_defaults.max.has_value(),
-       n == "csv"},
-      {"field_starts", !spec.field_starts.empty(), n == "libsvm"},
-      {"num_fields", spec.num_fields != 0, n == "libffm"},
-      {"require_binary_values", spec.require_binary_values, n == "libsvm" || n == "libffm"},
-      {"slots", !spec.slots.empty(), n == "slot"},
-      {"dense_slots", !spec.dense_slots.empty(), n == "slot"},
-      {"label_slots", !spec.label_slots.empty(), n == "slot"},
-      {"feasign_first", spec.feasign_first, n == "slot"},
-      {"ignore_unknown_slots", spec.ignore_unknown_slots, n == "slot"},
-  };
-  for (const Field& field : fields) {
-    if (field.set && !field.used) {
-      return Status::InvalidArgument(field.name, " does not apply to the ", n, " format");
+  return options;
+}
+
+Status CheckOptionsUsed(const FormatSpec& spec, const std::vector<std::string>& used) {
+  for (const FormatOption& option : FormatOptions()) {
+    if (option.is_set(spec) && std::find(used.begin(), used.end(), option.name) == used.end()) {
+      return Status::InvalidArgument(option.name, " does not apply to the ", spec.name, " format");
     }
   }
   return Status::OK();
 }
 
-Result<std::vector<uint64_t>> ParseFieldStarts(std::string_view text) {
-  std::vector<uint64_t> starts;
-  if (text.empty()) return starts;
-  size_t begin = 0;
-  while (true) {
-    const size_t end = text.find(',', begin);
-    const std::string_view part =
-        text.substr(begin, end == std::string_view::npos ? end : end - begin);
-    uint64_t start = 0;
-    if (!internal::ParseUint64(part, &start)) {
-      return Status::InvalidArgument("field_starts must be unsigned integers separated by ',', ",
-                                     "got \"", part, "\"");
-    }
-    starts.push_back(start);
-    if (end == std::string_view::npos) return starts;
-    begin = end + 1;
-  }
-}
-
-Result<std::unique_ptr<TextFormat>> MakeDelimited(const FormatSpec& spec) {
-  if (spec.schema.empty() == spec.schema_file.empty()) {
-    return Status::InvalidArgument("the csv format needs exactly one of schema and schema_file");
-  }
-  DelimitedFormatOptions options;
-  if (!spec.schema.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.schema, ParseSchemaSpec(spec.schema));
-  } else {
-    EMBER_ASSIGN_OR_RETURN(options.schema, ReadSchemaFile(spec.schema_file));
-  }
-  EMBER_ASSIGN_OR_RETURN(options.delimiter, ParseDelimiter(spec.delimiter));
-  options.header = spec.header;
-  options.dense_defaults = spec.dense_defaults;
-  options.slot_bits = spec.slot_bits;
-  return NewDelimitedFormat(options);
-}
-
-Result<std::unique_ptr<TextFormat>> MakeSlot(const FormatSpec& spec) {
-  SlotFormatOptions options;
-  EMBER_ASSIGN_OR_RETURN(options.slots, ParseSlotList(spec.slots));
-  EMBER_ASSIGN_OR_RETURN(options.dense_slots, ParseDenseSlotList(spec.dense_slots));
-  EMBER_ASSIGN_OR_RETURN(options.label_slots, ParseSlotList(spec.label_slots));
-  options.feasign_first = spec.feasign_first;
-  options.ignore_unknown_slots = spec.ignore_unknown_slots;
-  options.slot_bits = spec.slot_bits;
-  return NewSlotFormat(options);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<TextFormat>> MakeTextFormat(const FormatSpec& spec) {
-  const std::string& name = spec.name;
-  if (name != "criteo" && name != "csv" && name != "libsvm" && name != "libffm" && name != "slot") {
-    return Status::InvalidArgument("unknown text format \"", name,
-                                   "\" (expected criteo, csv, libsvm, libffm or slot)");
-  }
-  EMBER_RETURN_IF_ERROR(CheckUnused(spec));
-  if (name == "criteo") return NewCriteoFormat(spec.slot_bits);
-  if (name == "csv") return MakeDelimited(spec);
-  if (name == "libsvm") {
-    LibSvmFormatOptions options;
-    EMBER_ASSIGN_OR_RETURN(options.field_starts, ParseFieldStarts(spec.field_starts));
-    options.require_binary_values = spec.require_binary_values;
-    options.slot_bits = spec.slot_bits;
-    return NewLibSvmFormat(options);
-  }
-  if (name == "libffm") {
-    LibFfmFormatOptions options;
-    options.num_fields = spec.num_fields;
-    options.require_binary_values = spec.require_binary_values;
-    options.slot_bits = spec.slot_bits;
-    return NewLibFfmFormat(options);
-  }
-  return MakeSlot(spec);
+  EMBER_ASSIGN_OR_RETURN(const TextFormatEntry* entry, DefaultTextFormatRegistry().Find(spec.name));
+  EMBER_RETURN_IF_ERROR(CheckOptionsUsed(spec, entry->options));
+  return entry->make(spec);
+}
+
+void to_json(Json& j, const FormatSpec& f) {
+  j = Json{{"format", f.name},
+           {"slot_bits", f.slot_bits},
+           {"schema", f.schema},
+           {"schema_file", f.schema_file},
+           {"delimiter", f.delimiter},
+           {"header", f.header},
+           {"dense_transform", DenseTransformName(f.dense_defaults.transform)},
+           {"dense_min", BoundJson(f.dense_defaults.min)},
+           {"dense_max", BoundJson(f.dense_defaults.max)},
+           {"field_starts", f.field_starts},
+           {"num_fields", f.num_fields},
+           {"require_binary_values", f.require_binary_values},
+           {"slots", f.slots},
+           {"dense_slots", f.dense_slots},
+           {"label_slots", f.label_slots},
+           {"feasign_first", f.feasign_first},
+           {"ignore_unknown_slots", f.ignore_unknown_slots}};
+}
+
+void from_json(const Json& j, FormatSpec& f) {
+  JsonFields fields(j);
+  fields.Get("format", &f.name);
+  fields.Get("slot_bits", &f.slot_bits);
+  fields.Get("schema", &f.schema);
+  fields.Get("schema_file", &f.schema_file);
+  fields.Get("delimiter", &f.delimiter);
+  fields.Get("header", &f.header);
+  std::string transform;
+  fields.Get("dense_transform", &transform);
+  Result<DenseTransform> parsed = ParseDenseTransform(transform);
+  if (!parsed.ok()) throw JsonFieldError("dense_transform", parsed.status().message());
+  f.dense_defaults.transform = *parsed;
+  ReadBound(fields, "dense_min", &f.dense_defaults.min);
+  ReadBound(fields, "dense_max", &f.dense_defaults.max);
+  fields.Get("field_starts", &f.field_starts);
+  fields.Get("num_fields", &f.num_fields);
+  fields.Get("require_binary_values", &f.require_binary_values);
+  fields.Get("slots", &f.slots);
+  fields.Get("dense_slots", &f.dense_slots);
+  fields.Get("label_slots", &f.label_slots);
+  fields.Get("feasign_first", &f.feasign_first);
+  fields.Get("ignore_unknown_slots", &f.ignore_unknown_slots);
+  fields.Done();
 }
 
 }  // namespace ember::io

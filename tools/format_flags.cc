@@ -2,6 +2,7 @@
 #include "tools/format_flags.h"
 
 #include <gflags/gflags.h>
+#include <glog/logging.h>
 
 #include <charconv>
 #include <cmath>
@@ -13,12 +14,8 @@
 
 #include "io/columnar.h"
 #include "io/feature_hash.h"
+#include "io/text_format_registry.h"
 #include "tools/common_flags.h"
-
-namespace {
-
-
-}  // namespace
 
 DEFINE_string(format, "auto",
               "Input format (train: --train_data and --test_data; convert: --input): criteo, "
@@ -82,13 +79,6 @@ DEFINE_validator(max_bad_ratio, &ember::tools::IsRatio);
 namespace ember::tools {
 namespace {
 
-// The flags that describe a text format only.
-constexpr const char* kTextFlags[] = {
-    "schema",    "schema_file", "delimiter",    "header",        "dense_transform",
-    "dense_min", "dense_max",   "field_starts", "num_fields",    "require_binary_values",
-    "slots",     "dense_slots", "label_slots",  "feasign_first", "ignore_unknown_slots",
-};
-
 bool FlagIsSet(const char* name) {
   const gflags::CommandLineFlagInfo info = gflags::GetCommandLineFlagInfoOrDie(name);
   return info.current_value != info.default_value;
@@ -104,10 +94,61 @@ Result<std::optional<double>> ParseBound(const char* flag, const std::string& te
   return std::optional<double>(value);
 }
 
-bool IsTextFormatName(const std::string& name) {
-  return name == "criteo" || name == "csv" || name == "libsvm" || name == "libffm" ||
-         name == "slot";
-}
+// A flag of a text format's options: its name (the option's key,
+// io::FormatOption) and how its value goes into a spec. A new format's
+// flags are DEFINEd above and get a row here.
+struct FormatFlag {
+  const char* name;
+  Status (*apply)(io::FormatSpec* spec);
+};
+
+constexpr FormatFlag kFormatFlags[] = {
+    {"schema", [](io::FormatSpec* s) -> Status { s->schema = FLAGS_schema; return Status::OK(); }},
+    {"schema_file",
+     [](io::FormatSpec* s) -> Status { s->schema_file = FLAGS_schema_file; return Status::OK(); }},
+    {"delimiter", [](io::FormatSpec* s) -> Status { s->delimiter = FLAGS_delimiter; return Status::OK(); }},
+    {"header", [](io::FormatSpec* s) -> Status { s->header = FLAGS_header; return Status::OK(); }},
+    {"dense_transform",
+     [](io::FormatSpec* s) -> Status {
+       Result<io::DenseTransform> transform = io::ParseDenseTransform(FLAGS_dense_transform);
+       if (!transform.ok()) {
+         return Status::InvalidArgument("--dense_transform=", FLAGS_dense_transform,
+                                        ": expected log1p or raw");
+       }
+       s->dense_defaults.transform = *transform;
+       return Status::OK();
+     }},
+    {"dense_min",
+     [](io::FormatSpec* s) -> Status {
+       EMBER_ASSIGN_OR_RETURN(s->dense_defaults.min, ParseBound("dense_min", FLAGS_dense_min));
+       return Status::OK();
+     }},
+    {"dense_max",
+     [](io::FormatSpec* s) -> Status {
+       EMBER_ASSIGN_OR_RETURN(s->dense_defaults.max, ParseBound("dense_max", FLAGS_dense_max));
+       return Status::OK();
+     }},
+    {"field_starts",
+     [](io::FormatSpec* s) -> Status { s->field_starts = FLAGS_field_starts; return Status::OK(); }},
+    {"num_fields", [](io::FormatSpec* s) -> Status { s->num_fields = FLAGS_num_fields; return Status::OK(); }},
+    {"require_binary_values",
+     [](io::FormatSpec* s) -> Status {
+       s->require_binary_values = FLAGS_require_binary_values;
+       return Status::OK();
+     }},
+    {"slots", [](io::FormatSpec* s) -> Status { s->slots = FLAGS_slots; return Status::OK(); }},
+    {"dense_slots",
+     [](io::FormatSpec* s) -> Status { s->dense_slots = FLAGS_dense_slots; return Status::OK(); }},
+    {"label_slots",
+     [](io::FormatSpec* s) -> Status { s->label_slots = FLAGS_label_slots; return Status::OK(); }},
+    {"feasign_first",
+     [](io::FormatSpec* s) -> Status { s->feasign_first = FLAGS_feasign_first; return Status::OK(); }},
+    {"ignore_unknown_slots",
+     [](io::FormatSpec* s) -> Status {
+       s->ignore_unknown_slots = FLAGS_ignore_unknown_slots;
+       return Status::OK();
+     }},
+};
 
 Result<io::Dataset> ReadColumnarFiles(const std::vector<std::string>& paths, int* slot_bits) {
   if (paths.empty()) return Status::InvalidArgument("no columnar files to read");
@@ -147,35 +188,25 @@ Result<io::FormatSpec> FormatSpecFromFlags() {
   io::FormatSpec spec;
   if (FLAGS_format == "auto") {
     spec.name = "criteo";
-  } else if (IsTextFormatName(FLAGS_format)) {
+  } else if (io::DefaultTextFormatRegistry().Find(FLAGS_format).ok()) {
     spec.name = FLAGS_format;
   } else {
-    return Status::InvalidArgument("--format=", FLAGS_format,
-                                   " is not a text format (criteo, csv, libsvm, libffm, slot)");
+    std::string names;
+    for (const std::string& name : io::DefaultTextFormatRegistry().Names()) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return Status::InvalidArgument("--format=", FLAGS_format, " is not a text format (", names,
+                                   ")");
   }
   spec.slot_bits = FLAGS_slot_bits;
-  spec.schema = FLAGS_schema;
-  spec.schema_file = FLAGS_schema_file;
-  spec.delimiter = FLAGS_delimiter;
-  spec.header = FLAGS_header;
-  if (FLAGS_dense_transform == "log1p") {
-    spec.dense_defaults.transform = io::DenseTransform::kLog1p;
-  } else if (FLAGS_dense_transform == "raw") {
-    spec.dense_defaults.transform = io::DenseTransform::kRaw;
-  } else {
-    return Status::InvalidArgument("--dense_transform=", FLAGS_dense_transform,
-                                   ": expected log1p or raw");
-  }
-  EMBER_ASSIGN_OR_RETURN(spec.dense_defaults.min, ParseBound("dense_min", FLAGS_dense_min));
-  EMBER_ASSIGN_OR_RETURN(spec.dense_defaults.max, ParseBound("dense_max", FLAGS_dense_max));
-  spec.field_starts = FLAGS_field_starts;
-  spec.num_fields = FLAGS_num_fields;
-  spec.require_binary_values = FLAGS_require_binary_values;
-  spec.slots = FLAGS_slots;
-  spec.dense_slots = FLAGS_dense_slots;
-  spec.label_slots = FLAGS_label_slots;
-  spec.feasign_first = FLAGS_feasign_first;
-  spec.ignore_unknown_slots = FLAGS_ignore_unknown_slots;
+  static const bool every_option_bound = [] {
+    std::vector<std::string> names;
+    for (const FormatFlag& flag : kFormatFlags) names.push_back(flag.name);
+    return names == io::TextFormatOptionKeys();
+  }();
+  CHECK(every_option_bound) << "every option key of a registered text format has one row of "
+                               "kFormatFlags, in FormatOptions() order";
+  for (const FormatFlag& flag : kFormatFlags) EMBER_RETURN_IF_ERROR(flag.apply(&spec));
   return spec;
 }
 
@@ -202,9 +233,9 @@ Result<InputFormat> ResolveInputFormat(const std::vector<std::string>& paths) {
     format.columnar = !columnar_path.empty();
   }
   if (format.columnar) {
-    for (const char* flag : kTextFlags) {
-      if (FlagIsSet(flag)) {
-        return Status::InvalidArgument("--", flag,
+    for (const FormatFlag& flag : kFormatFlags) {
+      if (FlagIsSet(flag.name)) {
+        return Status::InvalidArgument("--", flag.name,
                                        " describes a text format; it does not apply "
                                        "to columnar input");
       }

@@ -1,10 +1,11 @@
 #pragma once
 
 // The flags that say how `ember train` and `ember convert` read input
-// files: --format, one flag per field of io::FormatSpec (io/format_spec.h;
-// the flag has the field's name, the csv dense defaults are --dense_transform,
+// files: --format, one flag per key of io::FormatSpec (io/format_spec.h;
+// the flag has the key's name, the csv dense defaults are --dense_transform,
 // --dense_min and --dense_max), and the bad-line policy. Defined in
-// format_flags.cc.
+// format_flags.cc, where a registered text format's (io/text_format_registry.h)
+// flags are DEFINEd and bound to its options, a row each.
 
 #include <gflags/gflags_declare.h>
 
@@ -42,9 +43,10 @@ namespace ember::tools {
 
 // The text format the flags describe: its name is --format, or criteo when
 // --format is auto; every other field comes from its flag. InvalidArgument
-// naming the flag for --format=columnar or another unknown name and for a
-// bad --dense_transform, --dense_min or --dense_max. Whether the fields fit
-// the format is checked by io::MakeTextFormat.
+// naming the flag for --format=columnar or another name the text-format
+// registry lacks and for a bad --dense_transform, --dense_min or
+// --dense_max. Whether the fields fit the format is checked by
+// io::MakeTextFormat.
 Result<io::FormatSpec> FormatSpecFromFlags();
 
 // How a list of input files is read.

@@ -8,6 +8,8 @@
 #include <map>
 #include <utility>
 
+#include "io/text_format_registry.h"
+
 namespace ember::tools {
 namespace {
 
@@ -96,6 +98,16 @@ struct TopicFlags {
   std::vector<std::string> names;
 };
 
+// --format and --slot_bits, the options of every registered text format
+// (their flags have the options' keys, tools/format_flags.cc), then the
+// bad-line policy.
+std::vector<std::string> FormatTopicFlags() {
+  std::vector<std::string> names = {"format", "slot_bits"};
+  for (const std::string& key : io::TextFormatOptionKeys()) names.push_back(key);
+  names.insert(names.end(), {"bad_lines", "max_bad_ratio"});
+  return names;
+}
+
 const std::vector<TopicFlags>& Topics() {
   static const std::vector<TopicFlags> topics = {
       {Topic::kData,
@@ -103,11 +115,7 @@ const std::vector<TopicFlags>& Topics() {
         "shuffle_buffer", "num_shards", "shard_index", "piece_kib", "input", "output",
         "rows_per_group", "out", "out_format", "bundle", "data", "labelled",
         "score_batch_size"}},
-      {Topic::kFormat,
-       {"format", "slot_bits", "schema", "schema_file", "delimiter", "header", "dense_transform",
-        "dense_min", "dense_max", "field_starts", "num_fields", "require_binary_values", "slots",
-        "dense_slots", "label_slots", "feasign_first", "ignore_unknown_slots", "bad_lines",
-        "max_bad_ratio"}},
+      {Topic::kFormat, FormatTopicFlags()},
       {Topic::kGenerated,
        {"rows", "vocabulary", "zipf_exponent", "id_weight_scale", "interaction_scale",
         "interacting_slots", "num_dense", "num_slots", "multi_hot_slots", "max_bag_size", "tasks"}},
