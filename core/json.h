@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 
 namespace ember {
@@ -38,8 +39,8 @@ namespace ember {
 //   EMBER_ASSIGN_OR_RETURN(PlanKnobs k, FromJson<PlanKnobs>(j));
 //
 // from_json throws (nlohmann's convention); FromJson, the one way in, turns
-// any error into a Status, so no exception leaves the caller.
-using Json = nlohmann::ordered_json;
+// any error into a Status, so no exception leaves the caller. Headers that
+// only declare to_json/from_json include core/json_fwd.h.
 
 // An error inside a from_json: the path of the field and what is wrong.
 class JsonFieldError : public std::runtime_error {

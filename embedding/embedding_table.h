@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 
 namespace ember::embedding {
@@ -195,6 +196,18 @@ struct EmbeddingTableOptions {
 
 // Parses "lru" or "lfu"; InvalidArgument naming `name` otherwise.
 Result<EmbeddingTableOptions::EvictionPolicy> ParseEvictionPolicy(const std::string& name);
+
+// The options as JSON (core/json.h): every field but where the table lives
+// and what it tracks for checkpoints (disk_path, track_changes), which
+// belong to a run, not to the table; enums by name ("adagrad", "bf16",
+// "frequency", "lfu"). from_json is strict: a missing or unknown field is an
+// error naming it.
+void to_json(Json& j, const EmbeddingTableOptions& options);
+void from_json(const Json& j, EmbeddingTableOptions& options);
+void to_json(Json& j, const SparseOptimizerOptions& options);
+void from_json(const Json& j, SparseOptimizerOptions& options);
+void to_json(Json& j, const AdmissionOptions& options);
+void from_json(const Json& j, AdmissionOptions& options);
 
 class StoredRows;
 

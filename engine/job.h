@@ -31,6 +31,7 @@
 #include "core/trace.h"
 #include "embedding/embedding_table.h"
 #include "engine/job_ranks.h"
+#include "engine/job_record.h"
 #include "engine/metrics.h"
 #include "engine/train_options.h"
 #include "engine/trainer.h"
@@ -81,13 +82,6 @@ struct JobOptions {
 
 // Opens the held-out data afresh for one evaluation.
 using OpenEvaluationData = std::function<Result<std::unique_ptr<io::BatchSource>>()>;
-
-// Examples' shape: what the model's inputs and outputs are made for.
-struct DataShape {
-  int num_dense = 0;
-  int num_slots = 0;
-  int num_labels = 1;
-};
 
 class Job {
  public:

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/simd.h"
 #include "core/threads.h"
 #include "ops/internal/tensor_checks.h"
@@ -164,6 +165,27 @@ Status DenseOptimizerStep(const DenseOptimizerOptions& options, int64_t step, co
       break;
   }
   return Status::OK();
+}
+
+void to_json(Json& j, const DenseOptimizerOptions& o) {
+  j = Json{{"type", DenseOptimizerName(o.type)}, {"learning_rate", o.learning_rate},
+           {"beta1", o.beta1},                   {"beta2", o.beta2},
+           {"epsilon", o.epsilon},               {"weight_decay", o.weight_decay}};
+}
+
+void from_json(const Json& j, DenseOptimizerOptions& o) {
+  JsonFields f(j);
+  std::string type;
+  f.Get("type", &type);
+  Result<DenseOptimizer> parsed = ParseDenseOptimizer(type);
+  if (!parsed.ok()) throw JsonFieldError("type", "is invalid: " + parsed.status().message());
+  o.type = *parsed;
+  f.Get("learning_rate", &o.learning_rate);
+  f.Get("beta1", &o.beta1);
+  f.Get("beta2", &o.beta2);
+  f.Get("epsilon", &o.epsilon);
+  f.Get("weight_decay", &o.weight_decay);
+  f.Done();
 }
 
 }  // namespace ember::ops

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -26,6 +27,11 @@ struct DenseOptimizerOptions {
   // optimizer (AdamW when > 0 with Adam).
   float weight_decay = 0.0f;
 };
+
+// The options as JSON (core/json.h), the type by name ("adam"); from_json is
+// strict: a missing or unknown field is an error naming it.
+void to_json(Json& j, const DenseOptimizerOptions& options);
+void from_json(const Json& j, DenseOptimizerOptions& options);
 
 // The state of one parameter tensor under a dense optimizer.
 struct DenseOptimizerSlot {

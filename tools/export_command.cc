@@ -1,6 +1,8 @@
 // `ember export`: the serving bundle (engine/bundle.h) of a training job's
-// newest checkpoint, its configuration taken from the job's recorded flags
-// and input (tools/job_flags.h), so that the training data need not exist.
+// newest checkpoint, its configuration taken from the job's record
+// (engine/job_record.h; for checkpoints older than records, from the job's
+// recorded flags and input, tools/job_flags.h), so that the training data
+// need not exist.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -10,6 +12,7 @@
 
 #include "core/file.h"
 #include "engine/bundle.h"
+#include "engine/job_record.h"
 #include "engine/model_zoo.h"
 #include "engine/trainer.h"
 #include "tools/commands.h"
@@ -62,16 +65,15 @@ Result<JobInput> JobInputOf(const std::string& checkpoint_dir) {
   return from_data;
 }
 
-Status Export() {
-  if (FLAGS_checkpoint_dir.empty()) return Status::InvalidArgument("--checkpoint_dir is required");
-  if (FLAGS_bundle.empty()) return Status::InvalidArgument("--bundle is required");
-  // The job's flags, as its first run recorded them, configure the model.
+// A checkpoint written before job records (engine/job_record.h): the job's
+// flags, as its first run recorded them, configure the model.
+Result<engine::ExportedCheckpoint> ExportFromRecordedFlags() {
   const std::string job_flags = JobFlagsPath(FLAGS_checkpoint_dir);
   Result<std::string> recorded = ReadFile(job_flags);
   if (!recorded.ok()) {
     return recorded.status().WithContext(
         "--checkpoint_dir=" + FLAGS_checkpoint_dir +
-        " (a checkpoint directory of `ember train` holds job.flags)");
+        " (a checkpoint directory of `ember train` holds job.json or job.flags)");
   }
   if (!gflags::ReadFlagsFromString(*recorded, "ember", /*errors_are_fatal=*/false)) {
     return Status::DataLoss(job_flags, ": holds flags this Ember does not read");
@@ -92,9 +94,21 @@ Status Export() {
   EMBER_RETURN_IF_ERROR(
       engine::WriteBundle(FLAGS_bundle, config, trainer->model(), trainer->table())
           .WithContext("--bundle"));
+  return engine::ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+}
+
+Status Export() {
+  if (FLAGS_checkpoint_dir.empty()) return Status::InvalidArgument("--checkpoint_dir is required");
+  if (FLAGS_bundle.empty()) return Status::InvalidArgument("--bundle is required");
+  // The job's record configures the model: no flags of the job are read.
+  Result<engine::ExportedCheckpoint> exported =
+      FileExists(engine::JobRecordPath(FLAGS_checkpoint_dir))
+          ? engine::ExportCheckpoint(FLAGS_checkpoint_dir, FLAGS_bundle)
+          : ExportFromRecordedFlags();
+  if (!exported.ok()) return exported.status();
   std::printf("exported the %s model of step %lld (%lld embedding rows) to %s\n",
-              config.model.name.c_str(), static_cast<long long>(*step),
-              static_cast<long long>(trainer->table().num_rows()), FLAGS_bundle.c_str());
+              exported->model.c_str(), static_cast<long long>(exported->step),
+              static_cast<long long>(exported->rows), FLAGS_bundle.c_str());
   return Status::OK();
 }
 

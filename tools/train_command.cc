@@ -191,8 +191,9 @@ Result<engine::JobOptions> JobOptionsFromFlags() {
 }
 
 // Resumes the job's newest checkpoint if it has one (the flags that decide
-// its result checked against the recorded ones), or records the job's flags
-// and input for a fresh one. Returns the step resumed (-1: none).
+// its result checked against the recorded ones), or records the job for a
+// fresh one: its flags (a flagfile to run it again, and the resume check)
+// and its options (engine/job_record.h, which ember export reads). Returns the step resumed (-1: none).
 Result<int64_t> ResumeOrRecord(engine::Job& job, const Data& data) {
   const std::string& dir = job.options().train.checkpoint.dir;
   if (dir.empty()) return int64_t{-1};
@@ -204,8 +205,12 @@ Result<int64_t> ResumeOrRecord(engine::Job& job, const Data& data) {
   if (step < 0 && job.reports()) {
     // One record for the job (with ranks: rank 0's, in the job's directory).
     EMBER_RETURN_IF_ERROR(RecordJobFlags(dir, kTrainFlagFiles));
-    EMBER_RETURN_IF_ERROR(RecordJobInput(dir, {data.num_dense, data.num_slots, data.num_labels,
-                                               data.train_source.format == "columnar"}));
+    const bool columnar = data.train_source.format == "columnar";
+    EMBER_RETURN_IF_ERROR(
+        RecordJobInput(dir, {data.num_dense, data.num_slots, data.num_labels, columnar}));
+    EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
+    EMBER_RETURN_IF_ERROR(engine::WriteJobRecord(
+        dir, engine::JobRecordOf(job.trainer().options(), input, columnar)));
   }
   return step;
 }

@@ -108,10 +108,42 @@ TEST_F(EmberServingCliTest, ExportNeedsOnlyTheCheckpointDirectory) {
   EXPECT_EQ(Contents(Path("p.txt")), Contents(Path("e.txt")));
 }
 
+TEST_F(EmberServingCliTest, ExportReadsTheJobRecordAndNoFlags) {
+  TrainAndExport();
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
+                     " --predictions_out=" + Path("p.txt")).exit_code);
+  // The job's record is its options: with its flags and input records gone
+  // (and its data), export still rebuilds the model.
+  for (const char* gone : {"ckpt/job.flags", "ckpt/job.input", "train.tsv"}) {
+    ASSERT_EQ(0, std::remove(Path(gone).c_str())) << gone;
+  }
+  const CommandRun exported = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                    Path("exported"));
+  ASSERT_EQ(0, exported.exit_code) << exported.output;
+  ASSERT_EQ(0, Ember("predict --bundle=" + Path("exported") + " --data=" + Path("test.tsv") +
+                     " --predictions_out=" + Path("e.txt")).exit_code);
+  EXPECT_EQ(Contents(Path("p.txt")), Contents(Path("e.txt")));
+  // A damaged record is refused naming the file and the field; nothing is
+  // written.
+  std::string record = Contents(Path("ckpt/job.json"));
+  const size_t at = record.find("\"batch_size\"");
+  ASSERT_NE(std::string::npos, at) << record;
+  record.replace(at, std::string("\"batch_size\"").size(), "\"batch_sise\"");
+  std::ofstream(Path("ckpt/job.json"), std::ios::trunc) << record;
+  const CommandRun damaged = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
+                                   Path("exported2"));
+  EXPECT_EQ(2, damaged.exit_code) << damaged.output;
+  EXPECT_NE(std::string::npos, damaged.output.find("job.json")) << damaged.output;
+  EXPECT_NE(std::string::npos, damaged.output.find("\"batch_size\" is missing")) << damaged.output;
+  EXPECT_FALSE(ember::FileExists(Path("exported2")));
+}
+
 TEST_F(EmberServingCliTest, ExportOfAnOlderCheckpointWithoutItsDataSaysWhatIsMissing) {
   TrainAndExport();
-  // A checkpoint of an Ember that did not record the job's input: export
-  // reads the training data for it, and says so when it is gone.
+  // A checkpoint of an Ember that recorded neither the job (job.json) nor
+  // its input: export reads the training data for it, and says so when it is
+  // gone.
+  ASSERT_EQ(0, std::remove(Path("ckpt/job.json").c_str()));
   std::remove(Path("ckpt/job.input").c_str());
   const CommandRun with_data = Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" +
                                      Path("exported"));

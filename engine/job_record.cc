@@ -1,0 +1,119 @@
+#include "engine/job_record.h"
+
+#include <memory>
+#include <string>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "engine/bundle.h"
+#include "engine/trainer.h"
+
+namespace ember::engine {
+
+void to_json(Json& j, const DataShape& s) {
+  j = Json{{"num_dense", s.num_dense}, {"num_slots", s.num_slots}, {"num_labels", s.num_labels}};
+}
+
+void from_json(const Json& j, DataShape& s) {
+  JsonFields f(j);
+  f.Get("num_dense", &s.num_dense);
+  f.Get("num_slots", &s.num_slots);
+  f.Get("num_labels", &s.num_labels);
+  f.Done();
+}
+
+void to_json(Json& j, const JobRecord& r) {
+  j = Json{{"version", kJobRecordVersion},
+           {"model", r.model},
+           {"table", r.table},
+           {"dense_optimizer", r.dense_optimizer},
+           {"seed", r.seed},
+           {"batch_size", r.batch_size},
+           {"input", r.input},
+           {"columnar_input", r.columnar_input},
+           {"shape", r.shape}};
+}
+
+void from_json(const Json& j, JobRecord& r) {
+  JsonFields f(j);
+  int version = 0;
+  f.Get("version", &version);
+  if (version != kJobRecordVersion) {
+    throw JsonFieldError("version", "is " + std::to_string(version) + "; this Ember reads " +
+                                        std::to_string(kJobRecordVersion));
+  }
+  f.Get("model", &r.model);
+  f.Get("table", &r.table);
+  f.Get("dense_optimizer", &r.dense_optimizer);
+  f.Get("seed", &r.seed);
+  f.Get("batch_size", &r.batch_size);
+  f.Get("input", &r.input);
+  f.Get("columnar_input", &r.columnar_input);
+  f.Get("shape", &r.shape);
+  f.Done();
+}
+
+JobRecord JobRecordOf(const TrainOptions& options, const io::FormatSpec& input,
+                      bool columnar_input) {
+  JobRecord record;
+  record.model = options.model;
+  record.model.device = Device::Cpu();
+  record.table = options.table;
+  record.dense_optimizer = options.dense_optimizer;
+  record.seed = options.seed;
+  record.batch_size = options.batch_size;
+  record.input = input;
+  record.columnar_input = columnar_input;
+  record.shape = {options.model.num_dense, options.model.num_slots, options.model.num_tasks};
+  return record;
+}
+
+std::string JobRecordPath(const std::string& checkpoint_dir) {
+  return checkpoint_dir + "/job.json";
+}
+
+Status WriteJobRecord(const std::string& checkpoint_dir, const JobRecord& record) {
+  return WriteFileAtomic(JobRecordPath(checkpoint_dir), Json(record).dump(2) + "\n");
+}
+
+Result<JobRecord> ReadJobRecord(const std::string& checkpoint_dir) {
+  const std::string path = JobRecordPath(checkpoint_dir);
+  if (!FileExists(path)) return Status::NotFound(path, ": no job record");
+  EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  Result<Json> json = ParseJsonText(text);
+  if (!json.ok()) return Status::DataLoss(path, ": ", json.status().message());
+  Result<JobRecord> record = FromJson<JobRecord>(*json);
+  if (!record.ok()) return Status::DataLoss(path, ": ", record.status().message());
+  return record;
+}
+
+TrainOptions RestoreOptionsOf(const JobRecord& record, const std::string& checkpoint_dir) {
+  TrainOptions options;
+  options.model = record.model;
+  options.table = record.table;
+  options.table.memory_budget_bytes = 0;
+  options.table.disk_path.clear();
+  options.dense_optimizer = record.dense_optimizer;
+  options.seed = record.seed;
+  options.batch_size = record.batch_size;
+  options.show_progress = false;
+  options.checkpoint.dir = checkpoint_dir;
+  return options;
+}
+
+Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
+                                            const std::string& bundle) {
+  EMBER_ASSIGN_OR_RETURN(const JobRecord record, ReadJobRecord(checkpoint_dir));
+  EMBER_ASSIGN_OR_RETURN(
+      std::unique_ptr<Trainer> trainer,
+      Trainer::Create(RestoreOptionsOf(record, checkpoint_dir), record.shape.num_dense,
+                      record.shape.num_slots, record.shape.num_labels));
+  Result<int64_t> step = trainer->Restore();
+  if (!step.ok()) return step.status().WithContext(checkpoint_dir);
+  const BundleConfig config =
+      BundleConfigOf(trainer->options(), record.input, record.columnar_input, *step);
+  EMBER_RETURN_IF_ERROR(WriteBundle(bundle, config, trainer->model(), trainer->table()));
+  return ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+}
+
+}  // namespace ember::engine
