@@ -427,6 +427,15 @@ void from_json(const Json& j, CalibrationFile& file) {
   f.Done();
 }
 
+// The PCIe link of a CPU to a GPU, whose bandwidth MeasurePinnedCopyGbps
+// measures; not the NVLink between two GPUs (of a cluster file: a host's
+// own graph has none), whose bandwidth a single "pcie_gbps:<gpu>" would
+// give twice.
+bool IsGpuPcie(const ResourceGraph& graph, const Link& link) {
+  return link.kind == LinkKind::kPcie && graph.devices[link.a].kind == DeviceKind::kCpu &&
+         graph.devices[link.b].kind == DeviceKind::kGpu;
+}
+
 }  // namespace
 
 std::string CalibrationToJson(const ResourceGraph& graph) {
@@ -436,7 +445,7 @@ std::string CalibrationToJson(const ResourceGraph& graph) {
     file.rates.emplace_back(graph.devices[d].id, Json(graph.devices[d].rates));
   }
   for (const Link& link : graph.links) {
-    if (graph.devices[link.a].host == 0 && graph.devices[link.b].kind == DeviceKind::kGpu) {
+    if (IsGpuPcie(graph, link) && graph.devices[link.a].host == 0) {
       file.pcie_gbps.emplace_back(graph.devices[link.b].id, link.gbps);
     }
   }
@@ -466,7 +475,7 @@ Status CalibrationFromJson(const std::string& text, const std::string& path, Res
   }
   for (const auto& [gpu, gbps] : file->pcie_gbps) {
     for (Link& link : graph->links) {
-      if (graph->devices[link.b].id == gpu) link.gbps = gbps;
+      if (IsGpuPcie(*graph, link) && graph->devices[link.b].id == gpu) link.gbps = gbps;
     }
   }
   return Status::OK();

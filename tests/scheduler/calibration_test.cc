@@ -107,7 +107,8 @@ TEST_F(CalibrationTest, DiskRatesAreMeasuredInTheGivenDirectory) {
 }
 
 // A cache that Calibrate wrote before nlohmann, for the first host of the
-// tools' 8x8 cluster file (tests/scheduler/testdata).
+// tools' 8x8 cluster file without its NVLink (tests/scheduler/testdata):
+// the NVLink keeps its bandwidth.
 TEST(CalibrationFileTest, AFileWrittenByTheOlderWriterLoadsWithItsValues) {
   Result<ResourceGraph> graph = ReadClusterFile(EMBER_CLUSTER_FILE);
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -128,6 +129,7 @@ TEST(CalibrationFileTest, AFileWrittenByTheOlderWriterLoadsWithItsValues) {
   ASSERT_EQ(8u, gpus.size());
   EXPECT_EQ(50000.0, graph->devices[gpus[5]].rates.gemm_gflops);
   EXPECT_EQ(std::make_pair(25.0, 5.0), graph->PathBetween(0, gpus[0]));
+  EXPECT_EQ(std::make_pair(1.0, 3.0), graph->PathBetween(gpus[0], gpus[1]));
   // Host 1 is not in the file.
   EXPECT_EQ(0.0, graph->devices[graph->DevicesOf(DeviceKind::kCpu, 1)[0]].rates.memory_gbps);
   // Written again, it reads back to the same rates.
