@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +109,32 @@ Result<Json> ParseJsonText(const std::string& text) {
   }
 }
 
+std::string JsonText(const Json& json, int indent) {
+  return json.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
+Result<Json> ParseJsonText(const std::string& text, const std::string& path) {
+  Result<Json> json = ParseJsonText(text);
+  if (json.ok()) return json;
+  // ParseJsonText names the byte ("... near byte N: ..."); say line and column.
+  const std::string message = json.status().message();
+  constexpr std::string_view kNearByte = "near byte ";
+  const size_t at = message.find(kNearByte);
+  const size_t byte = at == std::string::npos
+                          ? 0
+                          : std::strtoull(message.c_str() + at + kNearByte.size(), nullptr, 10);
+  int line = 1, column = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return Status::InvalidArgument(path, ":", line, ":", column, ": malformed JSON (", message, ")");
+}
+
 JsonValue::JsonValue() = default;
 
 const JsonValue* JsonValue::Find(const std::string& key) const {
@@ -123,7 +151,7 @@ Result<JsonValue> ParseJson(const std::string& text) {
 
 std::string JsonQuote(const std::string& text) {
   // Bytes that are not UTF-8 become U+FFFD: the result is always valid JSON.
-  return Json(text).dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  return JsonText(Json(text));
 }
 
 std::string JsonNumber(double value) {

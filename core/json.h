@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -63,6 +64,14 @@ template <typename T>
 struct IsVector : std::false_type {};
 template <typename T, typename A>
 struct IsVector<std::vector<T, A>> : std::true_type {};
+template <typename T>
+struct IsStringMap : std::false_type {};
+template <typename T, typename C, typename A>
+struct IsStringMap<std::map<std::string, T, C, A>> : std::true_type {};
+template <typename T>
+struct IsKeyedVector : std::false_type {};
+template <typename T, typename A>
+struct IsKeyedVector<std::vector<std::pair<std::string, T>, A>> : std::true_type {};
 // A nlohmann exception's message without its "[json.exception...] " prefix.
 std::string JsonDetail(const std::exception& e);
 // Reads `value` into `out`, strictly for integers (an integer value within
@@ -94,6 +103,11 @@ void ReadJsonValue(const Json& value, T* out) {
       *out = static_cast<T>(v);
     }
   } else if constexpr (std::is_floating_point_v<T>) {
+    // nlohmann writes NaN and the infinities as null: read back, NaN.
+    if (value.is_null()) {
+      *out = std::numeric_limits<T>::quiet_NaN();
+      return;
+    }
     if (!value.is_number()) throw JsonFieldError("", "is not a number");
     *out = value.get<T>();
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -129,6 +143,29 @@ void ReadJsonArray(const Json& value, std::vector<T>* out) {
   }
 }
 
+// std::vector<std::pair<std::string, T>> fields: an object, its fields in
+// order as (key, value) pairs whose values read strictly (their paths are
+// "field.key"). A writer builds the object itself: nlohmann writes such a
+// vector as an array of pairs. std::map<std::string, T> fields read the
+// same way (and nlohmann writes them as objects).
+template <typename T>
+void ReadJsonObject(const Json& value, std::vector<std::pair<std::string, T>>* out) {
+  if (!value.is_object()) throw JsonFieldError("", "is not an object");
+  out->clear();
+  out->reserve(value.size());
+  for (const auto& [key, item] : value.items()) {
+    T read{};
+    try {
+      internal::ReadJsonValue(item, &read);
+    } catch (const JsonFieldError& e) {
+      throw e.Within(key);
+    } catch (const nlohmann::json::exception& e) {
+      throw JsonFieldError(key, "is invalid: " + internal::JsonDetail(e));
+    }
+    out->emplace_back(key, std::move(read));
+  }
+}
+
 // Reads the fields of one JSON object inside a from_json (see above).
 class JsonFields {
  public:
@@ -161,7 +198,14 @@ class JsonFields {
   void Read(const char* key, const Json& value, T* out) {
     read_.insert(key);
     try {
-      if constexpr (internal::IsVector<T>::value) {
+      if constexpr (internal::IsKeyedVector<T>::value) {
+        ReadJsonObject(value, out);
+      } else if constexpr (internal::IsStringMap<T>::value) {
+        std::vector<std::pair<std::string, typename T::mapped_type>> pairs;
+        ReadJsonObject(value, &pairs);
+        out->clear();
+        out->insert(pairs.begin(), pairs.end());
+      } else if constexpr (internal::IsVector<T>::value) {
         ReadJsonArray(value, out);
       } else {
         internal::ReadJsonValue(value, out);
@@ -177,9 +221,38 @@ class JsonFields {
   std::set<std::string> read_;
 };
 
+// A struct whose fields are all required, listed once for both directions:
+// `fields(object, field)` calls field("key", object.member) for each, in
+// the order they are written.
+//   constexpr auto kLinkNeedFields = [](auto& l, auto&& field) {
+//     field("link", l.link);
+//     field("gbps_needed", l.gbps_needed);
+//   };
+//   void to_json(Json& j, const LinkNeed& l) { WriteJsonFields(j, l, kLinkNeedFields); }
+//   void from_json(const Json& j, LinkNeed& l) { ReadJsonFields(j, l, kLinkNeedFields); }
+template <typename T, typename Fields>
+void WriteJsonFields(Json& j, const T& object, Fields fields) {
+  j = Json::object();
+  fields(object, [&j](const char* key, const auto& value) { j[key] = value; });
+}
+template <typename T, typename Fields>
+void ReadJsonFields(const Json& j, T& object, Fields fields) {
+  JsonFields f(j);
+  fields(object, [&f](const char* key, auto& value) { f.Get(key, &value); });
+  f.Done();
+}
+
 // `text` parsed (RFC 8259; values nested up to 16 levels). InvalidArgument,
 // with the byte offset, on anything else. Never throws.
 Result<Json> ParseJsonText(const std::string& text);
+
+// `json` as text, compact (indent < 0) or with `indent` spaces. Never
+// throws: bytes that are not UTF-8 become U+FFFD.
+std::string JsonText(const Json& json, int indent = -1);
+
+// ParseJsonText for the contents of the file `path`: InvalidArgument
+// "path:line:column: malformed JSON (...)" on anything else.
+Result<Json> ParseJsonText(const std::string& text, const std::string& path);
 
 // `json` read into a T by its from_json, starting from `value` (defaults).
 // InvalidArgument "field \"a.b\": is missing" (the path, then the
@@ -195,6 +268,16 @@ Result<T> FromJson(const Json& json, T value = T{}) {
     return Status::InvalidArgument(internal::JsonDetail(e));
   }
   return value;
+}
+
+// The file `path`, whose contents are `text`, read into a T: the errors of
+// ParseJsonText(text, path) and of FromJson, the latter after "path: ".
+template <typename T>
+Result<T> FromJsonText(const std::string& text, const std::string& path, T value = T{}) {
+  EMBER_ASSIGN_OR_RETURN(const Json json, ParseJsonText(text, path));
+  Result<T> read = FromJson<T>(json, std::move(value));
+  if (!read.ok()) return read.status().WithContext(path);
+  return read;
 }
 
 // ---- The older document model (being replaced by Json above) ---------------

@@ -1,10 +1,9 @@
 #include "io/batch_source.h"
 
 #include <algorithm>
-#include <charconv>
+#include <cstdint>
 #include <numeric>
 #include <string>
-#include <system_error>
 
 #include "core/allocator.h"
 #include "core/json.h"
@@ -14,6 +13,47 @@ namespace ember::io {
 namespace {
 // The stream of the epoch permutations (seed, kShuffleStream + epoch).
 constexpr uint64_t kShuffleStream = 0x5eed0000u;
+
+// Where a DatasetBatchSource is (its ResumePosition): its data's size, its
+// batches and order, and the epoch and example it reads next.
+struct DatasetPosition {
+  int64_t dataset = 0;
+  int64_t batch_size = 0;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+  int64_t next = 0;
+};
+
+constexpr auto kDatasetPositionFields = [](auto& p, auto&& field) {
+  field("dataset", p.dataset);
+  field("batch_size", p.batch_size);
+  field("shuffle", p.shuffle);
+  field("seed", p.seed);
+  field("epoch", p.epoch);
+  field("next", p.next);
+};
+void to_json(Json& j, const DatasetPosition& p) { WriteJsonFields(j, p, kDatasetPositionFields); }
+void from_json(const Json& j, DatasetPosition& p) { ReadJsonFields(j, p, kDatasetPositionFields); }
+
+// One line, as positions have been written from the start.
+std::string DatasetPositionText(const DatasetPosition& position) {
+  return JsonText(Json(position)) + "\n";
+}
+
+Result<DatasetPosition> ParseDatasetPosition(std::string_view text) {
+  Result<Json> json = ParseJsonText(std::string(text));
+  if (!json.ok()) {
+    return Status::InvalidArgument("data position ", text, ": ", json.status().message());
+  }
+  Result<DatasetPosition> position = FromJson<DatasetPosition>(*json);
+  if (!position.ok()) {
+    return Status::InvalidArgument("data position ", text, ": not a position of in-memory data (",
+                                   position.status().message(), ")");
+  }
+  return position;
+}
+
 }  // namespace
 
 Result<std::string> BatchSource::ResumePosition() const {
@@ -72,47 +112,27 @@ void DatasetBatchSource::OrderEpoch() {
 }
 
 Result<std::string> DatasetBatchSource::ResumePosition() const {
-  JsonObject o;
-  o.Add("dataset", data_.size())
-      .Add("batch_size", options_.batch_size)
-      .Add("shuffle", options_.shuffle)
-      .AddRaw("seed", std::to_string(options_.seed))
-      .Add("epoch", epoch_)
-      .Add("next", next_);
-  return o.ToString(-1);
+  const DatasetPosition position{
+      data_.size(), options_.batch_size, options_.shuffle, options_.seed, epoch_, next_};
+  return DatasetPositionText(position);
 }
 
-Status DatasetBatchSource::ResumeFrom(std::string_view position) {
+Status DatasetBatchSource::ResumeFrom(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("data position ", position, ": ", why);
+    return Status::InvalidArgument("data position ", text, ": ", why);
   };
-  Result<JsonValue> parsed = ParseJson(std::string(position));
-  if (!parsed.ok()) return bad(std::string(parsed.status().message()));
-  // The integer field `key`, or false.
-  const auto integer = [&](const char* key, auto* out) {
-    const JsonValue* v = parsed->Find(key);
-    if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
-    const char* end = v->text.data() + v->text.size();
-    const auto [ptr, ec] = std::from_chars(v->text.data(), end, *out);
-    return ec == std::errc() && ptr == end;
-  };
-  int64_t examples = 0, batch_size = 0, epoch = 0, next = 0;
-  uint64_t seed = 0;
-  const JsonValue* shuffle = parsed->Find("shuffle");
-  if (!integer("dataset", &examples) || !integer("batch_size", &batch_size) ||
-      !integer("seed", &seed) || !integer("epoch", &epoch) || !integer("next", &next) ||
-      shuffle == nullptr || shuffle->type != JsonValue::Type::kBool) {
-    return bad("not a position of in-memory data");
-  }
-  if (examples != data_.size()) {
-    return bad("it is of data with " + std::to_string(examples) + " examples, this has " +
+  EMBER_ASSIGN_OR_RETURN(const DatasetPosition position, ParseDatasetPosition(text));
+  int64_t epoch = position.epoch, next = position.next;
+  if (position.dataset != data_.size()) {
+    return bad("it is of data with " + std::to_string(position.dataset) + " examples, this has " +
                std::to_string(data_.size()));
   }
-  if (batch_size != options_.batch_size) {
-    return bad("it is of batches of " + std::to_string(batch_size) + ", these are of " +
+  if (position.batch_size != options_.batch_size) {
+    return bad("it is of batches of " + std::to_string(position.batch_size) + ", these are of " +
                std::to_string(options_.batch_size));
   }
-  if (shuffle->boolean != options_.shuffle || (options_.shuffle && seed != options_.seed)) {
+  if (position.shuffle != options_.shuffle ||
+      (options_.shuffle && position.seed != options_.seed)) {
     return bad("it is of another order (shuffle or seed differ)");
   }
   // Before the first batch: epoch -1 with the whole (empty) epoch behind.
@@ -132,25 +152,11 @@ Status DatasetBatchSource::ResumeFrom(std::string_view position) {
   return Status::OK();
 }
 
-Result<std::string> RebatchDatasetPosition(std::string_view position, int64_t batch_size) {
+Result<std::string> RebatchDatasetPosition(std::string_view text, int64_t batch_size) {
   if (batch_size < 1) return Status::InvalidArgument("batch size ", batch_size, " is below 1");
-  Result<JsonValue> parsed = ParseJson(std::string(position));
-  const JsonValue* old = parsed.ok() ? parsed->Find("batch_size") : nullptr;
-  if (old == nullptr || parsed->Find("dataset") == nullptr || parsed->Find("next") == nullptr) {
-    return Status::InvalidArgument("data position ", position,
-                                   ": not a position of in-memory data");
-  }
-  // The same text with the one field changed: the other fields keep their
-  // exact spelling (the seed is a 64-bit integer).
-  const std::string text(position);
-  const std::string key = "\"batch_size\":";
-  const size_t at = text.find(key);
-  if (at == std::string::npos) {
-    return Status::InvalidArgument("data position ", position, ": no batch_size field");
-  }
-  size_t end = at + key.size();
-  while (end < text.size() && (text[end] == ' ' || (text[end] >= '0' && text[end] <= '9'))) ++end;
-  return text.substr(0, at + key.size()) + std::to_string(batch_size) + text.substr(end);
+  EMBER_ASSIGN_OR_RETURN(DatasetPosition position, ParseDatasetPosition(text));
+  position.batch_size = batch_size;
+  return DatasetPositionText(position);
 }
 
 }  // namespace ember::io

@@ -1,6 +1,8 @@
 #include "io/elastic_stream_source.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "io/batch.h"
@@ -10,25 +12,35 @@ namespace {
 
 constexpr char kResharded[] = "resharded_stream";
 
+// The old shards' positions of a job resumed on another number of ranks.
+struct ReshardedPositions {
+  std::vector<std::string> positions;
+};
+
+void to_json(Json& j, const ReshardedPositions& r) { j = Json{{kResharded, r.positions}}; }
+
+void from_json(const Json& j, ReshardedPositions& r) {
+  JsonFields f(j);
+  f.Get(kResharded, &r.positions);
+  f.Done();
+}
+
 // The old shards' positions of a resharded position, and *resharded; an
 // empty list and !*resharded when `text` is not one.
 Result<std::vector<StreamPosition>> ParseResharded(std::string_view text, bool* resharded) {
   *resharded = false;
   if (text.find(kResharded) == std::string_view::npos) return std::vector<StreamPosition>();
-  EMBER_ASSIGN_OR_RETURN(const JsonValue json, ParseJson(std::string(text)));
-  const JsonValue* list = json.Find(kResharded);
-  if (list == nullptr) return std::vector<StreamPosition>();
+  EMBER_ASSIGN_OR_RETURN(const Json json, ParseJsonText(std::string(text)));
+  if (!json.is_object() || !json.contains(kResharded)) return std::vector<StreamPosition>();
   *resharded = true;
-  if (list->type != JsonValue::Type::kArray || list->items.empty()) {
+  Result<ReshardedPositions> list = FromJson<ReshardedPositions>(json);
+  if (!list.ok()) return list.status().WithContext("a resharded stream position");
+  if (list->positions.empty()) {
     return Status::InvalidArgument("a resharded stream position needs a list of positions");
   }
   std::vector<StreamPosition> positions;
-  for (size_t r = 0; r < list->items.size(); ++r) {
-    const JsonValue& item = list->items[r];
-    if (item.type != JsonValue::Type::kString) {
-      return Status::InvalidArgument("resharded stream position ", r, " is not a string");
-    }
-    Result<StreamPosition> position = StreamPosition::Parse(item.text);
+  for (size_t r = 0; r < list->positions.size(); ++r) {
+    Result<StreamPosition> position = StreamPosition::Parse(list->positions[r]);
     if (!position.ok()) {
       return position.status().WithContext("resharded stream position of old rank " +
                                            std::to_string(r));
@@ -54,7 +66,6 @@ Result<std::string> ReshardedStreamPosition(const std::vector<std::string>& rank
     return rank_positions[0];
   }
   const int n = static_cast<int>(rank_positions.size());
-  std::string list;
   StreamPosition first;
   for (int r = 0; r < n; ++r) {
     Result<StreamPosition> position = StreamPosition::Parse(rank_positions[r]);
@@ -75,9 +86,8 @@ Result<std::string> ReshardedStreamPosition(const std::vector<std::string>& rank
           position->epoch, " and rank 0 at batch ", first.batches_in_epoch, " of epoch ",
           first.epoch, ": the ranks of a job step together");
     }
-    list += (r == 0 ? "" : ", ") + JsonQuote(rank_positions[r]);
   }
-  return "{\"" + std::string(kResharded) + "\": [" + list + "]}";
+  return JsonText(Json(ReshardedPositions{rank_positions}));
 }
 
 ElasticStreamSource::ElasticStreamSource(StreamReader* main, StreamShardOpener open, int rank,

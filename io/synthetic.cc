@@ -384,49 +384,126 @@ std::string ReadFlags(const SyntheticOptions& options) {
   return "";
 }
 
+constexpr const char* kFormatNames[] = {"criteo_tsv", "csv", "columnar"};
+
+// The meta file beside generated data: how to read it, the options that
+// generated it (less the format) and what is known about it.
+struct SyntheticMeta {
+  std::string format;
+  std::string read_flags;
+  std::string generator = "ember synthetic v1";
+  SyntheticOptions options;
+  SyntheticInfo info;
+};
+
+}  // namespace
+
+void to_json(Json& j, const SyntheticOptions& o) {
+  j = Json{{"rows", o.rows},
+           {"seed", o.seed},
+           {"num_dense", o.num_dense},
+           {"num_slots", o.num_slots},
+           {"vocabulary", o.vocabulary}};
+  if (o.num_clusters > 1) {
+    j["num_clusters"] = o.num_clusters;
+    j["cluster_units"] = o.cluster_units;
+    j["cluster_scale"] = o.cluster_scale;
+  }
+  if (!o.slot_vocabularies.empty()) j["slot_vocabularies"] = o.slot_vocabularies;
+  j["zipf_exponent"] = o.zipf_exponent;
+  j["id_weight_scale"] = o.id_weight_scale;
+  j["latent_rank"] = o.latent_rank;
+  j["interacting_slots"] = o.interacting_slots;
+  j["interaction_scale"] = o.interaction_scale;
+  j["bias"] = o.bias;
+  j["multi_hot_slots"] = o.multi_hot_slots;
+  j["max_bag_size"] = o.max_bag_size;
+  j["num_tasks"] = o.num_tasks;
+  j["slot_bits"] = o.slot_bits;
+}
+
+// The fields of the first version are required; the others (added since,
+// or written only for clusters and per-slot vocabularies) keep their
+// defaults when absent. The format is the meta file's, not an option's.
+void from_json(const Json& j, SyntheticOptions& o) {
+  JsonFields f(j);
+  f.Get("rows", &o.rows);
+  f.Get("seed", &o.seed);
+  f.Get("num_dense", &o.num_dense);
+  f.Get("num_slots", &o.num_slots);
+  f.Get("vocabulary", &o.vocabulary);
+  f.Optional("num_clusters", &o.num_clusters);
+  f.Optional("cluster_units", &o.cluster_units);
+  f.Optional("cluster_scale", &o.cluster_scale);
+  f.Optional("slot_vocabularies", &o.slot_vocabularies);
+  f.Get("zipf_exponent", &o.zipf_exponent);
+  f.Get("id_weight_scale", &o.id_weight_scale);
+  f.Get("latent_rank", &o.latent_rank);
+  f.Get("interacting_slots", &o.interacting_slots);
+  f.Get("interaction_scale", &o.interaction_scale);
+  f.Get("bias", &o.bias);
+  f.Optional("multi_hot_slots", &o.multi_hot_slots);
+  f.Optional("max_bag_size", &o.max_bag_size);
+  f.Optional("num_tasks", &o.num_tasks);
+  f.Optional("slot_bits", &o.slot_bits);
+  f.Done();
+}
+
+void to_json(Json& j, const SyntheticInfo& info) {
+  j = Json{{"rows", info.rows},
+           {"positive_rate", info.positive_rate},
+           {"bayes_auc", info.bayes_auc},
+           {"bayes_logloss", info.bayes_logloss}};
+  // Known (and written) for data generated with clusters only.
+  if (info.cluster_blind_auc > 0) j["cluster_blind_auc"] = info.cluster_blind_auc;
+  j["task_bayes_auc"] = info.task_bayes_auc;
+}
+
+void from_json(const Json& j, SyntheticInfo& info) {
+  JsonFields f(j);
+  f.Get("rows", &info.rows);
+  f.Get("positive_rate", &info.positive_rate);
+  f.Get("bayes_auc", &info.bayes_auc);
+  f.Get("bayes_logloss", &info.bayes_logloss);
+  f.Optional("cluster_blind_auc", &info.cluster_blind_auc);
+  f.Optional("task_bayes_auc", &info.task_bayes_auc);  // one task before there were more
+  f.Done();
+}
+
+namespace {
+
+void to_json(Json& j, const SyntheticMeta& meta) {
+  j = Json{{"format", meta.format},
+           {"read_flags", meta.read_flags},
+           {"generator", meta.generator},
+           {"options", meta.options},
+           {"info", meta.info}};
+}
+
+void from_json(const Json& j, SyntheticMeta& meta) {
+  JsonFields f(j);
+  f.Get("format", &meta.format);
+  f.Optional("read_flags", &meta.read_flags);
+  f.Get("generator", &meta.generator);
+  f.Get("options", &meta.options);
+  f.Get("info", &meta.info);
+  f.Done();
+}
+
 std::string MetaJson(const SyntheticOptions& options, const SyntheticInfo& info) {
-  JsonObject opts;
-  opts.Add("rows", options.rows)
-      .AddRaw("seed", std::to_string(options.seed))
-      .Add("num_dense", options.num_dense)
-      .Add("num_slots", options.num_slots)
-      .Add("vocabulary", options.vocabulary);
-  if (options.num_clusters > 1) {
-    opts.Add("num_clusters", options.num_clusters)
-        .Add("cluster_units", options.cluster_units)
-        .Add("cluster_scale", options.cluster_scale);
-  }
-  if (!options.slot_vocabularies.empty()) {
-    std::string list = "[";
-    for (const int64_t v : options.slot_vocabularies) {
-      list += (list.size() > 1 ? ", " : "") + std::to_string(v);
-    }
-    opts.AddRaw("slot_vocabularies", list + "]");
-  }
-  opts.Add("zipf_exponent", options.zipf_exponent)
-      .Add("id_weight_scale", options.id_weight_scale)
-      .Add("latent_rank", options.latent_rank)
-      .Add("interacting_slots", options.interacting_slots)
-      .Add("interaction_scale", options.interaction_scale)
-      .Add("bias", options.bias)
-      .Add("multi_hot_slots", options.multi_hot_slots)
-      .Add("max_bag_size", options.max_bag_size)
-      .Add("num_tasks", options.num_tasks)
-      .Add("slot_bits", options.slot_bits);
-  JsonObject facts;
-  facts.Add("rows", info.rows)
-      .Add("positive_rate", info.positive_rate)
-      .Add("bayes_auc", info.bayes_auc)
-      .Add("bayes_logloss", info.bayes_logloss);
-  if (options.num_clusters > 1) facts.Add("cluster_blind_auc", info.cluster_blind_auc);
-  facts.AddRaw("task_bayes_auc", JsonNumberArray(info.task_bayes_auc));
-  JsonObject meta;
-  const char* format_names[] = {"criteo_tsv", "csv", "columnar"};
-  meta.Add("format", format_names[static_cast<int>(options.format)])
-      .Add("read_flags", ReadFlags(options))
-      .Add("generator", "ember synthetic v1");
-  meta.Add("options", opts).Add("info", facts);
-  return meta.ToString();
+  SyntheticMeta meta;
+  meta.format = kFormatNames[static_cast<int>(options.format)];
+  meta.read_flags = ReadFlags(options);
+  meta.options = options;
+  meta.info = info;
+  return JsonText(Json(meta), 2) + "\n";
+}
+
+// The meta file of the data at `data_path`.
+Result<SyntheticMeta> ReadSyntheticMeta(const std::string& data_path) {
+  const std::string meta_path = data_path + ".meta.json";
+  EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(meta_path));
+  return FromJsonText<SyntheticMeta>(text, meta_path);
 }
 
 }  // namespace
@@ -617,48 +694,14 @@ Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path, const Synthe
 }
 
 Result<double> ReadSyntheticBayesAuc(const std::string& data_path) {
-  const std::string meta_path = data_path + ".meta.json";
-  EMBER_ASSIGN_OR_RETURN(const std::string meta, ReadFile(meta_path));
-  const std::string key = "\"bayes_auc\"";
-  size_t pos = meta.find(key);
-  if (pos == std::string::npos) {
-    return Status::InvalidArgument(meta_path, ": has no \"bayes_auc\" field");
-  }
-  pos = meta.find_first_not_of(" \t\r\n", pos + key.size());
-  if (pos != std::string::npos && meta[pos] == ':') {
-    pos = meta.find_first_not_of(" \t\r\n", pos + 1);
-  }
-  double auc = 0.0;
-  if (pos != std::string::npos) {
-    const auto result = std::from_chars(meta.data() + pos, meta.data() + meta.size(), auc);
-    if (result.ec == std::errc()) return auc;
-  }
-  return Status::InvalidArgument(meta_path, ": \"bayes_auc\" is not a number");
+  EMBER_ASSIGN_OR_RETURN(const SyntheticMeta meta, ReadSyntheticMeta(data_path));
+  return meta.info.bayes_auc;
 }
 
 Result<std::vector<double>> ReadSyntheticTaskBayesAuc(const std::string& data_path) {
-  const std::string meta_path = data_path + ".meta.json";
-  EMBER_ASSIGN_OR_RETURN(const std::string meta, ReadFile(meta_path));
-  Result<JsonValue> json = ParseJson(meta);
-  if (!json.ok()) return json.status().WithContext(meta_path);
-  const JsonValue* info = json->Find("info");
-  const JsonValue* list = info != nullptr ? info->Find("task_bayes_auc") : nullptr;
-  if (list == nullptr || list->type != JsonValue::Type::kArray) {
-    EMBER_ASSIGN_OR_RETURN(const double auc, ReadSyntheticBayesAuc(data_path));
-    return std::vector<double>{auc};
-  }
-  std::vector<double> aucs;
-  for (const JsonValue& item : list->items) {
-    double auc = 0.0;
-    const auto result =
-        std::from_chars(item.text.data(), item.text.data() + item.text.size(), auc);
-    if (item.type != JsonValue::Type::kNumber || result.ec != std::errc()) {
-      return Status::InvalidArgument(meta_path, ": \"task_bayes_auc\" holds a non-number");
-    }
-    aucs.push_back(auc);
-  }
-  if (aucs.empty()) return Status::InvalidArgument(meta_path, ": \"task_bayes_auc\" is empty");
-  return aucs;
+  EMBER_ASSIGN_OR_RETURN(const SyntheticMeta meta, ReadSyntheticMeta(data_path));
+  if (meta.info.task_bayes_auc.empty()) return std::vector<double>{meta.info.bayes_auc};
+  return meta.info.task_bayes_auc;
 }
 
 }  // namespace ember::io

@@ -176,7 +176,9 @@ Result<SyntheticInfo> WriteSyntheticCriteo(const std::string& path,
                                            const std::function<void(int64_t)>& progress = {});
 
 // Reads the "bayes_auc" field of `data_path + ".meta.json"`; NotFound if there
-// is no such file, InvalidArgument if it has no numeric "bayes_auc".
+// is no such file, InvalidArgument naming the file and the field if it is
+// not a meta file WriteSynthetic wrote (a field missing, unknown or of the
+// wrong type).
 Result<double> ReadSyntheticBayesAuc(const std::string& data_path);
 
 // Reads the "task_bayes_auc" list of `data_path + ".meta.json"` (one value

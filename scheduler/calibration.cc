@@ -386,39 +386,97 @@ std::string CalibrationCachePath(const ResourceGraph& graph, const CalibrationOp
   return CacheDir(options) + "/calibration-" + FileSafe(graph.host_name()) + "-" + suffix + ".json";
 }
 
-std::string CalibrationToJson(const ResourceGraph& graph) {
-  JsonObject root;
-  root.Add("host", graph.host_name()).Add("version", kCalibrationVersion);
-  for (int d : graph.hosts.empty() ? std::vector<int>{} : graph.hosts[0].devices) {
-    root.Add(graph.devices[d].id, RatesJson(graph.devices[d].rates));
-  }
-  for (const Link& link : graph.links) {
-    if (graph.devices[link.a].host == 0 && graph.devices[link.b].kind == DeviceKind::kGpu) {
-      root.Add("pcie_gbps:" + graph.devices[link.b].id, link.gbps);
+namespace {
+
+constexpr char kPcieGbps[] = "pcie_gbps:";
+
+// The cache file: the calibrated rates of each device of a host by its id
+// (as a "rates" object of cluster_file.h) and each GPU's measured PCIe
+// bandwidth under "pcie_gbps:<gpu id>".
+struct CalibrationFile {
+  std::string host;
+  int version = kCalibrationVersion;
+  std::vector<std::pair<std::string, Json>> rates;
+  std::vector<std::pair<std::string, double>> pcie_gbps;
+};
+
+void to_json(Json& j, const CalibrationFile& file) {
+  j = Json{{"host", file.host}, {"version", file.version}};
+  for (const auto& [id, rates] : file.rates) j[id] = rates;
+  for (const auto& [gpu, gbps] : file.pcie_gbps) j[kPcieGbps + gpu] = gbps;
+}
+
+// Every other field is a device's rates, read strictly: a device this host
+// lacks is no error (the graph keeps its devices), a misspelt rate is.
+void from_json(const Json& j, CalibrationFile& file) {
+  JsonFields f(j);
+  f.Get("host", &file.host);
+  f.Get("version", &file.version);
+  for (const auto& [key, value] : j.items()) {
+    if (key == "host" || key == "version") continue;
+    if (key.rfind(kPcieGbps, 0) == 0) {
+      double gbps = 0.0;
+      f.Get(key.c_str(), &gbps);
+      file.pcie_gbps.emplace_back(key.substr(std::strlen(kPcieGbps)), gbps);
+    } else {
+      DeviceRates checked;
+      f.Get(key.c_str(), &checked);
+      file.rates.emplace_back(key, value);
     }
   }
-  return root.ToString();
+  f.Done();
+}
+
+// The PCIe link of a CPU to a GPU, whose bandwidth MeasurePinnedCopyGbps
+// measures; not the NVLink between two GPUs (of a cluster file: a host's
+// own graph has none), whose bandwidth a single "pcie_gbps:<gpu>" would
+// give twice.
+bool IsGpuPcie(const ResourceGraph& graph, const Link& link) {
+  return link.kind == LinkKind::kPcie && graph.devices[link.a].kind == DeviceKind::kCpu &&
+         graph.devices[link.b].kind == DeviceKind::kGpu;
+}
+
+}  // namespace
+
+std::string CalibrationToJson(const ResourceGraph& graph) {
+  CalibrationFile file;
+  file.host = graph.host_name();
+  for (int d : graph.hosts.empty() ? std::vector<int>{} : graph.hosts[0].devices) {
+    file.rates.emplace_back(graph.devices[d].id, Json(graph.devices[d].rates));
+  }
+  for (const Link& link : graph.links) {
+    if (IsGpuPcie(graph, link) && graph.devices[link.a].host == 0) {
+      file.pcie_gbps.emplace_back(graph.devices[link.b].id, link.gbps);
+    }
+  }
+  return JsonText(Json(file), 2) + "\n";
 }
 
 Status CalibrationFromJson(const std::string& text, const std::string& path, ResourceGraph* graph) {
-  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
-  if (root.type != JsonValue::Type::kObject)
-    return Status::InvalidArgument(path, ": expected an object");
-  const JsonValue* version = root.Find("version");
-  if (!version || version->type != JsonValue::Type::kNumber ||
-      std::atoi(version->text.c_str()) != kCalibrationVersion) {
+  EMBER_ASSIGN_OR_RETURN(const Json json, ParseJsonText(text, path));
+  // Another version's file may have other fields: it is measured again,
+  // not read.
+  const auto version = json.is_object() ? json.find("version") : json.end();
+  if (json.is_object() && (version == json.end() || !version->is_number_integer() ||
+                           version->get<int64_t>() != kCalibrationVersion)) {
     return Status::FailedPrecondition(path, ": calibration of another version (expected ",
                                       kCalibrationVersion, ")");
   }
-  for (int d : graph->hosts.empty() ? std::vector<int>{} : graph->hosts[0].devices) {
-    DeviceNode& node = graph->devices[d];
-    if (const JsonValue* rates = root.Find(node.id)) {
-      EMBER_RETURN_IF_ERROR(ReadRates(*rates, path + ": " + node.id, &node.rates));
+  Result<CalibrationFile> file = FromJson<CalibrationFile>(json);
+  if (!file.ok()) return file.status().WithContext(path);
+  for (const auto& [id, rates] : file->rates) {
+    for (int d : graph->hosts.empty() ? std::vector<int>{} : graph->hosts[0].devices) {
+      DeviceNode& node = graph->devices[d];
+      // The rates the file has replace the node's; the others stay.
+      if (node.id == id) {
+        EMBER_ASSIGN_OR_RETURN(node.rates, FromJson(rates, node.rates));
+      }
     }
   }
-  for (Link& link : graph->links) {
-    const JsonValue* gbps = root.Find("pcie_gbps:" + graph->devices[link.b].id);
-    if (gbps && gbps->type == JsonValue::Type::kNumber) link.gbps = std::atof(gbps->text.c_str());
+  for (const auto& [gpu, gbps] : file->pcie_gbps) {
+    for (Link& link : graph->links) {
+      if (IsGpuPcie(*graph, link) && graph->devices[link.b].id == gpu) link.gbps = gbps;
+    }
   }
   return Status::OK();
 }

@@ -29,19 +29,21 @@ namespace ember::scheduler {
 
 // Parses a cluster file's text; `path` names it in errors, which say what
 // is wrong and where (line:column for malformed JSON, the field's path for
-// a bad value: "cluster.json: hosts[0].gpus[0].memory_gb: expected a
-// number >= 0").
+// a bad value: "cluster.json: field \"hosts[0].gpus[0].memory_gb\" is -1;
+// expected a number >= 0"). Every field is optional (the defaults are those
+// above); a field it does not know is an error.
 Result<ResourceGraph> ParseClusterFile(const std::string& text, const std::string& path);
 Result<ResourceGraph> ReadClusterFile(const std::string& path);
 
-// ParseJson with errors as "path:line:column: malformed JSON".
+// ParseJson with errors as "path:line:column: malformed JSON", for callers
+// of the older JsonValue model (tools/plan_flags.cc); ParseJsonText(text,
+// path) of core/json.h gives a Json.
 Result<JsonValue> ParseJsonAt(const std::string& text, const std::string& path);
 
-// Reads the fields of a "rates" object into `rates`; InvalidArgument naming
-// `where` and the field for an unknown field or a value that is not a number
-// >= 0.
-Status ReadRates(const JsonValue& value, const std::string& where, DeviceRates* rates);
-// The non-zero fields of `rates` as a JSON object.
-JsonObject RatesJson(const DeviceRates& rates);
+// DeviceRates as a "rates" object: its non-zero fields by name. Reading
+// sets the fields present (each a number >= 0) and keeps the others; an
+// unknown field is an error.
+void to_json(Json& j, const DeviceRates& rates);
+void from_json(const Json& j, DeviceRates& rates);
 
 }  // namespace ember::scheduler

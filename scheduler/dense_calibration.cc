@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 
 #include "core/file.h"
 #include "core/json.h"
-#include "scheduler/cluster_file.h"
 
 namespace ember::scheduler {
 namespace {
@@ -49,8 +47,50 @@ std::string JoinNumbers(const std::vector<T>& values) {
   return out;
 }
 
-double Number(const JsonValue* value) {
-  return value && value->type == JsonValue::Type::kNumber ? std::atof(value->text.c_str()) : -1.0;
+}  // namespace
+
+constexpr auto kDenseStepTimingFields = [](auto& p, auto&& field) {
+  field("threads", p.threads);
+  field("batch", p.batch);
+  field("seconds", p.seconds);
+};
+
+void to_json(Json& j, const DenseStepTiming& p) { WriteJsonFields(j, p, kDenseStepTimingFields); }
+
+void from_json(const Json& j, DenseStepTiming& p) {
+  ReadJsonFields(j, p, kDenseStepTimingFields);
+  if (p.threads < 1) {
+    throw JsonFieldError("threads", internal::StrCat("is ", p.threads, "; expected >= 1"));
+  }
+  if (p.batch < 1) {
+    throw JsonFieldError("batch", internal::StrCat("is ", p.batch, "; expected >= 1"));
+  }
+  if (!(p.seconds > 0)) {
+    throw JsonFieldError("seconds", internal::StrCat("is ", p.seconds, "; expected > 0"));
+  }
+}
+
+namespace {
+
+// The cache file (see DenseCalibrationToJson).
+struct DenseCalibrationFile {
+  std::string host;
+  int version = kDenseCalibrationVersion;
+  std::string descriptor;
+  std::vector<DenseStepTiming> points;
+};
+
+constexpr auto kDenseCalibrationFileFields = [](auto& file, auto&& field) {
+  field("host", file.host);
+  field("version", file.version);
+  field("descriptor", file.descriptor);
+  field("points", file.points);
+};
+void to_json(Json& j, const DenseCalibrationFile& file) {
+  WriteJsonFields(j, file, kDenseCalibrationFileFields);
+}
+void from_json(const Json& j, DenseCalibrationFile& file) {
+  ReadJsonFields(j, file, kDenseCalibrationFileFields);
 }
 
 }  // namespace
@@ -92,58 +132,41 @@ std::string DenseCalibrationCachePath(const ResourceGraph& graph, const Calibrat
 
 std::string DenseCalibrationToJson(const ResourceGraph& graph, const std::string& descriptor,
                                    const DenseMeasurement& measurement) {
-  std::string points = "[";
-  for (const DenseStepTiming& p : measurement.points) {
-    JsonObject point;
-    point.Add("threads", p.threads).Add("batch", p.batch).Add("seconds", p.seconds);
-    points += (points.size() > 1 ? ", " : "") + point.ToString(-1);
-  }
-  points += "]";
-  JsonObject root;
-  root.Add("host", graph.host_name())
-      .Add("version", kDenseCalibrationVersion)
-      .Add("descriptor", descriptor)
-      .AddRaw("points", points);
-  return root.ToString();
+  const DenseCalibrationFile file{graph.host_name(), kDenseCalibrationVersion, descriptor,
+                                  measurement.points};
+  return JsonText(Json(file), 2) + "\n";
 }
 
 Result<DenseMeasurement> DenseCalibrationFromJson(const std::string& text, const std::string& path,
                                                   const ResourceGraph& graph,
                                                   const std::string& descriptor) {
-  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
-  if (root.type != JsonValue::Type::kObject) {
-    return Status::InvalidArgument(path, ": expected an object");
+  EMBER_ASSIGN_OR_RETURN(const Json json, ParseJsonText(text, path));
+  // Another version's file, or one of another model or points, is measured
+  // again, not read.
+  if (json.is_object()) {
+    const auto version = json.find("version");
+    if (version == json.end() || !version->is_number_integer() ||
+        version->get<int64_t>() != kDenseCalibrationVersion) {
+      return Status::FailedPrecondition(path, ": dense calibration of another version (expected ",
+                                        kDenseCalibrationVersion, ")");
+    }
+    const auto written_for = json.find("descriptor");
+    const bool same = written_for != json.end() && written_for->is_string() &&
+                      written_for->get<std::string>() == descriptor;
+    if (!same) {
+      return Status::FailedPrecondition(path, ": dense calibration of another model or points (",
+                                        written_for != json.end() && written_for->is_string()
+                                            ? written_for->get<std::string>()
+                                            : "none",
+                                        ", not ", descriptor, ")");
+    }
   }
-  if (static_cast<int>(Number(root.Find("version"))) != kDenseCalibrationVersion) {
-    return Status::FailedPrecondition(path, ": dense calibration of another version (expected ",
-                                      kDenseCalibrationVersion, ")");
-  }
-  const JsonValue* written_for = root.Find("descriptor");
-  if (!written_for || written_for->type != JsonValue::Type::kString ||
-      written_for->text != descriptor) {
-    return Status::FailedPrecondition(path, ": dense calibration of another model or points (",
-                                      written_for ? written_for->text : "none", ", not ",
-                                      descriptor, ")");
-  }
-  const JsonValue* points = root.Find("points");
-  if (!points || points->type != JsonValue::Type::kArray) {
-    return Status::InvalidArgument(path, ": expected an array \"points\"");
-  }
+  Result<DenseCalibrationFile> file = FromJson<DenseCalibrationFile>(json);
+  if (!file.ok()) return file.status().WithContext(path);
   DenseMeasurement measurement;
   const std::vector<int> cpus = graph.DevicesOf(DeviceKind::kCpu, 0);
   measurement.device = cpus.empty() ? -1 : cpus[0];
-  for (size_t i = 0; i < points->items.size(); ++i) {
-    const JsonValue& p = points->items[i];
-    DenseStepTiming timing;
-    timing.threads = static_cast<int>(Number(p.Find("threads")));
-    timing.batch = static_cast<int64_t>(Number(p.Find("batch")));
-    timing.seconds = Number(p.Find("seconds"));
-    if (timing.threads < 1 || timing.batch < 1 || !(timing.seconds > 0)) {
-      return Status::InvalidArgument(path, ": points[", i,
-                                     "]: expected threads >= 1, batch >= 1 and seconds > 0");
-    }
-    measurement.points.push_back(timing);
-  }
+  measurement.points = std::move(file->points);
   return measurement;
 }
 

@@ -1,13 +1,11 @@
 #include "scheduler/plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <limits>
 #include <map>
 
 #include "core/json.h"
-#include "scheduler/cluster_file.h"
 #include "scheduler/planner.h"
 
 namespace ember::scheduler {
@@ -30,15 +28,200 @@ std::string Fixed(double value, int digits) {
   return text;
 }
 
-std::string JsonStringArray(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + JsonQuote(items[i]);
-  return out + "]";
+// The field `key` of `f` into `*out` (required unless `optional`), within
+// [lo, hi].
+template <typename T>
+void GetWithin(JsonFields& f, const char* key, T lo, T hi, T* out, bool optional = false) {
+  if (optional) {
+    f.Optional(key, out);
+  } else {
+    f.Get(key, out);
+  }
+  if (!(*out >= lo && *out <= hi)) {
+    throw JsonFieldError(
+        key, internal::StrCat("is ", *out, "; expected a number in [", lo, ", ", hi, "]"));
+  }
 }
 
-double Number(const JsonValue* v) { return v ? std::strtod(v->text.c_str(), nullptr) : 0.0; }
+// The split of the plan's threads, in the order of kAllStages: each stage a
+// whole number of threads within the plan's.
+void ReadStageThreads(JsonFields& f, Plan& plan) {
+  std::vector<int> split;
+  f.Optional("stage_threads", &split);
+  if (!f.Has("stage_threads")) return;
+  if (split.size() != static_cast<size_t>(kNumStages)) {
+    throw JsonFieldError(
+        "stage_threads",
+        internal::StrCat("has ", split.size(), " items; expected one per stage, ", kNumStages));
+  }
+  for (size_t i = 0; i < kAllStages.size(); ++i) {
+    const Stage stage = kAllStages[i];
+    if (split[i] < 1 || split[i] > plan.threads) {
+      throw JsonFieldError(internal::StrCat("stage_threads[", i, "]"),
+                           internal::StrCat("(", StageName(stage), ") is ", split[i],
+                                            "; expected a number of threads in [1, ", plan.threads,
+                                            "] (the plan's threads)"));
+    }
+    plan.stage_threads[stage] = split[i];
+  }
+}
 
 }  // namespace
+
+// The stage's name is its key in the plan's "stages".
+constexpr auto kStagePredictionFields = [](auto& s, auto&& field) {
+  field("device", s.device);
+  field("seconds", s.seconds);
+  field("cores", s.cores);
+  field("busy_fraction", s.busy_fraction);
+};
+void to_json(Json& j, const StagePrediction& s) { WriteJsonFields(j, s, kStagePredictionFields); }
+void from_json(const Json& j, StagePrediction& s) { ReadJsonFields(j, s, kStagePredictionFields); }
+
+constexpr auto kDeviceNeedFields = [](auto& n, auto&& field) {
+  field("device", n.device);
+  field("what", n.what);
+  field("bytes", n.bytes);
+  field("capacity_bytes", n.capacity_bytes);
+};
+void to_json(Json& j, const DeviceNeed& n) { WriteJsonFields(j, n, kDeviceNeedFields); }
+void from_json(const Json& j, DeviceNeed& n) { ReadJsonFields(j, n, kDeviceNeedFields); }
+
+constexpr auto kLinkNeedFields = [](auto& l, auto&& field) {
+  field("link", l.link);
+  field("gbps_needed", l.gbps_needed);
+  field("gbps_available", l.gbps_available);
+};
+void to_json(Json& j, const LinkNeed& l) { WriteJsonFields(j, l, kLinkNeedFields); }
+void from_json(const Json& j, LinkNeed& l) { ReadJsonFields(j, l, kLinkNeedFields); }
+
+void to_json(Json& j, const PipelineParallelPrediction& p) {
+  j = Json{{"ranks", p.ranks},
+           {"virtual_stages", p.virtual_stages},
+           {"micro_batches", p.micro_batches},
+           {"schedule", p.schedule},
+           {"step_seconds", p.step_seconds},
+           {"samples_per_sec", p.samples_per_sec},
+           {"bubble_ratio", p.bubble_ratio},
+           {"rank_activation_bytes", p.rank_activation_bytes},
+           {"unpipelined_step_seconds", p.unpipelined_step_seconds}};
+}
+
+void from_json(const Json& j, PipelineParallelPrediction& p) {
+  JsonFields f(j);
+  f.Get("ranks", &p.ranks);
+  f.Get("virtual_stages", &p.virtual_stages);
+  f.Get("micro_batches", &p.micro_batches);
+  f.Get("schedule", &p.schedule);
+  f.Get("step_seconds", &p.step_seconds);
+  f.Get("samples_per_sec", &p.samples_per_sec);
+  f.Get("bubble_ratio", &p.bubble_ratio);
+  // Plans written before nlohmann wrote these bytes as doubles ("%.10g":
+  // 1.2e+10 from ten gigabytes on).
+  std::vector<double> bytes;
+  f.Get("rank_activation_bytes", &bytes);
+  p.rank_activation_bytes.assign(bytes.begin(), bytes.end());
+  f.Get("unpipelined_step_seconds", &p.unpipelined_step_seconds);
+  f.Done();
+}
+
+void to_json(Json& j, const Plan& plan) {
+  j = Json{
+      {"model", plan.model},
+      {"dense_device", plan.dense_device.ToString()},
+      {"threads", plan.threads},
+      {"batch_size", plan.batch_size},
+      {"pipeline", plan.pipeline},
+      {"pipeline_depth", plan.pipeline_depth},
+      {"max_staleness", plan.max_staleness},
+      {"embedding_memory_budget_bytes", plan.embedding_memory_budget_bytes},
+      {"prefetch", plan.prefetch},
+      {"early_pulls", plan.early_pulls},
+      {"stage_threads", std::vector<int>(plan.stage_threads.begin(), plan.stage_threads.end())},
+      {"replicas", plan.replicas},
+      {"sparse_hosts", plan.sparse_hosts}};
+  Json& placement = j["placement"] = Json::object();
+  for (const auto& [op, device] : plan.placement) placement[op] = device;
+  Json& stages = j["stages"] = Json::object();
+  for (const StagePrediction& s : plan.stages) stages[s.name] = s;
+  j["bottleneck"] = plan.bottleneck;
+  j["predicted_step_seconds"] = plan.predicted_step_seconds;
+  j["predicted_samples_per_sec"] = plan.predicted_samples_per_sec;
+  if (plan.embedding_memory_budget_bytes > 0) {
+    j["memory_tier_hit_rate"] = plan.memory_tier_hit_rate;
+    j["disk_reads_per_step"] = plan.disk_reads_per_step;
+    j["disk_writes_per_step"] = plan.disk_writes_per_step;
+  }
+  // Plans of one rank are written as before there were ranks.
+  if (plan.ranks > 1) {
+    j["ranks"] = plan.ranks;
+    j["ranks_per_host"] = plan.ranks_per_host;
+    j["exchange_bytes_per_step"] = plan.exchange_bytes_per_step;
+    j["expert_exchange_bytes_per_step"] = plan.expert_exchange_bytes_per_step;
+    j["expert_exchange_seconds_per_step"] = plan.expert_exchange_seconds_per_step;
+    j["exchange_seconds_per_step"] = plan.exchange_seconds_per_step;
+    j["exchange_share"] = plan.exchange_share;
+  }
+  j["needs"] = plan.needs;
+  j["links"] = plan.links;
+  j["rationale"] = plan.rationale;
+  if (plan.pipeline_parallel.ranks > 0) j["pipeline_parallel"] = plan.pipeline_parallel;
+}
+
+// Optional, as in the files of older versions: the model, the dense device,
+// early pulls and the split (the trainer's default without one), and the
+// fields written only for some plans (a memory tier, ranks, pipeline
+// parallelism).
+void from_json(const Json& j, Plan& plan) {
+  JsonFields f(j);
+  f.Optional("model", &plan.model);
+  std::string device = plan.dense_device.ToString();
+  f.Optional("dense_device", &device);
+  Result<Device> dense_device = ParseDevice(device);
+  if (!dense_device.ok()) {
+    throw JsonFieldError("dense_device", "is \"" + device + "\"; expected cpu, cuda or cuda:N");
+  }
+  plan.dense_device = *dense_device;
+  GetWithin(f, "threads", 1, 1 << 16, &plan.threads);
+  GetWithin(f, "batch_size", int64_t{1}, int64_t{1} << 24, &plan.batch_size);
+  f.Get("pipeline", &plan.pipeline);
+  GetWithin(f, "pipeline_depth", 1, 1 << 10, &plan.pipeline_depth);
+  GetWithin(f, "max_staleness", 0, 1 << 10, &plan.max_staleness);
+  GetWithin(f, "embedding_memory_budget_bytes", int64_t{0}, std::numeric_limits<int64_t>::max(),
+            &plan.embedding_memory_budget_bytes);
+  f.Get("prefetch", &plan.prefetch);
+  f.Optional("early_pulls", &plan.early_pulls);
+  plan.stage_threads = TrainerStageThreads(plan.threads, plan.pipeline);
+  ReadStageThreads(f, plan);
+  f.Get("replicas", &plan.replicas);
+  f.Get("sparse_hosts", &plan.sparse_hosts);
+  f.Get("placement", &plan.placement);
+  std::vector<std::pair<std::string, StagePrediction>> stages;
+  f.Get("stages", &stages);
+  plan.stages.clear();
+  for (auto& [name, stage] : stages) {
+    stage.name = name;
+    plan.stages.push_back(std::move(stage));
+  }
+  f.Get("bottleneck", &plan.bottleneck);
+  f.Get("predicted_step_seconds", &plan.predicted_step_seconds);
+  GetWithin(f, "predicted_samples_per_sec", 0.0, 1e15, &plan.predicted_samples_per_sec);
+  f.Optional("memory_tier_hit_rate", &plan.memory_tier_hit_rate);
+  f.Optional("disk_reads_per_step", &plan.disk_reads_per_step);
+  f.Optional("disk_writes_per_step", &plan.disk_writes_per_step);
+  GetWithin(f, "ranks", 1, 1 << 20, &plan.ranks, /*optional=*/true);
+  GetWithin(f, "ranks_per_host", 1, plan.ranks, &plan.ranks_per_host, /*optional=*/true);
+  f.Optional("exchange_bytes_per_step", &plan.exchange_bytes_per_step);
+  f.Optional("expert_exchange_bytes_per_step", &plan.expert_exchange_bytes_per_step);
+  f.Optional("expert_exchange_seconds_per_step", &plan.expert_exchange_seconds_per_step);
+  f.Optional("exchange_seconds_per_step", &plan.exchange_seconds_per_step);
+  f.Optional("exchange_share", &plan.exchange_share);
+  f.Get("needs", &plan.needs);
+  f.Get("links", &plan.links);
+  f.Get("rationale", &plan.rationale);
+  f.Optional("pipeline_parallel", &plan.pipeline_parallel);
+  f.Done();
+}
 
 std::string Plan::ToText() const {
   std::string out;
@@ -113,87 +296,7 @@ std::string Plan::ToText() const {
   return out;
 }
 
-std::string Plan::ToJson() const {
-  JsonObject root;
-  root.Add("model", model).Add("dense_device", dense_device.ToString()).Add("threads", threads);
-  root.Add("batch_size", batch_size)
-      .Add("pipeline", pipeline)
-      .Add("pipeline_depth", pipeline_depth)
-      .Add("max_staleness", max_staleness)
-      .Add("embedding_memory_budget_bytes", embedding_memory_budget_bytes)
-      .Add("prefetch", prefetch)
-      .Add("early_pulls", early_pulls);
-  std::vector<double> split(stage_threads.begin(), stage_threads.end());
-  root.AddRaw("stage_threads", JsonNumberArray(split));
-  root.AddRaw("replicas", JsonStringArray(replicas)).Add("sparse_hosts", sparse_hosts);
-  JsonObject placed;
-  for (const auto& [op, device] : placement) placed.Add(op, device);
-  root.Add("placement", placed);
-  JsonObject stage_json;
-  for (const StagePrediction& s : stages) {
-    JsonObject one;
-    one.Add("device", s.device)
-        .Add("seconds", s.seconds)
-        .Add("cores", s.cores)
-        .Add("busy_fraction", s.busy_fraction);
-    stage_json.Add(s.name, one);
-  }
-  root.Add("stages", stage_json)
-      .Add("bottleneck", bottleneck)
-      .Add("predicted_step_seconds", predicted_step_seconds)
-      .Add("predicted_samples_per_sec", predicted_samples_per_sec);
-  if (embedding_memory_budget_bytes > 0) {
-    root.Add("memory_tier_hit_rate", memory_tier_hit_rate)
-        .Add("disk_reads_per_step", disk_reads_per_step)
-        .Add("disk_writes_per_step", disk_writes_per_step);
-  }
-  // Plans of one rank are written as before there were ranks.
-  if (ranks > 1) {
-    root.Add("ranks", ranks)
-        .Add("ranks_per_host", ranks_per_host)
-        .Add("exchange_bytes_per_step", exchange_bytes_per_step)
-        .Add("expert_exchange_bytes_per_step", expert_exchange_bytes_per_step)
-        .Add("expert_exchange_seconds_per_step", expert_exchange_seconds_per_step)
-        .Add("exchange_seconds_per_step", exchange_seconds_per_step)
-        .Add("exchange_share", exchange_share);
-  }
-  std::string needs_json = "[";
-  for (size_t i = 0; i < needs.size(); ++i) {
-    JsonObject n;
-    n.Add("device", needs[i].device)
-        .Add("what", needs[i].what)
-        .Add("bytes", needs[i].bytes)
-        .Add("capacity_bytes", needs[i].capacity_bytes);
-    needs_json += (i ? ", " : "") + n.ToString(-1);
-  }
-  root.AddRaw("needs", needs_json + "]");
-  std::string links_json = "[";
-  for (size_t i = 0; i < links.size(); ++i) {
-    JsonObject l;
-    l.Add("link", links[i].link)
-        .Add("gbps_needed", links[i].gbps_needed)
-        .Add("gbps_available", links[i].gbps_available);
-    links_json += (i ? ", " : "") + l.ToString(-1);
-  }
-  root.AddRaw("links", links_json + "]").Add("rationale", rationale);
-  if (pipeline_parallel.ranks > 0) {
-    const PipelineParallelPrediction& p = pipeline_parallel;
-    JsonObject pp;
-    pp.Add("ranks", p.ranks)
-        .Add("virtual_stages", p.virtual_stages)
-        .Add("micro_batches", p.micro_batches)
-        .Add("schedule", p.schedule)
-        .Add("step_seconds", p.step_seconds)
-        .Add("samples_per_sec", p.samples_per_sec)
-        .Add("bubble_ratio", p.bubble_ratio)
-        .AddRaw("rank_activation_bytes",
-                JsonNumberArray(std::vector<double>(p.rank_activation_bytes.begin(),
-                                                    p.rank_activation_bytes.end())))
-        .Add("unpipelined_step_seconds", p.unpipelined_step_seconds);
-    root.Add("pipeline_parallel", pp);
-  }
-  return root.ToString();
-}
+std::string Plan::ToJson() const { return JsonText(Json(*this), 2) + "\n"; }
 
 std::string Plan::ToDot(const Program& program) const {
   std::map<std::string, std::string> device_of(placement.begin(), placement.end());
@@ -207,11 +310,11 @@ std::string Plan::ToDot(const Program& program) const {
   for (const auto& [device, ops] : ops_on) {
     const bool gpu = device.find("/gpu") != std::string::npos;
     dot += "  subgraph cluster_" + std::to_string(cluster++) +
-           " {\n    label=" + JsonQuote(device) + ";\n";
+           " {\n    label=" + JsonText(Json(device)) + ";\n";
     for (int i : ops) {
       const ProgramOp& op = program.ops[i];
-      dot += "    op" + std::to_string(i) +
-             " [label=" + JsonQuote(op.name + "\\n" + op.op + " (" + StageName(op.stage) + ")") +
+      dot += "    op" + std::to_string(i) + " [label=" +
+             JsonText(Json(op.name + "\\n" + op.op + " (" + StageName(op.stage) + ")")) +
              ", fillcolor=" +
              (op.sparse ? "\"#f4d6a0\""
               : gpu     ? "\"#a0d6a8\""
@@ -234,88 +337,7 @@ std::string Plan::ToDot(const Program& program) const {
 }
 
 Result<Plan> ParsePlanJson(const std::string& text, const std::string& path) {
-  EMBER_ASSIGN_OR_RETURN(const JsonValue root, ParseJsonAt(text, path));
-  if (root.type != JsonValue::Type::kObject)
-    return Status::InvalidArgument(path, ": expected an object");
-  Plan plan;
-  auto number = [&](const char* key, double lo, double hi, double* out) -> Status {
-    const JsonValue* v = root.Find(key);
-    if (v == nullptr) return Status::InvalidArgument(path, ": field \"", key, "\" is missing");
-    if (v->type != JsonValue::Type::kNumber || Number(v) < lo || Number(v) > hi) {
-      return Status::InvalidArgument(path, ": ", key, ": expected a number in [", lo, ", ", hi,
-                                     "]");
-    }
-    *out = Number(v);
-    return Status::OK();
-  };
-  auto boolean = [&](const char* key, bool* out) -> Status {
-    const JsonValue* v = root.Find(key);
-    if (v == nullptr || v->type != JsonValue::Type::kBool) {
-      return Status::InvalidArgument(path, ": ", key, ": expected true or false");
-    }
-    *out = v->boolean;
-    return Status::OK();
-  };
-  double threads = 0, batch = 0, depth = 0, staleness = 0, budget = 0, samples = 0;
-  EMBER_RETURN_IF_ERROR(number("threads", 1, 1 << 16, &threads));
-  EMBER_RETURN_IF_ERROR(number("batch_size", 1, 1 << 24, &batch));
-  EMBER_RETURN_IF_ERROR(number("pipeline_depth", 1, 1 << 10, &depth));
-  EMBER_RETURN_IF_ERROR(number("max_staleness", 0, 1 << 10, &staleness));
-  EMBER_RETURN_IF_ERROR(number("embedding_memory_budget_bytes", 0, 9.0e18, &budget));
-  EMBER_RETURN_IF_ERROR(number("predicted_samples_per_sec", 0, 1e15, &samples));
-  EMBER_RETURN_IF_ERROR(boolean("pipeline", &plan.pipeline));
-  EMBER_RETURN_IF_ERROR(boolean("prefetch", &plan.prefetch));
-  // Plans written before there was the choice have early pulls.
-  if (root.Find("early_pulls") != nullptr) {
-    EMBER_RETURN_IF_ERROR(boolean("early_pulls", &plan.early_pulls));
-  }
-  plan.threads = static_cast<int>(threads);
-  plan.batch_size = static_cast<int64_t>(batch);
-  plan.pipeline_depth = static_cast<int>(depth);
-  plan.max_staleness = static_cast<int>(staleness);
-  plan.embedding_memory_budget_bytes = static_cast<int64_t>(budget);
-  plan.predicted_samples_per_sec = samples;
-  // Plans of one rank have no ranks.
-  if (root.Find("ranks") != nullptr) {
-    double ranks = 1;
-    EMBER_RETURN_IF_ERROR(number("ranks", 1, 1 << 20, &ranks));
-    plan.ranks = static_cast<int>(ranks);
-    if (root.Find("ranks_per_host") != nullptr) {
-      double per_host = 1;
-      EMBER_RETURN_IF_ERROR(number("ranks_per_host", 1, ranks, &per_host));
-      plan.ranks_per_host = static_cast<int>(per_host);
-    }
-  }
-  if (const JsonValue* model = root.Find("model");
-      model && model->type == JsonValue::Type::kString) {
-    plan.model = model->text;
-  }
-  // A plan without a split (written before there was one) has the
-  // trainer's default.
-  plan.stage_threads = TrainerStageThreads(plan.threads, plan.pipeline);
-  if (const JsonValue* split = root.Find("stage_threads")) {
-    if (split->type != JsonValue::Type::kArray || split->items.size() != kNumStages) {
-      return Status::InvalidArgument(path, ": stage_threads: expected ", kNumStages, " numbers");
-    }
-    // The array lists the stages in the order of kAllStages.
-    for (size_t i = 0; i < kAllStages.size(); ++i) {
-      const Stage stage = kAllStages[i];
-      const JsonValue& item = split->items[i];
-      const double t = Number(&item);
-      if (item.type != JsonValue::Type::kNumber || !(t >= 1 && t <= plan.threads) ||
-          t != std::floor(t)) {
-        return Status::InvalidArgument(path, ": stage_threads[", i, "] (", StageName(stage),
-                                       ") is ", t, "; expected a whole number of threads in [1, ",
-                                       plan.threads, "] (the plan's threads)");
-      }
-      plan.stage_threads[stage] = static_cast<int>(t);
-    }
-  }
-  if (const JsonValue* device = root.Find("dense_device");
-      device && device->type == JsonValue::Type::kString && device->text.rfind("cuda:", 0) == 0) {
-    plan.dense_device = Device::Cuda(std::atoi(device->text.c_str() + 5));
-  }
-  return plan;
+  return FromJsonText<Plan>(text, path);
 }
 
 Result<Plan> PlanLocalTraining(const ResourceGraph& resources, const PlanRequest& request) {

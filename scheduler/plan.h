@@ -77,7 +77,6 @@ struct Plan {
   bool prefetch = true;
   // With a memory tier, predicted per batch: the share of a batch's
   // distinct ids memory holds, and the rows read from and written to disk.
-  // Written to JSON, not read back.
   double memory_tier_hit_rate = 1.0;
   double disk_reads_per_step = 0.0;
   double disk_writes_per_step = 0.0;
@@ -112,7 +111,7 @@ struct Plan {
   double exchange_share = 0.0;
   std::vector<DeviceNeed> needs;
   std::vector<LinkNeed> links;
-  // Written as "pipeline_parallel" when planned (ranks > 0); not read back.
+  // Written as "pipeline_parallel" when planned (ranks > 0).
   PipelineParallelPrediction pipeline_parallel;
 
   // Human-readable: placement, stages, bottleneck, needs.
@@ -122,8 +121,10 @@ struct Plan {
   std::string ToDot(const Program& program) const;
 };
 
-// Reads a plan written by Plan::ToJson; InvalidArgument naming `path` and
-// the field (or line:column for malformed JSON) otherwise.
+// Reads a plan written by Plan::ToJson (of this version or an older one:
+// the fields added since are optional); InvalidArgument naming `path` and
+// the field (a field it does not know, a required one missing, a value out
+// of range), or line:column for malformed JSON, otherwise.
 Result<Plan> ParsePlanJson(const std::string& text, const std::string& path);
 
 struct PlanRequest {

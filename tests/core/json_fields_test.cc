@@ -1,5 +1,9 @@
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -123,6 +127,84 @@ TEST(JsonFieldsTest, MalformedTextIsAStatusWithTheOffset) {
   std::string deep;
   for (int i = 0; i < 40; ++i) deep += "[";
   EXPECT_FALSE(ParseJsonText(deep).ok());
+}
+
+TEST(JsonFieldsTest, ADoubleWrittenAsNullReadsBackAsNaN) {
+  // nlohmann writes a NaN (or an infinity) as null.
+  Json j = Sample();
+  j["rate"] = std::numeric_limits<double>::quiet_NaN();
+  Result<Json> parsed = ParseJsonText(j.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE((*parsed)["rate"].is_null());
+  Result<Outer> read = FromJson<Outer>(*parsed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(std::isnan(read->rate));
+}
+
+TEST(JsonFieldsTest, AFilesErrorsNameItWithTheLineAndColumnOrTheField) {
+  Result<Json> parsed = ParseJsonText("{\n  \"a\": ,\n}", "f.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(0u, parsed.status().message().find("f.json:2:8: malformed JSON (malformed JSON near "
+                                               "byte 9: "))
+      << parsed.status();
+  Json j = Sample();
+  j.erase("rate");
+  Result<Outer> read = FromJsonText<Outer>(j.dump(2), "f.json");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ("f.json: field \"rate\" is missing", read.status().message());
+  read = FromJsonText<Outer>(Json(Sample()).dump(2), "f.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ("dcn_v2", read->name);
+}
+
+struct Keyed {
+  std::vector<std::pair<std::string, int>> widths;
+};
+void from_json(const Json& j, Keyed& v) {
+  JsonFields f(j);
+  f.Get("widths", &v.widths);
+  f.Done();
+}
+
+TEST(JsonFieldsTest, AnObjectReadsAsKeyedPairsInItsOrder) {
+  Result<Keyed> read = FromJson<Keyed>(Json::parse(R"({"widths": {"top": 2, "bottom": 1}})"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  using Pair = std::pair<std::string, int>;
+  EXPECT_EQ((std::vector<Pair>{{"top", 2}, {"bottom", 1}}), read->widths);
+  read = FromJson<Keyed>(Json::parse(R"({"widths": {"top": 2.5}})"));
+  EXPECT_EQ("field \"widths.top\" is not an integer", read.status().message());
+  read = FromJson<Keyed>(Json::parse(R"({"widths": [2]})"));
+  EXPECT_EQ("field \"widths\" is not an object", read.status().message());
+}
+
+TEST(JsonFieldsTest, JsonTextReplacesBytesThatAreNotUtf8) {
+  EXPECT_EQ("{\"a\":\"x\xEF\xBF\xBDy\"}", JsonText(Json{{"a", "x\xFFy"}}));
+  EXPECT_EQ("{\n  \"a\": 1\n}", JsonText(Json{{"a", 1}}, 2));
+}
+
+struct Point {
+  int x = 0;
+  std::map<std::string, int64_t> counts;
+};
+constexpr auto kPointFields = [](auto& p, auto&& field) {
+  field("x", p.x);
+  field("counts", p.counts);
+};
+void to_json(Json& j, const Point& p) { WriteJsonFields(j, p, kPointFields); }
+void from_json(const Json& j, Point& p) { ReadJsonFields(j, p, kPointFields); }
+
+TEST(JsonFieldsTest, OneListOfFieldsWritesAndReadsAStructStrictly) {
+  const Point written{3, {{"b", 2}, {"a", 1}}};
+  EXPECT_EQ(R"({"x":3,"counts":{"a":1,"b":2}})", Json(written).dump());
+  Result<Point> read = FromJson<Point>(Json(written));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(3, read->x);
+  EXPECT_EQ(written.counts, read->counts);
+  EXPECT_EQ("field \"counts\" is missing", FromJson<Point>(Json{{"x", 1}}).status().message());
+  EXPECT_EQ("field \"counts.a\" is not an integer",
+            FromJson<Point>(Json::parse(R"({"x": 1, "counts": {"a": 0.5}})")).status().message());
+  EXPECT_EQ("field \"y\" is not a known field",
+            FromJson<Point>(Json::parse(R"({"x": 1, "counts": {}, "y": 2})")).status().message());
 }
 
 }  // namespace

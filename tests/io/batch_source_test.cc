@@ -1,5 +1,6 @@
 #include "io/batch_source.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,13 +119,19 @@ TEST(DatasetBatchSourceTest, EmptyDataHasNoBatches) {
   EXPECT_EQ(0, source.EstimatedBatches());
 }
 
-TEST(DatasetBatchSourceTest, AFreshSourceResumedFromAPositionGoesOnWithTheSameBatches) {
-  const Dataset data = Numbered(50);
+// Batches of 7 in an order of seed 4, for `num_epochs` epochs.
+DatasetBatchSourceOptions ShuffledInSevens(int64_t num_epochs) {
   DatasetBatchSourceOptions options;
   options.batch_size = 7;
-  options.num_epochs = 3;
+  options.num_epochs = num_epochs;
   options.shuffle = true;
   options.seed = 4;
+  return options;
+}
+
+TEST(DatasetBatchSourceTest, AFreshSourceResumedFromAPositionGoesOnWithTheSameBatches) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSourceOptions options = ShuffledInSevens(3);
   // Before the first batch, mid-epoch, at an epoch's end, after the last.
   for (int taken : {0, 5, 8, 14, 21, 30}) {
     SCOPED_TRACE(taken);
@@ -146,11 +153,7 @@ TEST(DatasetBatchSourceTest, AFreshSourceResumedFromAPositionGoesOnWithTheSameBa
 
 TEST(DatasetBatchSourceTest, APositionOfOtherDataOrOptionsOrNotAPositionIsRefused) {
   const Dataset data = Numbered(50);
-  DatasetBatchSourceOptions options;
-  options.batch_size = 7;
-  options.num_epochs = 2;
-  options.shuffle = true;
-  options.seed = 4;
+  DatasetBatchSourceOptions options = ShuffledInSevens(2);
   DatasetBatchSource source(data, options);
   Batch batch;
   ASSERT_TRUE(source.Next(&batch).ok());
@@ -185,6 +188,43 @@ TEST(DatasetBatchSourceTest, APositionOfOtherDataOrOptionsOrNotAPositionIsRefuse
   } silent;
   EXPECT_EQ(StatusCode::kUnimplemented, silent.ResumePosition().status().code());
   EXPECT_EQ(StatusCode::kUnimplemented, silent.ResumeFrom(position).code());
+}
+
+// A position as DatasetBatchSource wrote it before nlohmann: one line of
+// JSON (with its newline).
+constexpr char kOlderPosition[] =
+    "{\"dataset\":50,\"batch_size\":7,\"shuffle\":true,\"seed\":4,\"epoch\":1,\"next\":14}\n";
+
+TEST(DatasetBatchSourceTest, APositionWrittenByTheOlderWriterResumesAtItsPlace) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSourceOptions options = ShuffledInSevens(3);
+  DatasetBatchSource source(data, options);
+  Batch batch;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(source.Next(&batch).ok());  // 8 + 2
+  EXPECT_EQ(kOlderPosition, *source.ResumePosition());
+  DatasetBatchSource resumed(data, options);
+  ASSERT_TRUE(resumed.ResumeFrom(kOlderPosition).ok());
+  std::vector<int> sizes, resumed_sizes;
+  EXPECT_EQ(Drain(source, &sizes), Drain(resumed, &resumed_sizes));
+  // In batches of 14: the same place, every other field as it was.
+  Result<std::string> rebatched = RebatchDatasetPosition(kOlderPosition, 14);
+  ASSERT_TRUE(rebatched.ok()) << rebatched.status();
+  EXPECT_EQ(
+      "{\"dataset\":50,\"batch_size\":14,\"shuffle\":true,\"seed\":4,\"epoch\":1,\"next\":14}\n",
+      *rebatched);
+}
+
+TEST(DatasetBatchSourceTest, APositionWithAMissingOrUnknownFieldIsRefusedNamingIt) {
+  const Dataset data = Numbered(50);
+  DatasetBatchSource source(data, ShuffledInSevens(1));
+  Status status =
+      source.ResumeFrom(R"({"dataset":50,"batch_size":7,"shuffle":true,"seed":4,"next":14})");
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("field \"epoch\" is missing"));
+  status = source.ResumeFrom(
+      R"({"dataset":50,"batch_size":7,"shuffle":true,"seed":4,"epoch":1,"next":14,"rank":0})");
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("field \"rank\" is not a known field"));
+  EXPECT_THAT(RebatchDatasetPosition(R"({"batch_size":7})", 14).status().message(),
+              ::testing::HasSubstr("not a position of in-memory data"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "core/json.h"
 #include "io/columnar.h"
 #include "io/criteo.h"
 #include "io/format_spec.h"
@@ -431,6 +432,43 @@ TEST(SyntheticOptionsTest, InvalidOptionsAreRejectedNamingTheField) {
     EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << c.field;
     EXPECT_THAT(status.message(), HasSubstr(c.field));
   }
+}
+
+// The meta file `ember gen-data --out_format=csv --tasks=2` wrote before
+// nlohmann (tests/io/testdata).
+TEST(SyntheticMetaTest, AMetaFileWrittenByTheOlderWriterGivesItsAucs) {
+  const std::string data = std::string(EMBER_IO_TESTDATA) + "/synthetic_two_tasks.csv";
+  Result<double> auc = ReadSyntheticBayesAuc(data);
+  ASSERT_TRUE(auc.ok()) << auc.status();
+  EXPECT_EQ(0.8432688512, *auc);
+  Result<std::vector<double>> aucs = ReadSyntheticTaskBayesAuc(data);
+  ASSERT_TRUE(aucs.ok()) << aucs.status();
+  EXPECT_EQ((std::vector<double>{0.8432688512, 0.7792344786}), *aucs);
+}
+
+TEST_F(SyntheticTest, AMetaFileWithAMissingOrUnknownFieldIsAnErrorNamingIt) {
+  ASSERT_TRUE(WriteSyntheticCriteo(Path("a.tsv"), SmallOptions()).ok());
+  Result<std::string> text = ReadFile(Path("a.tsv.meta.json"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  Result<Json> json = ParseJsonText(*text);
+  ASSERT_TRUE(json.ok()) << json.status();
+  Json edited = *json;
+  edited["info"].erase("bayes_auc");
+  ASSERT_TRUE(WriteFileAtomic(Path("b.tsv.meta.json"), edited.dump(2)).ok());
+  EXPECT_EQ(Path("b.tsv.meta.json") + ": field \"info.bayes_auc\" is missing",
+            ReadSyntheticBayesAuc(Path("b.tsv")).status().message());
+  edited = *json;
+  edited["options"]["zipf"] = 1.1;
+  ASSERT_TRUE(WriteFileAtomic(Path("b.tsv.meta.json"), edited.dump(2)).ok());
+  EXPECT_EQ(Path("b.tsv.meta.json") + ": field \"options.zipf\" is not a known field",
+            ReadSyntheticTaskBayesAuc(Path("b.tsv")).status().message());
+  // One task: a meta file from before there were more.
+  edited = *json;
+  edited["info"].erase("task_bayes_auc");
+  ASSERT_TRUE(WriteFileAtomic(Path("b.tsv.meta.json"), edited.dump(2)).ok());
+  Result<std::vector<double>> aucs = ReadSyntheticTaskBayesAuc(Path("b.tsv"));
+  ASSERT_TRUE(aucs.ok()) << aucs.status();
+  EXPECT_EQ(std::vector<double>{(*json)["info"]["bayes_auc"].get<double>()}, *aucs);
 }
 
 }  // namespace

@@ -3,7 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/file.h"
+#include "core/json.h"
+#include "scheduler/cluster_file.h"
 #include "tests/scheduler/scheduler_test_util.h"
 #include "tests/testing/temp_dir.h"
 
@@ -98,6 +104,57 @@ TEST_F(CalibrationTest, DiskRatesAreMeasuredInTheGivenDirectory) {
   EXPECT_GT(rates->random_reads_per_sec, 0);
   EXPECT_GT(rates->read_gbps, 0);
   EXPECT_EQ(StatusCode::kIOError, MeasureDiskRates(dir_.string() + "/missing").status().code());
+}
+
+// A cache that Calibrate wrote before nlohmann, for the first host of the
+// tools' 8x8 cluster file without its NVLink (tests/scheduler/testdata):
+// the NVLink keeps its bandwidth.
+TEST(CalibrationFileTest, AFileWrittenByTheOlderWriterLoadsWithItsValues) {
+  Result<ResourceGraph> graph = ReadClusterFile(EMBER_CLUSTER_FILE);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (DeviceNode& node : graph->devices) node.rates = DeviceRates{};
+  for (Link& link : graph->links) link.gbps = 1.0;
+  const std::string path = std::string(EMBER_SCHEDULER_TESTDATA) + "/calibration_gpu_node.json";
+  Result<std::string> text = ReadFile(path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const Status read = CalibrationFromJson(*text, path, &*graph);
+  ASSERT_TRUE(read.ok()) << read;
+  const DeviceRates& cpu0 = graph->devices[0].rates;
+  EXPECT_EQ(61.25, cpu0.pull_ns_per_row);
+  EXPECT_EQ(3.5, cpu0.tier_pull_us_per_miss);
+  EXPECT_EQ(150.0, cpu0.memory_gbps);
+  EXPECT_EQ(0.8, cpu0.pull_ns_per_float);
+  EXPECT_EQ(60.0, graph->devices[1].rates.pull_ns_per_row);
+  const std::vector<int> gpus = graph->DevicesOf(DeviceKind::kGpu, 0);
+  ASSERT_EQ(8u, gpus.size());
+  EXPECT_EQ(50000.0, graph->devices[gpus[5]].rates.gemm_gflops);
+  EXPECT_EQ(std::make_pair(25.0, 5.0), graph->PathBetween(0, gpus[0]));
+  EXPECT_EQ(std::make_pair(1.0, 3.0), graph->PathBetween(gpus[0], gpus[1]));
+  // Host 1 is not in the file.
+  EXPECT_EQ(0.0, graph->devices[graph->DevicesOf(DeviceKind::kCpu, 1)[0]].rates.memory_gbps);
+  // Written again, it reads back to the same rates.
+  ResourceGraph again = *graph;
+  for (DeviceNode& node : again.devices) node.rates = DeviceRates{};
+  ASSERT_TRUE(CalibrationFromJson(CalibrationToJson(*graph), "c.json", &again).ok());
+  EXPECT_EQ(CalibrationToJson(*graph), CalibrationToJson(again));
+}
+
+TEST(CalibrationFileTest, AMissingOrUnknownFieldIsAnErrorNamingIt) {
+  ResourceGraph graph = test::Host(4, 1 << 30);
+  Result<Json> json = ParseJsonText(CalibrationToJson(graph));
+  ASSERT_TRUE(json.ok()) << json.status();
+  Json edited = *json;
+  edited.erase("host");
+  EXPECT_EQ("c.json: field \"host\" is missing",
+            CalibrationFromJson(edited.dump(2), "c.json", &graph).message());
+  edited = *json;
+  edited["h/cpu0"]["pull_ns"] = 1;
+  EXPECT_EQ("c.json: field \"h/cpu0.pull_ns\" is not a known field",
+            CalibrationFromJson(edited.dump(2), "c.json", &graph).message());
+  edited = *json;
+  edited["h/cpu0"] = 3;
+  EXPECT_EQ("c.json: field \"h/cpu0\" is not an object",
+            CalibrationFromJson(edited.dump(2), "c.json", &graph).message());
 }
 
 TEST(PinnedCopyTest, SkipsCleanlyWithoutAGpu) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "core/json.h"
 #include "core/threads.h"
 #include "scheduler/cost_model.h"
 #include "tests/scheduler/scheduler_test_util.h"
@@ -300,6 +301,47 @@ double DenseStage(const CostModel& cost, const Program& program, int64_t batch, 
   setup.dense_device = device;
   const StepCost step = cost.Estimate(program, setup);
   return step.stages[step.stage_index[Stage::kDense]].seconds;
+}
+
+// A cache that `ember plan` wrote before nlohmann (tests/scheduler/testdata).
+TEST(DenseCalibrationFileTest, AFileWrittenByTheOlderWriterLoadsWithItsPoints) {
+  const ResourceGraph graph = test::Host(4, 1 << 30);
+  const std::string path = std::string(EMBER_SCHEDULER_TESTDATA) + "/dense_calibration.json";
+  Result<std::string> text = ReadFile(path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string descriptor =
+      "dlrm dense=13 slots=26 dim=16 tasks=1 bottom=32,16 top=32 optimizer=adam threads=1 "
+      "batch=128";
+  Result<DenseMeasurement> read = DenseCalibrationFromJson(*text, path, graph, descriptor);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(graph.DevicesOf(DeviceKind::kCpu, 0)[0], read->device);
+  ASSERT_EQ(1u, read->points.size());
+  EXPECT_EQ(1, read->points[0].threads);
+  EXPECT_EQ(128, read->points[0].batch);
+  EXPECT_EQ(0.000734, read->points[0].seconds);
+}
+
+TEST(DenseCalibrationFileTest, AMissingOrUnknownFieldIsAnErrorNamingIt) {
+  const ResourceGraph graph = test::Host(4, 1 << 30);
+  DenseMeasurement measurement;
+  measurement.points = {{2, 256, 0.005}, {4, 256, 0.003}};
+  Result<Json> json = ParseJsonText(DenseCalibrationToJson(graph, "mlp", measurement));
+  ASSERT_TRUE(json.ok()) << json.status();
+  const auto error = [&](const Json& edited) {
+    return DenseCalibrationFromJson(edited.dump(2), "d.json", graph, "mlp").status().message();
+  };
+  Json edited = *json;
+  edited["points"][1].erase("batch");
+  EXPECT_EQ("d.json: field \"points[1].batch\" is missing", error(edited));
+  edited = *json;
+  edited["points"][0]["rounds"] = 2;
+  EXPECT_EQ("d.json: field \"points[0].rounds\" is not a known field", error(edited));
+  edited = *json;
+  edited["points"][1]["seconds"] = 0;
+  EXPECT_EQ("d.json: field \"points[1].seconds\" is 0; expected > 0", error(edited));
+  edited = *json;
+  edited.erase("host");
+  EXPECT_EQ("d.json: field \"host\" is missing", error(edited));
 }
 
 TEST(DenseMeasurementCostTest, WithoutAMeasurementTheDenseStageIsTheRoofline) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/json.h"
 #include "scheduler/cluster_file.h"
 
 namespace ember::scheduler {
@@ -110,16 +111,20 @@ TEST(ClusterFileTest, ErrorsSayWhatAndWhere) {
        "c.json:3:14: malformed JSON (malformed JSON near byte 28: parse error at line 3, column "
        "14: syntax error"},
       {R"({"hosts": [{"sockets": [{"cores": 4, "memory_gb": -1}]}]})",
-       "hosts[0].sockets[0].memory_gb: expected a number >= 0"},
+       "c.json: field \"hosts[0].sockets[0].memory_gb\" is -1; expected a number >= 0"},
       {R"({"hosts": [{"sockets": [{"cores": 0}]}]})", "hosts[0].sockets[0].cores"},
       {R"({"hosts": [{"sockets": [{"cores": 4, "memroy_gb": 1}]}]})",
-       "unknown field \"memroy_gb\""},
+       "field \"hosts[0].sockets[0].memroy_gb\" is not a known field"},
       {R"({"hosts": [{"sockets": [{"cores": 4, "rates": {"gemm": 1}}]}]})",
-       "unknown field \"gemm\""},
-      {R"({"hosts": []})", "expected at least one host"},
+       "field \"hosts[0].sockets[0].rates.gemm\" is not a known field"},
+      {R"({"hosts": [{"sockets": [{"cores": 2.5}]}]})",
+       "field \"hosts[0].sockets[0].cores\" is not an integer"},
+      {R"({"hosts": [], "network": {"gbps": 1}})", "expected at least one host"},
       {R"({"hosts": [{"gpus": [{"memory_gb": 1}]}]})", "a host needs a socket"},
       {R"({"hosts": [{"sockets": [{"cores": 1}]}], "network": {"gbps": "fast"}})", "network.gbps"},
-      {"[1, 2]", "expected an object"},
+      {R"({"hosts": [{"sockets": [{"cores": 1}]}], "networks": {}})",
+       "field \"networks\" is not a known field"},
+      {"[1, 2]", "is not an object"},
   };
   for (const Case& c : cases) {
     Result<ResourceGraph> graph = ParseClusterFile(c.text, "c.json");
@@ -134,13 +139,47 @@ TEST(ClusterFileTest, RatesRoundTripThroughJson) {
   DeviceRates rates;
   rates.gemm_gflops = 12.5;
   rates.pull_ns_per_row = 70;
-  Result<JsonValue> json = ParseJson(RatesJson(rates).ToString());
-  ASSERT_TRUE(json.ok());
-  DeviceRates back;
-  ASSERT_TRUE(ReadRates(*json, "r", &back).ok());
-  EXPECT_EQ(12.5, back.gemm_gflops);
-  EXPECT_EQ(70.0, back.pull_ns_per_row);
-  EXPECT_EQ(0.0, back.push_ns_per_row);
+  const Json json = rates;
+  EXPECT_EQ(R"({"gemm_gflops":12.5,"pull_ns_per_row":70.0})", json.dump());
+  Result<DeviceRates> back = FromJson<DeviceRates>(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(12.5, back->gemm_gflops);
+  EXPECT_EQ(70.0, back->pull_ns_per_row);
+  EXPECT_EQ(0.0, back->push_ns_per_row);
+}
+
+// The cluster file of the tools' tests, read as before nlohmann read it.
+TEST(ClusterFileTest, TheEightByEightClusterFileReadsToItsGraph) {
+  Result<ResourceGraph> graph = ReadClusterFile(EMBER_CLUSTER_FILE);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_EQ(8u, graph->hosts.size());
+  EXPECT_EQ("gpu-node7", graph->hosts[7].name);
+  const std::vector<int> cpus = graph->DevicesOf(DeviceKind::kCpu);
+  const std::vector<int> gpus = graph->DevicesOf(DeviceKind::kGpu);
+  const std::vector<int> disks = graph->DevicesOf(DeviceKind::kDisk);
+  ASSERT_EQ(16u, cpus.size());
+  ASSERT_EQ(64u, gpus.size());
+  ASSERT_EQ(8u, disks.size());
+  const DeviceNode& cpu = graph->devices[cpus[1]];
+  EXPECT_EQ("gpu-node0/cpu1", cpu.id);
+  EXPECT_EQ(48, cpu.cores);
+  EXPECT_EQ(int64_t{1024} << 30, cpu.memory_bytes);
+  EXPECT_EQ("Xeon 8468", cpu.model);
+  EXPECT_EQ(0.8, cpu.rates.pull_ns_per_float);
+  EXPECT_EQ(75.0, cpu.rates.row_overhead_bytes);
+  const DeviceNode& gpu = graph->devices[gpus[3]];
+  EXPECT_EQ("H100-SXM", gpu.model);
+  EXPECT_EQ(int64_t{80} << 30, gpu.memory_bytes);
+  EXPECT_EQ(50000.0, gpu.rates.gemm_gflops);
+  EXPECT_EQ(int64_t{3500} << 30, graph->devices[disks[0]].memory_bytes);
+  EXPECT_EQ(6.0, graph->devices[disks[0]].rates.read_gbps);
+  // GPUs hang off the sockets in turn; NVLink within a host; the network
+  // between hosts.
+  EXPECT_EQ(std::make_pair(25.0, 5.0), graph->PathBetween(cpus[1], gpus[3]));
+  EXPECT_EQ(std::make_pair(300.0, 3.0), graph->PathBetween(gpus[0], gpus[7]));
+  EXPECT_EQ(LinkKind::kNetwork, graph->LinkBetween(cpus[0], cpus[2])->kind);
+  EXPECT_EQ(std::make_pair(25.0, 5.0), graph->PathBetween(cpus[0], cpus[2]));
+  EXPECT_EQ(std::make_pair(6.0, 80.0), graph->PathBetween(cpus[0], disks[0]));
 }
 
 }  // namespace

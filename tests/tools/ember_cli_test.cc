@@ -589,8 +589,8 @@ TEST_F(EmberCliTest, AStageThreadSplitGoesThroughThePlanToTraining) {
   ASSERT_EQ(0, plan.exit_code) << plan.output;
   auto json = ember::ReadFile(Path("p.json"));
   ASSERT_TRUE(json.ok());
-  EXPECT_TRUE(std::regex_search(*json, std::regex("\"stage_threads\":\\s*\\[1,\\s*1,\\s*1,"
-                                                  "\\s*1,\\s*2\\]")))
+  EXPECT_TRUE(std::regex_search(*json, std::regex("\"stage_threads\":\\s*\\[\\s*1,\\s*1,\\s*1,"
+                                                  "\\s*1,\\s*2\\s*\\]")))
       << *json;
   CommandRun train =
       Ember("train --rows=4000 " + std::string(kSmallModel) + " --plan=" + Path("p.json"), cache);
