@@ -20,8 +20,8 @@ namespace ember::embedding {
 namespace internal {
 namespace {
 
-MemoryTierOptions TierOptions(const EmbeddingTableOptions& options) {
-  MemoryTierOptions tier;
+RowCacheOptions TierOptions(const EmbeddingTableOptions& options) {
+  RowCacheOptions tier;
   tier.table = options;
   tier.overhead_bytes = MemoryTable::OverheadBytes(options.num_shards);
   return tier;

@@ -32,8 +32,8 @@ namespace ember::embedding {
 namespace internal {
 namespace {
 
-MemoryTierOptions TierOptions(const EmbeddingTableOptions& options) {
-  MemoryTierOptions tier;
+RowCacheOptions TierOptions(const EmbeddingTableOptions& options) {
+  RowCacheOptions tier;
   tier.table = options;
   tier.overhead_bytes = TieredTable::OverheadBytes(options.num_shards);
   tier.io_chunk_rows = kIoChunkRows;
@@ -253,7 +253,7 @@ namespace {
 // The checks of a tiered table's options beyond ValidateTableOptions.
 Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
   const int64_t minimum = TieredTable::OverheadBytes(options.num_shards) +
-                          options.num_shards * MemoryTier::MinShardBytes(options);
+                          options.num_shards * RowCache::MinShardBytes(options);
   if (options.memory_budget_bytes < minimum) {
     return Status::InvalidArgument("memory_budget_bytes must be at least ", minimum,
                                    " (one row in each of ", options.num_shards,
@@ -271,7 +271,7 @@ Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
 }  // namespace internal
 
 int64_t TierRowBytes(const EmbeddingTableOptions& options) {
-  return internal::MemoryTier::RowFloats(options) * int64_t{sizeof(float)};
+  return internal::RowCache::RowFloats(options) * int64_t{sizeof(float)};
 }
 
 RocksDbTierOptions DiskTierOptions(const EmbeddingTableOptions& options) {

@@ -19,7 +19,7 @@ namespace ember::embedding {
 // not used), if disk is null, or if its row_bytes() does not match, and with
 // the errors of disk->Scan, which reads the keys it holds.
 //
-// Design: the table wraps the memory tier (embedding/internal/memory_tier.h,
+// Design: the table wraps the memory tier (embedding/internal/row_cache.h,
 // the same unit NewMemoryTable's table is made of, here with a budget and an
 // eviction policy) in front of `disk`. The memory tier holds rows and picks
 // the rows to evict; the tiered table reads what it lacks from `disk` and

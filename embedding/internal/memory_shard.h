@@ -1,6 +1,6 @@
 #pragma once
 
-// One shard of the memory tier (see memory_tier.h): its rows, their layout,
+// One shard of the memory tier (see row_cache.h): its rows, their layout,
 // and the bookkeeping that its mutex guards.
 //
 // A shard is a mutex, a flat open-addressing index (key -> slot, linear
@@ -38,7 +38,7 @@ namespace ember::embedding::internal {
 constexpr int64_t kMetaFloats = 5;
 
 // The RowMeta of a row, at `meta` = row + weight words + state floats (see
-// MemoryTier::meta_offset). Bit-copied so
+// RowCache::meta_offset). Bit-copied so
 // that no float arithmetic ever touches the integers.
 struct StoredMeta {
   Key key;

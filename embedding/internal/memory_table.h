@@ -1,6 +1,6 @@
 #pragma once
 
-// NewMemoryTable's table: a memory tier (memory_tier.h) without a budget and
+// NewMemoryTable's table: a memory tier (row_cache.h) without a budget and
 // with nothing behind it.
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "embedding/embedding_table.h"
-#include "embedding/internal/memory_tier.h"
+#include "embedding/internal/row_cache.h"
 #include "embedding/stored_rows.h"
 
 namespace ember::embedding::internal {
@@ -70,7 +70,7 @@ class MemoryTable final : public EmbeddingTable, public StoredRows {
   static int64_t OverheadBytes(int num_shards);
 
  private:
-  MemoryTier memory_;
+  RowCache memory_;
 };
 
 }  // namespace ember::embedding::internal

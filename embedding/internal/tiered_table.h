@@ -1,6 +1,6 @@
 #pragma once
 
-// NewTieredTable's table: a memory tier with a budget (memory_tier.h) in
+// NewTieredTable's table: a memory tier with a budget (row_cache.h) in
 // front of a Tier (embedding/tier.h). See embedding/tiered_table.h for the
 // design; tiered_table.cc (the hot path), tiered_shard.cc (loading,
 // write-back and TTL of disk rows), tiered_prefetch.cc (the Prefetch
@@ -30,7 +30,7 @@
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "embedding/internal/key_filter.h"
-#include "embedding/internal/memory_tier.h"
+#include "embedding/internal/row_cache.h"
 #include "embedding/stored_rows.h"
 #include "embedding/tier.h"
 
@@ -211,7 +211,7 @@ class TieredTable final : public EmbeddingTable, public StoredRows {
   // Marks the pending requests for the keys of `batch` pulled.
   void MarkPulled(const BatchScratch& batch);
 
-  MemoryTier memory_;
+  RowCache memory_;
   const std::unique_ptr<Tier> disk_;
   // Per shard, the keys its disk rows may have (see tiered_table.h), guarded
   // by that shard's mutex; null until the shard first writes to disk. Its
