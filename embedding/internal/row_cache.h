@@ -4,13 +4,10 @@
 // sharded by key hash, with creation, admission, change tracking, TTL and,
 // with a budget, the choice of rows to evict. It is not a Tier (embedding/
 // tier.h): it does no I/O and knows nothing of what is behind it; a Tier is
-// the store a table may put behind it. Two tables are made of it:
-//
-//   MemoryTable (memory_table.h)  a row cache alone, without a budget;
-//   TieredTable (tiered_table.h)  a row cache with a budget in front of a
-//                                 Tier (RocksDB on disk): it loads the rows
-//                                 the cache lacks and writes back the rows
-//                                 the cache evicts.
+// the store a table may put behind it. CachedTable (cached_table.h) is made
+// of it: alone, without a budget (NewMemoryTable), or with a budget in front
+// of a Tier (RocksDB on disk, NewTieredTable), loading the rows the cache
+// lacks and writing back the rows the cache evicts.
 //
 // A table works on it shard by shard: ForEachShard runs a function per shard
 // of a batch (grouped by BatchScratchPool), which locks the shard and calls
