@@ -121,7 +121,7 @@ rocksdb::ColumnFamilyOptions MakeRowOptions(const RocksDbTierOptions& options,
   // No Bloom filters on the last level, which holds ~90% of the rows: a
   // lookup that reaches it finds its key there, since the tiered table
   // asks the disk only about keys its own filter says the disk holds
-  // (TieredTable::MayBeOnDisk); only that filter's false positives pay an
+  // (CachedTable::MayBeOnDisk); only that filter's false positives pay an
   // index and a data block read on the last level. Without those filters
   // the block cache holds more index and data blocks, and a lookup skips a
   // filter probe. Measured (embedding_bench, dim 16, Zipf, 10% budget, two

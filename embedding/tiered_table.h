@@ -19,13 +19,13 @@ namespace ember::embedding {
 // not used), if disk is null, or if its row_bytes() does not match, and with
 // the errors of disk->Scan, which reads the keys it holds.
 //
-// Design: the table wraps the memory tier (embedding/internal/memory_tier.h,
-// the same unit NewMemoryTable's table is made of, here with a budget and an
-// eviction policy) in front of `disk`. The memory tier holds rows and picks
-// the rows to evict; the tiered table reads what it lacks from `disk` and
-// writes its victims there, shard by shard under the memory tier's shard
-// lock (embedding/internal/tiered_table.h and its .cc files have the
-// details).
+// Design: the table is a row cache (embedding/internal/row_cache.h, the
+// memory tier, here with a budget and an eviction policy) that wraps `disk`:
+// the same table as NewMemoryTable's, whose cache has nothing behind it
+// (embedding/internal/cached_table.h and its .cc files have the details).
+// The cache holds rows and picks the rows to evict; the table reads what the
+// cache lacks from `disk` and writes its victims there, shard by shard under
+// the cache's shard lock.
 // * Budget: each of the num_shards shards may hold
 //   (memory_budget_bytes - table overhead) / num_shards bytes, counting its
 //   row arena (weights, optimizer state, RowMeta, change epoch, LRU links),

@@ -1,7 +1,7 @@
 #pragma once
 
 // A batch's keys grouped by the memory tier's shards, and the pool of such
-// scratch that the tables keep between batches (see memory_tier.h).
+// scratch that the tables keep between batches (see row_cache.h).
 
 #include <atomic>
 #include <cstdint>
@@ -46,7 +46,7 @@ struct BatchScratch {
   // a copy of its keys then (compared in one sequential pass when taken).
   const Key* kept_keys = nullptr;
   std::vector<Key> kept_copy;
-  // Set by MemoryTier::CopyOut (a Pull) for the Push of the same keys: per
+  // Set by RowCache::CopyOut (a Pull) for the Push of the same keys: per
   // shard whether every key had a row and the shard's RowArena::removals()
   // when they were resolved. The rows are still valid while that count is
   // unchanged.

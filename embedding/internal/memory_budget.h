@@ -1,7 +1,7 @@
 #pragma once
 
 // The byte budget of the memory tier's shards: which rows leave a shard that
-// is over it, and the pins that keep prefetched rows in (see memory_tier.h).
+// is over it, and the pins that keep prefetched rows in (see row_cache.h).
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 
-// One shard of the memory tier (see memory_tier.h): its rows, their layout,
+// One shard of the memory tier (see row_cache.h): its rows, their layout,
 // and the bookkeeping that its mutex guards.
 //
 // A shard is a mutex, a flat open-addressing index (key -> slot, linear
@@ -38,7 +38,7 @@ namespace ember::embedding::internal {
 constexpr int64_t kMetaFloats = 5;
 
 // The RowMeta of a row, at `meta` = row + weight words + state floats (see
-// MemoryTier::meta_offset). Bit-copied so
+// RowCache::meta_offset). Bit-copied so
 // that no float arithmetic ever touches the integers.
 struct StoredMeta {
   Key key;
@@ -81,7 +81,7 @@ struct ChangeLog {
   std::vector<Key> keys;
 };
 
-// What the tier behind the memory tier (TieredTable's disk tier) keeps about
+// What the tier behind the memory tier (CachedTable's disk tier) keeps about
 // this shard's keys. It lives in the shard so that the shard's mutex guards
 // it together with the rows: a row moves between memory and the tier behind
 // under that one lock. The memory tier itself never reads or writes it.
@@ -130,7 +130,7 @@ struct alignas(64) Shard {
   // at 1 so that 0 means "not marked" (new and loaded rows).
   uint32_t epoch GUARDED_BY(mu) = 1;
   // Bytes the table with a tier behind keeps in memory for this shard
-  // outside it (TieredTable's filter of the keys on disk), counted in
+  // outside it (CachedTable's filter of the keys on disk), counted in
   // ShardBytes and so in the budget. (In the padding after `epoch`: a
   // larger Shard would raise every table's least budget.)
   uint32_t next_tier_bytes GUARDED_BY(mu) = 0;

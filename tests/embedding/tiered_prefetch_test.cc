@@ -1,5 +1,5 @@
 // The tiered table's Prefetch loaders when the table moves on while they
-// read (embedding/tiered_prefetch.cc): a row written back to disk during a
+// read (embedding/cached_table_prefetch.cc): a row written back to disk during a
 // loader's read is not inserted, while the rest of what it read is; and a
 // loader whose request has been pulled reads no more of it; loaders share a
 // request's shards. All with the values of a table without a disk tier.

@@ -1,14 +1,14 @@
-// MemoryTier: creating, resolving, reading and updating rows, TTL and
-// statistics (see embedding/internal/memory_tier.h for the contract and
+// RowCache: creating, resolving, reading and updating rows, TTL and
+// statistics (see embedding/internal/row_cache.h for the contract and
 // embedding/internal/memory_shard.h for the layout).
 //
 // A batch is grouped by shard in one counting-sort pass; then each shard,
 // under its own lock taken once per batch, resolves its keys to rows (the
 // index lookups prefetched a few keys ahead) and copies or updates them (the
 // rows prefetched a few keys ahead). Shards run in parallel in the caller's
-// arena; there is no tier-wide lock.
+// arena; there is no cache-wide lock.
 
-#include "embedding/internal/memory_tier.h"
+#include "embedding/internal/row_cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -73,7 +73,7 @@ EvictionPolicy::Kind PolicyKind(const EmbeddingTableOptions& options, bool budge
 }
 
 int64_t StrideFloats(const EmbeddingTableOptions& options, bool budgeted) {
-  return MemoryTier::RowFloats(options) + kEpochFloats +
+  return RowCache::RowFloats(options) + kEpochFloats +
          EvictionPolicy::LinkFloats(PolicyKind(options, budgeted));
 }
 
@@ -85,23 +85,23 @@ int64_t SketchBytesPerShard(const EmbeddingTableOptions& options) {
          admission.sketch_depth * static_cast<int64_t>(sizeof(uint32_t));
 }
 
-int64_t ShardBudgetBytes(const MemoryTierOptions& options) {
+int64_t ShardBudgetBytes(const RowCacheOptions& options) {
   if (!Budgeted(options.table)) return 0;
   return (options.table.memory_budget_bytes - options.overhead_bytes) / options.table.num_shards;
 }
 
 }  // namespace
 
-int64_t MemoryTier::RowFloats(const EmbeddingTableOptions& options) {
+int64_t RowCache::RowFloats(const EmbeddingTableOptions& options) {
   return WeightWords(options.weight_storage, options.dim) +
          StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
 }
 
-int64_t MemoryTier::StoredRowFloats(const EmbeddingTableOptions& options) {
+int64_t RowCache::StoredRowFloats(const EmbeddingTableOptions& options) {
   return options.dim + StateFloatsPerRow(options.optimizer.type, options.dim) + kMetaFloats;
 }
 
-int64_t MemoryTier::MinShardBytes(const EmbeddingTableOptions& options) {
+int64_t RowCache::MinShardBytes(const EmbeddingTableOptions& options) {
   const int64_t stride_bytes = 4 * StrideFloats(options, /*budgeted=*/true);
   // One row needs its chunk and the spare chunk the arena may keep (chunks
   // are one row at this budget), and the chunk table.
@@ -109,7 +109,7 @@ int64_t MemoryTier::MinShardBytes(const EmbeddingTableOptions& options) {
          2 * stride_bytes + 4 * static_cast<int64_t>(sizeof(void*));
 }
 
-MemoryTier::MemoryTier(const MemoryTierOptions& options)
+RowCache::RowCache(const RowCacheOptions& options)
     : options_(options.table),
       dim_(options_.dim),
       num_shards_(options_.num_shards),
@@ -150,24 +150,24 @@ MemoryTier::MemoryTier(const MemoryTierOptions& options)
   }
 }
 
-void MemoryTier::LoadRowWeights(const float* row, float* out) const {
+void RowCache::LoadRowWeights(const float* row, float* out) const {
   LoadWeights(options_.weight_storage, dim_, row, out);
 }
 
 // The weights convert (a copy for float storage); state and RowMeta copy.
 // `row` may be a row of the tier behind, read into bytes at a multiple of 4
 // bytes: the 16-bit weights need 2-byte alignment only.
-void MemoryTier::ExpandRow(const float* row, float* stored) const {
+void RowCache::ExpandRow(const float* row, float* stored) const {
   LoadWeights(options_.weight_storage, dim_, row, stored);
   std::memcpy(stored + dim_, row + weight_words_, sizeof(float) * (row_floats_ - weight_words_));
 }
 
-void MemoryTier::CompactRow(const float* stored, float* row) const {
+void RowCache::CompactRow(const float* stored, float* row) const {
   StoreWeights(options_.weight_storage, dim_, stored, row);
   std::memcpy(row + weight_words_, stored + dim_, sizeof(float) * (row_floats_ - weight_words_));
 }
 
-int64_t MemoryTier::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
+int64_t RowCache::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step) const {
   // Allocate first, so that a failure leaves index and arena consistent.
   shard.index.ReserveOneMore();
   shard.rows.ReserveOneMore();
@@ -192,7 +192,7 @@ int64_t MemoryTier::CreateRow(Shard& shard, Key key, uint64_t hash, int64_t step
   return slot;
 }
 
-int64_t MemoryTier::InsertRow(Shard& shard, Key key, uint64_t hash, const float* row) const {
+int64_t RowCache::InsertRow(Shard& shard, Key key, uint64_t hash, const float* row) const {
   shard.index.ReserveOneMore();
   shard.rows.ReserveOneMore();
   const int64_t slot = shard.rows.Append();
@@ -205,7 +205,7 @@ int64_t MemoryTier::InsertRow(Shard& shard, Key key, uint64_t hash, const float*
   return slot;
 }
 
-void MemoryTier::RemoveSlot(Shard& shard, int64_t slot) const {
+void RowCache::RemoveSlot(Shard& shard, int64_t slot) const {
   float* row = shard.rows.row(slot);
   const Key key = ReadMeta(row + meta_offset_).key;
   shard.policy.Removed(shard.rows, slot);
@@ -221,7 +221,7 @@ void MemoryTier::RemoveSlot(Shard& shard, int64_t slot) const {
   shard.rows.RemoveLast();
 }
 
-void MemoryTier::WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash,
+void RowCache::WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash,
                           const float* row) const {
   // A new row's slot takes a copy of the first row_floats() floats first
   // (a stored row is at least that long), then the held form.
@@ -233,7 +233,7 @@ void MemoryTier::WriteRow(Shard& shard, int64_t slot, Key key, uint64_t hash,
   MarkChanged(shard, dst);
 }
 
-void MemoryTier::MarkChanged(Shard& shard, float* row) const {
+void RowCache::MarkChanged(Shard& shard, float* row) const {
   if (!options_.track_changes) return;
   float* epoch_float = row + row_floats_;
   uint32_t epoch;
@@ -250,19 +250,19 @@ void MemoryTier::MarkChanged(Shard& shard, float* row) const {
   changed.push_back(ReadMeta(row + meta_offset_).key);
 }
 
-void MemoryTier::RecordChanged(Shard& shard, const std::vector<Key>& keys) const {
+void RowCache::RecordChanged(Shard& shard, const std::vector<Key>& keys) const {
   if (options_.track_changes) shard.changed.insert(shard.changed.end(), keys.begin(), keys.end());
 }
 
-void MemoryTier::RecordRemoved(Shard& shard, const std::vector<Key>& keys) const {
+void RowCache::RecordRemoved(Shard& shard, const std::vector<Key>& keys) const {
   if (options_.track_changes) shard.removed.insert(shard.removed.end(), keys.begin(), keys.end());
 }
 
-void MemoryTier::RecordRemoved(Shard& shard, Key key) const {
+void RowCache::RecordRemoved(Shard& shard, Key key) const {
   if (options_.track_changes) shard.removed.push_back(key);
 }
 
-bool MemoryTier::Admit(Shard& shard, Key key, Access access, int64_t step) const {
+bool RowCache::Admit(Shard& shard, Key key, Access access, int64_t step) const {
   const AdmissionOptions& admission = options_.admission;
   switch (admission.kind) {
     case AdmissionOptions::Kind::kNone:
@@ -279,7 +279,7 @@ bool MemoryTier::Admit(Shard& shard, Key key, Access access, int64_t step) const
   return false;
 }
 
-int64_t MemoryTier::CreateIfAdmitted(Shard& shard, Key key, uint64_t hash, Access access,
+int64_t RowCache::CreateIfAdmitted(Shard& shard, Key key, uint64_t hash, Access access,
                                      int64_t step) const {
   if (!Admit(shard, key, access, step)) {
     ++(access == Access::kPull ? shard.counters.rejected : shard.counters.dropped);
@@ -290,7 +290,7 @@ int64_t MemoryTier::CreateIfAdmitted(Shard& shard, Key key, uint64_t hash, Acces
   return slot;
 }
 
-void MemoryTier::ResolveRows(Shard& shard, int s, Access access, int64_t step,
+void RowCache::ResolveRows(Shard& shard, int s, Access access, int64_t step,
                              BatchScratch& batch) const {
   const int64_t begin = batch.begin[s];
   const int64_t end = batch.begin[s + 1];
@@ -321,7 +321,7 @@ void MemoryTier::ResolveRows(Shard& shard, int s, Access access, int64_t step,
   }
 }
 
-void MemoryTier::FindResident(Shard& shard, int s, BatchScratch& batch, ShardIo& missing) const {
+void RowCache::FindResident(Shard& shard, int s, BatchScratch& batch, ShardIo& missing) const {
   const int64_t begin = batch.begin[s];
   const int64_t end = batch.begin[s + 1];
   missing.keys.clear();
@@ -340,7 +340,7 @@ void MemoryTier::FindResident(Shard& shard, int s, BatchScratch& batch, ShardIo&
   }
 }
 
-void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step, float* out) const {
+void RowCache::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step, float* out) const {
   batch.removals[s] = shard.rows.removals();
   batch.all_rows[s] = 1;
   const size_t row_bytes = sizeof(float) * dim_;
@@ -359,7 +359,7 @@ void MemoryTier::CopyOut(Shard& shard, int s, BatchScratch& batch, int64_t step,
   }
 }
 
-void MemoryTier::ApplyGradients(Shard& shard, int s, const BatchScratch& batch,
+void RowCache::ApplyGradients(Shard& shard, int s, const BatchScratch& batch,
                                 const float* grads) const {
   const SparseOptimizerOptions& optimizer = options_.optimizer;
   const WeightStorage storage = options_.weight_storage;
@@ -385,14 +385,14 @@ void MemoryTier::ApplyGradients(Shard& shard, int s, const BatchScratch& batch,
   }
 }
 
-std::optional<RowMeta> MemoryTier::ResidentMeta(const Shard& shard, Key key, uint64_t hash) const {
+std::optional<RowMeta> RowCache::ResidentMeta(const Shard& shard, Key key, uint64_t hash) const {
   const int64_t slot = shard.index.Find(key, hash);
   if (slot < 0) return std::nullopt;
   const StoredMeta meta = ReadMeta(shard.rows.row(slot) + meta_offset_);
   return RowMeta{meta.frequency, meta.last_seen_step};
 }
 
-void MemoryTier::ReadAbsent(Key key, float* dst) const {
+void RowCache::ReadAbsent(Key key, float* dst) const {
   if (options_.admission.kind != AdmissionOptions::Kind::kNone) {
     std::memset(dst, 0, sizeof(float) * dim_);
   } else {
@@ -402,7 +402,7 @@ void MemoryTier::ReadAbsent(Key key, float* dst) const {
   }
 }
 
-int64_t MemoryTier::EvictShard(Shard& shard, int64_t step, const ExpiredFn& on_expired) const {
+int64_t RowCache::EvictShard(Shard& shard, int64_t step, const ExpiredFn& on_expired) const {
   MutexLock lock(shard.mu);
   int64_t evicted = 0;
   int64_t slot = 0;
@@ -425,7 +425,7 @@ int64_t MemoryTier::EvictShard(Shard& shard, int64_t step, const ExpiredFn& on_e
   return evicted;
 }
 
-int64_t MemoryTier::EvictExpiredAt(int64_t step, const ExpiredFn& on_expired) {
+int64_t RowCache::EvictExpiredAt(int64_t step, const ExpiredFn& on_expired) {
   if (options_.ttl_steps == 0) return 0;
   // Before any shard is locked: a reader that loads a row from the tier
   // behind after its shard was swept must see this step.
@@ -439,7 +439,7 @@ int64_t MemoryTier::EvictExpiredAt(int64_t step, const ExpiredFn& on_expired) {
   return total;
 }
 
-int64_t MemoryTier::num_rows() const {
+int64_t RowCache::num_rows() const {
   int64_t rows = 0;
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
@@ -448,7 +448,7 @@ int64_t MemoryTier::num_rows() const {
   return rows;
 }
 
-int64_t MemoryTier::memory_bytes() const {
+int64_t RowCache::memory_bytes() const {
   int64_t bytes = overhead_bytes_;
   if (chunk_pool_ != nullptr) bytes += chunk_pool_->idle_bytes();
   for (const auto& shard : shards_) {
@@ -458,7 +458,7 @@ int64_t MemoryTier::memory_bytes() const {
   return bytes;
 }
 
-TableStats MemoryTier::BaseStats() const {
+TableStats RowCache::BaseStats() const {
   TableStats stats;
   stats.memory_bytes = overhead_bytes_;
   if (chunk_pool_ != nullptr) stats.memory_bytes += chunk_pool_->idle_bytes();
@@ -467,7 +467,7 @@ TableStats MemoryTier::BaseStats() const {
   return stats;
 }
 
-void MemoryTier::AddShardStats(const Shard& shard, TableStats* stats) const {
+void RowCache::AddShardStats(const Shard& shard, TableStats* stats) const {
   const MemoryCounters& c = shard.counters;
   stats->rows += shard.index.size();
   stats->memory_bytes += ShardBytes(shard);
@@ -477,7 +477,7 @@ void MemoryTier::AddShardStats(const Shard& shard, TableStats* stats) const {
   stats->evicted_rows += c.evicted;
 }
 
-Status MemoryTier::Reserve(int64_t rows) {
+Status RowCache::Reserve(int64_t rows) {
   if (rows < 0) return Status::InvalidArgument("Reserve: rows must be >= 0, got ", rows);
   if (chunk_pool_ == nullptr) return Status::OK();  // A budget holds the rows to it.
   const int64_t more = rows - num_rows();

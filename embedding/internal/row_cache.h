@@ -1,17 +1,15 @@
 #pragma once
 
-// The memory tier of an embedding table: rows in memory, sharded by key
-// hash, with creation, admission, change tracking, TTL and, with a budget,
-// the choice of rows to evict. Two tables are made of it:
+// The memory level of an embedding table, its row cache: rows in memory,
+// sharded by key hash, with creation, admission, change tracking, TTL and,
+// with a budget, the choice of rows to evict. It is not a Tier (embedding/
+// tier.h): it does no I/O and knows nothing of what is behind it; a Tier is
+// the store a table may put behind it. CachedTable (cached_table.h) is made
+// of it: alone, without a budget (NewMemoryTable), or with a budget in front
+// of a Tier (RocksDB on disk, NewTieredTable), loading the rows the cache
+// lacks and writing back the rows the cache evicts.
 //
-//   MemoryTable (memory_table.h)  a memory tier alone, without a budget;
-//   TieredTable (tiered_table.h)  a memory tier with a budget in front of a
-//                                 Tier (RocksDB on disk): it loads the rows
-//                                 the memory tier lacks and writes back the
-//                                 rows the memory tier evicts.
-//
-// The memory tier does no I/O and knows nothing of what is behind it. A
-// table works on it shard by shard: ForEachShard runs a function per shard
+// A table works on it shard by shard: ForEachShard runs a function per shard
 // of a batch (grouped by BatchScratchPool), which locks the shard and calls
 // the per-shard operations below; a table with a tier behind calls that
 // tier under the same lock, so that a key's row is in exactly one place
@@ -60,10 +58,10 @@ constexpr int64_t kMinKeysForParallel = 2048;
 // or a Prefetch (which only loads rows from the tier behind).
 enum class Access { kPull, kPush, kPrefetch };
 
-struct MemoryTierOptions {
+struct RowCacheOptions {
   // The table's options: row layout (dim, optimizer), shards, seed,
   // admission, TTL and change tracking. memory_budget_bytes > 0 gives the
-  // tier a budget, split evenly between the shards after overhead_bytes,
+  // cache a budget, split evenly between the shards after overhead_bytes,
   // and eviction_policy orders its victims; 0: no budget, and rows come
   // from a ChunkPool that Reserve fills.
   EmbeddingTableOptions table;
@@ -79,13 +77,13 @@ struct MemoryTierOptions {
 // Thread safety: the per-shard operations REQUIRE the shard's mutex; the
 // others lock what they touch and may be called concurrently, except those
 // marked otherwise.
-class MemoryTier {
+class RowCache {
  public:
   // May throw std::bad_alloc. REQUIRES: options.table passed the table's
   // validation (see table_options.h).
-  explicit MemoryTier(const MemoryTierOptions& options);
-  MemoryTier(const MemoryTier&) = delete;
-  MemoryTier& operator=(const MemoryTier&) = delete;
+  explicit RowCache(const RowCacheOptions& options);
+  RowCache(const RowCache&) = delete;
+  RowCache& operator=(const RowCache&) = delete;
 
   // Floats (32-bit words) of a row as memory and the tier behind hold it:
   // weights in options.weight_storage, optimizer state, RowMeta.
@@ -199,7 +197,7 @@ class MemoryTier {
   // REQUIRES: dst has room for dim() floats.
   void ReadAbsent(Key key, float* dst) const;
 
-  // --- The whole tier -------------------------------------------------------
+  // --- The whole cache ------------------------------------------------------
   // Removes every memory row with step - last_seen_step > ttl_steps (after
   // noting `step` as last_eviction_step()); with `on_expired`, calls it under
   // each shard's lock with the keys it removed there. Returns how many; 0
@@ -215,7 +213,7 @@ class MemoryTier {
   // counters, so that a caller adding its own reads each shard once.
   TableStats BaseStats() const;
   void AddShardStats(const Shard& shard, TableStats* stats) const REQUIRES(shard.mu);
-  // EmbeddingTable::Reserve for a tier without a budget; OK and nothing
+  // EmbeddingTable::Reserve for a cache without a budget; OK and nothing
   // done with a budget.
   Status Reserve(int64_t rows);
 
@@ -266,7 +264,7 @@ class MemoryTier {
 };
 
 template <typename ShardFn>
-inline Status MemoryTier::ForEachShard(BatchScratch& batch, const ShardFn& shard_fn) const {
+inline Status RowCache::ForEachShard(BatchScratch& batch, const ShardFn& shard_fn) const {
   const int64_t n = batch.begin[num_shards_];
   bool failed = false;
   try {
@@ -303,7 +301,7 @@ inline Status MemoryTier::ForEachShard(BatchScratch& batch, const ShardFn& shard
 }
 
 template <typename InMemory, typename NotHeld>
-inline void MemoryTier::SplitByResidence(const Shard& shard, int s, const BatchScratch& batch,
+inline void RowCache::SplitByResidence(const Shard& shard, int s, const BatchScratch& batch,
                                          const InMemory& in_memory, const NotHeld& not_held) const {
   const int64_t end = batch.begin[s + 1];
   for (int64_t k = batch.begin[s]; k < end; ++k) {

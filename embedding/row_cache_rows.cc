@@ -1,5 +1,5 @@
-// The stored rows of the memory tier: scanning them, the admission state and
-// the change lists (see embedding/internal/memory_tier.h). Callers ensure
+// The stored rows of the row cache: scanning them, the admission state and
+// the change lists (see embedding/internal/row_cache.h). Callers ensure
 // that nothing else uses the table meanwhile (embedding/stored_rows.h).
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include "core/mutex.h"
 #include "core/random.h"
 #include "core/status.h"
-#include "embedding/internal/memory_tier.h"
+#include "embedding/internal/row_cache.h"
 
 namespace ember::embedding::internal {
 namespace {
@@ -35,7 +35,7 @@ void ClearChangeList(std::vector<Key>& keys) {
 
 }  // namespace
 
-Status MemoryTier::ScanResident(const RowVisitor& visit) const {
+Status RowCache::ScanResident(const RowVisitor& visit) const {
   const bool widen = stored_row_floats_ != row_floats_;
   std::vector<float> stored(widen ? stored_row_floats_ : 0);
   for (const auto& shard : shards_) {
@@ -49,7 +49,7 @@ Status MemoryTier::ScanResident(const RowVisitor& visit) const {
   return Status::OK();
 }
 
-Status MemoryTier::SaveAdmissionState(std::string* out) const {
+Status RowCache::SaveAdmissionState(std::string* out) const {
   out->clear();
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
@@ -58,7 +58,7 @@ Status MemoryTier::SaveAdmissionState(std::string* out) const {
   return Status::OK();
 }
 
-Status MemoryTier::RestoreAdmissionState(std::string_view state) {
+Status RowCache::RestoreAdmissionState(std::string_view state) {
   int64_t expected = 0;
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
@@ -78,7 +78,7 @@ Status MemoryTier::RestoreAdmissionState(std::string_view state) {
   return Status::OK();
 }
 
-void MemoryTier::TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed,
+void RowCache::TakeChanges(std::vector<Key>* changed, std::vector<Key>* removed,
                              const GoneFn& gone_fn) {
   changed->clear();
   removed->clear();

@@ -1,6 +1,6 @@
-// Prefetch of internal::TieredTable: background loaders that read the rows
-// of upcoming batches from disk into the memory tier, sharing each batch's
-// shards, and pin them there until their Pull. See
+// Prefetch of internal::CachedTable: background loaders that read the rows
+// of upcoming batches from the tier behind into the row cache, sharing each
+// batch's shards, and pin them there until their Pull. See
 // embedding/tiered_table.h for the design.
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "core/mutex.h"
 #include "core/random.h"
 #include "core/status.h"
-#include "embedding/internal/tiered_table.h"
+#include "embedding/internal/cached_table.h"
 
 namespace ember::embedding::internal {
 namespace {
@@ -61,8 +61,9 @@ class ShardReader {
 
 }  // namespace
 
-void TieredTable::Prefetch(const std::vector<Key>& keys) {
-  if (keys.empty()) return;
+void CachedTable::Prefetch(const std::vector<Key>& keys) {
+  // Without a tier behind there is nothing to load.
+  if (keys.empty() || disk_ == nullptr) return;
   std::shared_ptr<PrefetchRequest> request;
   try {
     request = std::make_shared<PrefetchRequest>();
@@ -96,12 +97,12 @@ void TieredTable::Prefetch(const std::vector<Key>& keys) {
   prefetch_cv_.NotifyAll();
 }
 
-void TieredTable::MarkPulled(const BatchScratch& batch) {
+void CachedTable::MarkPulled(const BatchScratch& batch) {
   {
     MutexLock lock(prefetch_mu_);
     if (recent_requests_.empty()) return;  // a table never asked to prefetch
   }
-  const size_t n = static_cast<size_t>(batch.begin[memory_.num_shards()]);
+  const size_t n = static_cast<size_t>(batch.begin[cache_.num_shards()]);
   uint64_t fingerprint = n;
   for (size_t i = 0; i < n; ++i) fingerprint += FingerprintTerm(batch.hashes[i]);
   MutexLock lock(prefetch_mu_);
@@ -112,7 +113,7 @@ void TieredTable::MarkPulled(const BatchScratch& batch) {
   }
 }
 
-void TieredTable::WaitForPrefetch() {
+void CachedTable::WaitForPrefetch() {
   MutexLock lock(prefetch_mu_);
   prefetch_cv_.Wait(prefetch_mu_, [&] {
     for (const auto& loader : loaders_) {
@@ -122,7 +123,7 @@ void TieredTable::WaitForPrefetch() {
   });
 }
 
-void TieredTable::PrefetchLoop(int index) {
+void CachedTable::PrefetchLoop(int index) {
   PrefetchLoader& loader = *loaders_[index];
   while (true) {
     std::shared_ptr<PrefetchRequest> request;
@@ -144,9 +145,9 @@ void TieredTable::PrefetchLoop(int index) {
   }
 }
 
-void TieredTable::PrefetchBatch(PrefetchRequest& request) {
-  BatchScratchPool& batches = memory_.batches();
-  const int num_shards = memory_.num_shards();
+void CachedTable::PrefetchBatch(PrefetchRequest& request) {
+  BatchScratchPool& batches = cache_.batches();
+  const int num_shards = cache_.num_shards();
   Status first;
   // Unless its Pull came first: the loaders are behind, and the Pull reads
   // the rows.
@@ -169,7 +170,7 @@ void TieredTable::PrefetchBatch(PrefetchRequest& request) {
            s < num_shards && first.ok();
            s = request.next_shard.fetch_add(1, std::memory_order_relaxed)) {
         if (batch.begin[s] == batch.begin[s + 1]) continue;
-        first = PrefetchShard(memory_.shard(s), s, request, batch);
+        first = PrefetchShard(cache_.shard(s), s, request, batch);
       }
     } catch (const std::bad_alloc&) {
       first = Status::ResourceExhausted("embedding table: out of memory prefetching rows");
@@ -189,7 +190,7 @@ void TieredTable::PrefetchBatch(PrefetchRequest& request) {
   has_prefetch_error_.store(true, std::memory_order_release);
 }
 
-Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
+Status CachedTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& request,
                                   BatchScratch& batch) const {
   ShardIo& io = batch.io[s];
   // The batch indices of the keys to read, all of them first: io.keys then
@@ -221,7 +222,7 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     if (request.pulled.load(std::memory_order_relaxed)) return Status::OK();
     // Rows already in memory are pinned too: they must still be there when
     // the Pull comes.
-    memory_.budget().Pin(shard, s, request.pin_until_step, memory_.step(), batch);
+    cache_.budget().Pin(shard, s, request.pin_until_step, cache_.step(), batch);
     // Only rows the disk may hold are read: new keys are the Pull's.
     for (int64_t k = batch.begin[s]; k < batch.begin[s + 1]; ++k) {
       if (shard.index.Find(batch.keys[k], batch.hashes[k]) < 0 && MayBeOnDisk(batch.hashes[k])) {
@@ -233,8 +234,8 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
     log = &reader.Start();
     mark = log->keys.size();
   }
-  const int64_t row_bytes = sizeof(float) * memory_.row_floats();
-  const int64_t meta_offset = memory_.meta_offset();
+  const int64_t row_bytes = sizeof(float) * cache_.row_floats();
+  const int64_t meta_offset = cache_.meta_offset();
   // The keys written or deleted on disk during one chunk's read, sorted.
   std::vector<Key> changed;
   // In chunks, each read without the lock and inserted under it, so that the
@@ -278,7 +279,7 @@ Status TieredTable::PrefetchShard(Shard& shard, int s, const PrefetchRequest& re
       // it would only push out a row that a coming Pull needs.
       if (ReadMeta(meta).last_seen_step > request.step) continue;
       // InsertRow copies with memcpy, so the byte buffer needs no alignment.
-      memory_.InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
+      cache_.InsertRow(shard, key, hash, reinterpret_cast<const float*>(row));
       ++inserted;
     }
     shard.next.prefetched += inserted;

@@ -1,6 +1,6 @@
-// The disk side of internal::TieredTable, one shard at a time under the
-// memory tier's lock of that shard: loading the rows a batch needs, writing
-// back the memory tier's victims, and TTL of disk rows. See
+// The disk side of internal::CachedTable, the tier behind its row cache, one
+// shard at a time under the cache's lock of that shard: loading the rows a
+// batch needs, writing back the cache's victims, and TTL of disk rows. See
 // embedding/tiered_table.h for the design.
 
 #include <algorithm>
@@ -15,22 +15,22 @@
 #include "core/mutex.h"
 #include "core/random.h"
 #include "core/status.h"
-#include "embedding/internal/tiered_table.h"
+#include "embedding/internal/cached_table.h"
 
 namespace ember::embedding::internal {
 
-bool TieredTable::ExpiredOnDisk(const float* meta) const {
-  const int64_t ttl_steps = memory_.options().ttl_steps;
+bool CachedTable::ExpiredOnDisk(const float* meta) const {
+  const int64_t ttl_steps = cache_.options().ttl_steps;
   if (ttl_steps == 0) return false;
-  const int64_t evict_step = memory_.last_eviction_step();
+  const int64_t evict_step = cache_.last_eviction_step();
   if (evict_step == std::numeric_limits<int64_t>::min()) return false;
   return evict_step - ReadMeta(meta).last_seen_step > ttl_steps;
 }
 
-Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const {
+Status CachedTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const {
   const int64_t n = static_cast<int64_t>(io.keys.size());
-  const int64_t row_bytes = sizeof(float) * memory_.row_floats();
-  const int64_t meta_offset = memory_.meta_offset();
+  const int64_t row_bytes = sizeof(float) * cache_.row_floats();
+  const int64_t meta_offset = cache_.meta_offset();
   io.slots.assign(n, -1);
   io.loaded.clear();
   // Only the keys the disk may hold are looked up there; the others (most
@@ -42,7 +42,7 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   // removing the last `inserted` slots.
   int64_t inserted = 0;
   auto undo = [&] {
-    for (; inserted > 0; --inserted) memory_.RemoveSlot(shard, shard.rows.size() - 1);
+    for (; inserted > 0; --inserted) cache_.RemoveSlot(shard, shard.rows.size() - 1);
     io.slots.assign(n, -1);
   };
   // io.loaded receives the expired keys: TTL removed them, so they are
@@ -80,8 +80,8 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
         }
         // InsertRow copies with memcpy, so the byte buffer needs no alignment.
         io.slots[io.candidates[begin + i]] =
-            memory_.InsertRow(shard, io.chunk_keys[i], Mix64(io.chunk_keys[i]),
-                              reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
+            cache_.InsertRow(shard, io.chunk_keys[i], Mix64(io.chunk_keys[i]),
+                             reinterpret_cast<const float*>(io.rows.data() + i * row_bytes));
         ++inserted;
       }
     }
@@ -104,16 +104,16 @@ Status TieredTable::LoadFromDisk(Shard& shard, Access access, ShardIo& io) const
   shard.next.disk_rows -= inserted + expired;
   (access == Access::kPrefetch ? shard.next.prefetched : shard.next.disk_hits) += inserted;
   shard.next.expired += expired;
-  memory_.RecordRemoved(shard, io.loaded);
+  cache_.RecordRemoved(shard, io.loaded);
   return Status::OK();
 }
 
-void TieredTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) const {
+void CachedTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) const {
   io.candidates.clear();
   const size_t n = io.keys.size();
   if (n == 0) return;
   // The keys are all of one shard: one filter answers for them all.
-  const KeyFilter* filter = disk_keys_[memory_.ShardOf(Mix64(io.keys[0]))].get();
+  const KeyFilter* filter = disk_keys_[cache_.ShardOf(Mix64(io.keys[0]))].get();
   if (filter == nullptr) return;  // the shard never wrote to disk
   for (size_t i = 0; i < n; ++i) {
     if (i + kFilterPrefetchDistance < n) {
@@ -123,9 +123,9 @@ void TieredTable::SelectDiskCandidates(const Shard& /*shard*/, ShardIo& io) cons
   }
 }
 
-void TieredTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const {
+void CachedTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const {
   if (keys.empty()) return;
-  std::unique_ptr<KeyFilter>& filter = disk_keys_[memory_.ShardOf(Mix64(keys[0]))];
+  std::unique_ptr<KeyFilter>& filter = disk_keys_[cache_.ShardOf(Mix64(keys[0]))];
   if (filter == nullptr) filter = std::make_unique<KeyFilter>(max_filter_bytes_);
   const size_t n = keys.size();
   for (size_t i = 0; i < n; ++i) {
@@ -137,11 +137,11 @@ void TieredTable::AddDiskKeys(Shard& shard, const std::vector<Key>& keys) const 
   shard.next_tier_bytes = static_cast<uint32_t>(sizeof(KeyFilter) + filter->bytes());
 }
 
-Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
-  const MemoryBudget& budget = memory_.budget();
-  const int64_t row_bytes = sizeof(float) * memory_.row_floats();
-  const int64_t meta_offset = memory_.meta_offset();
-  const int64_t step = memory_.step();
+Status CachedTable::WriteBack(Shard& shard, ShardIo& io) const {
+  const MemoryBudget& budget = cache_.budget();
+  const int64_t row_bytes = sizeof(float) * cache_.row_floats();
+  const int64_t meta_offset = cache_.meta_offset();
+  const int64_t step = cache_.step();
   // A further round is needed only when shrinking the index did not free
   // what the first round counted on, or the filter of disk keys grew.
   for (int round = 0; round < 3 && budget.OverBudget(shard); ++round) {
@@ -181,10 +181,10 @@ Status TieredTable::WriteBack(Shard& shard, ShardIo& io) const {
   return Status::OK();
 }
 
-Status TieredTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
+Status CachedTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
   const int64_t n = static_cast<int64_t>(io.keys.size());
-  const int64_t row_bytes = sizeof(float) * memory_.row_floats();
-  const int64_t meta_offset = memory_.meta_offset();
+  const int64_t row_bytes = sizeof(float) * cache_.row_floats();
+  const int64_t meta_offset = cache_.meta_offset();
   io.slots.assign(n, -1);
   if (shard != nullptr) {
     SelectDiskCandidates(*shard, io);
@@ -217,7 +217,7 @@ Status TieredTable::ReadDiskRows(const Shard* shard, ShardIo& io) const {
   return Status::OK();
 }
 
-void TieredTable::NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const {
+void CachedTable::NoteDiskChange(Shard& shard, const std::vector<Key>& keys) const {
   ChangeLog* log = shard.next.reading.get();
   if (log == nullptr || log->lost) return;
   try {
@@ -227,7 +227,7 @@ void TieredTable::NoteDiskChange(Shard& shard, const std::vector<Key>& keys) con
   }
 }
 
-void TieredTable::DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const {
+void CachedTable::DeleteExpiredCopies(Shard& shard, const std::vector<Key>& keys) const {
   // The rows may have stale copies on disk (see LoadFromDisk). A copy is
   // older than its memory row, so it reads as expired from now on anyway;
   // deleting it keeps disk_rows exact and the disk small.
