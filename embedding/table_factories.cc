@@ -1,7 +1,9 @@
-// The factories of embedding/'s tables: NewMemoryTable, NewTieredTable and
-// NewEmbeddingTable, each an internal::CachedTable (embedding/internal/
-// cached_table.h) with nothing, a given Tier or a RocksDB tier behind its
-// row cache; and the disk tier's row size and options.
+// The factories of embedding/'s tables: NewMemoryTable and NewTieredTable,
+// each an internal::CachedTable (embedding/internal/cached_table.h) with
+// nothing or a given Tier behind its row cache; and the disk tier's row
+// size. NewEmbeddingTable, which opens a RocksDB tier, is apart
+// (rocksdb_table_factory.cc), so that a program of in-memory tables only
+// (libember_serving.so) does not link RocksDB.
 
 #include <memory>
 #include <new>
@@ -12,14 +14,11 @@
 #include "embedding/internal/cached_table.h"
 #include "embedding/internal/row_cache.h"
 #include "embedding/internal/table_options.h"
-#include "embedding/rocksdb_tier.h"
 #include "embedding/tiered_table.h"
 
 namespace ember::embedding {
 namespace internal {
-namespace {
 
-// The checks of a tiered table's options beyond ValidateTableOptions.
 Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
   const int64_t minimum = CachedTable::OverheadBytes(options.num_shards, /*with_disk=*/true) +
                           options.num_shards * RowCache::MinShardBytes(options);
@@ -36,22 +35,10 @@ Status ValidateTieredOptions(const EmbeddingTableOptions& options) {
   return Status::OK();
 }
 
-}  // namespace
 }  // namespace internal
 
 int64_t TierRowBytes(const EmbeddingTableOptions& options) {
   return internal::RowCache::RowFloats(options) * int64_t{sizeof(float)};
-}
-
-RocksDbTierOptions DiskTierOptions(const EmbeddingTableOptions& options) {
-  RocksDbTierOptions disk_options;
-  disk_options.path = options.disk_path;
-  disk_options.row_bytes = TierRowBytes(options);
-  disk_options.block_cache_bytes = options.disk_block_cache_bytes;
-  disk_options.write_buffer_bytes = options.disk_write_buffer_bytes;
-  // One shard's disk rows in one range of the database.
-  disk_options.key_shards = options.num_shards;
-  return disk_options;
 }
 
 Result<std::unique_ptr<EmbeddingTable>> NewMemoryTable(const EmbeddingTableOptions& options) {
@@ -92,27 +79,6 @@ Result<std::unique_ptr<EmbeddingTable>> NewTieredTable(const EmbeddingTableOptio
                                      " shards");
   }
   return std::unique_ptr<EmbeddingTable>(std::move(table));
-}
-
-Result<std::unique_ptr<EmbeddingTable>> NewEmbeddingTable(const EmbeddingTableOptions& options) {
-  if (options.memory_budget_bytes == 0) return NewMemoryTable(options);
-  EMBER_RETURN_IF_ERROR(internal::ValidateTableOptions(options));
-  EMBER_RETURN_IF_ERROR(internal::ValidateTieredOptions(options));
-  if (options.disk_path.empty()) {
-    return Status::InvalidArgument(
-        "disk_path is required when memory_budget_bytes > 0 (the disk tier's "
-        "directory)");
-  }
-  const RocksDbTierOptions disk_options = DiskTierOptions(options);
-  // A table starts empty: rows an earlier table left in disk_path are
-  // dropped (the tier is working space; checkpoints are what persists).
-  // Opening first checks that the directory holds a tier, not some other
-  // database, before anything is deleted.
-  EMBER_ASSIGN_OR_RETURN(auto disk, NewRocksDbTier(disk_options));
-  disk.reset();
-  EMBER_RETURN_IF_ERROR(DestroyRocksDbTier(disk_options.path));
-  EMBER_ASSIGN_OR_RETURN(disk, NewRocksDbTier(disk_options));
-  return NewTieredTable(options, std::move(disk));
 }
 
 }  // namespace ember::embedding

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "engine/model_options.h"
@@ -47,6 +48,12 @@ struct JobRecord {
   bool columnar_input = false;
   DataShape shape;
 };
+
+// The record as JSON (the layout above); from_json is strict.
+void to_json(Json& j, const JobRecord& record);
+void from_json(const Json& j, JobRecord& record);
+void to_json(Json& j, const DataShape& shape);
+void from_json(const Json& j, DataShape& shape);
 
 // The record of a trainer made with `options` (Trainer::options()) that
 // reads `input`.

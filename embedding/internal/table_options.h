@@ -13,4 +13,9 @@ namespace ember::embedding::internal {
 // options and the optimizer options are in their documented ranges.
 Status ValidateTableOptions(const EmbeddingTableOptions& options);
 
+// The checks of a tiered table's options beyond ValidateTableOptions: a
+// memory budget of at least one row in every shard, a block cache >= 0
+// (embedding/table_factories.cc).
+Status ValidateTieredOptions(const EmbeddingTableOptions& options);
+
 }  // namespace ember::embedding::internal
