@@ -17,6 +17,7 @@
 #include "io/batch_source.h"
 #include "io/columnar.h"
 #include "io/synthetic.h"
+#include "tests/engine/score_all.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -85,15 +86,7 @@ class BundleTest : public test::TempDirTest {
 
   // The scores of `data` in evaluation batches, as the trainer batches it.
   static Result<std::vector<float>> ScoreAll(Scorer& scorer, const io::Dataset& data) {
-    io::DatasetBatchSourceOptions options;
-    options.batch_size = kEvalBatch;
-    io::DatasetBatchSource source(data, options);
-    std::vector<float> scores;
-    EMBER_RETURN_IF_ERROR(scorer.ScoreAll(source, [&](const io::Batch& batch, const float* s) {
-      scores.insert(scores.end(), s, s + batch.size * scorer.num_tasks());
-      return Status::OK();
-    }));
-    return scores;
+    return test::ScoreAll(scorer, data, kEvalBatch);
   }
 
   static void FlipByte(const std::string& path, int64_t offset) {

@@ -16,25 +16,13 @@
 #include "engine/model_hash.h"
 #include "engine/scorer.h"
 #include "engine/training_data.h"
+#include "tests/engine/score_all.h"
 #include "tests/engine/trainer_test_util.h"
 
 namespace ember::engine {
 namespace {
 
-class JobTest : public test::TrainerTest {
- protected:
-  static Result<std::vector<float>> ScoreAll(Scorer& scorer, const io::Dataset& data) {
-    io::DatasetBatchSourceOptions options;
-    options.batch_size = 512;
-    io::DatasetBatchSource source(data, options);
-    std::vector<float> scores;
-    EMBER_RETURN_IF_ERROR(scorer.ScoreAll(source, [&](const io::Batch& batch, const float* s) {
-      scores.insert(scores.end(), s, s + batch.size * scorer.num_tasks());
-      return Status::OK();
-    }));
-    return scores;
-  }
-};
+class JobTest : public test::TrainerTest {};
 
 JobRecord SampleRecord() {
   TrainOptions options;
@@ -159,7 +147,7 @@ TEST_F(JobTest, AJobOfStepsTrainsTheTrainersModelAndExportsFromItsRecord) {
   for (const char* bundle : {"bundle", "exported"}) {
     auto scorer = Scorer::Open(Path(bundle), scorer_options);
     ASSERT_TRUE(scorer.ok()) << bundle << ": " << scorer.status();
-    Result<std::vector<float>> s = ScoreAll(**scorer, test);
+    Result<std::vector<float>> s = ember::test::ScoreAll(**scorer, test, 512);
     ASSERT_TRUE(s.ok()) << s.status();
     scores.push_back(*s);
   }
