@@ -640,7 +640,7 @@ Status ExportForServing(EmbeddingTable& table, const std::string& path,
   const fs::path target = fs::path(path).lexically_normal();
   const std::string name = target.filename().string();
   if (name.empty() || name == "." || name == "..") {
-    return Status::InvalidArgument("serving export path ", JsonQuote(path), " names no directory");
+    return Status::InvalidArgument("serving export path ", JsonText(path), " names no directory");
   }
   const std::string parent = target.has_parent_path() ? target.parent_path().string() : ".";
   std::error_code ec;

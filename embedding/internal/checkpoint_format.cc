@@ -54,40 +54,33 @@ constexpr char kFormat[] = "ember-embedding-snapshot";
 // Version 2 adds manifest_hash; version 1 manifests (without it) are read too.
 constexpr int64_t kVersion = 2;
 
-// Reads field `key` of `object` into `out`; false if missing or mistyped.
-bool GetInt(const JsonValue& object, const char* key, int64_t* out) {
-  const JsonValue* v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
-  auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), *out);
-  return ec == std::errc() && end == v->text.data() + v->text.size();
-}
-
-bool GetString(const JsonValue& object, const char* key, std::string* out) {
-  const JsonValue* v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kString) return false;
-  *out = v->text;
-  return true;
-}
-
-Result<FileEntry> ParseFileEntry(const JsonValue& v) {
-  FileEntry file;
-  std::string hash;
-  if (v.type != JsonValue::Type::kObject || !GetString(v, "name", &file.name) ||
-      !GetInt(v, "records", &file.records) || !GetInt(v, "bytes", &file.bytes) ||
-      !GetString(v, "hash", &hash) || hash.size() != 16) {
-    return Status::DataLoss("malformed entry in \"files\"");
-  }
-  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
-  // A file name must stay inside its snapshot directory.
-  if (ec != std::errc() || end != hash.data() + hash.size() || file.name.empty() ||
-      file.name.find('/') != std::string::npos || file.name[0] == '.' || file.records < 0 ||
-      file.bytes < 0) {
-    return Status::DataLoss("malformed entry in \"files\" for ", JsonQuote(file.name));
-  }
-  return file;
-}
-
 }  // namespace
+
+// One entry of "files". A file name must stay inside its snapshot directory.
+void from_json(const Json& j, FileEntry& file) {
+  JsonFields f(j);
+  std::string hash;
+  f.Get("name", &file.name);
+  f.Get("records", &file.records);
+  f.Get("bytes", &file.bytes);
+  f.Get("hash", &hash);
+  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
+  if (hash.size() != 16 || ec != std::errc() || end != hash.data() + hash.size()) {
+    throw JsonFieldError("hash", "is not 16 hex digits");
+  }
+  if (file.name.empty() || file.name.find('/') != std::string::npos || file.name[0] == '.') {
+    throw JsonFieldError("name", "is not a file name inside the snapshot: " + JsonText(file.name));
+  }
+  if (file.records < 0) throw JsonFieldError("records", "is negative");
+  if (file.bytes < 0) throw JsonFieldError("bytes", "is negative");
+}
+
+void to_json(Json& j, const FileEntry& file) {
+  j = Json{{"name", file.name},
+           {"records", file.records},
+           {"bytes", file.bytes},
+           {"hash", HexHash(file.hash)}};
+}
 
 std::string SnapshotDirName(const char* kind, int64_t step) {
   char name[48];
@@ -110,35 +103,44 @@ std::string HexHash(uint64_t hash) {
 namespace {
 
 // Every field but manifest_hash, as `version` writes them.
-JsonObject ManifestObject(const Manifest& m, int64_t version) {
-  std::string files = "[";
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    JsonObject file;
-    file.Add("name", m.files[i].name)
-        .Add("records", m.files[i].records)
-        .Add("bytes", m.files[i].bytes)
-        .Add("hash", HexHash(m.files[i].hash));
-    std::string line = file.ToString(/*indent=*/-1);
-    line.pop_back();  // ToString ends with a newline.
-    files += (i > 0 ? ",\n    " : "\n    ") + line;
+Json ManifestObject(const Manifest& m, int64_t version) {
+  return Json{{"format", kFormat},
+              {"version", version},
+              {"kind", m.kind},
+              {"step", m.step},
+              {"base_step", m.base_step},
+              {"table_step", m.table_step},
+              {"eviction_step", m.eviction_step},
+              {"dim", m.dim},
+              {"row_floats", m.row_floats},
+              {"record_bytes", m.record_bytes},
+              {"optimizer", m.optimizer},
+              {"rows", m.rows},
+              {"removed", m.removed},
+              {"files", m.files}};
+}
+
+// The manifest's layout: one field a line, indented two spaces, and each
+// entry of "files" compact on a line of its own. The manifest hash is of
+// this text, so it must not change.
+std::string ManifestText(const Json& manifest) {
+  std::string out = "{";
+  const char* separator = "\n";
+  for (const auto& [key, value] : manifest.items()) {
+    out += separator;
+    separator = ",\n";
+    out += "  " + JsonText(key) + ": ";
+    if (!value.is_array()) {
+      out += JsonText(value);
+      continue;
+    }
+    out += "[";
+    for (size_t i = 0; i < value.size(); ++i) {
+      out += (i > 0 ? ",\n    " : "\n    ") + JsonText(value[i]);
+    }
+    out += value.empty() ? "]" : "\n  ]";
   }
-  files += m.files.empty() ? "]" : "\n  ]";
-  JsonObject o;
-  o.Add("format", kFormat)
-      .Add("version", version)
-      .Add("kind", m.kind)
-      .Add("step", m.step)
-      .Add("base_step", m.base_step)
-      .Add("table_step", m.table_step)
-      .Add("eviction_step", m.eviction_step)
-      .Add("dim", m.dim)
-      .Add("row_floats", m.row_floats)
-      .Add("record_bytes", m.record_bytes)
-      .Add("optimizer", m.optimizer)
-      .Add("rows", m.rows)
-      .Add("removed", m.removed)
-      .AddRaw("files", files);
-  return o;
+  return out + "\n}\n";
 }
 
 // The manifest's own checksum: of its text without the checksum, which a
@@ -146,18 +148,35 @@ JsonObject ManifestObject(const Manifest& m, int64_t version) {
 // (a step, the table's step, a file's size) is caught, not only damage to
 // the data files.
 uint64_t ManifestHash(const Manifest& m) {
-  const std::string text = ManifestObject(m, kVersion).ToString();
+  const std::string text = ManifestText(ManifestObject(m, kVersion));
   Fnv1a64Words hash;
   hash.Update(text.data(), text.size());
   return hash.Digest();
 }
 
+// The fields of a manifest after format and version: DataLoss-worthy
+// problems throw JsonFieldError naming the field.
+void ReadManifestFields(JsonFields& f, Manifest& m) {
+  f.Get("kind", &m.kind);
+  f.Get("step", &m.step);
+  f.Get("base_step", &m.base_step);
+  f.Get("table_step", &m.table_step);
+  f.Optional("eviction_step", &m.eviction_step);
+  f.Get("dim", &m.dim);
+  f.Get("row_floats", &m.row_floats);
+  f.Get("record_bytes", &m.record_bytes);
+  f.Get("optimizer", &m.optimizer);
+  f.Get("rows", &m.rows);
+  f.Get("removed", &m.removed);
+  f.Get("files", &m.files);
+}
+
 }  // namespace
 
 std::string ManifestToJson(const Manifest& m) {
-  JsonObject o = ManifestObject(m, kVersion);
-  o.Add("manifest_hash", HexHash(ManifestHash(m)));
-  return o.ToString();
+  Json o = ManifestObject(m, kVersion);
+  o["manifest_hash"] = HexHash(ManifestHash(m));
+  return ManifestText(o);
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {
@@ -167,69 +186,55 @@ Result<Manifest> ReadManifest(const std::string& dir) {
     if (text.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
     return text.status();
   }
-  Result<JsonValue> parsed = ParseJson(*text);
-  const JsonValue root = parsed.ok() ? std::move(parsed).value() : JsonValue();
-  if (root.type != JsonValue::Type::kObject) {
+  Result<Json> parsed = ParseJsonText(*text);
+  if (!parsed.ok() || !parsed->is_object()) {
     return Status::DataLoss(path, ": not a JSON object (truncated?)");
   }
-  Manifest m;
-  std::string format;
-  int64_t version = 0;
-  if (!GetString(root, "format", &format) || format != kFormat ||
-      !GetInt(root, "version", &version)) {
+  const Json& root = *parsed;
+  const auto format = root.find("format");
+  const auto version_field = root.find("version");
+  if (format == root.end() || *format != kFormat || version_field == root.end() ||
+      !version_field->is_number_integer()) {
     return Status::DataLoss(path, ": not an ", kFormat, " manifest");
   }
+  const int64_t version = version_field->get<int64_t>();
   if (version != 1 && version != kVersion) {
     return Status::DataLoss(path, ": format version ", version, ", this build reads 1 to ",
                             kVersion);
   }
-  if (!GetString(root, "kind", &m.kind) || !GetInt(root, "step", &m.step) ||
-      !GetInt(root, "base_step", &m.base_step) || !GetInt(root, "table_step", &m.table_step) ||
-      !GetInt(root, "dim", &m.dim) || !GetInt(root, "row_floats", &m.row_floats) ||
-      !GetInt(root, "record_bytes", &m.record_bytes) ||
-      !GetString(root, "optimizer", &m.optimizer) || !GetInt(root, "rows", &m.rows) ||
-      !GetInt(root, "removed", &m.removed)) {
-    return Status::DataLoss(path, ": missing or mistyped field");
-  }
-  if (root.Find("eviction_step") != nullptr && !GetInt(root, "eviction_step", &m.eviction_step)) {
-    return Status::DataLoss(path, ": mistyped field \"eviction_step\"");
+  Manifest m;
+  std::string stored_hash;
+  try {
+    // Fields this build does not know are ignored, as they always were.
+    JsonFields f(root);
+    ReadManifestFields(f, m);
+    if (version >= 2) f.Get("manifest_hash", &stored_hash);
+  } catch (const JsonFieldError& e) {
+    return Status::DataLoss(path, ": field \"", e.field(), "\" ", e.what());
   }
   if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
       m.row_floats < m.dim || m.record_bytes != RecordBytes(m.row_floats) || m.rows < 0 ||
       m.removed < 0) {
     return Status::DataLoss(path, ": inconsistent fields");
   }
-  const JsonValue* files = root.Find("files");
-  if (files == nullptr || files->type != JsonValue::Type::kArray) {
-    return Status::DataLoss(path, ": missing \"files\"");
-  }
   int64_t records = 0;
   int64_t removed = 0;
-  for (const JsonValue& v : files->items) {
-    Result<FileEntry> file = ParseFileEntry(v);
-    if (!file.ok()) return Status::DataLoss(path, ": ", file.status().message());
-    const bool is_removed = file->name == kRemovedFile;
+  for (const FileEntry& file : m.files) {
+    const bool is_removed = file.name == kRemovedFile;
     const int64_t size = is_removed ? 8 : m.record_bytes;
-    if (file->bytes != file->records * size) {
-      return Status::DataLoss(path, ": ", file->name, " has ", file->records, " records but ",
-                              file->bytes, " bytes");
+    if (file.bytes != file.records * size) {
+      return Status::DataLoss(path, ": ", file.name, " has ", file.records, " records but ",
+                              file.bytes, " bytes");
     }
-    (is_removed ? removed : records) += file->records;
-    m.files.push_back(std::move(*file));
+    (is_removed ? removed : records) += file.records;
   }
   if (records != m.rows || removed != m.removed) {
     return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
                             " removed keys, manifest says ", m.rows, " and ", m.removed);
   }
-  if (version >= 2) {
-    std::string stored;
-    if (!GetString(root, "manifest_hash", &stored)) {
-      return Status::DataLoss(path, ": missing \"manifest_hash\"");
-    }
-    if (stored != HexHash(ManifestHash(m))) {
-      return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
-                              "damaged manifest)");
-    }
+  if (version >= 2 && stored_hash != HexHash(ManifestHash(m))) {
+    return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
+                            "damaged manifest)");
   }
   return m;
 }

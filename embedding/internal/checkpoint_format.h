@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "embedding/checkpoint.h"
 #include "embedding/embedding_table.h"
@@ -56,6 +57,10 @@ struct FileEntry {
   int64_t bytes = 0;
   uint64_t hash = 0;  // Fnv1a64Words of the file's bytes.
 };
+// An entry of the manifest's "files": {name, records, bytes, hash}; read
+// strictly, the name one inside the snapshot directory.
+void to_json(Json& j, const FileEntry& file);
+void from_json(const Json& j, FileEntry& file);
 
 struct Manifest {
   std::string kind;  // "full", "delta" or "serving".
