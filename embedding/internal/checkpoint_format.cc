@@ -10,40 +10,8 @@
 
 #include "core/file.h"
 #include "core/json.h"
-#include "core/random.h"
 
 namespace ember::embedding {
-
-namespace {
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-}  // namespace
-
-void Fnv1a64Words::Update(const char* data, size_t size) {
-  length_ += size;
-  while (size > 0 && tail_bytes_ > 0) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_);
-    --size;
-    if (++tail_bytes_ == 8) {
-      state_ = (state_ ^ tail_) * kFnvPrime;
-      tail_ = 0;
-      tail_bytes_ = 0;
-    }
-  }
-  for (; size >= 8; size -= 8, data += 8) {
-    uint64_t word;
-    std::memcpy(&word, data, 8);
-    state_ = (state_ ^ word) * kFnvPrime;
-  }
-  for (; size > 0; --size) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_++);
-  }
-}
-
-uint64_t Fnv1a64Words::Digest() const {
-  uint64_t state = state_;
-  if (tail_bytes_ > 0) state = (state ^ tail_) * kFnvPrime;
-  return Mix64((state ^ length_) * kFnvPrime);
-}
 
 namespace internal {
 namespace {
@@ -51,8 +19,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kFormat[] = "ember-embedding-snapshot";
-// Version 2 adds manifest_hash; version 1 manifests (without it) are read too.
-constexpr int64_t kVersion = 2;
+// Version 2 adds manifest_hash; version 3 "checksum", the name of the hash
+// of the files and the manifest (xxh64; before, always fnv1a64-words).
+// Manifests of versions 1 and 2 are read too. A version 2 reader would take
+// a version 3 manifest's xxh64 for damage, hence the new version.
+constexpr int64_t kVersion = 3;
 
 }  // namespace
 
@@ -104,7 +75,7 @@ namespace {
 
 // Every field but manifest_hash, as `version` writes them.
 Json ManifestObject(const Manifest& m, int64_t version) {
-  return Json{{"format", kFormat},
+  Json j{{"format", kFormat},
               {"version", version},
               {"kind", m.kind},
               {"step", m.step},
@@ -116,8 +87,10 @@ Json ManifestObject(const Manifest& m, int64_t version) {
               {"record_bytes", m.record_bytes},
               {"optimizer", m.optimizer},
               {"rows", m.rows},
-              {"removed", m.removed},
-              {"files", m.files}};
+              {"removed", m.removed}};
+  if (version >= 3) j["checksum"] = FileChecksumName(m.checksum);
+  j["files"] = m.files;
+  return j;
 }
 
 // The manifest's layout: one field a line, indented two spaces, and each
@@ -147,11 +120,9 @@ std::string ManifestText(const Json& manifest) {
 // reader rebuilds from the fields it parsed, so that an edit of any field
 // (a step, the table's step, a file's size) is caught, not only damage to
 // the data files.
-uint64_t ManifestHash(const Manifest& m) {
-  const std::string text = ManifestText(ManifestObject(m, kVersion));
-  Fnv1a64Words hash;
-  hash.Update(text.data(), text.size());
-  return hash.Digest();
+uint64_t ManifestHash(const Manifest& m, int64_t version) {
+  const std::string text = ManifestText(ManifestObject(m, version));
+  return FileChecksumOf(m.checksum, text.data(), text.size());
 }
 
 // The fields of a manifest after format and version: DataLoss-worthy
@@ -175,7 +146,7 @@ void ReadManifestFields(JsonFields& f, Manifest& m) {
 
 std::string ManifestToJson(const Manifest& m) {
   Json o = ManifestObject(m, kVersion);
-  o["manifest_hash"] = HexHash(ManifestHash(m));
+  o["manifest_hash"] = HexHash(ManifestHash(m, kVersion));
   return ManifestText(o);
 }
 
@@ -198,19 +169,27 @@ Result<Manifest> ReadManifest(const std::string& dir) {
     return Status::DataLoss(path, ": not an ", kFormat, " manifest");
   }
   const int64_t version = version_field->get<int64_t>();
-  if (version != 1 && version != kVersion) {
+  if (version < 1 || version > kVersion) {
     return Status::DataLoss(path, ": format version ", version, ", this build reads 1 to ",
                             kVersion);
   }
   Manifest m;
+  m.checksum = FileChecksum::kFnv1a64Words;
   std::string stored_hash;
+  std::string checksum;
   try {
     // Fields this build does not know are ignored, as they always were.
     JsonFields f(root);
     ReadManifestFields(f, m);
     if (version >= 2) f.Get("manifest_hash", &stored_hash);
+    if (version >= 3) f.Get("checksum", &checksum);
   } catch (const JsonFieldError& e) {
     return Status::DataLoss(path, ": field \"", e.field(), "\" ", e.what());
+  }
+  if (version >= 3) {
+    Result<FileChecksum> named = FileChecksumNamed(checksum);
+    if (!named.ok()) return Status::DataLoss(path, ": ", named.status().message());
+    m.checksum = *named;
   }
   if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
       m.row_floats < m.dim || m.record_bytes != RecordBytes(m.row_floats) || m.rows < 0 ||
@@ -232,14 +211,15 @@ Result<Manifest> ReadManifest(const std::string& dir) {
     return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
                             " removed keys, manifest says ", m.rows, " and ", m.removed);
   }
-  if (version >= 2 && stored_hash != HexHash(ManifestHash(m))) {
+  if (version >= 2 && stored_hash != HexHash(ManifestHash(m, version))) {
     return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
                             "damaged manifest)");
   }
   return m;
 }
 
-Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file) {
+Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file,
+                                     FileChecksum checksum) {
   const std::string path = (fs::path(dir) / file.name).string();
   Result<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) {
@@ -249,11 +229,10 @@ Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& fi
   if (static_cast<int64_t>(bytes->size()) != file.bytes) {
     return Status::DataLoss(path, ": ", bytes->size(), " bytes, manifest says ", file.bytes);
   }
-  Fnv1a64Words hash;
-  hash.Update(bytes->data(), bytes->size());
-  if (hash.Digest() != file.hash) {
-    return Status::DataLoss(path, ": hash ", HexHash(hash.Digest()), ", manifest says ",
-                            HexHash(file.hash));
+  const uint64_t hash = FileChecksumOf(checksum, bytes->data(), bytes->size());
+  if (hash != file.hash) {
+    return Status::DataLoss(path, ": ", FileChecksumName(checksum), " hash ", HexHash(hash),
+                            ", manifest says ", HexHash(file.hash));
   }
   return std::move(*bytes);
 }
