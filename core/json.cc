@@ -1,9 +1,6 @@
 #include "core/json.h"
 
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -16,44 +13,6 @@ namespace {
 // refused: every file Ember reads is a few levels deep, and a bound keeps
 // a hostile file from exhausting the stack.
 constexpr int kMaxDepth = 16;
-
-JsonValue Convert(const Json& json) {
-  JsonValue value;
-  switch (json.type()) {
-    case Json::value_t::null:
-    case Json::value_t::discarded:
-      break;
-    case Json::value_t::boolean:
-      value.type = JsonValue::Type::kBool;
-      value.boolean = json.get<bool>();
-      break;
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-    case Json::value_t::number_float:
-      // Integers exactly; other numbers in the shortest form that reads
-      // back to the same double.
-      value.type = JsonValue::Type::kNumber;
-      value.text = json.dump();
-      break;
-    case Json::value_t::string:
-      value.type = JsonValue::Type::kString;
-      value.text = json.get<std::string>();
-      break;
-    case Json::value_t::array:
-      value.type = JsonValue::Type::kArray;
-      value.items.reserve(json.size());
-      for (const Json& item : json) value.items.push_back(Convert(item));
-      break;
-    case Json::value_t::object:
-      value.type = JsonValue::Type::kObject;
-      value.fields.reserve(json.size());
-      for (const auto& [key, item] : json.items()) value.fields.emplace_back(key, Convert(item));
-      break;
-    case Json::value_t::binary:  // not produced by parsing text
-      break;
-  }
-  return value;
-}
 
 std::string Detail(const std::exception& e) { return internal::JsonDetail(e); }
 
@@ -133,86 +92,6 @@ Result<Json> ParseJsonText(const std::string& text, const std::string& path) {
     }
   }
   return Status::InvalidArgument(path, ":", line, ":", column, ": malformed JSON (", message, ")");
-}
-
-JsonValue::JsonValue() = default;
-
-const JsonValue* JsonValue::Find(const std::string& key) const {
-  for (const auto& [name, value] : fields) {
-    if (name == key) return &value;
-  }
-  return nullptr;
-}
-
-Result<JsonValue> ParseJson(const std::string& text) {
-  EMBER_ASSIGN_OR_RETURN(const Json json, ParseJsonText(text));
-  return Convert(json);
-}
-
-std::string JsonQuote(const std::string& text) {
-  // Bytes that are not UTF-8 become U+FFFD: the result is always valid JSON.
-  return JsonText(Json(text));
-}
-
-std::string JsonNumber(double value) {
-  if (!std::isfinite(value)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.10g", value);
-  return buf;
-}
-
-std::string JsonNumberArray(const std::vector<double>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += JsonNumber(values[i]);
-  }
-  return out + "]";
-}
-
-JsonObject& JsonObject::Add(const std::string& key, double value) {
-  return AddRaw(key, JsonNumber(value));
-}
-
-JsonObject& JsonObject::Add(const std::string& key, int64_t value) {
-  return AddRaw(key, std::to_string(value));
-}
-
-JsonObject& JsonObject::Add(const std::string& key, bool value) {
-  return AddRaw(key, value ? "true" : "false");
-}
-
-JsonObject& JsonObject::Add(const std::string& key, const std::string& value) {
-  return AddRaw(key, JsonQuote(value));
-}
-
-JsonObject& JsonObject::Add(const std::string& key, const JsonObject& value) {
-  fields_.push_back(Field{key, "", {value}});
-  return *this;
-}
-
-JsonObject& JsonObject::AddRaw(const std::string& key, std::string json) {
-  fields_.push_back(Field{key, std::move(json), {}});
-  return *this;
-}
-
-std::string JsonObject::ToString(int indent) const { return Render(indent, 0) + "\n"; }
-
-std::string JsonObject::Render(int indent, int depth) const {
-  if (fields_.empty()) return "{}";
-  const bool pretty = indent >= 0;
-  const std::string pad = pretty ? std::string((depth + 1) * indent, ' ') : "";
-  const std::string close_pad = pretty ? std::string(depth * indent, ' ') : "";
-  std::ostringstream out;
-  out << "{" << (pretty ? "\n" : "");
-  for (size_t i = 0; i < fields_.size(); ++i) {
-    const Field& field = fields_[i];
-    out << pad << JsonQuote(field.key) << (pretty ? ": " : ":");
-    out << (field.object.empty() ? field.json : field.object[0].Render(indent, depth + 1));
-    out << (i + 1 < fields_.size() ? "," : "") << (pretty ? "\n" : "");
-  }
-  out << close_pad << "}";
-  return out.str();
 }
 
 }  // namespace ember

@@ -135,7 +135,7 @@ class DataFile {
   int fd_;
   int64_t* budget_bytes_;  // Bytes the seam still lets through; < 0: unlimited.
   std::vector<char> buffer_;
-  Fnv1a64Words hash_;
+  XxHash64Stream hash_;  // Manifest::checksum's default, xxh64.
   int64_t bytes_ = 0;
 };
 
@@ -427,7 +427,7 @@ Status EraseKeys(StoredRows& table, const std::vector<Key>& keys) {
 // Applies one verified snapshot (full or delta) to the table.
 Status ApplySnapshot(StoredRows& table, const std::string& dir, const Manifest& m) {
   for (const FileEntry& file : m.files) {
-    EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(dir, file));
+    EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(dir, file, m.checksum));
     if (file.name == kRemovedFile) {
       EMBER_RETURN_IF_ERROR(EraseKeys(table, DecodeKeys(bytes)));
     } else {
@@ -640,7 +640,7 @@ Status ExportForServing(EmbeddingTable& table, const std::string& path,
   const fs::path target = fs::path(path).lexically_normal();
   const std::string name = target.filename().string();
   if (name.empty() || name == "." || name == "..") {
-    return Status::InvalidArgument("serving export path ", JsonQuote(path), " names no directory");
+    return Status::InvalidArgument("serving export path ", JsonText(path), " names no directory");
   }
   const std::string parent = target.has_parent_path() ? target.parent_path().string() : ".";
   std::error_code ec;
@@ -676,7 +676,7 @@ Result<int64_t> ReadServingExport(
   std::vector<float> vector(m.dim);
   int64_t count = 0;
   for (const FileEntry& file : m.files) {
-    EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(path, file));
+    EMBER_ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedFile(path, file, m.checksum));
     for (int64_t i = 0; i < file.records; ++i) {
       const char* record = bytes.data() + i * m.record_bytes;
       Key key;

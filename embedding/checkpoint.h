@@ -22,16 +22,17 @@
 //                    max(1, file_bytes / record_bytes) records.
 //   removed.bin      (deltas only) removed keys, uint64 little-endian.
 //
-// MANIFEST fields: format ("ember-embedding-snapshot"), version (2; version
-// 1, without manifest_hash, is read too), kind ("full", "delta" or
+// MANIFEST fields: format ("ember-embedding-snapshot"), version (3; versions
+// 1, without manifest_hash, and 2, without checksum, are read too), kind ("full", "delta" or
 // "serving"), step, base_step (deltas: the step of the snapshot they apply
 // to; -1 otherwise), table_step (the table's step() when saved),
 // eviction_step (its StoredRows::eviction_step(): a restore expires again
 // what the saved table had expired lazily on disk; optional, -1 when
-// absent), dim, row_floats, record_bytes, optimizer, rows, removed, files:
-// [{name, records, bytes, hash}], where hash is the 16-hex-digit
-// Fnv1a64Words of the file's bytes, and manifest_hash, the Fnv1a64Words of
-// the manifest's text without it (an edited field is refused as DataLoss).
+// absent), dim, row_floats, record_bytes, optimizer, rows, removed,
+// checksum (core/checksum.h: "xxh64"; absent before version 3, whose
+// hashes are "fnv1a64-words"), files: [{name, records, bytes, hash}], where
+// hash is the 16-hex-digit checksum of the file's bytes, and manifest_hash,
+// the checksum of the manifest's text without it (an edited field is refused as DataLoss).
 // The manifest is what makes a directory a snapshot: a reader trusts nothing
 // in it that the manifest does not list, and checks every file's size and
 // hash before using it.
@@ -125,22 +126,6 @@ Result<std::vector<SnapshotInfo>> ListCheckpoints(const std::string &dir);
 // snapshot is listed too. NotFound if `dir` does not exist, IOError if it
 // cannot be read.
 Result<std::vector<int64_t>> SnapshotSteps(const std::string &dir);
-
-// The 64-bit hash of checkpoint files: FNV-1a over the bytes taken as
-// little-endian 64-bit words (the tail zero-padded into one last word), the
-// length mixed in, then SplitMix64's finaliser. Changing any single word
-// always changes it.
-class Fnv1a64Words {
- public:
-  void Update(const char *data, size_t size);
-  uint64_t Digest() const;
-
- private:
-  uint64_t state_ = 0xcbf29ce484222325ULL;
-  uint64_t length_ = 0;
-  uint64_t tail_ = 0;  // Bytes of an incomplete word, little-endian.
-  int tail_bytes_ = 0;
-};
 
 // Saves and restores one table in one checkpoint directory. Between saves it
 // keeps the changes that a failed SaveDelta took from the table (TakeChanges

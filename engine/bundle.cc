@@ -13,6 +13,7 @@
 #include <fstream>
 #include <utility>
 
+#include "core/checksum.h"
 #include "core/file.h"
 #include "core/json.h"
 #include "embedding/checkpoint.h"
@@ -36,28 +37,26 @@ std::string HexHash(uint64_t hash) {
   return text;
 }
 
-uint64_t HashText(const std::string& text) {
-  embedding::Fnv1a64Words hash;
-  hash.Update(text.data(), text.size());
-  return hash.Digest();
+uint64_t HashText(FileChecksum checksum, const std::string& text) {
+  return FileChecksumOf(checksum, text.data(), text.size());
 }
 
 // The size and hash of the file at `path`. IOError naming it if it cannot
 // be read.
-Status HashFile(const std::string& path, int64_t* bytes, uint64_t* hash) {
+Status HashFile(const std::string& path, FileChecksum checksum, int64_t* bytes, uint64_t* hash) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IOError(path, ": cannot open: ", std::strerror(errno));
-  embedding::Fnv1a64Words fnv;
+  FileHasher hasher(checksum);
   std::vector<char> buffer(size_t{1} << 20);
   *bytes = 0;
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const std::streamsize n = in.gcount();
-    fnv.Update(buffer.data(), static_cast<size_t>(n));
+    hasher.Update(buffer.data(), static_cast<size_t>(n));
     *bytes += n;
   }
   if (in.bad()) return Status::IOError(path, ": read failed");
-  *hash = fnv.Digest();
+  *hash = hasher.Digest();
   return Status::OK();
 }
 
@@ -82,7 +81,7 @@ double ShortestDecimal(float value) {
 struct BundleFile {
   std::string name;
   int64_t bytes = 0;
-  std::string hash;  // HexHash of its Fnv1a64Words
+  std::string hash;  // HexHash of its checksum (the manifest's)
 };
 
 void to_json(Json& j, const BundleFile& f) {
@@ -170,6 +169,7 @@ struct Manifest {
   InputSection input;
   DenseSection dense;
   std::vector<BundleFile> files;
+  std::string checksum = FileChecksumName(FileChecksum::kXxh64);  // From version 2.
   std::string manifest_hash;  // Read only: written by WriteManifest.
 };
 
@@ -177,6 +177,7 @@ void to_json(Json& j, const Manifest& m) {
   j = Json{{"format", m.format}, {"version", m.version},     {"step", m.step},
            {"model", m.model},   {"embedding", m.embedding}, {"input", m.input},
            {"dense", m.dense},   {"files", m.files}};
+  if (m.version >= 2) j["checksum"] = m.checksum;
 }
 void from_json(const Json& j, Manifest& m) {
   JsonFields fields(j);
@@ -188,6 +189,7 @@ void from_json(const Json& j, Manifest& m) {
   fields.Get("input", &m.input);
   fields.Get("dense", &m.dense);
   fields.Get("files", &m.files);
+  if (m.version >= 2) fields.Get("checksum", &m.checksum);
   fields.Get("manifest_hash", &m.manifest_hash);
   fields.Done();
 }
@@ -207,12 +209,14 @@ std::string TextBeforeHash(const std::string& text, std::string* stored_hash) {
 struct ManifestHead {
   std::string format;
   int64_t version = 0;
+  std::string checksum = FileChecksumName(FileChecksum::kFnv1a64Words);  // Version 1's.
 };
 
 void from_json(const Json& j, ManifestHead& head) {
   JsonFields fields(j);  // Not Done: the rest is Manifest's to read.
   fields.Get("format", &head.format);
   fields.Get("version", &head.version);
+  if (head.version >= 2) fields.Get("checksum", &head.checksum);
 }
 
 // DataLoss naming `path` and the field for a manifest its reader refuses.
@@ -223,7 +227,10 @@ Result<T> ReadManifestJson(const std::string& path, const Json& json) {
   return read;
 }
 
-Result<Manifest> ParseManifest(const std::string& path, const std::string& text) {
+// `text`, the manifest at `path`, checked (format, version, its hash) and
+// read; `*checksum` is the one its hashes were made with.
+Result<Manifest> ParseManifest(const std::string& path, const std::string& text,
+                               FileChecksum* checksum) {
   Result<Json> parsed = ParseJsonText(text);
   if (!parsed.ok()) return Status::DataLoss(path, ": not JSON: ", parsed.status().message());
   EMBER_ASSIGN_OR_RETURN(const ManifestHead head, ReadManifestJson<ManifestHead>(path, *parsed));
@@ -231,14 +238,17 @@ Result<Manifest> ParseManifest(const std::string& path, const std::string& text)
     return Status::InvalidArgument(path, ": format \"", head.format,
                                    "\" is not a serving bundle (\"", kBundleFormat, "\")");
   }
-  if (head.version != kBundleVersion) {
+  if (head.version < 1 || head.version > kBundleVersion) {
     return Status::InvalidArgument(path, ": bundle version ", head.version,
-                                   " is not one this Ember reads (", kBundleVersion, ")");
+                                   " is not one this Ember reads (1 to ", kBundleVersion, ")");
   }
+  Result<FileChecksum> named = FileChecksumNamed(head.checksum);
+  if (!named.ok()) return Status::DataLoss(path, ": ", named.status().message());
+  *checksum = *named;
   std::string stored_hash;
   const std::string body = TextBeforeHash(text, &stored_hash);
   if (body.empty()) return Status::DataLoss(path, ": \"manifest_hash\" is missing");
-  if (stored_hash != HexHash(HashText(body))) {
+  if (stored_hash != HexHash(HashText(*checksum, body))) {
     return Status::DataLoss(path, ": manifest_hash does not match its text (edited or damaged)");
   }
   return ReadManifestJson<Manifest>(path, *parsed);
@@ -246,7 +256,7 @@ Result<Manifest> ParseManifest(const std::string& path, const std::string& text)
 
 // Checks every file the manifest lists: present, of its size and hash.
 Status CheckFiles(const std::string& dir, const std::string& path,
-                  const std::vector<BundleFile>& files) {
+                  const std::vector<BundleFile>& files, FileChecksum checksum) {
   if (files.empty()) return Status::DataLoss(path, ": \"files\" is empty");
   for (const BundleFile& listed : files) {
     const std::string& name = listed.name;
@@ -257,7 +267,7 @@ Status CheckFiles(const std::string& dir, const std::string& path,
     if (!FileExists(file)) return Status::DataLoss(file, ": missing (listed in ", path, ")");
     int64_t actual_bytes = 0;
     uint64_t actual_hash = 0;
-    EMBER_RETURN_IF_ERROR(HashFile(file, &actual_bytes, &actual_hash));
+    EMBER_RETURN_IF_ERROR(HashFile(file, checksum, &actual_bytes, &actual_hash));
     if (actual_bytes != listed.bytes) {
       return Status::DataLoss(file, ": ", actual_bytes, " bytes, the manifest lists ",
                               listed.bytes, " (truncated or damaged)");
@@ -307,7 +317,7 @@ Status WriteManifest(const std::string& dir, const BundleConfig& config,
   for (const std::string& name : names) {
     int64_t bytes = 0;
     uint64_t hash = 0;
-    EMBER_RETURN_IF_ERROR(HashFile(dir + "/" + name, &bytes, &hash));
+    EMBER_RETURN_IF_ERROR(HashFile(dir + "/" + name, FileChecksum::kXxh64, &bytes, &hash));
     manifest.files.push_back({name, bytes, HexHash(hash)});
   }
   std::string body;
@@ -321,7 +331,7 @@ Status WriteManifest(const std::string& dir, const BundleConfig& config,
   // The hash field goes last, over the text before it (see the header).
   const std::string head = body.substr(0, body.rfind("\n}"));
   const std::string text =
-      head + kHashField + HexHash(HashText(head + "\n}")) + "\"\n}\n";
+      head + kHashField + HexHash(HashText(FileChecksum::kXxh64, head + "\n}")) + "\"\n}\n";
   return WriteFileAtomic(dir + "/" + kBundleManifest, text);
 }
 
@@ -420,8 +430,9 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path) {
     }
     return text.status();
   }
-  EMBER_ASSIGN_OR_RETURN(const Manifest read, ParseManifest(manifest, *text));
-  EMBER_RETURN_IF_ERROR(CheckFiles(path, manifest, read.files));
+  FileChecksum checksum = FileChecksum::kXxh64;
+  EMBER_ASSIGN_OR_RETURN(const Manifest read, ParseManifest(manifest, *text, &checksum));
+  EMBER_RETURN_IF_ERROR(CheckFiles(path, manifest, read.files, checksum));
   VerifiedBundle bundle;
   bundle.path = path;
   BundleConfig& c = bundle.config;

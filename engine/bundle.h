@@ -25,8 +25,9 @@
 // fields, format "columnar" for columnar files, and slot_bits, with which
 // raw values are hashed into keys), dense (descriptor and parameter_floats,
 // the float count of each parameter), files ([{name, bytes, hash}] for every
-// file of the bundle but MANIFEST.json, the hash the 16-hex-digit
-// Fnv1a64Words of its bytes), and last manifest_hash, the Fnv1a64Words of
+// file of the bundle but MANIFEST.json, the hash the 16-hex-digit checksum
+// of its bytes), checksum (core/checksum.h: "xxh64"; absent in version 1,
+// whose hashes are "fnv1a64-words") and last manifest_hash, the checksum of
 // the manifest's text up to that field (that text closed with "\n}").
 //
 // Atomicity: a bundle is written into a temporary directory beside it
@@ -54,7 +55,10 @@
 namespace ember::engine {
 
 inline constexpr char kBundleFormat[] = "ember-serving-bundle";
-inline constexpr int kBundleVersion = 1;
+// 2: "checksum" names the hash of the files and the manifest (xxh64); a
+// bundle of version 1 has none and hashes with fnv1a64-words, and is read
+// too. (A reader of version 1 would take xxh64 hashes for damage.)
+inline constexpr int kBundleVersion = 2;
 inline constexpr char kBundleManifest[] = "MANIFEST.json";
 
 // What a bundle says about its model: everything needed to rebuild the

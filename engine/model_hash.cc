@@ -6,13 +6,14 @@
 #include <numeric>
 #include <vector>
 
+#include "core/checksum.h"
 #include "embedding/checkpoint.h"
 #include "embedding/stored_rows.h"
 
 namespace ember::engine {
 namespace {
 
-void HashTensor(const Tensor& tensor, embedding::Fnv1a64Words* hash) {
+void HashTensor(const Tensor& tensor, Fnv1a64Words* hash) {
   const int64_t count = tensor.defined() ? tensor.numel() : 0;
   hash->Update(reinterpret_cast<const char*>(&count), sizeof(count));
   if (count > 0) hash->Update(static_cast<const char*>(tensor.raw_data()), tensor.nbytes());
@@ -21,7 +22,7 @@ void HashTensor(const Tensor& tensor, embedding::Fnv1a64Words* hash) {
 }  // namespace
 
 Result<uint64_t> HashTrainedModel(DenseModel& model, embedding::EmbeddingTable& table) {
-  embedding::Fnv1a64Words hash;
+  Fnv1a64Words hash;
   EMBER_ASSIGN_OR_RETURN(const std::vector<Parameter> parameters, model.ParametersToHost());
   for (const Parameter& p : parameters) {
     HashTensor(p.value, &hash);

@@ -14,7 +14,7 @@
 
 namespace ember::engine {
 
-// Fnv1a64Words (embedding/checkpoint.h) over, in order: every dense
+// Fnv1a64Words (core/checksum.h) over, in order: every dense
 // parameter's value and optimizer state (parameters() order, host copies),
 // then every embedding row (key, then its row_floats floats as
 // StoredRows::Scan gives them: weights, optimizer state, metadata) in

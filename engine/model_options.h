@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "core/device.h"
+#include "core/json_fwd.h"
 #include "ops/precision.h"
 
 namespace ember {
@@ -79,13 +78,13 @@ struct ModelOptions {
 // its name. from_json is strict (core/json.h), but moe_gate_input may be
 // absent and moe_capacity_factor and moe_aux_loss_weight null (bundles
 // written before them): they keep their values.
-void to_json(nlohmann::ordered_json& j, const ModelOptions& m);
-void from_json(const nlohmann::ordered_json& j, ModelOptions& m);
+void to_json(Json& j, const ModelOptions& m);
+void from_json(const Json& j, ModelOptions& m);
 
 // A 64-bit seed as manifests write it, a decimal string, and the required
 // field `key` of `fields` read back: throws JsonFieldError (core/json.h)
 // naming `key` when it is missing or not such a string.
-nlohmann::ordered_json SeedJson(uint64_t seed);
+Json SeedJson(uint64_t seed);
 void GetSeed(JsonFields& fields, const char* key, uint64_t* seed);
 
 }  // namespace ember::engine

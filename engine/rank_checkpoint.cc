@@ -1,6 +1,5 @@
 #include "engine/rank_checkpoint.h"
 
-#include <charconv>
 #include <vector>
 
 #include <filesystem>
@@ -17,6 +16,27 @@ constexpr const char* kFormat = "ember-ranks";
 constexpr int kVersion = 1;
 
 std::string RanksPath(const std::string& dir) { return dir + "/RANKS"; }
+
+// The RANKS file: {format, version, ranks, step}.
+struct RanksFile {
+  std::string format = kFormat;
+  int64_t version = kVersion;
+  int64_t ranks = 0;
+  int64_t step = 0;
+};
+
+void to_json(Json& j, const RanksFile& r) {
+  j = Json{{"format", r.format}, {"version", r.version}, {"ranks", r.ranks}, {"step", r.step}};
+}
+
+// Fields this build does not know are ignored, as they always were.
+void from_json(const Json& j, RanksFile& r) {
+  JsonFields f(j);
+  f.Get("format", &r.format);
+  f.Get("version", &r.version);
+  f.Get("ranks", &r.ranks);
+  f.Get("step", &r.step);
+}
 
 }  // namespace
 
@@ -43,21 +63,13 @@ Result<RanksRecord> FindRanksCheckpoint(const std::string& dir) {
     return Status::NotFound("no checkpoint in ", dir);
   }
   if (!text.ok()) return text.status();
-  Result<JsonValue> json = ParseJson(*text);
+  Result<Json> json = ParseJsonText(*text);
   if (!json.ok()) return Status::DataLoss(path, ": not JSON (", json.status().message(), ")");
-  const auto integer = [&](const char* key, int64_t* out) {
-    const JsonValue* v = json->Find(key);
-    if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
-    const char* end = v->text.data() + v->text.size();
-    const auto [ptr, ec] = std::from_chars(v->text.data(), end, *out);
-    return ec == std::errc() && ptr == end;
-  };
-  const JsonValue* format = json->Find("format");
-  int64_t version = 0, ranks = 0, step = 0;
-  if (format == nullptr || format->text != kFormat || !integer("version", &version) ||
-      !integer("ranks", &ranks) || !integer("step", &step)) {
+  const Result<RanksFile> record = FromJson<RanksFile>(*json, RanksFile{"", 0});
+  if (!record.ok() || record->format != kFormat) {
     return Status::DataLoss(path, ": not a ranks' checkpoint record");
   }
+  const auto [format, version, ranks, step] = *record;
   if (version != kVersion) {
     return Status::DataLoss(path, ": version ", version, ", this Ember reads ", kVersion);
   }
@@ -82,9 +94,8 @@ Result<std::vector<std::unique_ptr<DirectoryLock>>> LockCheckpointDirectories(
 
 Status CommitRanksCheckpoint(Communicator* control, const std::string& dir, int64_t step) {
   const auto write = [&](int ranks) {
-    JsonObject record;
-    record.Add("format", kFormat).Add("version", kVersion).Add("ranks", ranks).Add("step", step);
-    return WriteFileAtomic(RanksPath(dir), record.ToString())
+    const RanksFile record{kFormat, kVersion, ranks, step};
+    return WriteFileAtomic(RanksPath(dir), JsonText(Json(record), 2) + "\n")
         .WithContext("committing the ranks' checkpoint");
   };
   if (control == nullptr) return write(1);

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "core/checksum.h"
 #include "core/crash_point.h"
 #include "core/file.h"
 #include "embedding/stored_rows.h"
@@ -18,8 +19,9 @@ namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'D', 'N', 'S'};
 // Version 2 added the data position; version 1 files (without it) restore
-// with an empty one.
-constexpr uint32_t kVersion = 2;
+// with an empty one. Version 3 hashes with xxh64 (before: fnv1a64-words,
+// core/checksum.h); a version 2 reader would take its hash for damage.
+constexpr uint32_t kVersion = 3;
 constexpr char kDensePrefix[] = "dense-";
 constexpr char kDenseSuffix[] = ".bin";
 
@@ -44,7 +46,7 @@ class HashingWriter {
 
  private:
   AtomicFileWriter& out_;
-  embedding::Fnv1a64Words hash_;
+  XxHash64Stream hash_;  // kVersion's checksum.
 };
 
 // Reads a dense file's bytes front to back; every read is bounds-checked.
@@ -266,13 +268,9 @@ Result<int64_t> TrainingCheckpointer::RestoreStep(int64_t step, const DenseState
                             read.status().message(), ")");
   }
   const std::string& bytes = *read;
-  if (bytes.size() < sizeof(uint64_t)) return Status::DataLoss(path, ": too short");
-  embedding::Fnv1a64Words hash;
-  hash.Update(bytes.data(), bytes.size() - sizeof(uint64_t));
-  uint64_t stored = 0;
-  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof(uint64_t), sizeof(stored));
-  if (hash.Digest() != stored) return Status::DataLoss(path, ": hash mismatch (damaged file)");
-
+  if (bytes.size() < sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t)) {
+    return Status::DataLoss(path, ": too short");
+  }
   Cursor in(bytes, path);
   char magic[sizeof(kMagic)];
   uint32_t version = 0, reserved = 0, descriptor_size = 0, count = 0;
@@ -282,8 +280,16 @@ Result<int64_t> TrainingCheckpointer::RestoreStep(int64_t step, const DenseState
     return Status::DataLoss(path, ": not an Ember dense checkpoint");
   }
   EMBER_RETURN_IF_ERROR(in.Get(&version, "the version"));
-  if (version != 1 && version != kVersion) {
+  if (version < 1 || version > kVersion) {
     return Status::DataLoss(path, ": unknown version ", version);
+  }
+  // The hash covers every byte before it, the version too: a damaged
+  // version names another checksum, which then fails as well.
+  const FileChecksum checksum = version >= 3 ? FileChecksum::kXxh64 : FileChecksum::kFnv1a64Words;
+  uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof(uint64_t), sizeof(stored));
+  if (FileChecksumOf(checksum, bytes.data(), bytes.size() - sizeof(uint64_t)) != stored) {
+    return Status::DataLoss(path, ": hash mismatch (damaged file)");
   }
   EMBER_RETURN_IF_ERROR(in.Get(&reserved, "the header"));
   EMBER_RETURN_IF_ERROR(in.Get(&file_step, "the step"));

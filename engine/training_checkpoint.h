@@ -12,7 +12,7 @@
 //
 // <step> is written with 20 digits. dense-<step>.bin, all little-endian:
 //
-//   "EMBERDNS" (8 bytes), version (u32, 2; 1 is read too), 0 (u32)
+//   "EMBERDNS" (8 bytes), version (u32, 3; 1 and 2 are read too), 0 (u32)
 //   step (i64): training steps done (the batches of the job consumed)
 //   optimizer_steps (i64): dense optimizer updates done (Adam's t)
 //   descriptor length (u32), descriptor (bytes): the model and optimizer the
@@ -26,7 +26,8 @@
 //   data position length (u64) and bytes (version 2): where the training
 //   data's BatchSource was after the batch of <step> (its ResumePosition),
 //   empty when the source cannot say
-//   hash (u64): Fnv1a64Words of every byte before it
+//   hash (u64): XXH64 of every byte before it (core/checksum.h; versions 1
+//       and 2: Fnv1a64Words)
 //
 // A save writes dense-<step>.bin atomically (temporary file, fsync, rename),
 // then the embedding snapshot of <step>; the snapshot's rename commits the

@@ -11,7 +11,7 @@
 #include "io/internal/columnar_format.h"
 #include "io/internal/columnar_gather.h"
 #include "io/internal/mapped_file.h"
-#include "io/internal/xxhash64.h"
+#include "core/checksum.h"
 
 namespace ember::io {
 namespace {
@@ -26,7 +26,6 @@ using internal::kVariableBags;
 using internal::SectionRef;
 using internal::SlotEntry;
 using internal::SlotView;
-using internal::XxHash64;
 
 constexpr int kMaxLabels = 1024;
 constexpr int kMaxDense = 65536;

@@ -59,7 +59,7 @@
 //     24  8  magic "EMBEREND"
 //
 // Checksums are XXH64 (seed 0) of the bytes they cover: a 64-bit checksum
-// that hashes at memory speed in portable code (io/internal/xxhash64.h);
+// that hashes at memory speed in portable code (core/checksum.h);
 // zlib's crc32 runs at a fraction of that and crc32c needs SSE4.2 dispatch.
 //
 // Why row groups: the writer holds one group in memory (bounded whatever the

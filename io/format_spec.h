@@ -21,8 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "io/delimited_format.h"
 #include "io/feature_hash.h"
@@ -96,7 +95,7 @@ Result<std::unique_ptr<TextFormat>> MakeTextFormat(const FormatSpec& spec);
 // then every option by its keys (dense_min and dense_max null when unset).
 // from_json reads all of them (strictly, core/json.h); whether the name is
 // a registered format is MakeTextFormat's to say.
-void to_json(nlohmann::ordered_json& j, const FormatSpec& spec);
-void from_json(const nlohmann::ordered_json& j, FormatSpec& spec);
+void to_json(Json& j, const FormatSpec& spec);
+void from_json(const Json& j, FormatSpec& spec);
 
 }  // namespace ember::io

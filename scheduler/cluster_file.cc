@@ -199,11 +199,6 @@ int AddHost(const HostSpec& spec, const std::string& name, ResourceGraph& graph)
 
 }  // namespace
 
-Result<JsonValue> ParseJsonAt(const std::string& text, const std::string& path) {
-  EMBER_RETURN_IF_ERROR(ParseJsonText(text, path).status());
-  return ParseJson(text);
-}
-
 void to_json(Json& j, const DeviceRates& rates) {
   j = Json::object();
   for (const auto& [name, field] : RateFields()) {

@@ -35,11 +35,6 @@ namespace ember::scheduler {
 Result<ResourceGraph> ParseClusterFile(const std::string& text, const std::string& path);
 Result<ResourceGraph> ReadClusterFile(const std::string& path);
 
-// ParseJson with errors as "path:line:column: malformed JSON", for callers
-// of the older JsonValue model (tools/plan_flags.cc); ParseJsonText(text,
-// path) of core/json.h gives a Json.
-Result<JsonValue> ParseJsonAt(const std::string& text, const std::string& path);
-
 // DeviceRates as a "rates" object: its non-zero fields by name. Reading
 // sets the fields present (each a number >= 0) and keeps the others; an
 // unknown field is an error.

@@ -17,7 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin       # multi-process runs
   zlib1g-dev                       # gzip input
   nlohmann-json3-dev               # JSON (core/json.cc)
-  libxxhash-dev                    # xxHash (io/internal/xxhash64.cc, header only)
+  libxxhash-dev                    # xxHash (core/checksum.cc, header only)
   xz-utils                         # the device pack (scripts/pack_for_device.sh, PackTest)
   python3-numpy                    # tests/tools/bench_data_test.py (the bench suite's data)
   clang libclang-rt-dev libomp-dev # libFuzzer targets: libFuzzer and sanitizer

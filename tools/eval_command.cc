@@ -57,10 +57,11 @@ Status Eval() {
   PrintTestMetrics(test);
   std::fflush(stdout);
   if (FLAGS_metrics_out.empty()) return Status::OK();
-  JsonObject root;
-  root.Add("model", config.model.name).Add("bundle", FLAGS_bundle).Add("step", config.step)
-      .Add("test", TestMetricsJson(test));
-  return WriteFileAtomic(FLAGS_metrics_out, root.ToString()).WithContext("--metrics_out");
+  const Json root = {{"model", config.model.name},
+                     {"bundle", FLAGS_bundle},
+                     {"step", config.step},
+                     {"test", TestMetricsJson(test)}};
+  return WriteFileAtomic(FLAGS_metrics_out, JsonText(root, 2) + "\n").WithContext("--metrics_out");
 }
 
 }  // namespace

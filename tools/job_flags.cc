@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <string_view>
 
@@ -30,28 +29,34 @@ const std::vector<std::string> kMayChangeOnResume = {
     // Evaluation only.
     "test_data"};
 
+void to_json(Json& j, const JobInput& input) {
+  j = Json{{"num_dense", input.num_dense},
+           {"num_slots", input.num_slots},
+           {"num_labels", input.num_labels},
+           {"columnar", input.columnar}};
+}
+
+// Fields this build does not know are ignored, as they always were.
+void from_json(const Json& j, JobInput& input) {
+  JsonFields f(j);
+  const auto count = [&f](const char* key, int minimum, int* out) {
+    f.Get(key, out);
+    if (*out < minimum) {
+      throw JsonFieldError(key, "is " + std::to_string(*out) + ", expected an integer >= " +
+                                    std::to_string(minimum));
+    }
+  };
+  count("num_dense", 0, &input.num_dense);
+  count("num_slots", 0, &input.num_slots);
+  count("num_labels", 1, &input.num_labels);
+  f.Get("columnar", &input.columnar);
+}
+
 namespace {
 
 bool MayChange(const std::string& name) {
   return std::find(kMayChangeOnResume.begin(), kMayChangeOnResume.end(), name) !=
          kMayChangeOnResume.end();
-}
-
-// The field `key` of `record` as a count in [minimum, 2^31); DataLoss naming
-// `path` otherwise.
-Result<int> CountField(const JsonValue& record, const char* key, int minimum,
-                       const std::string& path) {
-  const JsonValue* field = record.Find(key);
-  if (field == nullptr || field->type != JsonValue::Type::kNumber) {
-    return Status::DataLoss(path, ": no number \"", key, "\"");
-  }
-  char* end = nullptr;
-  const long long value = std::strtoll(field->text.c_str(), &end, 10);
-  if (*end != '\0' || value < minimum || value > INT32_MAX) {
-    return Status::DataLoss(path, ": \"", key, "\" is ", field->text, ", expected an integer >= ",
-                            minimum);
-  }
-  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -120,29 +125,17 @@ std::string JobInputPath(const std::string& checkpoint_dir) {
 }
 
 Status RecordJobInput(const std::string& checkpoint_dir, const JobInput& input) {
-  JsonObject record;
-  record.Add("num_dense", input.num_dense)
-      .Add("num_slots", input.num_slots)
-      .Add("num_labels", input.num_labels)
-      .Add("columnar", input.columnar);
-  return WriteFileAtomic(JobInputPath(checkpoint_dir), record.ToString() + "\n");
+  // The layout of earlier Embers: two-space indents, then an empty line.
+  return WriteFileAtomic(JobInputPath(checkpoint_dir), JsonText(Json(input), 2) + "\n\n");
 }
 
 Result<JobInput> ReadJobInput(const std::string& checkpoint_dir) {
   const std::string path = JobInputPath(checkpoint_dir);
   EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  Result<JsonValue> record = ParseJson(text);
+  Result<Json> record = ParseJsonText(text);
   if (!record.ok()) return Status::DataLoss(path, ": ", record.status().message());
-  if (record->type != JsonValue::Type::kObject) return Status::DataLoss(path, ": not an object");
-  JobInput input;
-  EMBER_ASSIGN_OR_RETURN(input.num_dense, CountField(*record, "num_dense", 0, path));
-  EMBER_ASSIGN_OR_RETURN(input.num_slots, CountField(*record, "num_slots", 0, path));
-  EMBER_ASSIGN_OR_RETURN(input.num_labels, CountField(*record, "num_labels", 1, path));
-  const JsonValue* columnar = record->Find("columnar");
-  if (columnar == nullptr || columnar->type != JsonValue::Type::kBool) {
-    return Status::DataLoss(path, ": no boolean \"columnar\"");
-  }
-  input.columnar = columnar->boolean;
+  Result<JobInput> input = FromJson<JobInput>(*record);
+  if (!input.ok()) return Status::DataLoss(path, ": ", input.status().message());
   return input;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_fwd.h"
 #include "core/status.h"
 
 namespace ember::tools {
@@ -46,6 +47,10 @@ struct JobInput {
   int num_labels = 1;
   bool columnar = false;
 };
+// JSON {num_dense, num_slots, num_labels, columnar}; read, counts are
+// integers (num_labels at least 1).
+void to_json(Json& j, const JobInput& input);
+void from_json(const Json& j, JobInput& input);
 
 // "<checkpoint_dir>/job.input": a JSON object with the fields of JobInput.
 std::string JobInputPath(const std::string& checkpoint_dir);

@@ -257,22 +257,20 @@ scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
   const std::string path = RefinementPath(graph);
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) return scales;
-  Result<JsonValue> json = ParseJson(*text);
-  if (!json.ok()) return scales;
-  const JsonValue* version = json->Find("version");
-  if (!version || std::atoi(version->text.c_str()) != kRefinementVersion) {
+  Result<Json> json = ParseJsonText(*text);
+  if (!json.ok() || !json->is_object()) return scales;
+  const auto version = json->find("version");
+  if (version == json->end() || !version->is_number() || *version != kRefinementVersion) {
     LOG(INFO) << path << ": a refinement of an older cost model, not applied";
     return scales;
   }
   for (auto [mode, scale] :
        {std::pair{"pipelined", &scales.pipelined}, std::pair{"sequential", &scales.sequential}}) {
-    const JsonValue* part = json->Find(mode);
-    if (!part) continue;
+    const auto part = json->find(mode);
+    if (part == json->end() || !part->is_object()) continue;
     for (scheduler::Stage s : scheduler::kAllStages) {
-      const JsonValue* v = part->Find(scheduler::StageName(s));
-      if (v && v->type == JsonValue::Type::kNumber) {
-        (*scale)[s] = std::max(0.01, std::atof(v->text.c_str()));
-      }
+      const auto v = part->find(scheduler::StageName(s));
+      if (v != part->end() && v->is_number()) (*scale)[s] = std::max(0.01, v->get<double>());
     }
   }
   return scales;
@@ -281,19 +279,25 @@ scheduler::StageScales LoadRefinement(const scheduler::ResourceGraph& graph) {
 // Measured seconds per batch of each stage in a --metrics_out file.
 Result<scheduler::PerStage<double>> MeasuredStageSeconds(const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  EMBER_ASSIGN_OR_RETURN(const JsonValue root, scheduler::ParseJsonAt(text, path));
-  const JsonValue* train = root.Find("train");
-  const JsonValue* stages = train ? train->Find("stage_seconds") : nullptr;
-  const JsonValue* steps = train ? train->Find("steps") : nullptr;
-  if (!stages || !steps || std::atof(steps->text.c_str()) <= 0) {
+  EMBER_ASSIGN_OR_RETURN(const Json root, ParseJsonText(text, path));
+  // The field `key` of `object` when both are there, else nullptr.
+  const auto field = [](const Json* object, const char* key) -> const Json* {
+    if (object == nullptr || !object->is_object()) return nullptr;
+    const auto it = object->find(key);
+    return it == object->end() ? nullptr : &*it;
+  };
+  const Json* train = field(&root, "train");
+  const Json* stages = field(train, "stage_seconds");
+  const Json* steps = field(train, "steps");
+  if (!stages || !steps || !steps->is_number() || steps->get<double>() <= 0) {
     return Status::InvalidArgument(path,
                                    ": expected train.stage_seconds and train.steps > 0 "
                                    "(a --metrics_out file of ember train)");
   }
   scheduler::PerStage<double> seconds;
   for (scheduler::Stage s : scheduler::kAllStages) {
-    const JsonValue* v = stages->Find(scheduler::StageName(s));
-    if (v) seconds[s] = std::atof(v->text.c_str()) / std::atof(steps->text.c_str());
+    const Json* v = field(stages, scheduler::StageName(s));
+    if (v && v->is_number()) seconds[s] = v->get<double>() / steps->get<double>();
   }
   return seconds;
 }
@@ -476,20 +480,18 @@ Result<PlanInputs> PlanInputsFromFlags() {
     }
     cost.Refine(predicted_seconds, measured, in.start.pipeline);
     in.stage_scales = cost.stage_scales();
-    JsonObject saved;
-    saved.Add("version", kRefinementVersion);
+    Json saved = {{"version", kRefinementVersion}};
     for (auto [mode, scale] : {std::pair{"pipelined", &in.stage_scales.pipelined},
                                std::pair{"sequential", &in.stage_scales.sequential}}) {
-      JsonObject part;
-      for (scheduler::Stage s : scheduler::kAllStages) {
-        part.Add(scheduler::StageName(s), (*scale)[s]);
-      }
-      saved.Add(mode, part);
+      Json part = Json::object();
+      for (scheduler::Stage s : scheduler::kAllStages) part[scheduler::StageName(s)] = (*scale)[s];
+      saved[mode] = std::move(part);
     }
-    const Status written = WriteFileAtomic(RefinementPath(in.graph), saved.ToString());
+    const Status written =
+        WriteFileAtomic(RefinementPath(in.graph), JsonText(saved, 2) + "\n");
     if (!written.ok()) LOG(WARNING) << "refinement not saved: " << written.ToString();
     LOG(INFO) << "cost model refined from " << FLAGS_plan_refine_from << ": stage factors "
-              << saved.ToString(-1);
+              << JsonText(saved);
   }
   return in;
 }

@@ -82,17 +82,17 @@ void SvgPanel(std::string* svg, double top, const std::string& title,
 
 }  // namespace
 
-std::string HistoryJson(const std::vector<engine::EvalPoint>& history) {
-  std::string json = "[";
-  for (size_t i = 0; i < history.size(); ++i) {
-    const engine::EvalPoint& p = history[i];
-    JsonObject point;
-    point.Add("step", p.step).Add("examples", p.examples).Add("train_loss", p.train_loss)
-        .Add("test_auc", p.test.auc).Add("test_logloss", p.test.logloss)
-        .Add("samples_per_sec", p.samples_per_sec);
-    json += (i > 0 ? ", " : "") + point.ToString(-1);
+Json HistoryJson(const std::vector<engine::EvalPoint>& history) {
+  Json json = Json::array();
+  for (const engine::EvalPoint& p : history) {
+    json.push_back({{"step", p.step},
+                    {"examples", p.examples},
+                    {"train_loss", p.train_loss},
+                    {"test_auc", p.test.auc},
+                    {"test_logloss", p.test.logloss},
+                    {"samples_per_sec", p.samples_per_sec}});
   }
-  return json + "]";
+  return json;
 }
 
 // A small writer of our own, not matplotlib: `ember` stays one binary that

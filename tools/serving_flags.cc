@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/json.h"
 #include "core/threads.h"
 #include "engine/serving_input.h"
 #include "io/columnar.h"
@@ -122,17 +123,19 @@ Result<std::unique_ptr<io::StreamReader>> OpenScoringInput(const engine::BundleC
   return reader;
 }
 
-JsonObject TestMetricsJson(const engine::Metrics& test) {
-  JsonObject json;
-  json.Add("auc", test.auc).Add("logloss", test.logloss).Add("calibration", test.calibration)
-      .Add("examples", test.examples);
+Json TestMetricsJson(const engine::Metrics& test) {
+  Json json = {{"auc", test.auc},
+               {"logloss", test.logloss},
+               {"calibration", test.calibration},
+               {"examples", test.examples}};
   if (test.tasks.empty()) return json;
   std::vector<double> aucs, loglosses;
   for (const engine::Metrics& task : test.tasks) {
     aucs.push_back(task.auc);
     loglosses.push_back(task.logloss);
   }
-  json.AddRaw("task_auc", JsonNumberArray(aucs)).AddRaw("task_logloss", JsonNumberArray(loglosses));
+  json["task_auc"] = aucs;
+  json["task_logloss"] = loglosses;
   return json;
 }
 

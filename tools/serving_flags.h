@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/json.h"
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "engine/bundle.h"
 #include "engine/metrics.h"
@@ -50,7 +50,7 @@ Result<std::unique_ptr<io::StreamReader>> OpenScoringInput(const engine::BundleC
 // The "test" object of the metrics JSON of `ember train` and `ember eval`
 // (auc, logloss, calibration, examples; task_auc and task_logloss for a
 // multi-task model), and the lines both print for it.
-JsonObject TestMetricsJson(const engine::Metrics& test);
+Json TestMetricsJson(const engine::Metrics& test);
 void PrintTestMetrics(const engine::Metrics& test);
 
 // The training options `ember train` takes from its flags (train_command.cc).

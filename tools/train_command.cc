@@ -147,19 +147,17 @@ namespace {
 bool MetricsOfJobFinishedAt(const std::string& path, int64_t step) {
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) return false;
-  Result<JsonValue> json = ParseJson(*text);
-  if (!json.ok()) return false;
-  const JsonValue* train = json->Find("train");
-  if (train == nullptr) return false;
-  const JsonValue* interrupted = train->Find("interrupted");
-  const JsonValue* steps = train->Find("steps");
-  const JsonValue* resumed = train->Find("resumed_from_step");
-  if (interrupted == nullptr || interrupted->boolean || steps == nullptr || resumed == nullptr) {
+  Result<Json> json = ParseJsonText(*text);
+  if (!json.ok() || !json->is_object()) return false;
+  const auto train = json->find("train");
+  if (train == json->end() || !train->is_object()) return false;
+  const Json& t = *train;
+  if (!t.contains("interrupted") || t["interrupted"] != false || !t.contains("steps") ||
+      !t["steps"].is_number_integer() || !t.contains("resumed_from_step") ||
+      !t["resumed_from_step"].is_number_integer()) {
     return false;
   }
-  return std::strtoll(steps->text.c_str(), nullptr, 10) +
-             std::strtoll(resumed->text.c_str(), nullptr, 10) ==
-         step;
+  return t["steps"].get<int64_t>() + t["resumed_from_step"].get<int64_t>() == step;
 }
 
 // The files whose flags configure a training job.
@@ -324,20 +322,20 @@ Status WriteReports(const engine::Job& job, const engine::TrainReport& report,
     LOG(INFO) << "wrote the run's curves to " << out.plot_out;
   }
   if (out.metrics_out.empty()) return Status::OK();
-  JsonObject test_json = TestMetricsJson(test);
-  if (!data.ceiling_auc.empty()) test_json.Add("ceiling_auc", data.ceiling_auc[0]);
+  Json test_json = TestMetricsJson(test);
+  if (!data.ceiling_auc.empty()) test_json["ceiling_auc"] = data.ceiling_auc[0];
   if (data.ceiling_auc.size() > 1 && !test.tasks.empty()) {
-    test_json.AddRaw("task_ceiling_auc", JsonNumberArray(data.ceiling_auc));
+    test_json["task_ceiling_auc"] = data.ceiling_auc;
   }
-  JsonObject train_json = TrainReportJson(report, FLAGS_timing_warmup_steps);
-  if (!model_hash.empty()) train_json.Add("model_hash", model_hash);
-  JsonObject input_json;
-  input_json.Add("train", SourceJson(data.train_source));
-  if (data.test_source) input_json.Add("test", SourceJson(*data.test_source));
-  JsonObject root;
-  root.Add("model", job.options().train.model.name).Add("test", test_json).Add("train", train_json);
-  root.Add("input", input_json);
-  return WriteFileAtomic(out.metrics_out, root.ToString()).WithContext("--metrics_out");
+  Json train_json = TrainReportJson(report, FLAGS_timing_warmup_steps);
+  if (!model_hash.empty()) train_json["model_hash"] = model_hash;
+  Json input_json = {{"train", SourceJson(data.train_source)}};
+  if (data.test_source) input_json["test"] = SourceJson(*data.test_source);
+  const Json root = {{"model", job.options().train.model.name},
+                     {"test", std::move(test_json)},
+                     {"train", std::move(train_json)},
+                     {"input", std::move(input_json)}};
+  return WriteFileAtomic(out.metrics_out, JsonText(root, 2) + "\n").WithContext("--metrics_out");
 }
 
 // Whether a job that had finished already has the outputs of the run that

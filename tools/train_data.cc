@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "core/json.h"
 #include "core/progress.h"
 #include "engine/model_zoo.h"
 #include "engine/train_options.h"
@@ -277,19 +278,18 @@ std::string SourceSummary(const Source& source) {
   return summary;
 }
 
-JsonObject SourceJson(const Source& source) {
-  JsonObject json;
-  json.Add("format", source.format)
-      .Add("lines_read", source.bad_lines.lines_read)
-      .Add("bad_lines", source.bad_lines.bad_lines);
+Json SourceJson(const Source& source) {
+  Json json = {{"format", source.format},
+               {"lines_read", source.bad_lines.lines_read},
+               {"bad_lines", source.bad_lines.bad_lines}};
   if (source.stream) {
-    json.Add("streamed_examples", source.stream->records_delivered)
-        .Add("padded_for_equal_shards", source.stream->padded_for_equal_shards)
-        .Add("dropped_for_equal_shards", source.stream->dropped_for_equal_shards);
+    json["streamed_examples"] = source.stream->records_delivered;
+    json["padded_for_equal_shards"] = source.stream->padded_for_equal_shards;
+    json["dropped_for_equal_shards"] = source.stream->dropped_for_equal_shards;
   }
-  JsonObject by_reason;
-  for (const auto& [reason, count] : source.bad_lines.by_reason) by_reason.Add(reason, count);
-  json.Add("bad_lines_by_reason", by_reason);
+  Json by_reason = Json::object();
+  for (const auto& [reason, count] : source.bad_lines.by_reason) by_reason[reason] = count;
+  json["bad_lines_by_reason"] = std::move(by_reason);
   return json;
 }
 

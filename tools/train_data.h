@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/file.h"
-#include "core/json.h"
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "engine/train_options.h"
 #include "io/dataset.h"
@@ -71,6 +71,6 @@ Result<Data> LoadData(TempDir* temp_dir, const engine::TrainOptions& batching, i
 // "columnar (lines were checked when it was written)".
 std::string SourceSummary(const Source& source);
 // The same, for --metrics_out.
-JsonObject SourceJson(const Source& source);
+Json SourceJson(const Source& source);
 
 }  // namespace ember::tools

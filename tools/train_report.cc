@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "tools/run_curves.h"
 
 namespace ember::tools {
@@ -56,52 +57,58 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds) {
   return line;
 }
 
-JsonObject TrainReportJson(const engine::TrainReport& report, int64_t timing_warmup_steps) {
-  JsonObject train_json;
-  train_json.Add("examples", report.examples).Add("steps", report.steps)
-      .Add("samples_per_sec", report.samples_per_sec)
-      .Add("steady_samples_per_sec", report.steady_samples_per_sec)
-      .Add("timing_warmup_steps", timing_warmup_steps)
-      .Add("seconds", report.train_seconds).Add("last_epoch_loss", report.last_epoch_loss);
-  JsonObject stages;
+Json TrainReportJson(const engine::TrainReport& report, int64_t timing_warmup_steps) {
+  Json train_json = {{"examples", report.examples},
+                     {"steps", report.steps},
+                     {"samples_per_sec", report.samples_per_sec},
+                     {"steady_samples_per_sec", report.steady_samples_per_sec},
+                     {"timing_warmup_steps", timing_warmup_steps},
+                     {"seconds", report.train_seconds},
+                     {"last_epoch_loss", report.last_epoch_loss}};
+  Json stages = Json::object();
   for (pipeline::Stage s : pipeline::kAllStages) {
-    stages.Add(pipeline::StageName(s), report.stage_times.busy_seconds[s]);
+    stages[pipeline::StageName(s)] = report.stage_times.busy_seconds[s];
   }
-  train_json.Add("stage_seconds", stages);
-  train_json.Add("pipelined", report.pipelined).Add("interrupted", report.interrupted)
-      .Add("resumed_from_step", report.resumed_from_step)
-      .Add("checkpoints_written", report.checkpoints_written)
-      .Add("reserved_embedding_rows", report.reserved_embedding_rows);
+  train_json["stage_seconds"] = std::move(stages);
+  train_json["pipelined"] = report.pipelined;
+  train_json["interrupted"] = report.interrupted;
+  train_json["resumed_from_step"] = report.resumed_from_step;
+  train_json["checkpoints_written"] = report.checkpoints_written;
+  train_json["reserved_embedding_rows"] = report.reserved_embedding_rows;
   if (report.pipelined) {
-    std::vector<double> staleness(report.staleness.rows.begin(), report.staleness.rows.end());
-    train_json.AddRaw("staleness_rows", JsonNumberArray(staleness))
-        .Add("pull_waits", report.staleness.waits)
-        .Add("pull_wait_seconds", report.staleness.wait_seconds);
+    train_json["staleness_rows"] = report.staleness.rows;
+    train_json["pull_waits"] = report.staleness.waits;
+    train_json["pull_wait_seconds"] = report.staleness.wait_seconds;
   }
   const embedding::TableStats& t = report.embedding;
-  JsonObject embedding_json;
-  embedding_json.Add("rows", t.rows).Add("memory_bytes", t.memory_bytes)
-      .Add("scratch_bytes", t.scratch_bytes)
-      .Add("memory_rows", t.memory_rows).Add("disk_rows", t.disk_rows)
-      .Add("memory_hits", t.memory_hits).Add("disk_hits", t.disk_hits)
-      .Add("prefetched_rows", t.prefetched_rows).Add("spilled_rows", t.spilled_rows)
-      .Add("disk_reads", t.disk_reads).Add("disk_writes", t.disk_writes)
-      .Add("evicted_rows", t.evicted_rows).Add("rejected_keys", t.rejected_keys)
-      .Add("prepared_pulls", t.prepared_pulls).Add("exchanged_bytes", t.exchanged_bytes)
-      .Add("exchanged_bytes_minimum", t.exchanged_bytes_minimum);
-  train_json.Add("embedding", embedding_json);
+  train_json["embedding"] = {{"rows", t.rows},
+                             {"memory_bytes", t.memory_bytes},
+                             {"scratch_bytes", t.scratch_bytes},
+                             {"memory_rows", t.memory_rows},
+                             {"disk_rows", t.disk_rows},
+                             {"memory_hits", t.memory_hits},
+                             {"disk_hits", t.disk_hits},
+                             {"prefetched_rows", t.prefetched_rows},
+                             {"spilled_rows", t.spilled_rows},
+                             {"disk_reads", t.disk_reads},
+                             {"disk_writes", t.disk_writes},
+                             {"evicted_rows", t.evicted_rows},
+                             {"rejected_keys", t.rejected_keys},
+                             {"prepared_pulls", t.prepared_pulls},
+                             {"exchanged_bytes", t.exchanged_bytes},
+                             {"exchanged_bytes_minimum", t.exchanged_bytes_minimum}};
   if (report.moe_choices > 0) {
-    JsonObject moe;
-    moe.Add("choices", report.moe_choices).Add("dropped_choices", report.moe_dropped_choices)
-        .Add("dropped_examples", report.moe_dropped_examples)
-        .Add("dropped_examples_per_step",
-             static_cast<double>(report.moe_dropped_examples) / report.steps)
-        .Add("aux_loss_per_step", report.moe_aux_loss_sum / report.steps)
-        .Add("exchanged_bytes", report.moe_exchanged_bytes)
-        .Add("exchange_seconds", report.moe_exchange_seconds);
-    train_json.Add("moe", moe);
+    train_json["moe"] = {
+        {"choices", report.moe_choices},
+        {"dropped_choices", report.moe_dropped_choices},
+        {"dropped_examples", report.moe_dropped_examples},
+        {"dropped_examples_per_step",
+         static_cast<double>(report.moe_dropped_examples) / report.steps},
+        {"aux_loss_per_step", report.moe_aux_loss_sum / report.steps},
+        {"exchanged_bytes", report.moe_exchanged_bytes},
+        {"exchange_seconds", report.moe_exchange_seconds}};
   }
-  if (!report.history.empty()) train_json.AddRaw("history", HistoryJson(report.history));
+  if (!report.history.empty()) train_json["history"] = HistoryJson(report.history);
   return train_json;
 }
 

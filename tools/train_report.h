@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/json.h"
+#include "core/json_fwd.h"
 #include "embedding/embedding_table.h"
 #include "engine/training_progress.h"
 #include "pipeline/stage.h"
@@ -23,6 +23,6 @@ std::string EmbeddingSummary(const embedding::TableStats& t, double seconds);
 // The run's examples, speed, stages, staleness, embedding table, MoE
 // counts and evaluations, as --metrics_out's "train" (the caller adds the
 // model hash).
-JsonObject TrainReportJson(const engine::TrainReport& report, int64_t timing_warmup_steps);
+Json TrainReportJson(const engine::TrainReport& report, int64_t timing_warmup_steps);
 
 }  // namespace ember::tools

@@ -10,40 +10,8 @@
 
 #include "core/file.h"
 #include "core/json.h"
-#include "core/random.h"
 
 namespace ember::embedding {
-
-namespace {
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-}  // namespace
-
-void Fnv1a64Words::Update(const char* data, size_t size) {
-  length_ += size;
-  while (size > 0 && tail_bytes_ > 0) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_);
-    --size;
-    if (++tail_bytes_ == 8) {
-      state_ = (state_ ^ tail_) * kFnvPrime;
-      tail_ = 0;
-      tail_bytes_ = 0;
-    }
-  }
-  for (; size >= 8; size -= 8, data += 8) {
-    uint64_t word;
-    std::memcpy(&word, data, 8);
-    state_ = (state_ ^ word) * kFnvPrime;
-  }
-  for (; size > 0; --size) {
-    tail_ |= uint64_t{static_cast<unsigned char>(*data++)} << (8 * tail_bytes_++);
-  }
-}
-
-uint64_t Fnv1a64Words::Digest() const {
-  uint64_t state = state_;
-  if (tail_bytes_ > 0) state = (state ^ tail_) * kFnvPrime;
-  return Mix64((state ^ length_) * kFnvPrime);
-}
 
 namespace internal {
 namespace {
@@ -51,43 +19,39 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kFormat[] = "ember-embedding-snapshot";
-// Version 2 adds manifest_hash; version 1 manifests (without it) are read too.
-constexpr int64_t kVersion = 2;
-
-// Reads field `key` of `object` into `out`; false if missing or mistyped.
-bool GetInt(const JsonValue& object, const char* key, int64_t* out) {
-  const JsonValue* v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kNumber) return false;
-  auto [end, ec] = std::from_chars(v->text.data(), v->text.data() + v->text.size(), *out);
-  return ec == std::errc() && end == v->text.data() + v->text.size();
-}
-
-bool GetString(const JsonValue& object, const char* key, std::string* out) {
-  const JsonValue* v = object.Find(key);
-  if (v == nullptr || v->type != JsonValue::Type::kString) return false;
-  *out = v->text;
-  return true;
-}
-
-Result<FileEntry> ParseFileEntry(const JsonValue& v) {
-  FileEntry file;
-  std::string hash;
-  if (v.type != JsonValue::Type::kObject || !GetString(v, "name", &file.name) ||
-      !GetInt(v, "records", &file.records) || !GetInt(v, "bytes", &file.bytes) ||
-      !GetString(v, "hash", &hash) || hash.size() != 16) {
-    return Status::DataLoss("malformed entry in \"files\"");
-  }
-  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
-  // A file name must stay inside its snapshot directory.
-  if (ec != std::errc() || end != hash.data() + hash.size() || file.name.empty() ||
-      file.name.find('/') != std::string::npos || file.name[0] == '.' || file.records < 0 ||
-      file.bytes < 0) {
-    return Status::DataLoss("malformed entry in \"files\" for ", JsonQuote(file.name));
-  }
-  return file;
-}
+// Version 2 adds manifest_hash; version 3 "checksum", the name of the hash
+// of the files and the manifest (xxh64; before, always fnv1a64-words).
+// Manifests of versions 1 and 2 are read too. A version 2 reader would take
+// a version 3 manifest's xxh64 for damage, hence the new version.
+constexpr int64_t kVersion = 3;
 
 }  // namespace
+
+// One entry of "files". A file name must stay inside its snapshot directory.
+void from_json(const Json& j, FileEntry& file) {
+  JsonFields f(j);
+  std::string hash;
+  f.Get("name", &file.name);
+  f.Get("records", &file.records);
+  f.Get("bytes", &file.bytes);
+  f.Get("hash", &hash);
+  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), file.hash, 16);
+  if (hash.size() != 16 || ec != std::errc() || end != hash.data() + hash.size()) {
+    throw JsonFieldError("hash", "is not 16 hex digits");
+  }
+  if (file.name.empty() || file.name.find('/') != std::string::npos || file.name[0] == '.') {
+    throw JsonFieldError("name", "is not a file name inside the snapshot: " + JsonText(file.name));
+  }
+  if (file.records < 0) throw JsonFieldError("records", "is negative");
+  if (file.bytes < 0) throw JsonFieldError("bytes", "is negative");
+}
+
+void to_json(Json& j, const FileEntry& file) {
+  j = Json{{"name", file.name},
+           {"records", file.records},
+           {"bytes", file.bytes},
+           {"hash", HexHash(file.hash)}};
+}
 
 std::string SnapshotDirName(const char* kind, int64_t step) {
   char name[48];
@@ -110,54 +74,80 @@ std::string HexHash(uint64_t hash) {
 namespace {
 
 // Every field but manifest_hash, as `version` writes them.
-JsonObject ManifestObject(const Manifest& m, int64_t version) {
-  std::string files = "[";
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    JsonObject file;
-    file.Add("name", m.files[i].name)
-        .Add("records", m.files[i].records)
-        .Add("bytes", m.files[i].bytes)
-        .Add("hash", HexHash(m.files[i].hash));
-    std::string line = file.ToString(/*indent=*/-1);
-    line.pop_back();  // ToString ends with a newline.
-    files += (i > 0 ? ",\n    " : "\n    ") + line;
+Json ManifestObject(const Manifest& m, int64_t version) {
+  Json j{{"format", kFormat},
+              {"version", version},
+              {"kind", m.kind},
+              {"step", m.step},
+              {"base_step", m.base_step},
+              {"table_step", m.table_step},
+              {"eviction_step", m.eviction_step},
+              {"dim", m.dim},
+              {"row_floats", m.row_floats},
+              {"record_bytes", m.record_bytes},
+              {"optimizer", m.optimizer},
+              {"rows", m.rows},
+              {"removed", m.removed}};
+  if (version >= 3) j["checksum"] = FileChecksumName(m.checksum);
+  j["files"] = m.files;
+  return j;
+}
+
+// The manifest's layout: one field a line, indented two spaces, and each
+// entry of "files" compact on a line of its own. The manifest hash is of
+// this text, so it must not change.
+std::string ManifestText(const Json& manifest) {
+  std::string out = "{";
+  const char* separator = "\n";
+  for (const auto& [key, value] : manifest.items()) {
+    out += separator;
+    separator = ",\n";
+    out += "  " + JsonText(key) + ": ";
+    if (!value.is_array()) {
+      out += JsonText(value);
+      continue;
+    }
+    out += "[";
+    for (size_t i = 0; i < value.size(); ++i) {
+      out += (i > 0 ? ",\n    " : "\n    ") + JsonText(value[i]);
+    }
+    out += value.empty() ? "]" : "\n  ]";
   }
-  files += m.files.empty() ? "]" : "\n  ]";
-  JsonObject o;
-  o.Add("format", kFormat)
-      .Add("version", version)
-      .Add("kind", m.kind)
-      .Add("step", m.step)
-      .Add("base_step", m.base_step)
-      .Add("table_step", m.table_step)
-      .Add("eviction_step", m.eviction_step)
-      .Add("dim", m.dim)
-      .Add("row_floats", m.row_floats)
-      .Add("record_bytes", m.record_bytes)
-      .Add("optimizer", m.optimizer)
-      .Add("rows", m.rows)
-      .Add("removed", m.removed)
-      .AddRaw("files", files);
-  return o;
+  return out + "\n}\n";
 }
 
 // The manifest's own checksum: of its text without the checksum, which a
 // reader rebuilds from the fields it parsed, so that an edit of any field
 // (a step, the table's step, a file's size) is caught, not only damage to
 // the data files.
-uint64_t ManifestHash(const Manifest& m) {
-  const std::string text = ManifestObject(m, kVersion).ToString();
-  Fnv1a64Words hash;
-  hash.Update(text.data(), text.size());
-  return hash.Digest();
+uint64_t ManifestHash(const Manifest& m, int64_t version) {
+  const std::string text = ManifestText(ManifestObject(m, version));
+  return FileChecksumOf(m.checksum, text.data(), text.size());
+}
+
+// The fields of a manifest after format and version: DataLoss-worthy
+// problems throw JsonFieldError naming the field.
+void ReadManifestFields(JsonFields& f, Manifest& m) {
+  f.Get("kind", &m.kind);
+  f.Get("step", &m.step);
+  f.Get("base_step", &m.base_step);
+  f.Get("table_step", &m.table_step);
+  f.Optional("eviction_step", &m.eviction_step);
+  f.Get("dim", &m.dim);
+  f.Get("row_floats", &m.row_floats);
+  f.Get("record_bytes", &m.record_bytes);
+  f.Get("optimizer", &m.optimizer);
+  f.Get("rows", &m.rows);
+  f.Get("removed", &m.removed);
+  f.Get("files", &m.files);
 }
 
 }  // namespace
 
 std::string ManifestToJson(const Manifest& m) {
-  JsonObject o = ManifestObject(m, kVersion);
-  o.Add("manifest_hash", HexHash(ManifestHash(m)));
-  return o.ToString();
+  Json o = ManifestObject(m, kVersion);
+  o["manifest_hash"] = HexHash(ManifestHash(m, kVersion));
+  return ManifestText(o);
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {
@@ -167,74 +157,69 @@ Result<Manifest> ReadManifest(const std::string& dir) {
     if (text.status().code() == StatusCode::kNotFound) return Status::DataLoss(path, ": missing");
     return text.status();
   }
-  Result<JsonValue> parsed = ParseJson(*text);
-  const JsonValue root = parsed.ok() ? std::move(parsed).value() : JsonValue();
-  if (root.type != JsonValue::Type::kObject) {
+  Result<Json> parsed = ParseJsonText(*text);
+  if (!parsed.ok() || !parsed->is_object()) {
     return Status::DataLoss(path, ": not a JSON object (truncated?)");
   }
-  Manifest m;
-  std::string format;
-  int64_t version = 0;
-  if (!GetString(root, "format", &format) || format != kFormat ||
-      !GetInt(root, "version", &version)) {
+  const Json& root = *parsed;
+  const auto format = root.find("format");
+  const auto version_field = root.find("version");
+  if (format == root.end() || *format != kFormat || version_field == root.end() ||
+      !version_field->is_number_integer()) {
     return Status::DataLoss(path, ": not an ", kFormat, " manifest");
   }
-  if (version != 1 && version != kVersion) {
+  const int64_t version = version_field->get<int64_t>();
+  if (version < 1 || version > kVersion) {
     return Status::DataLoss(path, ": format version ", version, ", this build reads 1 to ",
                             kVersion);
   }
-  if (!GetString(root, "kind", &m.kind) || !GetInt(root, "step", &m.step) ||
-      !GetInt(root, "base_step", &m.base_step) || !GetInt(root, "table_step", &m.table_step) ||
-      !GetInt(root, "dim", &m.dim) || !GetInt(root, "row_floats", &m.row_floats) ||
-      !GetInt(root, "record_bytes", &m.record_bytes) ||
-      !GetString(root, "optimizer", &m.optimizer) || !GetInt(root, "rows", &m.rows) ||
-      !GetInt(root, "removed", &m.removed)) {
-    return Status::DataLoss(path, ": missing or mistyped field");
+  Manifest m;
+  m.checksum = FileChecksum::kFnv1a64Words;
+  std::string stored_hash;
+  std::string checksum;
+  try {
+    // Fields this build does not know are ignored, as they always were.
+    JsonFields f(root);
+    ReadManifestFields(f, m);
+    if (version >= 2) f.Get("manifest_hash", &stored_hash);
+    if (version >= 3) f.Get("checksum", &checksum);
+  } catch (const JsonFieldError& e) {
+    return Status::DataLoss(path, ": field \"", e.field(), "\" ", e.what());
   }
-  if (root.Find("eviction_step") != nullptr && !GetInt(root, "eviction_step", &m.eviction_step)) {
-    return Status::DataLoss(path, ": mistyped field \"eviction_step\"");
+  if (version >= 3) {
+    Result<FileChecksum> named = FileChecksumNamed(checksum);
+    if (!named.ok()) return Status::DataLoss(path, ": ", named.status().message());
+    m.checksum = *named;
   }
   if ((m.kind != "full" && m.kind != "delta" && m.kind != "serving") || m.dim < 1 ||
       m.row_floats < m.dim || m.record_bytes != RecordBytes(m.row_floats) || m.rows < 0 ||
       m.removed < 0) {
     return Status::DataLoss(path, ": inconsistent fields");
   }
-  const JsonValue* files = root.Find("files");
-  if (files == nullptr || files->type != JsonValue::Type::kArray) {
-    return Status::DataLoss(path, ": missing \"files\"");
-  }
   int64_t records = 0;
   int64_t removed = 0;
-  for (const JsonValue& v : files->items) {
-    Result<FileEntry> file = ParseFileEntry(v);
-    if (!file.ok()) return Status::DataLoss(path, ": ", file.status().message());
-    const bool is_removed = file->name == kRemovedFile;
+  for (const FileEntry& file : m.files) {
+    const bool is_removed = file.name == kRemovedFile;
     const int64_t size = is_removed ? 8 : m.record_bytes;
-    if (file->bytes != file->records * size) {
-      return Status::DataLoss(path, ": ", file->name, " has ", file->records, " records but ",
-                              file->bytes, " bytes");
+    if (file.bytes != file.records * size) {
+      return Status::DataLoss(path, ": ", file.name, " has ", file.records, " records but ",
+                              file.bytes, " bytes");
     }
-    (is_removed ? removed : records) += file->records;
-    m.files.push_back(std::move(*file));
+    (is_removed ? removed : records) += file.records;
   }
   if (records != m.rows || removed != m.removed) {
     return Status::DataLoss(path, ": files hold ", records, " rows and ", removed,
                             " removed keys, manifest says ", m.rows, " and ", m.removed);
   }
-  if (version >= 2) {
-    std::string stored;
-    if (!GetString(root, "manifest_hash", &stored)) {
-      return Status::DataLoss(path, ": missing \"manifest_hash\"");
-    }
-    if (stored != HexHash(ManifestHash(m))) {
-      return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
-                              "damaged manifest)");
-    }
+  if (version >= 2 && stored_hash != HexHash(ManifestHash(m, version))) {
+    return Status::DataLoss(path, ": manifest_hash does not match its fields (edited or "
+                            "damaged manifest)");
   }
   return m;
 }
 
-Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file) {
+Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file,
+                                     FileChecksum checksum) {
   const std::string path = (fs::path(dir) / file.name).string();
   Result<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) {
@@ -244,11 +229,10 @@ Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& fi
   if (static_cast<int64_t>(bytes->size()) != file.bytes) {
     return Status::DataLoss(path, ": ", bytes->size(), " bytes, manifest says ", file.bytes);
   }
-  Fnv1a64Words hash;
-  hash.Update(bytes->data(), bytes->size());
-  if (hash.Digest() != file.hash) {
-    return Status::DataLoss(path, ": hash ", HexHash(hash.Digest()), ", manifest says ",
-                            HexHash(file.hash));
+  const uint64_t hash = FileChecksumOf(checksum, bytes->data(), bytes->size());
+  if (hash != file.hash) {
+    return Status::DataLoss(path, ": ", FileChecksumName(checksum), " hash ", HexHash(hash),
+                            ", manifest says ", HexHash(file.hash));
   }
   return std::move(*bytes);
 }

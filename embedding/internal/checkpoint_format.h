@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
+#include "core/json_fwd.h"
 #include "core/status.h"
 #include "embedding/checkpoint.h"
 #include "embedding/embedding_table.h"
@@ -54,8 +56,12 @@ struct FileEntry {
   std::string name;
   int64_t records = 0;
   int64_t bytes = 0;
-  uint64_t hash = 0;  // Fnv1a64Words of the file's bytes.
+  uint64_t hash = 0;  // The manifest's checksum of the file's bytes.
 };
+// An entry of the manifest's "files": {name, records, bytes, hash}; read
+// strictly, the name one inside the snapshot directory.
+void to_json(Json& j, const FileEntry& file);
+void from_json(const Json& j, FileEntry& file);
 
 struct Manifest {
   std::string kind;  // "full", "delta" or "serving".
@@ -72,6 +78,9 @@ struct Manifest {
   int64_t rows = 0;
   int64_t removed = 0;
   std::vector<FileEntry> files;  // Data files, then removed.bin for deltas.
+  // What `hash` and the manifest_hash are: xxh64 for what this build
+  // writes, fnv1a64-words for manifests of version 1 and 2.
+  FileChecksum checksum = FileChecksum::kXxh64;
 };
 
 // The text of the MANIFEST file describing `manifest`.
@@ -82,9 +91,11 @@ std::string ManifestToJson(const Manifest& manifest);
 // any defect, the read's error if it cannot be read.
 Result<Manifest> ReadManifest(const std::string& dir);
 
-// dir/file's bytes after checking its size and hash against the manifest;
-// DataLoss naming the file if it is missing or they differ.
-Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file);
+// dir/file's bytes after checking its size and its hash by `checksum` (the
+// manifest's) against the manifest; DataLoss naming the file if it is
+// missing or they differ.
+Result<std::string> ReadVerifiedFile(const std::string& dir, const FileEntry& file,
+                                     FileChecksum checksum);
 
 // Checks, without reading them, that the files of `manifest` are in `dir`
 // with their sizes; DataLoss naming the first that is not.

@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstring>
 
-#include "io/internal/xxhash64.h"
+#include "core/checksum.h"
 
 namespace ember::io::internal {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/random.h"
 #include "io/internal/mapped_file.h"
 #include "io/internal/text_parsing.h"
-#include "io/internal/xxhash64.h"
+#include "core/checksum.h"
 #include "io/text_file.h"
 #include "io/text_reader.h"
 

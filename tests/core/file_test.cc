@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include "core/json.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember {
@@ -105,21 +104,6 @@ TEST(TempDirTest, CreatesAPrivateDirectoryAndRemovesItWithItsContents) {
     ASSERT_TRUE(WriteFileAtomic(path + "/a/b/f", "x").ok());
   }
   EXPECT_FALSE(std::filesystem::exists(path));
-}
-
-TEST(JsonTest, ObjectsNestAndEscape) {
-  JsonObject inner;
-  inner.Add("auc", 0.75).Add("examples", int64_t{1600});
-  JsonObject outer;
-  outer.Add("test", inner).Add("name", "a\"b\n").Add("ok", true);
-  EXPECT_EQ("{\"test\":{\"auc\":0.75,\"examples\":1600},\"name\":\"a\\\"b\\n\",\"ok\":true}\n",
-            outer.ToString(-1));
-}
-
-TEST(JsonTest, NonFiniteNumbersBecomeNull) {
-  JsonObject o;
-  o.Add("x", std::numeric_limits<double>::infinity());
-  EXPECT_EQ("{\"x\":null}\n", o.ToString(-1));
 }
 
 }  // namespace

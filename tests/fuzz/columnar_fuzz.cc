@@ -18,7 +18,7 @@
 
 #include "io/columnar.h"
 #include "io/internal/columnar_format.h"
-#include "io/internal/xxhash64.h"
+#include "core/checksum.h"
 #include "tests/fuzz/fuzz_parse.h"
 
 namespace {
@@ -51,7 +51,7 @@ void Repair(std::string* bytes) {
   const uint64_t index_offset = GetU64(*bytes, 56);
   const uint64_t index_bytes = GetU64(*bytes, 64);
   if (index_offset <= size && index_bytes <= size - index_offset) {
-    PutU64(ember::io::internal::XxHash64(bytes->data() + index_offset, index_bytes), 72, bytes);
+    PutU64(ember::XxHash64(bytes->data() + index_offset, index_bytes), 72, bytes);
   }
   const uint64_t header_hash =
       ember::io::internal::HeaderHash(reinterpret_cast<const unsigned char*>(bytes->data()));

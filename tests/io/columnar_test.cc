@@ -14,7 +14,7 @@
 
 #include "core/file.h"
 #include "io/internal/columnar_format.h"
-#include "io/internal/xxhash64.h"
+#include "core/checksum.h"
 #include "tests/io/text_fixture.h"
 #include "tests/testing/temp_dir.h"
 
@@ -460,7 +460,7 @@ class ResealedFileTest : public ColumnarTest {
     for (internal::GroupEntry& entry : entries_) {
       auto rehash = [&](internal::SectionRef* section) {
         if (section->offset + section->bytes <= bytes_.size()) {
-          section->hash = internal::XxHash64(Data() + section->offset, section->bytes);
+          section->hash = XxHash64(Data() + section->offset, section->bytes);
         }
       };
       rehash(&entry.labels);
@@ -472,7 +472,7 @@ class ResealedFileTest : public ColumnarTest {
       internal::AppendGroupEntry(entry, &index);
     }
     std::memcpy(Data() + header_.index_offset, index.data(), index.size());
-    header_.index_hash = internal::XxHash64(index.data(), index.size());
+    header_.index_hash = XxHash64(index.data(), index.size());
     const std::string header = internal::EncodeHeader(header_);
     std::memcpy(Data(), header.data(), header.size());
     const std::string trailer = internal::EncodeTrailer(
@@ -551,32 +551,6 @@ TEST_F(ResealedFileTest, DecreasingOrOutOfBoundsOffsetsFailReadRowsNotTheProcess
   file = Reseal();
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(StatusCode::kDataLoss, (*file)->ReadRows(0, 1, &batch).code());
-}
-
-// --- Checksum ------------------------------------------------------------------------
-
-// The reference values of xxHash's own sanity check (xxhsum, seed 0 and
-// 2654435761) and of its documentation.
-TEST(XxHash64Test, MatchesTheReferenceVectors) {
-  constexpr uint32_t kPrime = 2654435761U;
-  unsigned char buffer[101];
-  uint32_t generator = kPrime;
-  for (unsigned char& byte : buffer) {
-    byte = static_cast<unsigned char>(generator >> 24);
-    generator *= generator;
-  }
-  using internal::XxHash64;
-  EXPECT_EQ(0xEF46DB3751D8E999ULL, XxHash64(nullptr, 0, 0));
-  EXPECT_EQ(0xAC75FDA2929B17EFULL, XxHash64(nullptr, 0, kPrime));
-  EXPECT_EQ(0x4FCE394CC88952D8ULL, XxHash64(buffer, 1, 0));
-  EXPECT_EQ(0x739840CB819FA723ULL, XxHash64(buffer, 1, kPrime));
-  EXPECT_EQ(0xCFFA8DB881BC3A3DULL, XxHash64(buffer, 14, 0));
-  EXPECT_EQ(0x5B9611585EFCC9CBULL, XxHash64(buffer, 14, kPrime));
-  EXPECT_EQ(0x0EAB543384F878ADULL, XxHash64(buffer, 101, 0));
-  EXPECT_EQ(0xCAA65939306F1E21ULL, XxHash64(buffer, 101, kPrime));
-  EXPECT_EQ(0x44BC2CF5AD770999ULL, XxHash64("abc", 3, 0));
-  const char* text = "Nobody inspects the spammish repetition";
-  EXPECT_EQ(0xFBCEA83C8A378BF1ULL, XxHash64(text, std::strlen(text), 0));
 }
 
 }  // namespace

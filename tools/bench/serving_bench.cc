@@ -145,10 +145,10 @@ struct TorchRun {
   double examples_per_sec = 0;
 };
 
-double NumberField(const JsonValue& object, const char* key) {
-  const JsonValue* field = object.Find(key);
-  return field != nullptr && field->type == JsonValue::Type::kNumber ? std::atof(field->text.c_str())
-                                                                      : 0.0;
+double NumberField(const Json& object, const char* key) {
+  if (!object.is_object()) return 0.0;
+  const auto field = object.find(key);
+  return field != object.end() && field->is_number() ? field->get<double>() : 0.0;
 }
 
 // The same model's forward through PyTorch, timed by torch_serving.py; the
@@ -183,13 +183,15 @@ Result<std::vector<TorchRun>> MeasureTorch(double seconds, std::string* version)
   while (!output.empty() && output.back() == '\n') output.pop_back();
   if (status != 0) return Status::Unavailable(output);
   const size_t brace = output.rfind("\n{");
-  EMBER_ASSIGN_OR_RETURN(const JsonValue result,
-                         ParseJson(brace == std::string::npos ? output : output.substr(brace + 1)));
-  const JsonValue* torch = result.Find("torch");
-  *version = torch != nullptr ? torch->text : "?";
+  EMBER_ASSIGN_OR_RETURN(const Json result, ParseJsonText(brace == std::string::npos
+                                                              ? output
+                                                              : output.substr(brace + 1)));
+  const auto torch = result.is_object() ? result.find("torch") : result.end();
+  *version = torch != result.end() && torch->is_string() ? torch->get<std::string>() : "?";
   std::vector<TorchRun> runs;
-  if (const JsonValue* items = result.Find("runs"); items != nullptr) {
-    for (const JsonValue& item : items->items) {
+  if (const auto items = result.is_object() ? result.find("runs") : result.end();
+      items != result.end() && items->is_array()) {
+    for (const Json& item : *items) {
       runs.push_back({static_cast<int>(NumberField(item, "batch")),
                       static_cast<int>(NumberField(item, "threads")), NumberField(item, "p50_us"),
                       NumberField(item, "p99_us"), NumberField(item, "examples_per_sec")});
