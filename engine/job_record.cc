@@ -10,17 +10,18 @@
 
 namespace ember::engine {
 
-void to_json(Json& j, const DataShape& s) {
-  j = Json{{"num_dense", s.num_dense}, {"num_slots", s.num_slots}, {"num_labels", s.num_labels}};
-}
+namespace {
 
-void from_json(const Json& j, DataShape& s) {
-  JsonFields f(j);
-  f.Get("num_dense", &s.num_dense);
-  f.Get("num_slots", &s.num_slots);
-  f.Get("num_labels", &s.num_labels);
-  f.Done();
-}
+constexpr auto kDataShapeFields = [](auto& s, auto&& field) {
+  field("num_dense", s.num_dense);
+  field("num_slots", s.num_slots);
+  field("num_labels", s.num_labels);
+};
+
+}  // namespace
+
+void to_json(Json& j, const DataShape& s) { WriteJsonFields(j, s, kDataShapeFields); }
+void from_json(const Json& j, DataShape& s) { ReadJsonFields(j, s, kDataShapeFields); }
 
 void to_json(Json& j, const JobRecord& r) {
   j = Json{{"version", kJobRecordVersion},
@@ -101,9 +102,9 @@ TrainOptions RestoreOptionsOf(const JobRecord& record, const std::string& checkp
   return options;
 }
 
-Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
-                                            const std::string& bundle) {
-  EMBER_ASSIGN_OR_RETURN(const JobRecord record, ReadJobRecord(checkpoint_dir));
+Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
+                                             const std::string& checkpoint_dir,
+                                             const std::string& bundle) {
   EMBER_ASSIGN_OR_RETURN(
       std::unique_ptr<Trainer> trainer,
       Trainer::Create(RestoreOptionsOf(record, checkpoint_dir), record.shape.num_dense,
@@ -112,8 +113,15 @@ Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
   if (!step.ok()) return step.status().WithContext(checkpoint_dir);
   const BundleConfig config =
       BundleConfigOf(trainer->options(), record.input, record.columnar_input, *step);
-  EMBER_RETURN_IF_ERROR(WriteBundle(bundle, config, trainer->model(), trainer->table()));
+  EMBER_RETURN_IF_ERROR(
+      WriteBundle(bundle, config, trainer->model(), trainer->table()).WithContext(bundle));
   return ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+}
+
+Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
+                                            const std::string& bundle) {
+  EMBER_ASSIGN_OR_RETURN(const JobRecord record, ReadJobRecord(checkpoint_dir));
+  return ExportRecordedJob(record, checkpoint_dir, bundle);
 }
 
 }  // namespace ember::engine

@@ -79,6 +79,15 @@ struct ExportedCheckpoint {
 };
 
 // Writes the serving bundle (engine/bundle.h) of the newest checkpoint in
+// `checkpoint_dir` to `bundle`, configured by `record` (a record read, or
+// one rebuilt for a checkpoint older than records). Errors: Trainer::Restore's
+// (with the directory), WriteBundle's (with the bundle); FailedPrecondition
+// while a job trains in the directory (its lock).
+Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
+                                             const std::string& checkpoint_dir,
+                                             const std::string& bundle);
+
+// Writes the serving bundle (engine/bundle.h) of the newest checkpoint in
 // `checkpoint_dir` to `bundle`, configured by the directory's job record:
 // neither the flags nor the data of the job are needed. The errors of
 // ReadJobRecord, of Trainer::Restore (with context) and of WriteBundle;

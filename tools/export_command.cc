@@ -79,22 +79,14 @@ Result<engine::ExportedCheckpoint> ExportFromRecordedFlags() {
     return Status::DataLoss(job_flags, ": holds flags this Ember does not read");
   }
   LogEffectiveFlags({"tools/train_flags.cc", "tools/format_flags.cc"});
-  EMBER_ASSIGN_OR_RETURN(engine::TrainOptions options, TrainOptionsFromFlags());
-  options.show_progress = false;
-  options.checkpoint.dir = FLAGS_checkpoint_dir;
+  EMBER_ASSIGN_OR_RETURN(const engine::TrainOptions options, TrainOptionsFromFlags());
   EMBER_ASSIGN_OR_RETURN(const JobInput input, JobInputOf(FLAGS_checkpoint_dir));
-  EMBER_ASSIGN_OR_RETURN(auto trainer, engine::Trainer::Create(options, input.num_dense,
-                                                               input.num_slots, input.num_labels));
-  Result<int64_t> step = trainer->Restore();
-  if (!step.ok()) return step.status().WithContext("--checkpoint_dir=" + FLAGS_checkpoint_dir);
   EMBER_ASSIGN_OR_RETURN(const io::FormatSpec spec,
                          RecordedTrainingInputSpec(/*generated_data=*/FLAGS_train_data.empty()));
-  const engine::BundleConfig config =
-      engine::BundleConfigOf(trainer->options(), spec, input.columnar, *step);
-  EMBER_RETURN_IF_ERROR(
-      engine::WriteBundle(FLAGS_bundle, config, trainer->model(), trainer->table())
-          .WithContext("--bundle"));
-  return engine::ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+  // The record the job would have written, from its flags and input.
+  engine::JobRecord record = engine::JobRecordOf(options, spec, input.columnar);
+  record.shape = {input.num_dense, input.num_slots, input.num_labels};
+  return engine::ExportRecordedJob(record, FLAGS_checkpoint_dir, FLAGS_bundle);
 }
 
 Status Export() {

@@ -215,11 +215,11 @@ Result<int64_t> ResumeOrRecord(engine::Job& job, const Data& data) {
 
 // The held-out data as each evaluation during training reads it: the test
 // set in memory, or its stream opened afresh.
-std::function<Result<std::unique_ptr<io::BatchSource>>()> EvaluationData(const Data& data) {
-  return [&data]() -> Result<std::unique_ptr<io::BatchSource>> {
+engine::OpenEvaluationData EvaluationData(const Data& data, int64_t batch_size) {
+  return [&data, batch_size]() -> Result<std::unique_ptr<io::BatchSource>> {
     if (!data.test_stream) {
       io::DatasetBatchSourceOptions batches;
-      batches.batch_size = engine::TrainOptions().eval_batch_size;
+      batches.batch_size = batch_size;
       return std::unique_ptr<io::BatchSource>(
           std::make_unique<io::DatasetBatchSource>(data.test, batches));
     }
@@ -378,7 +378,7 @@ Status Train(engine::Job& job, int* stopped_by) {
                                                       : Shard{FLAGS_num_shards, FLAGS_shard_index},
                                   job.data_parallel()));
   if (FLAGS_eval_every_steps > 0 || FLAGS_eval_every_epoch || !FLAGS_plot_out.empty()) {
-    job.EvaluateDuringTraining(EvaluationData(data));
+    job.EvaluateDuringTraining(EvaluationData(data, options.eval_batch_size));
   }
   EMBER_RETURN_IF_ERROR(job.Create({data.num_dense, data.num_slots, data.num_labels}));
   EMBER_RETURN_IF_ERROR(ResumeOrRecord(job, data).status());
