@@ -17,8 +17,8 @@
 // MANIFEST.json fields: format ("ember-serving-bundle"), version
 // (kBundleVersion), step (training steps behind the model), model (the
 // ModelOptions the zoo builds the dense graph from: name, num_dense,
-// num_slots, num_tasks, embedding_dim, bottom_mlp, top_mlp, cross_layers,
-// cross_rank, num_experts, expert_mlp, seed, precision, cpu_row_shards),
+// num_slots, num_tasks, embedding_dim, top_mlp, the model's own parameters
+// (bottom_mlp for dlrm, ...), seed, precision, cpu_row_shards),
 // embedding (dim, seed, init_scale, missing_keys: "initial" when a key
 // without a row reads as its (seed, key) initial row, "zeros" when admission
 // was on, rows), input (how training read its input: the io::FormatSpec
@@ -58,7 +58,10 @@ inline constexpr char kBundleFormat[] = "ember-serving-bundle";
 // 2: "checksum" names the hash of the files and the manifest (xxh64); a
 // bundle of version 1 has none and hashes with fnv1a64-words, and is read
 // too. (A reader of version 1 would take xxh64 hashes for damage.)
-inline constexpr int kBundleVersion = 2;
+// 3: the model's options hold only its own parameters (ModelSpec::params),
+// where versions 1 and 2 held every model's; both are read too. (A reader
+// of version 2 would miss the other models' fields.)
+inline constexpr int kBundleVersion = 3;
 inline constexpr char kBundleManifest[] = "MANIFEST.json";
 
 // What a bundle says about its model: everything needed to rebuild the

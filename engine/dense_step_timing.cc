@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "engine/model_registry.h"
+#include "engine/model_zoo.h"
 #include "engine/trainer.h"
 #include "io/batch.h"
 #include "io/dataset.h"
@@ -59,15 +59,6 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-std::string Widths(const std::vector<int>& widths) {
-  std::string out;
-  for (int w : widths) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(w);
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<double> TimeDenseStep(const DenseStepTimingOptions& options) {
@@ -106,17 +97,13 @@ std::string DenseStepDescriptor(const ModelOptions& model,
                      " slots=" + std::to_string(model.num_slots) +
                      " dim=" + std::to_string(model.embedding_dim) +
                      " tasks=" + std::to_string(model.num_tasks);
-  // The model's own fields; every field any model uses for a name that is
-  // not known.
-  Result<const ModelSpec*> spec = DefaultModelRegistry().Find(model.name);
-  if (spec.ok()) {
-    if ((*spec)->describe) text += (*spec)->describe(model);
-  } else {
-    text += " bottom=" + Widths(model.bottom_mlp) + " cross=" + std::to_string(model.cross_layers) +
-            " rank=" + std::to_string(model.cross_rank) +
-            " experts=" + std::to_string(model.num_experts) + " expert=" + Widths(model.expert_mlp);
+  // The model's own parameters, defaults included (those given when the
+  // options do not resolve; building them fails later).
+  Result<ModelOptions> resolved = ResolveModelOptions(model);
+  for (const auto& [name, value] : (resolved.ok() ? *resolved : model).params.values()) {
+    text += " " + name + "=" + FormatModelParamValue(value);
   }
-  text += " top=" + Widths(model.top_mlp) + " optimizer=" + ops::DenseOptimizerName(optimizer.type);
+  text += " top=" + JoinWidths(model.top_mlp) + " optimizer=" + ops::DenseOptimizerName(optimizer.type);
   return text;
 }
 

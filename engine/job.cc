@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "engine/bundle.h"
 #include "engine/model_hash.h"
+#include "engine/model_zoo.h"
 
 namespace ember::engine {
 namespace {
@@ -86,9 +87,11 @@ Status Job::LayOut() {
   }
   EMBER_RETURN_IF_ERROR(UseLocalGpu());
   train.ranks = ranks_->group();
-  if (train.expert_parallel && train.model.name == "moe" && train.model.num_experts % n != 0 &&
-      !options_.expert_parallel_chosen) {
-    LOG(WARNING) << "--expert_parallel: off, --num_experts=" << train.model.num_experts
+  // (Options that do not resolve fail when the model is built.)
+  const Result<ModelOptions> model = ResolveModelOptions(train.model);
+  if (train.expert_parallel && model.ok() && model->name == "moe" &&
+      model->params.Int("num_experts") % n != 0 && !options_.expert_parallel_chosen) {
+    LOG(WARNING) << "--expert_parallel: off, --num_experts=" << model->params.Int("num_experts")
                  << " does not divide among " << n << " ranks; every rank computes every expert";
     train.expert_parallel = false;
   }

@@ -4,17 +4,23 @@
 #include <string>
 
 #include "core/json.h"
+#include "engine/model_registry.h"
 
 namespace ember::engine {
 namespace {
 
-// A number that a manifest may hold as null (the older writer wrote a
-// non-finite number so): null keeps `out`.
-void GetNumberOrNull(JsonFields& fields, const char* key, double* out) {
-  const Json* value = fields.Raw(key);
-  if (value == nullptr) throw JsonFieldError(key, "is missing");
-  if (!value->is_null()) fields.Get(key, out);
-}
+// The fields of the options every model has, as to_json writes them.
+constexpr const char* kSharedFields[] = {"name",    "num_dense",      "num_slots",
+                                         "num_tasks", "embedding_dim", "top_mlp",
+                                         "seed",    "precision",      "cpu_row_shards"};
+
+// The parameters that manifests before bundle version 3 (and job records
+// before that change) wrote for every model, whichever it was: skipped
+// where the model does not declare them.
+constexpr const char* kEveryModelFields[] = {
+    "bottom_mlp",  "cross_layers", "cross_rank",          "num_experts",    "expert_mlp",
+    "moe_top_k",   "moe_capacity_factor", "moe_expert_mlp", "moe_aux_loss_weight",
+    "moe_gate_input"};
 
 }  // namespace
 
@@ -37,20 +43,23 @@ void to_json(Json& j, const ModelOptions& m) {
            {"num_slots", m.num_slots},
            {"num_tasks", m.num_tasks},
            {"embedding_dim", m.embedding_dim},
-           {"bottom_mlp", m.bottom_mlp},
-           {"top_mlp", m.top_mlp},
-           {"cross_layers", m.cross_layers},
-           {"cross_rank", m.cross_rank},
-           {"num_experts", m.num_experts},
-           {"expert_mlp", m.expert_mlp},
-           {"moe_top_k", m.moe_top_k},
-           {"moe_capacity_factor", m.moe_capacity_factor},
-           {"moe_expert_mlp", m.moe_expert_mlp},
-           {"moe_aux_loss_weight", m.moe_aux_loss_weight},
-           {"moe_gate_input", m.moe_gate_input},
-           {"seed", SeedJson(m.seed)},
-           {"precision", ops::ComputePrecisionName(m.precision)},
-           {"cpu_row_shards", m.cpu_row_shards}};
+           {"top_mlp", m.top_mlp}};
+  // The declared parameters, defaults included, in declaration order; then
+  // any given that the model does not declare (a name not registered), so
+  // that nothing given is lost.
+  Result<const ModelSpec*> spec = DefaultModelRegistry().Find(m.name);
+  if (spec.ok()) {
+    for (const ModelParamSpec& param : (*spec)->params) {
+      const ModelParamValue* value = m.params.Find(param.name);
+      j[param.name] = ModelParamJson(value != nullptr ? *value : param.default_value);
+    }
+  }
+  for (const auto& [name, value] : m.params.values()) {
+    if (!j.contains(name)) j[name] = ModelParamJson(value);
+  }
+  j["seed"] = SeedJson(m.seed);
+  j["precision"] = ops::ComputePrecisionName(m.precision);
+  j["cpu_row_shards"] = m.cpu_row_shards;
 }
 
 void from_json(const Json& j, ModelOptions& m) {
@@ -60,17 +69,24 @@ void from_json(const Json& j, ModelOptions& m) {
   f.Get("num_slots", &m.num_slots);
   f.Get("num_tasks", &m.num_tasks);
   f.Get("embedding_dim", &m.embedding_dim);
-  f.Get("bottom_mlp", &m.bottom_mlp);
   f.Get("top_mlp", &m.top_mlp);
-  f.Get("cross_layers", &m.cross_layers);
-  f.Get("cross_rank", &m.cross_rank);
-  f.Get("num_experts", &m.num_experts);
-  f.Get("expert_mlp", &m.expert_mlp);
-  f.Get("moe_top_k", &m.moe_top_k);
-  GetNumberOrNull(f, "moe_capacity_factor", &m.moe_capacity_factor);
-  f.Get("moe_expert_mlp", &m.moe_expert_mlp);
-  GetNumberOrNull(f, "moe_aux_loss_weight", &m.moe_aux_loss_weight);
-  f.Optional("moe_gate_input", &m.moe_gate_input);
+  Result<const ModelSpec*> spec = DefaultModelRegistry().Find(m.name);
+  if (!spec.ok()) throw JsonFieldError("name", spec.status().message());
+  m.params = ModelParams();
+  for (const ModelParamSpec& param : (*spec)->params) {
+    const Json* value = f.Raw(param.name.c_str());
+    const ModelParamKind kind = KindOf(param.default_value);
+    if (value == nullptr || (value->is_null() && kind == ModelParamKind::kDouble)) {
+      m.params.Set(param.name, param.default_value);
+      continue;
+    }
+    try {
+      m.params.Set(param.name, ModelParamFromJson(*value, kind));
+    } catch (const JsonFieldError& e) {
+      throw e.Within(param.name);
+    }
+  }
+  for (const char* legacy : kEveryModelFields) f.Raw(legacy);
   GetSeed(f, "seed", &m.seed);
   std::string precision;
   f.Get("precision", &precision);
@@ -79,6 +95,13 @@ void from_json(const Json& j, ModelOptions& m) {
   m.precision = *parsed;
   f.Get("cpu_row_shards", &m.cpu_row_shards);
   f.Done();
+}
+
+bool IsSharedModelOption(std::string_view name) {
+  for (const char* shared : kSharedFields) {
+    if (name == shared) return true;
+  }
+  return false;
 }
 
 }  // namespace ember::engine

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device.h"
 #include "core/json_fwd.h"
+#include "engine/model_params.h"
 #include "ops/precision.h"
 
 namespace ember {
@@ -25,38 +27,15 @@ struct ModelOptions {
   int num_dense = 13;
   int num_slots = 26;
   int embedding_dim = 16;
-  // DLRM: widths of the bottom MLP after the dense input. Its output is one
-  // of the interacting vectors, so it must be embedding_dim wide: when the
-  // last width differs, a final layer to embedding_dim is added ({512, 256,
-  // 64} and {512, 256, 64, 16} give the same network for dim 16).
-  std::vector<int> bottom_mlp = {512, 256, 64};
   // Widths of the MLP before the final logit (DLRM's top MLP, the deep part
   // of the others).
   std::vector<int> top_mlp = {512, 256};
-  // DCN-v2: cross layers, and their rank (0: full rank).
-  int cross_layers = 3;
-  int cross_rank = 0;
   // Labels (tasks) per example; more than one needs a multi-task model.
   int num_tasks = 1;
-  // MMoE: experts shared by the tasks, and each expert's MLP widths (the
-  // last is the width every task's gate mixes).
-  int num_experts = 4;
-  std::vector<int> expert_mlp = {256, 64};
-  // MoE (engine/models/moe.cc), a routed sparse mixture of num_experts
-  // experts: the experts each example goes to (top-k of the gate), the
-  // capacity factor (an expert's buffer holds ceil(factor * k * batch /
-  // num_experts) examples; choices past it are dropped), each expert's MLP
-  // widths (empty: those of top_mlp, which the experts replace) and the
-  // weight of the auxiliary load-balancing loss (Switch's alpha).
-  int moe_top_k = 2;
-  double moe_capacity_factor = 1.25;
-  std::vector<int> moe_expert_mlp;
-  double moe_aux_loss_weight = 0.01;
-  // What the MoE gate reads: "interaction" (the interaction's output, which
-  // the experts read too) or "bottom" (the bottom MLP's output over the
-  // dense features alone; needs num_dense > 0), for data whose examples
-  // fall into groups the dense features tell apart.
-  std::string moe_gate_input = "interaction";
+  // The model's own hyper-parameters (ModelSpec::params of `name`: dlrm's
+  // bottom_mlp, dcn_v2's cross_layers, ...); one not given takes its
+  // declared default when the model is built.
+  ModelParams params;
   uint64_t seed = 1;
   // Where the dense half runs: its parameters, gradients, optimizer state and
   // activations live there. The same seed gives the same initial parameters
@@ -72,14 +51,23 @@ struct ModelOptions {
   int cpu_row_shards = 0;
 };
 
-// The options as a bundle's manifest holds them (engine/bundle.h): every
-// field but `device` (a bundle scores on the CPU), seed as a decimal string
-// (JSON readers that hold numbers as doubles would round it), precision by
-// its name. from_json is strict (core/json.h), but moe_gate_input may be
-// absent and moe_capacity_factor and moe_aux_loss_weight null (bundles
-// written before them): they keep their values.
+// The options as a bundle's manifest and a job record hold them
+// (engine/bundle.h, engine/job_record.h): every field but `device` (a
+// bundle scores on the CPU), seed as a decimal string (JSON readers that
+// hold numbers as doubles would round it), precision by its name, and each
+// parameter of the model (its declared ones, defaults included) as a field
+// of its own name. from_json is strict (core/json.h) for the shared fields
+// and a model that is not registered; of the model's parameters one absent
+// or null (a file written before the parameter existed) keeps its default,
+// and the fields of other models' parameters that files before bundle
+// version 3 wrote for every model (bottom_mlp, cross_layers, ...) are
+// skipped.
 void to_json(Json& j, const ModelOptions& m);
 void from_json(const Json& j, ModelOptions& m);
+
+// Whether `name` is a field of the options every model has (name,
+// num_slots, seed, ...): a model's parameter may not be named so.
+bool IsSharedModelOption(std::string_view name);
 
 // A 64-bit seed as manifests write it, a decimal string, and the required
 // field `key` of `fields` read back: throws JsonFieldError (core/json.h)

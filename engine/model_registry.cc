@@ -22,13 +22,11 @@ ModelRegistry& MutableDefaultRegistry() {
 
 }  // namespace
 
-std::string JoinWidths(const std::vector<int>& widths) {
-  std::string out;
-  for (int w : widths) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(w);
+const ModelParamSpec* ModelSpec::FindParam(std::string_view param) const {
+  for (const ModelParamSpec& p : params) {
+    if (p.name == param) return &p;
   }
-  return out;
+  return nullptr;
 }
 
 Status ModelRegistry::Register(ModelSpec spec) {
@@ -39,10 +37,37 @@ Status ModelRegistry::Register(ModelSpec spec) {
                                    " tasks but ",
                                    spec.multi_task ? "needs at least one" : "predicts one");
   }
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const ModelParamSpec& param = spec.params[i];
+    if (param.name.empty()) return Status::InvalidArgument("model ", spec.name, ": a parameter needs a name");
+    if (IsSharedModelOption(param.name)) {
+      return Status::InvalidArgument("model ", spec.name, ": parameter ", param.name,
+                                     " is an option every model has");
+    }
+    if (spec.FindParam(param.name) != &param) {
+      return Status::InvalidArgument("model ", spec.name, " declares ", param.name, " twice");
+    }
+    const Result<ModelParamValue> checked = CheckModelParam(param, param.default_value);
+    if (!checked.ok()) {
+      return Status::InvalidArgument("model ", spec.name, ": the default of ",
+                                     checked.status().message());
+    }
+  }
   MutexLock lock(mu_);
   for (const auto& known : specs_) {
     if (known->name == spec.name) {
       return Status::AlreadyExists("model ", spec.name, " is already registered");
+    }
+    for (const ModelParamSpec& param : spec.params) {
+      const ModelParamSpec* other = known->FindParam(param.name);
+      if (other != nullptr && other->default_value != param.default_value) {
+        return Status::InvalidArgument(
+            "model ", spec.name, " declares --", param.name, " as ",
+            ModelParamKindName(KindOf(param.default_value)), " defaulting to ",
+            FormatModelParamValue(param.default_value), " but model ", known->name, " as ",
+            ModelParamKindName(KindOf(other->default_value)), " defaulting to ",
+            FormatModelParamValue(other->default_value), ": models share a parameter's flag");
+      }
     }
   }
   specs_.push_back(std::make_unique<const ModelSpec>(std::move(spec)));

@@ -14,6 +14,7 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "engine/model_options.h"
+#include "engine/model_params.h"
 #include "ops/graph.h"
 
 namespace ember::engine {
@@ -24,10 +25,14 @@ struct ModelSpec {
   std::string name;
   // One line for help texts: what the model computes, with its paper.
   std::string description;
-  // InvalidArgument naming the flag for options of this model's own that it
-  // cannot build (mmoe's experts). Runs after the checks every model shares
-  // (engine/model_zoo.h: sizes, widths, tasks), so it may assume those.
-  // Null: nothing beyond them.
+  // The model's own hyper-parameters, in the order help texts and manifests
+  // list them (engine/model_params.h): each gets a flag, a manifest field
+  // and a default without any other file naming it.
+  std::vector<ModelParamSpec> params;
+  // InvalidArgument naming the flags for options the model cannot build
+  // together (moe's --moe_top_k > --num_experts). Runs after the checks
+  // every model shares (engine/model_zoo.h: sizes, widths, tasks) and each
+  // parameter's own, so it may assume those. Null: nothing beyond them.
   std::function<Status(const ModelOptions&)> validate;
   // Adds the model's inputs ("dense" when num_dense > 0, then "pooled"), its
   // parameters, nodes and outputs to the empty `graph` (the layout
@@ -40,14 +45,10 @@ struct ModelSpec {
   // Tasks (labels per example) of data generated for the model when the
   // user names none. REQUIRES: 1, or more for a multi-task model.
   int default_tasks = 1;
-  // The options of the model's own that its dense step's time depends on,
-  // as text for DenseStepDescriptor (engine/dense_step_timing.h), each
-  // field as " name=value": " bottom=512,256,64" for dlrm. Null: none.
-  std::function<std::string(const ModelOptions&)> describe;
-};
 
-// "512,256,64": MLP widths as descriptors and messages write them.
-std::string JoinWidths(const std::vector<int>& widths);
+  // The declaration of parameter `name`; nullptr when the model has none.
+  const ModelParamSpec* FindParam(std::string_view name) const;
+};
 
 // Thread safety: every method may be called concurrently; a spec, once
 // registered, stays at its address for the registry's lifetime. Register
@@ -59,9 +60,13 @@ class ModelRegistry {
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
-  // InvalidArgument for a spec without a name or a build function, or with a
-  // default_tasks that its multi_task forbids; AlreadyExists "model X is
-  // already registered" for a second model of the same name.
+  // InvalidArgument for a spec without a name or a build function, with a
+  // default_tasks that its multi_task forbids, or with a parameter that is
+  // unnamed, declared twice, named like an option every model has
+  // (ModelOptions: "num_slots", ...), of a default its check refuses, or of
+  // another kind or default than a registered model's parameter of the same
+  // name (one flag serves both); AlreadyExists "model X is already
+  // registered" for a second model of the same name.
   Status Register(ModelSpec spec);
   // The spec of `name`; InvalidArgument "--model=X is not known; available:
   // a, b, ..." (the names in registration order) when there is none.

@@ -23,12 +23,24 @@
 
 namespace ember::engine {
 
-// The graph of `options.name` from DefaultModelRegistry(). InvalidArgument for
-// an unknown name (as CheckModelName) or bad sizes: first the checks every
-// model shares (dense features >= 0, a slot, a positive --embedding_dim,
-// positive --bottom_mlp and --top_mlp widths, --cross_layers and
-// --cross_rank >= 0, a task, and one task unless the model is multi-task),
-// then the model's own (ModelSpec::validate).
+// `options` with every parameter its model declares (ModelSpec::params) and
+// no other: those given, checked, and the defaults of the others, in
+// declaration order; a given parameter of another model is dropped (as its
+// flag is ignored: options and flagfiles may serve several models).
+// InvalidArgument for an unknown model (as CheckModelName), a parameter no
+// model declares ("--bottom_mpl is not an option of any model (--model=dlrm:
+// its own options are --bottom_mlp)"), or a value of another kind or that
+// fails its check (naming its flag).
+Result<ModelOptions> ResolveModelOptions(const ModelOptions& options,
+                                         const ModelRegistry& models);
+Result<ModelOptions> ResolveModelOptions(const ModelOptions& options);
+
+// The graph of `options.name` from DefaultModelRegistry(), built from the
+// resolved options. InvalidArgument for an unknown name or bad options:
+// first the checks every model shares (dense features >= 0, a slot, a
+// positive --embedding_dim, positive --top_mlp widths, a task, and one task
+// unless the model is multi-task), then ResolveModelOptions' (each
+// parameter's own), then the model's (ModelSpec::validate).
 Result<std::unique_ptr<ops::Graph>> BuildModelGraph(const ModelOptions& options,
                                                     const ops::OpRegistry& registry);
 // The same with the models of `models`.

@@ -29,6 +29,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
   options.model.num_tasks = num_tasks;
   options.model.embedding_dim = options.table.dim;
   options.model.seed = options.seed;
+  // Every parameter of the model, defaults included: what checkpoints and
+  // bundles record.
+  EMBER_ASSIGN_OR_RETURN(options.model, ResolveModelOptions(options.model));
   options.table.seed = options.seed;
   options.table.track_changes = !options.checkpoint.dir.empty();
   options.checkpoint.sparse_optimizer =

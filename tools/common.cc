@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/model_params.h"
 #include "tools/commands.h"
 #include "tools/help.h"
 
@@ -144,17 +145,7 @@ Result<int64_t> ParseByteSize(const std::string& flag, const std::string& text) 
 }
 
 Result<std::vector<int>> ParseWidths(const std::string& flag, const std::string& text) {
-  std::vector<int> widths;
-  for (const std::string& item : SplitList(text)) {
-    int value = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
-      return Status::InvalidArgument("--", flag, "=", text, ": '", item,
-                                     "' is not a positive integer");
-    }
-    widths.push_back(value);
-  }
-  return widths;
+  return engine::ParseWidths(flag, text);
 }
 
 }  // namespace ember::tools

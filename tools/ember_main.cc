@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 #include "tools/flag_check.h"
 #include "tools/help.h"
+#include "tools/model_flags.h"
 #include "tools/stop_signals.h"
 
 namespace {
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
   ember::TuneProcessAllocator();
   // Before any other thread exists, so that all inherit the blocked signals.
   ember::tools::StartStopSignalThread();
+  // The model zoo's flags come from its registry: defined before anything
+  // reads or lists flags.
+  ember::tools::DefineModelFlags();
   gflags::SetUsageMessage(ember::tools::UsageText());
   gflags::SetVersionString(ember::tools::VersionText());
   const std::vector<std::string> args(argv + 1, argv + argc);

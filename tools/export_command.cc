@@ -19,6 +19,7 @@
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
 #include "tools/job_flags.h"
+#include "tools/model_flags.h"
 #include "tools/serving_flags.h"
 #include "tools/train_flags.h"
 
@@ -38,7 +39,7 @@ Result<JobInput> JobInputFromData() {
     EMBER_ASSIGN_OR_RETURN(const io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
     input.num_dense = synthetic.num_dense;
     input.num_slots = synthetic.num_slots;
-    input.num_labels = FLAGS_tasks == 0 ? engine::DefaultTaskCount(FLAGS_model) : FLAGS_tasks;
+    input.num_labels = FLAGS_tasks == 0 ? engine::DefaultTaskCount(ModelFlag()) : FLAGS_tasks;
     return input;
   }
   io::StreamReaderOptions options;
@@ -78,7 +79,7 @@ Result<engine::ExportedCheckpoint> ExportFromRecordedFlags() {
   if (!gflags::ReadFlagsFromString(*recorded, "ember", /*errors_are_fatal=*/false)) {
     return Status::DataLoss(job_flags, ": holds flags this Ember does not read");
   }
-  LogEffectiveFlags({"tools/train_flags.cc", "tools/format_flags.cc"});
+  LogEffectiveFlags({"tools/train_flags.cc", "tools/model_flags.cc", "tools/format_flags.cc"});
   EMBER_ASSIGN_OR_RETURN(const engine::TrainOptions options, TrainOptionsFromFlags());
   EMBER_ASSIGN_OR_RETURN(const JobInput input, JobInputOf(FLAGS_checkpoint_dir));
   EMBER_ASSIGN_OR_RETURN(const io::FormatSpec spec,

@@ -18,9 +18,9 @@
 #include "tools/common_flags.h"
 
 DEFINE_string(format, "auto",
-              "Input format (train: --train_data and --test_data; convert: --input): criteo, "
-              "csv, libsvm, libffm, slot, columnar, or auto: columnar for files named *.col or "
-              "*.ember or starting with the columnar magic, criteo otherwise.");
+              "Input format (train: --train_data and --test_data; convert: --input): a text "
+              "format, columnar, or auto: columnar for files named *.col or *.ember or starting "
+              "with the columnar magic, criteo otherwise.");
 DEFINE_int32(slot_bits, ember::io::kDefaultSlotBits,
              "High bits of each 64-bit feature key that hold its slot (at most 2^slot_bits "
              "slots; criteo needs >= 5). Use one value for all of a model's data; columnar "

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "io/text_format_registry.h"
+#include "tools/model_flags.h"
 
 namespace ember::tools {
 namespace {
@@ -108,6 +109,15 @@ std::vector<std::string> FormatTopicFlags() {
   return names;
 }
 
+// --model, the options every model has, each model's own (their flags come
+// from the model registry, tools/model_flags.h), then where it runs.
+std::vector<std::string> ModelTopicFlags() {
+  std::vector<std::string> names = {"model", "embedding_dim", "top_mlp"};
+  for (const std::string& name : ModelParamFlagNames()) names.push_back(name);
+  names.insert(names.end(), {"expert_parallel", "dense_device", "dense_precision", "dense_row_shards"});
+  return names;
+}
+
 const std::vector<TopicFlags>& Topics() {
   static const std::vector<TopicFlags> topics = {
       {Topic::kData,
@@ -119,11 +129,7 @@ const std::vector<TopicFlags>& Topics() {
       {Topic::kGenerated,
        {"rows", "vocabulary", "zipf_exponent", "id_weight_scale", "interaction_scale",
         "interacting_slots", "num_dense", "num_slots", "multi_hot_slots", "max_bag_size", "tasks"}},
-      {Topic::kModel,
-       {"model", "num_experts", "expert_mlp", "moe_top_k", "moe_capacity_factor", "moe_expert_mlp",
-        "moe_aux_loss_weight", "moe_gate_input", "expert_parallel", "cross_layers", "cross_rank", "embedding_dim",
-        "bottom_mlp",
-        "top_mlp", "dense_device", "dense_precision", "dense_row_shards"}},
+      {Topic::kModel, ModelTopicFlags()},
       {Topic::kTraining,
        {"batch_size", "epochs", "max_steps", "seed", "eval_every_steps", "eval_every_epoch"}},
       {Topic::kOptimizers,
@@ -178,12 +184,14 @@ const std::vector<FlagSource>& FlagSources() {
       {"train", "tools/format_flags.cc", {}, {}},
       {"train", "tools/plan_flags.cc", {}, {}},
       {"train", "tools/common_flags.cc", {}, {}},
+      {"train", "tools/model_flags.cc", {}, {}},
       // `ember plan` costs the job the flags of train describe, not its outputs.
       {"plan", "tools/plan_command.cc", {}, {}},
       {"plan", "tools/plan_flags.cc", {}, {}},
       {"plan", "tools/train_flags.cc", {}, {Topic::kCheckpoints, Topic::kOutput}},
       {"plan", "tools/format_flags.cc", {}, {}},
       {"plan", "tools/common_flags.cc", {}, {}},
+      {"plan", "tools/model_flags.cc", {}, {}},
       {"convert", "tools/convert_command.cc", {}, {}},
       {"convert", "tools/format_flags.cc", {}, {}},
       {"convert", "tools/common_flags.cc", {"threads"}, {}},
@@ -213,10 +221,18 @@ constexpr std::pair<const char*, const char*> kSharedLibraryFlags[] = {
     {"log_dir", "Write logs to files in this directory instead of stderr."},
 };
 
-// The help of `flag` as help shows it.
+// The help of `flag` as help shows it: --format's with the registered text
+// formats' names.
 std::string Description(const gflags::CommandLineFlagInfo& flag) {
   for (const auto& [name, help] : kSharedLibraryFlags) {
     if (flag.name == name) return help;
+  }
+  if (flag.name == "format") {
+    std::string names;
+    for (const std::string& name : io::DefaultTextFormatRegistry().Names()) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return flag.description + " Text formats: " + names + ".";
   }
   return flag.description;
 }

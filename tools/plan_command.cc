@@ -114,7 +114,7 @@ Status PlanPipeline(const scheduler::CostModel& cost, scheduler::Plan* plan) {
 }
 
 Status Plan() {
-  LogEffectiveFlags({"tools/plan_command.cc", "tools/plan_flags.cc"});
+  LogEffectiveFlags({"tools/plan_command.cc", "tools/plan_flags.cc", "tools/model_flags.cc"});
   if (!FLAGS_draw_schedule.empty()) return DrawSchedule();
   for (const std::string& path : {FLAGS_plan_out, FLAGS_dot_out}) {
     if (!path.empty()) EMBER_RETURN_IF_ERROR(CheckWritableDestination(path));

@@ -29,6 +29,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
+#include "tools/model_flags.h"
 #include "tools/train_flags.h"
 
 DEFINE_string(plan, "auto",
@@ -355,23 +356,14 @@ Result<scheduler::DenseMeasurement> CalibrateDense(const PlanInputs& in,
 
 Result<engine::ModelOptions> ModelOptionsFromFlags() {
   engine::ModelOptions model;
-  model.name = FLAGS_model;
+  model.name = ModelFlag();
   model.num_dense = FLAGS_num_dense;
   model.num_slots = FLAGS_num_slots;
   model.num_tasks = FLAGS_tasks > 0 ? FLAGS_tasks : engine::DefaultTaskCount(model.name);
   model.embedding_dim = FLAGS_embedding_dim;
-  model.cross_layers = FLAGS_cross_layers;
-  model.cross_rank = FLAGS_cross_rank;
-  model.num_experts = FLAGS_num_experts;
-  EMBER_ASSIGN_OR_RETURN(model.bottom_mlp, ParseWidths("bottom_mlp", FLAGS_bottom_mlp));
   EMBER_ASSIGN_OR_RETURN(model.top_mlp, ParseWidths("top_mlp", FLAGS_top_mlp));
-  EMBER_ASSIGN_OR_RETURN(model.expert_mlp, ParseWidths("expert_mlp", FLAGS_expert_mlp));
-  model.moe_top_k = FLAGS_moe_top_k;
-  model.moe_capacity_factor = FLAGS_moe_capacity_factor;
-  EMBER_ASSIGN_OR_RETURN(model.moe_expert_mlp, ParseWidths("moe_expert_mlp", FLAGS_moe_expert_mlp));
-  model.moe_aux_loss_weight = FLAGS_moe_aux_loss_weight;
-  model.moe_gate_input = FLAGS_moe_gate_input;
-  return model;
+  EMBER_ASSIGN_OR_RETURN(model.params, ModelParamsFromFlags(model.name));
+  return engine::ResolveModelOptions(model);
 }
 
 

@@ -161,7 +161,7 @@ bool MetricsOfJobFinishedAt(const std::string& path, int64_t step) {
 }
 
 // The files whose flags configure a training job.
-const std::vector<std::string> kTrainFlagFiles = {"tools/train_flags.cc",
+const std::vector<std::string> kTrainFlagFiles = {"tools/train_flags.cc", "tools/model_flags.cc",
                                                   "tools/format_flags.cc"};
 
 // SIGINT/SIGTERM during training (tools/stop_signals.h): the first asks it

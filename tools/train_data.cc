@@ -18,6 +18,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
+#include "tools/model_flags.h"
 #include "tools/train_flags.h"
 
 namespace ember::tools {
@@ -36,7 +37,7 @@ struct Shape {
 Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions& read,
                                std::vector<double>* bayes_auc) {
   EMBER_ASSIGN_OR_RETURN(io::SyntheticOptions synthetic, SyntheticOptionsFromFlags());
-  if (FLAGS_tasks == 0) synthetic.num_tasks = engine::DefaultTaskCount(FLAGS_model);
+  if (FLAGS_tasks == 0) synthetic.num_tasks = engine::DefaultTaskCount(ModelFlag());
   const bool criteo_shape = synthetic.num_dense == io::kCriteoDense &&
                             synthetic.num_slots == io::kCriteoSlots &&
                             synthetic.multi_hot_slots == 0 && synthetic.num_tasks == 1;

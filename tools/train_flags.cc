@@ -18,44 +18,8 @@ DEFINE_double(test_fraction, 0.2,
               "Fraction of the training data (its last examples) held out for evaluation "
               "when --test_data is empty.");
 DEFINE_validator(test_fraction, &ember::tools::IsFraction);
-DEFINE_string(model, "dlrm",
-              "Model to train: dlrm, deepfm, wide_deep, dcn_v2, mmoe (multi-task) or moe "
-              "(sparse mixture of experts; see engine/model_zoo.h).");
-DEFINE_int32(num_experts, 4,
-             "--model=mmoe: experts shared by the tasks; --model=moe: experts the examples "
-             "are routed among.");
-DEFINE_validator(num_experts, &ember::tools::IsPositive32);
-DEFINE_int32(moe_top_k, 2,
-             "--model=moe: experts each example is routed to (the gate's top k), 1 to "
-             "--num_experts.");
-DEFINE_validator(moe_top_k, &ember::tools::IsPositive32);
-DEFINE_double(moe_capacity_factor, 1.25,
-              "--model=moe: an expert's buffer holds ceil(factor * k * batch / experts) "
-              "examples per step; choices past it are dropped (counted). > 0, at most 64.");
-DEFINE_string(moe_expert_mlp, "",
-              "--model=moe: comma-separated widths of each expert's MLP (they replace the top "
-              "MLP's hidden layers); empty: those of --top_mlp.");
-DEFINE_double(moe_aux_loss_weight, 0.01,
-              "--model=moe: weight of the auxiliary load-balancing loss (GShard/Switch: "
-              "experts x sum of dispatch fraction x mean gate probability, 1 when uniform); "
-              "0 turns it off.");
-DEFINE_string(moe_gate_input, "interaction",
-              "--model=moe: what the gate reads: interaction (the interaction's output, which "
-              "the experts read too) or bottom (the bottom MLP's output over the dense features "
-              "alone; needs dense features). Default interaction.");
-DEFINE_string(expert_mlp, "256,64",
-              "--model=mmoe: comma-separated widths of each expert's MLP; the tasks' gates mix "
-              "the last.");
-DEFINE_int32(cross_layers, 3, "--model=dcn_v2: cross layers before the MLP.");
-DEFINE_validator(cross_layers, &ember::tools::IsNonNegative32);
-DEFINE_int32(cross_rank, 0,
-             "--model=dcn_v2: rank of each cross layer's weight (U V^T); 0: full rank.");
-DEFINE_validator(cross_rank, &ember::tools::IsNonNegative32);
 DEFINE_int32(embedding_dim, 16, "Floats per embedding row.");
 DEFINE_validator(embedding_dim, &ember::tools::IsPositive32);
-DEFINE_string(bottom_mlp, "512,256,64",
-              "dlrm: bottom MLP widths after the dense input; a last layer to --embedding_dim "
-              "is added when the last width differs from it.");
 DEFINE_string(top_mlp, "512,256",
               "MLP widths before the final logit (dlrm's top MLP, the deep part of the other "
               "models).");

@@ -9,18 +9,7 @@
 DECLARE_string(train_data);
 DECLARE_string(test_data);
 DECLARE_double(test_fraction);
-DECLARE_string(model);
-DECLARE_int32(num_experts);
-DECLARE_string(expert_mlp);
-DECLARE_int32(moe_top_k);
-DECLARE_double(moe_capacity_factor);
-DECLARE_string(moe_expert_mlp);
-DECLARE_double(moe_aux_loss_weight);
-DECLARE_string(moe_gate_input);
-DECLARE_int32(cross_layers);
-DECLARE_int32(cross_rank);
 DECLARE_int32(embedding_dim);
-DECLARE_string(bottom_mlp);
 DECLARE_string(top_mlp);
 DECLARE_int32(batch_size);
 // Read by tools/train_data.cc too.

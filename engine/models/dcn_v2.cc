@@ -9,18 +9,23 @@ namespace {
 
 using ops::Initializer;
 
+constexpr char kCrossLayers[] = "cross_layers";
+constexpr char kCrossRank[] = "cross_rank";
+
 Status BuildDcnV2(const ModelOptions& o, ops::Graph* g) {
   EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
   int64_t d = 0;
   EMBER_ASSIGN_OR_RETURN(const int x0, DenseAndEmbeddings(g, in, &d));
   int xl = x0;
-  for (int l = 0; l < o.cross_layers; ++l) {
+  const int cross_layers = o.params.Int(kCrossLayers);
+  const int cross_rank = o.params.Int(kCrossRank);
+  for (int l = 0; l < cross_layers; ++l) {
     const std::string layer = "cross." + std::to_string(l);
     EMBER_ASSIGN_OR_RETURN(const int b, g->AddParameter(layer + ".bias", {d}, Initializer::kZeros));
     std::vector<int> y;
     // Glorot-uniform weights (He uniform with fan_in = fan_in + fan_out).
-    if (o.cross_rank > 0) {
-      const int64_t r = o.cross_rank;
+    if (cross_rank > 0) {
+      const int64_t r = cross_rank;
       EMBER_ASSIGN_OR_RETURN(const int u,
                              g->AddParameter(layer + ".u", {d, r}, Initializer::kHeUniform, d + r));
       EMBER_ASSIGN_OR_RETURN(const int v,
@@ -47,8 +52,9 @@ ModelSpec DcnV2Spec() {
       "DCN-v2 (Wang et al. 2021): cross layers (full or low rank) over [dense, embeddings], then "
       "an MLP";
   spec.build = &BuildDcnV2;
-  spec.describe = [](const ModelOptions& o) {
-    return " cross=" + std::to_string(o.cross_layers) + " rank=" + std::to_string(o.cross_rank);
+  spec.params = {
+      {kCrossLayers, 3, "cross layers before the MLP.", AtLeast(0)},
+      {kCrossRank, 0, "rank of each cross layer's weight (U V^T); 0: full rank.", AtLeast(0)},
   };
   return spec;
 }

@@ -20,7 +20,7 @@ Status BuildDlrm(const ModelOptions& o, ops::Graph* g) {
     // reads it beside the pairwise dots: one dlrm_interaction node does the
     // concatenations and the dots in one pass.
     EMBER_ASSIGN_OR_RETURN(const int direct,
-                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.bottom_mlp, dim),
+                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.params.WidthList(kBottomMlp), dim),
                                   /*last_relu=*/true));
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
                            g->AddNode("interaction", "dlrm_interaction", {direct, in.pooled}));
@@ -50,7 +50,7 @@ ModelSpec DlrmSpec() {
       "DLRM (Naumov et al. 2019): bottom MLP over the dense features, pairwise dots with the "
       "slots' embeddings, top MLP";
   spec.build = &BuildDlrm;
-  spec.describe = [](const ModelOptions& o) { return " bottom=" + JoinWidths(o.bottom_mlp); };
+  spec.params = {BottomMlpParam()};
   return spec;
 }
 

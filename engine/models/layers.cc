@@ -8,6 +8,14 @@ using ops::Graph;
 using ops::Initializer;
 using ops::OpAttrs;
 
+ModelParamSpec BottomMlpParam() {
+  return {kBottomMlp, std::vector<int>{512, 256, 64},
+          "bottom MLP widths after the dense input; a last layer to --embedding_dim is added "
+          "when the last width differs from it ({512, 256, 64} and {512, 256, 64, 16} give the "
+          "same network for dim 16).",
+          Widths(0)};
+}
+
 Result<Inputs> AddInputs(Graph* g, const ModelOptions& o) {
   Inputs in;
   if (o.num_dense > 0) {

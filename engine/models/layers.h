@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "engine/model_options.h"
+#include "engine/model_params.h"
 #include "ops/graph.h"
 
 namespace ember::engine::models {
@@ -36,6 +37,11 @@ Result<int> DenseAndEmbeddings(ops::Graph* graph, const Inputs& inputs, int64_t*
 // the last output.
 Result<int> AddMlp(ops::Graph* graph, const std::string& name, int x, int64_t in,
                    const std::vector<int>& widths, bool last_relu);
+
+// DLRM's bottom MLP, which dlrm and moe declare alike: "bottom_mlp", the
+// widths after the dense input.
+constexpr char kBottomMlp[] = "bottom_mlp";
+ModelParamSpec BottomMlpParam();
 
 // `hidden` followed by a last width `output`, not repeated when the last
 // hidden width already equals it.

@@ -10,34 +10,28 @@
 namespace ember::engine::models {
 namespace {
 
-Status CheckMmoe(const ModelOptions& o) {
-  if (o.num_experts < 1) {
-    return Status::InvalidArgument("--num_experts must be >= 1, got ", o.num_experts);
-  }
-  if (o.expert_mlp.empty()) return Status::InvalidArgument("--expert_mlp needs a width");
-  for (int w : o.expert_mlp) {
-    if (w < 1) return Status::InvalidArgument("--expert_mlp widths must be positive, got ", w);
-  }
-  return Status::OK();
-}
+constexpr char kNumExperts[] = "num_experts";
+constexpr char kExpertMlp[] = "expert_mlp";
 
 Status BuildMmoe(const ModelOptions& o, ops::Graph* g) {
+  const int num_experts = o.params.Int(kNumExperts);
+  const std::vector<int>& expert_mlp = o.params.WidthList(kExpertMlp);
   EMBER_ASSIGN_OR_RETURN(const Inputs in, AddInputs(g, o));
   int64_t d = 0;
   EMBER_ASSIGN_OR_RETURN(const int x0, DenseAndEmbeddings(g, in, &d));
   std::vector<int> experts;
-  for (int e = 0; e < o.num_experts; ++e) {
+  for (int e = 0; e < num_experts; ++e) {
     EMBER_ASSIGN_OR_RETURN(const int y, AddMlp(g, "expert." + std::to_string(e), x0, d,
-                                               o.expert_mlp, /*last_relu=*/true));
+                                               expert_mlp, /*last_relu=*/true));
     experts.push_back(y);
   }
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> stacked, g->AddNode("experts", "concat", experts));
-  const int64_t hidden = o.expert_mlp.back();
+  const int64_t hidden = expert_mlp.back();
   std::vector<int> logits;
   for (int t = 0; t < o.num_tasks; ++t) {
     const std::string task = "task." + std::to_string(t);
     EMBER_ASSIGN_OR_RETURN(const int gate_logits,
-                           AddMlp(g, task + ".gate", x0, d, {o.num_experts}, false));
+                           AddMlp(g, task + ".gate", x0, d, {num_experts}, false));
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate,
                            g->AddNode(task + ".softmax", "softmax", {gate_logits}));
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> mixed,
@@ -59,13 +53,14 @@ ModelSpec MmoeSpec() {
   spec.description =
       "MMoE (Ma et al. 2018), multi-task: shared expert MLPs, per task a softmax gate over them "
       "and a tower MLP";
-  spec.validate = &CheckMmoe;
+  spec.params = {
+      {kNumExperts, 4, "experts shared by the tasks.", AtLeast(1)},
+      {kExpertMlp, std::vector<int>{256, 64},
+       "comma-separated widths of each expert's MLP; the tasks' gates mix the last.", Widths(1)},
+  };
   spec.build = &BuildMmoe;
   spec.multi_task = true;
   spec.default_tasks = 2;
-  spec.describe = [](const ModelOptions& o) {
-    return " experts=" + std::to_string(o.num_experts) + " expert=" + JoinWidths(o.expert_mlp);
-  };
   return spec;
 }
 

@@ -28,6 +28,7 @@
 // example do not. The layer's graph: ops/moe_expert_ops.h.
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/model_registry.h"
@@ -43,35 +44,28 @@ constexpr double kMaxCapacityFactor = 64.0;
 // interaction are.
 constexpr int64_t kGateInitShrink = 10;
 
+constexpr char kNumExperts[] = "num_experts";
+constexpr char kTopK[] = "moe_top_k";
+constexpr char kCapacityFactor[] = "moe_capacity_factor";
+constexpr char kExpertMlp[] = "moe_expert_mlp";
+constexpr char kAuxLossWeight[] = "moe_aux_loss_weight";
+constexpr char kGateInput[] = "moe_gate_input";
+
 std::vector<int> ExpertWidths(const ModelOptions& o) {
-  return o.moe_expert_mlp.empty() ? o.top_mlp : o.moe_expert_mlp;
+  const std::vector<int>& widths = o.params.WidthList(kExpertMlp);
+  return widths.empty() ? o.top_mlp : widths;
 }
 
+bool GateReadsBottom(const ModelOptions& o) { return o.params.String(kGateInput) == "bottom"; }
+
+// The checks across parameters (each parameter's own are its check).
 Status CheckMoe(const ModelOptions& o) {
-  if (o.num_experts < 1) {
-    return Status::InvalidArgument("--num_experts must be >= 1, got ", o.num_experts);
+  if (o.params.Int(kTopK) > o.params.Int(kNumExperts)) {
+    return Status::InvalidArgument("--moe_top_k=", o.params.Int(kTopK),
+                                   " must be in [1, --num_experts=", o.params.Int(kNumExperts),
+                                   "]");
   }
-  if (o.moe_top_k < 1 || o.moe_top_k > o.num_experts) {
-    return Status::InvalidArgument("--moe_top_k=", o.moe_top_k, " must be in [1, --num_experts=",
-                                   o.num_experts, "]");
-  }
-  if (!std::isfinite(o.moe_capacity_factor) || o.moe_capacity_factor <= 0.0 ||
-      o.moe_capacity_factor > kMaxCapacityFactor) {
-    return Status::InvalidArgument("--moe_capacity_factor=", o.moe_capacity_factor,
-                                   " must be > 0 and at most ", kMaxCapacityFactor);
-  }
-  if (!std::isfinite(o.moe_aux_loss_weight) || o.moe_aux_loss_weight < 0.0) {
-    return Status::InvalidArgument("--moe_aux_loss_weight=", o.moe_aux_loss_weight,
-                                   " must be finite and >= 0");
-  }
-  for (int w : o.moe_expert_mlp) {
-    if (w < 1) return Status::InvalidArgument("--moe_expert_mlp widths must be positive, got ", w);
-  }
-  if (o.moe_gate_input != "interaction" && o.moe_gate_input != "bottom") {
-    return Status::InvalidArgument("--moe_gate_input must be interaction or bottom, got \"",
-                                   o.moe_gate_input, "\"");
-  }
-  if (o.moe_gate_input == "bottom" && o.num_dense < 1) {
+  if (GateReadsBottom(o) && o.num_dense < 1) {
     return Status::InvalidArgument(
         "--moe_gate_input=bottom needs dense features (the bottom MLP's input); there are none");
   }
@@ -92,7 +86,7 @@ Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width, i
   *width = in.pooled_width;
   if (in.dense >= 0) {
     EMBER_ASSIGN_OR_RETURN(const int direct,
-                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.bottom_mlp, dim),
+                           AddMlp(g, "bottom", in.dense, o.num_dense, WithOutput(o.params.WidthList(kBottomMlp), dim),
                                   /*last_relu=*/true));
     *bottom = direct;
     EMBER_ASSIGN_OR_RETURN(const std::vector<int> t,
@@ -116,11 +110,12 @@ Result<int> AddDlrmFront(const ModelOptions& o, ops::Graph* g, int64_t* width, i
 // combined output, of the experts' last width.
 Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in, int u,
                         int64_t gate_in) {
-  const int64_t experts = o.num_experts, k = o.moe_top_k;
-  const int64_t slots = static_cast<int64_t>(std::ceil(o.moe_capacity_factor * k));
+  const int64_t experts = o.params.Int(kNumExperts), k = o.params.Int(kTopK);
+  const double capacity_factor = o.params.Double(kCapacityFactor);
+  const int64_t slots = static_cast<int64_t>(std::ceil(capacity_factor * k));
   ops::OpAttrs routing;
   routing.Set("experts", experts).Set("k", k).Set("slots", slots)
-      .Set("capacity_factor", o.moe_capacity_factor);
+      .Set("capacity_factor", capacity_factor);
   // A gate reading the interaction starts near uniform (Switch's reduced
   // initialisation scale): He uniform for a fan-in kGateInitShrink^2 times
   // the input's, so weights kGateInitShrink times smaller. At He's own scale
@@ -129,7 +124,7 @@ Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in,
   // them. The bottom MLP's output is narrow (embedding_dim): He's scale
   // gives the experts different examples from the start, and the gate
   // settled on the clusters more reliably so (tests/engine/moe_test.cc).
-  const int64_t shrink = o.moe_gate_input == "bottom" ? 1 : kGateInitShrink;
+  const int64_t shrink = GateReadsBottom(o) ? 1 : kGateInitShrink;
   EMBER_ASSIGN_OR_RETURN(const int wg,
                          g->AddParameter("moe.gate.weight", {experts, gate_in},
                                          ops::Initializer::kHeUniform,
@@ -144,7 +139,7 @@ Result<int> AddMoeBlock(const ModelOptions& o, ops::Graph* g, int x, int64_t in,
   EMBER_ASSIGN_OR_RETURN(
       const std::vector<int> balanced,
       g->AddNode("moe.balance", "moe_balance", {probs[0]},
-                 ops::OpAttrs().Set("weight", o.moe_aux_loss_weight)));
+                 ops::OpAttrs().Set("weight", o.params.Double(kAuxLossWeight))));
   ops::OpAttrs route = routing;
   route.Set("normalize", k > 1 ? 1 : 0);
   EMBER_ASSIGN_OR_RETURN(const std::vector<int> gate,
@@ -179,7 +174,7 @@ Status BuildMoe(const ModelOptions& o, ops::Graph* g) {
   int64_t width = 0;
   int bottom = -1;
   EMBER_ASSIGN_OR_RETURN(const int t, AddDlrmFront(o, g, &width, &bottom));
-  const bool from_bottom = o.moe_gate_input == "bottom";
+  const bool from_bottom = GateReadsBottom(o);
   EMBER_ASSIGN_OR_RETURN(const int mixed,
                          AddMoeBlock(o, g, t, width, from_bottom ? bottom : t,
                                      from_bottom ? o.embedding_dim : width));
@@ -198,12 +193,28 @@ ModelSpec MoeSpec() {
       "MLPs (top-k gate with a capacity factor and a load-balancing loss; GShard, Switch)";
   spec.validate = &CheckMoe;
   spec.build = &BuildMoe;
-  spec.describe = [](const ModelOptions& o) {
-    return " bottom=" + JoinWidths(o.bottom_mlp) + " experts=" + std::to_string(o.num_experts) +
-           " top_k=" + std::to_string(o.moe_top_k) +
-           " capacity_factor=" + std::to_string(o.moe_capacity_factor) +
-           " expert=" + JoinWidths(ExpertWidths(o)) +
-           (o.moe_gate_input == "interaction" ? "" : " gate_input=" + o.moe_gate_input);
+  spec.params = {
+      BottomMlpParam(),
+      {kNumExperts, 4, "experts the examples are routed among.", AtLeast(1)},
+      {kTopK, 2, "experts each example is routed to (the gate's top k), 1 to --num_experts.",
+       AtLeast(1)},
+      {kCapacityFactor, 1.25,
+       "an expert's buffer holds ceil(factor * k * batch / experts) examples per step; choices "
+       "past it are dropped (counted). > 0, at most 64.",
+       InRange(0.0, kMaxCapacityFactor, /*low_open=*/true)},
+      {kExpertMlp, std::vector<int>{},
+       "comma-separated widths of each expert's MLP (they replace the top MLP's hidden "
+       "layers); empty: those of --top_mlp.",
+       Widths(0)},
+      {kAuxLossWeight, 0.01,
+       "weight of the auxiliary load-balancing loss (GShard/Switch: experts x sum of dispatch "
+       "fraction x mean gate probability, 1 when uniform); 0 turns it off.",
+       InRange(0.0, std::numeric_limits<double>::max(), /*low_open=*/false)},
+      {kGateInput, std::string("interaction"),
+       "what the gate reads: interaction (the interaction's output, which the experts read "
+       "too) or bottom (the bottom MLP's output over the dense features alone; needs dense "
+       "features).",
+       OneOf({"interaction", "bottom"})},
   };
   return spec;
 }

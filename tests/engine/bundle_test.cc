@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "core/file.h"
+#include "core/json.h"
+#include "engine/model_registry.h"
 #include "engine/model_zoo.h"
 #include "engine/scorer.h"
 #include "engine/trainer.h"
@@ -32,11 +34,11 @@ class BundleTest : public test::TempDirTest {
   static TrainOptions SmallOptions(const std::string& model) {
     TrainOptions options;
     options.model.name = model;
-    options.model.bottom_mlp = {32, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{32, 16});
     options.model.top_mlp = {32, 16};
-    options.model.expert_mlp = {32, 16};
-    options.model.num_experts = 2;
-    options.model.cross_layers = 2;
+    options.model.params.Set("expert_mlp", std::vector<int>{32, 16});
+    options.model.params.Set("num_experts", 2);
+    options.model.params.Set("cross_layers", 2);
     options.table.dim = 8;
     options.batch_size = 128;
     options.eval_batch_size = kEvalBatch;
@@ -121,6 +123,24 @@ TEST_P(BundleZooTest, ScoresEqualTheTrainersEvaluationBitForBit) {
   ASSERT_TRUE(scorer.ok()) << scorer.status();
   EXPECT_EQ(GetParam(), (*scorer)->config().model.name);
   EXPECT_EQ(13, (*scorer)->config().step);
+  // The manifest holds the model's own parameters, in their declared order,
+  // and no other model's (the test set several models' parameters).
+  Result<const ModelSpec*> spec = DefaultModelRegistry().Find(GetParam());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ModelParams& params = (*scorer)->config().model.params;
+  ASSERT_EQ((*spec)->params.size(), params.values().size());
+  Result<std::string> text = ReadFile(Path("bundle/MANIFEST.json"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  Result<Json> manifest = ParseJsonText(*text);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const Json& written = (*manifest)["model"];
+  for (size_t i = 0; i < params.values().size(); ++i) {
+    EXPECT_EQ((*spec)->params[i].name, params.values()[i].first);
+    EXPECT_TRUE(written.contains(params.values()[i].first)) << params.values()[i].first;
+  }
+  for (const char* other : {"bottom_mlp", "cross_layers", "num_experts", "expert_mlp"}) {
+    EXPECT_EQ((*spec)->FindParam(other) != nullptr, written.contains(other)) << other;
+  }
   Result<std::vector<float>> scores = ScoreAll(**scorer, test);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(expected.size(), scores->size());
@@ -223,9 +243,10 @@ TEST_F(BundleTest, AnEditedManifestIsRefused) {
   Result<std::string> text = ReadFile(manifest);
   ASSERT_TRUE(text.ok());
   std::string edited = *text;
-  const size_t at = edited.find("\"num_experts\": 2");
+  const std::string field = "\"cpu_row_shards\": 0";
+  const size_t at = edited.find(field);
   ASSERT_NE(std::string::npos, at) << edited;
-  edited.replace(at, 16, "\"num_experts\": 3");
+  edited.replace(at, field.size(), "\"cpu_row_shards\": 3");
   ASSERT_TRUE(WriteFileAtomic(manifest, edited).ok());
   auto scorer = Scorer::Open(bundle);
   ASSERT_FALSE(scorer.ok());

@@ -15,11 +15,11 @@ DenseStepTimingOptions Small(const std::string& model) {
   options.model.num_dense = 4;
   options.model.num_slots = 6;
   options.model.embedding_dim = 8;
-  options.model.bottom_mlp = {16, 8};
+  options.model.params.Set("bottom_mlp", std::vector<int>{16, 8});
   options.model.top_mlp = {16};
-  options.model.cross_layers = 1;
-  options.model.expert_mlp = {16, 8};
-  options.model.num_experts = 2;
+  options.model.params.Set("cross_layers", 1);
+  options.model.params.Set("expert_mlp", std::vector<int>{16, 8});
+  options.model.params.Set("num_experts", 2);
   options.model.num_tasks = model == "mmoe" ? 2 : 1;
   options.threads = 1;
   options.batch = 32;
@@ -47,7 +47,7 @@ TEST(DenseStepTimingTest, AnUnknownModelOrABadSizeIsRefused) {
 TEST(DenseStepTimingTest, TheDescriptorNamesWhatTheStepDependsOn) {
   const DenseStepTimingOptions dlrm = Small("dlrm");
   const std::string text = DenseStepDescriptor(dlrm.model, dlrm.optimizer);
-  EXPECT_EQ("dlrm dense=4 slots=6 dim=8 tasks=1 bottom=16,8 top=16 optimizer=adam", text);
+  EXPECT_EQ("dlrm dense=4 slots=6 dim=8 tasks=1 bottom_mlp=16,8 top=16 optimizer=adam", text);
 
   ops::DenseOptimizerOptions sgd;
   sgd.type = ops::DenseOptimizer::kSgd;
@@ -55,17 +55,17 @@ TEST(DenseStepTimingTest, TheDescriptorNamesWhatTheStepDependsOn) {
   ModelOptions wider = dlrm.model;
   wider.top_mlp = {32};
   EXPECT_NE(text, DenseStepDescriptor(wider, dlrm.optimizer));
-  // Fields dlrm does not use leave it unchanged.
+  // Parameters of other models leave it unchanged.
   ModelOptions more_cross = dlrm.model;
-  more_cross.cross_layers = 5;
+  more_cross.params.Set("cross_layers", 5);
   EXPECT_EQ(text, DenseStepDescriptor(more_cross, dlrm.optimizer));
 
   const DenseStepTimingOptions dcn = Small("dcn_v2");
-  EXPECT_THAT(DenseStepDescriptor(dcn.model, dcn.optimizer), HasSubstr(" cross=1 rank=0 "));
-  EXPECT_THAT(DenseStepDescriptor(dcn.model, dcn.optimizer), Not(HasSubstr("bottom=")));
+  EXPECT_THAT(DenseStepDescriptor(dcn.model, dcn.optimizer), HasSubstr(" cross_layers=1 cross_rank=0 "));
+  EXPECT_THAT(DenseStepDescriptor(dcn.model, dcn.optimizer), Not(HasSubstr("bottom_mlp=")));
   const DenseStepTimingOptions mmoe = Small("mmoe");
   EXPECT_THAT(DenseStepDescriptor(mmoe.model, mmoe.optimizer),
-              HasSubstr(" tasks=2 experts=2 expert=16,8 "));
+              HasSubstr(" tasks=2 num_experts=2 expert_mlp=16,8 "));
 }
 
 }  // namespace

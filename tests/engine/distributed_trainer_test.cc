@@ -108,9 +108,9 @@ class DistributedTrainerTest : public test::TempDirTest,
   TrainOptions Options(const std::string& disk_name) {
     TrainOptions options;
     options.model.name = GetParam().model;
-    options.model.bottom_mlp = {32, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{32, 16});
     options.model.top_mlp = {32, 16};
-    options.model.num_experts = GetParam().ranks == 3 ? 6 : 4;  // Divided among the ranks.
+    options.model.params.Set("num_experts", GetParam().ranks == 3 ? 6 : 4);  // Divided among the ranks.
     options.table.dim = 16;
     options.epochs = 2;
     options.show_progress = false;
@@ -333,7 +333,7 @@ class RankCheckpointTest : public test::TempDirTest {
     for (int r = 0; r < ranks; ++r) {
       threads.emplace_back([&, r] {
         TrainOptions options;
-        options.model.bottom_mlp = {16};
+        options.model.params.Set("bottom_mlp", std::vector<int>{16});
         options.model.top_mlp = {16};
         options.table.dim = 8;
         options.batch_size = 32;

@@ -28,7 +28,7 @@ JobRecord SampleRecord() {
   TrainOptions options;
   options.model.name = "dcn_v2";
   options.model.top_mlp = {32, 8};
-  options.model.cross_layers = 2;
+  options.model.params.Set("cross_layers", 2);
   options.model.num_dense = 13;
   options.model.num_slots = 26;
   options.table.dim = 8;

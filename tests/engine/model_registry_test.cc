@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,86 @@ TEST(ModelRegistryRulesTest, ASpecWithoutANameBuildOrValidTasksIsInvalidArgument
   EXPECT_TRUE(models.Names().empty());
 }
 
+// A model with a hyper-parameter of its own: a hidden layer of
+// `lr_hidden` widths before the logit, declared in its spec alone.
+ModelSpec HiddenLogisticRegressionSpec() {
+  ModelSpec spec = LogisticRegressionSpec();
+  spec.name = "hidden_lr";
+  spec.params = {{"lr_hidden", std::vector<int>{8}, "hidden widths before the logit.", Widths(0)}};
+  spec.build = [](const ModelOptions& o, ops::Graph* g) -> Status {
+    EMBER_ASSIGN_OR_RETURN(const models::Inputs in, models::AddInputs(g, o));
+    int64_t width = 0;
+    EMBER_ASSIGN_OR_RETURN(const int x, models::DenseAndEmbeddings(g, in, &width));
+    EMBER_ASSIGN_OR_RETURN(
+        const int logit,
+        models::AddMlp(g, "mlp", x, width, models::WithOutput(o.params.WidthList("lr_hidden"), 1),
+                       false));
+    return g->MarkOutput(logit);
+  };
+  return spec;
+}
+
+TEST(ModelRegistryRulesTest, AModelsParametersTakeTheirDefaultsAndGivenValues) {
+  ModelRegistry models;
+  ASSERT_TRUE(models.Register(HiddenLogisticRegressionSpec()).ok());
+  ModelOptions options;
+  options.name = "hidden_lr";
+  options.num_dense = 2;
+  options.num_slots = 3;
+  options.embedding_dim = 4;
+  Result<ModelOptions> resolved = ResolveModelOptions(options, models);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(std::vector<int>{8}, resolved->params.WidthList("lr_hidden"));
+  auto graph = BuildModelGraph(options, ops::DefaultOpRegistry(), models);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const int64_t with_default = (*graph)->values().size();
+  options.params.Set("lr_hidden", std::vector<int>{8, 4});
+  graph = BuildModelGraph(options, ops::DefaultOpRegistry(), models);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_GT(static_cast<int64_t>((*graph)->values().size()), with_default);
+  options.params.Set("lr_hidden", 3);
+  EXPECT_EQ("--lr_hidden takes a list of widths, got an integer",
+            BuildModelGraph(options, ops::DefaultOpRegistry(), models).status().message());
+}
+
+TEST(ModelRegistryRulesTest, ParametersThatCannotHaveOneFlagEachAreRefused) {
+  ModelRegistry models;
+  ASSERT_TRUE(models::RegisterBuiltinModels(&models).ok());
+  auto refused = [&](ModelSpec spec) {
+    const Status status = models.Register(std::move(spec));
+    EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
+    return status.message();
+  };
+  ModelSpec twice = HiddenLogisticRegressionSpec();
+  twice.params.push_back(twice.params[0]);
+  EXPECT_EQ("model hidden_lr declares lr_hidden twice", refused(twice));
+  ModelSpec shared = HiddenLogisticRegressionSpec();
+  shared.params[0].name = "top_mlp";
+  EXPECT_EQ("model hidden_lr: parameter top_mlp is an option every model has", refused(shared));
+  ModelSpec bad_default = HiddenLogisticRegressionSpec();
+  bad_default.params[0].default_value = std::vector<int>{0};
+  EXPECT_EQ("model hidden_lr: the default of --lr_hidden=0: widths must be positive, got 0",
+            refused(bad_default));
+  // dlrm's --bottom_mlp defaults to 512,256,64: another model's must too.
+  ModelSpec other_default = HiddenLogisticRegressionSpec();
+  other_default.params[0].name = "bottom_mlp";
+  EXPECT_EQ(
+      "model hidden_lr declares --bottom_mlp as a list of widths defaulting to 8 but model dlrm "
+      "as a list of widths defaulting to 512,256,64: models share a parameter's flag",
+      refused(other_default));
+  ModelSpec other_kind = HiddenLogisticRegressionSpec();
+  other_kind.params[0] = {"num_experts", 4.0, "experts", nullptr};
+  EXPECT_THAT(refused(other_kind), HasSubstr("--num_experts as a number defaulting to 4 but"));
+  ModelSpec unnamed = HiddenLogisticRegressionSpec();
+  unnamed.params[0].name = "";
+  EXPECT_EQ("model hidden_lr: a parameter needs a name", refused(unnamed));
+  EXPECT_EQ(6u, models.Names().size());
+  // Declared alike, a parameter is shared.
+  ModelSpec alike = HiddenLogisticRegressionSpec();
+  alike.params.push_back(models::BottomMlpParam());
+  EXPECT_TRUE(models.Register(alike).ok());
+}
+
 TEST(ModelRegistryRulesTest, ASingleTaskModelWithoutAMultiTaskOneSaysSo) {
   ModelRegistry models;
   ASSERT_TRUE(models.Register(LogisticRegressionSpec()).ok());
@@ -160,9 +241,8 @@ TEST(BuiltinModelsTest, AreRegisteredInOrderWithTheirTaskCounts) {
 struct InvalidCase {
   const char* what;
   std::function<void(ModelOptions&)> change;
-  std::string error;             // Every model but mmoe (and moe).
-  std::string mmoe_error = "=";  // "=": the same as the others.
-  std::string moe_error = "=";   // "=": the same as the others.
+  std::string error;  // Of every model but those of `errors` ("": it builds).
+  std::map<std::string, std::string> errors = {};
 };
 
 std::vector<InvalidCase> InvalidCases() {
@@ -172,43 +252,63 @@ std::vector<InvalidCase> InvalidCases() {
       {"no slot", [](ModelOptions& o) { o.num_slots = 0; }, "the model needs at least one slot"},
       {"dim 0", [](ModelOptions& o) { o.embedding_dim = 0; },
        "--embedding_dim must be positive, got 0"},
-      {"bottom width 0",
-       [](ModelOptions& o) {
-         o.bottom_mlp = {3, 0};
-       },
-       "--bottom_mlp widths must be positive, got 0"},
       {"top width 0", [](ModelOptions& o) { o.top_mlp = {0}; },
        "--top_mlp widths must be positive, got 0"},
-      {"negative cross layers", [](ModelOptions& o) { o.cross_layers = -1; },
-       "--cross_layers and --cross_rank must be >= 0"},
-      {"negative cross rank", [](ModelOptions& o) { o.cross_rank = -1; },
-       "--cross_layers and --cross_rank must be >= 0"},
       {"no task", [](ModelOptions& o) { o.num_tasks = 0; }, "the model needs at least one task"},
       {"two tasks", [](ModelOptions& o) { o.num_tasks = 2; },
-       "the data has 2 labels per example, but --model=MODEL" + use_mmoe, ""},
-      {"no expert", [](ModelOptions& o) { o.num_experts = 0; }, "",
-       "--num_experts must be >= 1, got 0", "--num_experts must be >= 1, got 0"},
-      {"no expert width", [](ModelOptions& o) { o.expert_mlp = {}; }, "",
-       "--expert_mlp needs a width"},
-      {"expert width 0",
+       "the data has 2 labels per example, but --model=MODEL" + use_mmoe,
+       {{"mmoe", ""}}},
+      // A parameter is checked by the models that declare it; the others
+      // drop it.
+      {"bottom width 0", [](ModelOptions& o) { o.params.Set("bottom_mlp", std::vector<int>{3, 0}); }, "",
+       {{"dlrm", "--bottom_mlp=3,0: widths must be positive, got 0"},
+        {"moe", "--bottom_mlp=3,0: widths must be positive, got 0"}}},
+      {"negative cross layers", [](ModelOptions& o) { o.params.Set("cross_layers", -1); }, "",
+       {{"dcn_v2", "--cross_layers=-1: must be >= 0"}}},
+      {"negative cross rank", [](ModelOptions& o) { o.params.Set("cross_rank", -1); }, "",
+       {{"dcn_v2", "--cross_rank=-1: must be >= 0"}}},
+      {"no expert", [](ModelOptions& o) { o.params.Set("num_experts", 0); }, "",
+       {{"mmoe", "--num_experts=0: must be >= 1"}, {"moe", "--num_experts=0: must be >= 1"}}},
+      {"no expert width", [](ModelOptions& o) { o.params.Set("expert_mlp", std::vector<int>{}); },
+       "", {{"mmoe", "--expert_mlp=: needs a width"}}},
+      {"expert width 0", [](ModelOptions& o) { o.params.Set("expert_mlp", std::vector<int>{4, 0}); }, "",
+       {{"mmoe", "--expert_mlp=4,0: widths must be positive, got 0"}}},
+      {"widths for a number", [](ModelOptions& o) { o.params.Set("num_experts", std::vector<int>{4}); }, "",
+       {{"mmoe", "--num_experts takes an integer, got a list of widths"},
+        {"moe", "--num_experts takes an integer, got a list of widths"}}},
+      {"a word that is not one", [](ModelOptions& o) { o.params.Set("moe_gate_input", "dense"); },
+       "", {{"moe", "--moe_gate_input=dense: must be interaction or bottom"}}},
+      {"top k above the experts",
        [](ModelOptions& o) {
-         o.expert_mlp = {4, 0};
+         o.params.Set("num_experts", 2);
+         o.params.Set("moe_top_k", 3);
        },
-       "", "--expert_mlp widths must be positive, got 0"},
+       "", {{"moe", "--moe_top_k=3 must be in [1, --num_experts=2]"}}},
+      {"no model's parameter", [](ModelOptions& o) { o.params.Set("bottom_mpl", std::vector<int>{4}); },
+       "--bottom_mpl is not an option of any model (--model=MODEL: it has no options of its own)",
+       {{"dlrm", "--bottom_mpl is not an option of any model (--model=dlrm: its own options are "
+                 "--bottom_mlp)"},
+        {"dcn_v2", "--bottom_mpl is not an option of any model (--model=dcn_v2: its own options "
+                   "are --cross_layers, --cross_rank)"},
+        {"mmoe", "--bottom_mpl is not an option of any model (--model=mmoe: its own options are "
+                 "--num_experts, --expert_mlp)"},
+        {"moe", "--bottom_mpl is not an option of any model (--model=moe: its own options are "
+                "--bottom_mlp, --num_experts, --moe_top_k, --moe_capacity_factor, "
+                "--moe_expert_mlp, --moe_aux_loss_weight, --moe_gate_input)"}}},
       // The shared checks come first.
       {"dim 0 and no expert",
        [](ModelOptions& o) {
          o.embedding_dim = 0;
-         o.num_experts = 0;
+         o.params.Set("num_experts", 0);
        },
        "--embedding_dim must be positive, got 0"},
       {"two tasks and no expert",
        [](ModelOptions& o) {
          o.num_tasks = 2;
-         o.num_experts = 0;
+         o.params.Set("num_experts", 0);
        },
        "the data has 2 labels per example, but --model=MODEL" + use_mmoe,
-       "--num_experts must be >= 1, got 0"},
+       {{"mmoe", "--num_experts=0: must be >= 1"}}},
   };
 }
 
@@ -221,13 +321,12 @@ TEST(BuiltinModelsTest, ValidationErrorsAreThoseOfEachModel) {
       options.num_dense = 3;
       options.num_slots = 3;
       options.embedding_dim = 4;
-      options.bottom_mlp = {5};
+      options.params.Set("bottom_mlp", std::vector<int>{5});
       options.top_mlp = {6};
-      options.expert_mlp = {5};
+      options.params.Set("expert_mlp", std::vector<int>{5});
       c.change(options);
-      std::string error = name == "mmoe" && c.mmoe_error != "=" ? c.mmoe_error
-                          : name == "moe" && c.moe_error != "="  ? c.moe_error
-                                                                  : c.error;
+      const auto own = c.errors.find(name);
+      std::string error = own != c.errors.end() ? own->second : c.error;
       if (const size_t at = error.find("MODEL"); at != std::string::npos) {
         error.replace(at, 5, name);
       }

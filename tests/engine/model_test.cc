@@ -54,16 +54,16 @@ TEST_P(ModelGradientTest, BackwardMatchesFiniteDifferences) {
   const int num_slots = GetParam().num_slots;
   ModelOptions options;
   options.name = GetParam().model;
-  options.cross_layers = 2;
-  options.cross_rank = GetParam().cross_rank;
+  options.params.Set("cross_layers", 2);
+  options.params.Set("cross_rank", GetParam().cross_rank);
   options.num_dense = num_dense;
   options.num_slots = num_slots;
   options.embedding_dim = 4;
-  options.bottom_mlp = {5, 4};
+  options.params.Set("bottom_mlp", std::vector<int>{5, 4});
   options.top_mlp = {6};
   options.num_tasks = GetParam().num_tasks;
-  options.num_experts = 3;
-  options.expert_mlp = {5, 3};
+  options.params.Set("num_experts", 3);
+  options.params.Set("expert_mlp", std::vector<int>{5, 3});
   options.seed = 7;
   auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -177,7 +177,7 @@ TEST(ModelZooTest, MmoeHasAGatedMixturePerTaskAndOnlyItTakesSeveralTasks) {
     EXPECT_NE(std::string::npos, single.status().message().find("--model=mmoe")) << name;
   }
   options.name = "mmoe";
-  options.num_experts = 0;
+  options.params.Set("num_experts", 0);
   EXPECT_EQ(StatusCode::kInvalidArgument, NewDenseModel(options).status().code());
 }
 
@@ -208,7 +208,7 @@ TEST(DlrmTest, WithoutDenseFeaturesThereIsNoBottomMlp) {
   options.num_dense = 0;
   options.num_slots = 3;
   options.embedding_dim = 4;
-  options.bottom_mlp = {8};
+  options.params.Set("bottom_mlp", std::vector<int>{8});
   options.top_mlp = {5};
   auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -226,9 +226,9 @@ TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
   ModelOptions options;
   options.num_dense = 13;
   options.embedding_dim = 16;
-  options.bottom_mlp = {64, 32};
+  options.params.Set("bottom_mlp", std::vector<int>{64, 32});
   auto implicit = NewDenseModel(options);
-  options.bottom_mlp = {64, 32, 16};
+  options.params.Set("bottom_mlp", std::vector<int>{64, 32, 16});
   auto explicit_last = NewDenseModel(options);
   ASSERT_TRUE(implicit.ok() && explicit_last.ok());
   std::vector<Parameter*> a = (*implicit)->parameters(), b = (*explicit_last)->parameters();
@@ -239,7 +239,7 @@ TEST(DlrmTest, BottomMlpGetsAFinalLayerToTheEmbeddingDimensionWhenNeeded) {
 
 TEST(DlrmTest, NonPositiveWidthIsInvalidArgument) {
   ModelOptions options;
-  options.bottom_mlp = {64, 0};
+  options.params.Set("bottom_mlp", std::vector<int>{64, 0});
   auto model = NewDenseModel(options);
   EXPECT_EQ(StatusCode::kInvalidArgument, model.status().code());
   EXPECT_NE(std::string::npos, model.status().message().find("--bottom_mlp"));
@@ -250,7 +250,7 @@ TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
   options.num_dense = 2;
   options.num_slots = 2;
   options.embedding_dim = 4;
-  options.bottom_mlp = {4};
+  options.params.Set("bottom_mlp", std::vector<int>{4});
   options.top_mlp = {4};
   auto model = NewDenseModel(options);
   ASSERT_TRUE(model.ok());
@@ -262,15 +262,15 @@ TEST(DlrmTest, PooledWidthMismatchIsInvalidArgument) {
 ModelOptions SmallOptions(const std::string& name) {
   ModelOptions options;
   options.name = name;
-  options.cross_layers = 2;
+  options.params.Set("cross_layers", 2);
   options.num_dense = 3;
   options.num_slots = 3;
   options.embedding_dim = 4;
-  options.bottom_mlp = {5, 4};
+  options.params.Set("bottom_mlp", std::vector<int>{5, 4});
   options.top_mlp = {6};
   options.num_tasks = name == "mmoe" ? 2 : 1;
-  options.num_experts = 3;
-  options.expert_mlp = {5, 3};
+  options.params.Set("num_experts", 3);
+  options.params.Set("expert_mlp", std::vector<int>{5, 3});
   options.seed = 7;
   return options;
 }

@@ -32,9 +32,9 @@ Planted Generate(const io::SyntheticOptions& synthetic, const std::string& tag) 
 TrainOptions MoeOptions() {
   TrainOptions options;
   options.model.name = "moe";
-  options.model.bottom_mlp = {64, 16};
+  options.model.params.Set("bottom_mlp", std::vector<int>{64, 16});
   options.model.top_mlp = {64, 32};
-  options.model.num_experts = 4;
+  options.model.params.Set("num_experts", 4);
   options.batch_size = 256;
   options.threads = 2;
   options.show_progress = false;
@@ -69,16 +69,16 @@ TEST(MoeModelTest, OptionsOutOfRangeAreRefusedNamingTheFlag) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](ModelOptions* m) { m->moe_top_k = 5; }, "--moe_top_k=5"},
-      {[](ModelOptions* m) { m->moe_top_k = 0; }, "--moe_top_k=0"},
-      {[](ModelOptions* m) { m->moe_capacity_factor = 0; }, "--moe_capacity_factor"},
-      {[](ModelOptions* m) { m->moe_capacity_factor = 1e9; }, "--moe_capacity_factor"},
-      {[](ModelOptions* m) { m->moe_aux_loss_weight = -1; }, "--moe_aux_loss_weight"},
-      {[](ModelOptions* m) { m->moe_expert_mlp = {8, 0}; }, "--moe_expert_mlp"},
+      {[](ModelOptions* m) { m->params.Set("moe_top_k", 5); }, "--moe_top_k=5"},
+      {[](ModelOptions* m) { m->params.Set("moe_top_k", 0); }, "--moe_top_k=0"},
+      {[](ModelOptions* m) { m->params.Set("moe_capacity_factor", 0); }, "--moe_capacity_factor"},
+      {[](ModelOptions* m) { m->params.Set("moe_capacity_factor", 1e9); }, "--moe_capacity_factor"},
+      {[](ModelOptions* m) { m->params.Set("moe_aux_loss_weight", -1); }, "--moe_aux_loss_weight"},
+      {[](ModelOptions* m) { m->params.Set("moe_expert_mlp", std::vector<int>{8, 0}); }, "--moe_expert_mlp"},
       {[](ModelOptions* m) { m->top_mlp = {}; }, "--moe_expert_mlp"},
-      {[](ModelOptions* m) { m->moe_gate_input = "dense"; }, "--moe_gate_input"},
+      {[](ModelOptions* m) { m->params.Set("moe_gate_input", "dense"); }, "--moe_gate_input"},
       {[](ModelOptions* m) {
-         m->moe_gate_input = "bottom";
+         m->params.Set("moe_gate_input", "bottom");
          m->num_dense = 0;
        },
        "--moe_gate_input=bottom"},
@@ -101,12 +101,13 @@ TEST(MoeModelTest, TheReportCountsDroppedExamples) {
   const Planted data = Generate(synthetic, "report");
   for (double factor : {0.5, 64.0}) {
     TrainOptions options = MoeOptions();
-    options.model.moe_capacity_factor = factor;
+    options.model.params.Set("moe_capacity_factor", factor);
     auto trainer = Trainer::Create(options, data.train.num_dense(), data.train.num_slots());
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     auto report = (*trainer)->Fit(data.train);
     ASSERT_TRUE(report.ok()) << report.status();
-    EXPECT_EQ(report->examples * options.model.moe_top_k, report->moe_choices);
+    EXPECT_EQ(report->examples * (*trainer)->options().model.params.Int("moe_top_k"),
+              report->moe_choices);
     EXPECT_GT(report->moe_aux_loss_sum, 0.0);
     if (factor > 10) {
       EXPECT_EQ(0, report->moe_dropped_choices);
@@ -121,7 +122,7 @@ TEST(MoeModelTest, TheReportCountsDroppedExamples) {
 
 TEST(MoeModelTest, ParametersGrowWithTheExpertsAndFlopsPerExampleDoNot) {
   ModelOptions four = MoeOptions().model, sixteen = four;
-  sixteen.num_experts = 16;
+  sixteen.params.Set("num_experts", 16);
   auto small = BuildModelGraph(four, ops::DefaultOpRegistry());
   auto large = BuildModelGraph(sixteen, ops::DefaultOpRegistry());
   ASSERT_TRUE(small.ok() && large.ok());
@@ -142,7 +143,7 @@ TEST(MoeModelTest, TrainsOnPlantedDataToASensibleAuc) {
               dlrm_auc);
   for (const int k : {1, 2}) {
     TrainOptions options = MoeOptions();
-    options.model.moe_top_k = k;
+    options.model.params.Set("moe_top_k", k);
     const double auc = TrainedAuc(options, data);
     std::printf("moe top-%d on 80k planted rows: ceiling AUC %.4f, reached %.4f\n", k,
                 data.bayes_auc, auc);
@@ -190,9 +191,9 @@ TEST(MoeModelTest, OnClusteredDataBesideADenseMlpOfEqualFlops) {
   TrainOptions moe = MoeOptions();
   moe.epochs = 2;
   moe.dense_optimizer.learning_rate = 3e-3f;
-  moe.model.num_experts = 8;
+  moe.model.params.Set("num_experts", 8);
   moe.model.top_mlp = {16, 32};
-  moe.model.moe_gate_input = "bottom";
+  moe.model.params.Set("moe_gate_input", "bottom");
   const double moe_flops = ForwardFlopsPerExample(moe.model, moe.batch_size);
   // The dense top MLP {w, 32} whose FLOPs come closest to the MoE model's.
   TrainOptions dense = moe;

@@ -100,9 +100,9 @@ class PipelineParallelTrainerTest : public test::TempDirTest,
                        const std::string& schedule) const {
     TrainOptions options;
     options.model.name = GetParam().model;
-    options.model.bottom_mlp = {32, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{32, 16});
     options.model.top_mlp = {48, 32, 16};
-    options.model.cross_layers = 4;
+    options.model.params.Set("cross_layers", 4);
     options.table.dim = 16;
     options.batch_size = kBatch;
     options.epochs = 2;

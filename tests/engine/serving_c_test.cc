@@ -37,7 +37,7 @@ class ServingCTest : public test::TempDirTest {
     auto train = io::ReadCriteoFiles({Path("train.tsv")}, io::CriteoReadOptions{});
     ASSERT_TRUE(train.ok()) << train.status();
     TrainOptions options;
-    options.model.bottom_mlp = {32, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{32, 16});
     options.model.top_mlp = {32};
     options.table.dim = 8;
     options.batch_size = 128;

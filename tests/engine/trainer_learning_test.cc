@@ -76,7 +76,7 @@ TEST_P(PlantedDataTest, OneEpochComesWithin002OfTheCeiling) {
   const Planted& data = Data();
   TrainOptions options;
   options.model.name = GetParam();
-  options.model.bottom_mlp = {64, 16};
+  options.model.params.Set("bottom_mlp", std::vector<int>{64, 16});
   options.model.top_mlp = {64, 32};
   options.batch_size = 256;
   options.threads = 2;
@@ -126,7 +126,7 @@ TEST(MultiTaskPlantedDataTest, MmoeComesWithin002OfEachTasksCeiling) {
 
   TrainOptions options;
   options.model.name = "mmoe";
-  options.model.expert_mlp = {64, 16};
+  options.model.params.Set("expert_mlp", std::vector<int>{64, 16});
   options.model.top_mlp = {32};
   options.batch_size = 256;
   options.threads = 2;

@@ -20,7 +20,7 @@ class TrainerTest : public TempDirTest {
  protected:
   static engine::TrainOptions SmallOptions() {
     engine::TrainOptions options;
-    options.model.bottom_mlp = {64, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{64, 16});
     options.model.top_mlp = {64, 32};
     options.batch_size = 256;
     options.threads = 2;

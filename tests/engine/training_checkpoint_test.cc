@@ -69,7 +69,7 @@ class TrainingCheckpointTest : public test::TempDirTest {
 
   static TrainOptions SmallOptions() {
     TrainOptions options;
-    options.model.bottom_mlp = {32, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{32, 16});
     options.model.top_mlp = {32, 16};
     options.batch_size = 128;
     options.epochs = 2;  // 48 steps; shuffled per epoch.

@@ -40,13 +40,13 @@ ModelOptions Options(const ZooCase& c) {
   options.num_dense = c.num_dense;
   options.num_slots = 5;
   options.embedding_dim = 8;
-  options.bottom_mlp = {16, 8};
+  options.params.Set("bottom_mlp", std::vector<int>{16, 8});
   options.top_mlp = {32, 16};
-  options.cross_layers = 2;
-  options.cross_rank = c.cross_rank;
+  options.params.Set("cross_layers", 2);
+  options.params.Set("cross_rank", c.cross_rank);
   options.num_tasks = std::string(c.model) == "mmoe" ? 2 : 1;
-  options.num_experts = 3;
-  options.expert_mlp = {16, 8};
+  options.params.Set("num_experts", 3);
+  options.params.Set("expert_mlp", std::vector<int>{16, 8});
   options.seed = 11;
   return options;
 }

@@ -48,7 +48,7 @@ class PipelineParallelCudaTest : public test::TempDirTest {
   TrainOptions Options(const Device& device) const {
     TrainOptions options;
     options.model.name = "dcn_v2";
-    options.model.cross_layers = 3;
+    options.model.params.Set("cross_layers", 3);
     options.model.top_mlp = {48, 32};
     options.model.device = device;
     options.table.dim = 16;

@@ -39,7 +39,7 @@ class TrainerCudaTest : public test::TempDirTest {
 
   static TrainOptions SmallOptions() {
     TrainOptions options;
-    options.model.bottom_mlp = {64, 16};
+    options.model.params.Set("bottom_mlp", std::vector<int>{64, 16});
     options.model.top_mlp = {64, 32};
     options.batch_size = 128;
     options.threads = 2;

@@ -169,7 +169,7 @@ Result<std::vector<TorchRun>> MeasureTorch(double seconds, std::string* version)
       std::to_string(s.data.num_dense()) + " --num_slots=" + std::to_string(s.data.num_slots()) +
       " --table_rows=" + std::to_string(std::max<int64_t>(1, s.trainer->table().num_rows())) +
       " --embedding_dim=" + std::to_string(model.embedding_dim) +
-      " --bottom_mlp=" + widths(model.bottom_mlp) + " --top_mlp=" + widths(model.top_mlp) +
+      " --bottom_mlp=" + widths(model.params.WidthList("bottom_mlp")) + " --top_mlp=" + widths(model.top_mlp) +
       " --batches=1,64,512 --throughput=64:2,512:1,512:2 --seconds=" + std::to_string(seconds) +
       " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
