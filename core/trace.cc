@@ -49,9 +49,29 @@ void to_json(Json& j, const Tracer::Event& event) {
   if (event.batch >= 0) j["args"] = Json{{"batch", event.batch}};
 }
 
+void Tracer::SetOtherData(const std::string& key, const std::string& value) {
+  MutexLock lock(mu_);
+  for (auto& [k, v] : other_data_) {
+    if (k == key) {
+      v = value;
+      return;
+    }
+  }
+  other_data_.emplace_back(key, value);
+}
+
 std::string Tracer::ToJson() const {
   // One event a line: a long trace stays readable and diffable.
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  std::string out = "{\"displayTimeUnit\":\"ms\",";
+  {
+    MutexLock lock(mu_);
+    if (!other_data_.empty()) {
+      Json other = Json::object();
+      for (const auto& [key, value] : other_data_) other[key] = value;
+      out += "\"otherData\":" + JsonText(other) + ",";
+    }
+  }
+  out += "\"traceEvents\":[";
   bool first = true;
   for (const Event& event : Events()) {
     out += (first ? "\n" : ",\n") + JsonText(Json(event));

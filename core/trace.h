@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/mutex.h"
@@ -33,6 +34,9 @@ class Tracer {
   void Record(std::string name, std::string category, int64_t start_us, int64_t end_us,
               int64_t batch = -1);
   std::vector<Event> Events() const;
+  // A (key, value) the trace carries beside its events (the trace format's
+  // "otherData": the job's layout, its rank); a key set again is replaced.
+  void SetOtherData(const std::string& key, const std::string& value);
   // The events as a Chrome trace JSON document.
   std::string ToJson() const;
   // Writes ToJson() to `path` atomically.
@@ -42,6 +46,7 @@ class Tracer {
   std::chrono::steady_clock::time_point origin_;
   mutable Mutex mu_;
   std::vector<Event> events_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> other_data_ GUARDED_BY(mu_);
 };
 
 // Records one span from construction to destruction. A null tracer records

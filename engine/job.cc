@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <utility>
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/json.h"
 #include "engine/bundle.h"
 #include "engine/model_hash.h"
 #include "engine/model_zoo.h"
@@ -34,6 +36,39 @@ Status CheckOutputPath(const char* output, const std::string& path) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  return Status::OK();
+}
+
+// The experts of a MoE model, which an expert axis divides; 0 for other
+// models (options that do not resolve fail when the model is built).
+int ExpertCount(const ModelOptions& options) {
+  const Result<ModelOptions> model = ResolveModelOptions(options);
+  return model.ok() && model->name == "moe" ? model->params.Int("num_experts") : 0;
+}
+
+// What the runtime runs so far: one parallel axis, tables row-wise over
+// every rank.
+Status CheckRunnable(const scheduler::Layout& layout) {
+  const scheduler::Mesh& mesh = layout.mesh;
+  if ((mesh.pipeline > 1) + (mesh.data > 1) + (mesh.expert > 1) > 1) {
+    return Status::InvalidArgument("--mesh=", scheduler::MeshText(mesh),
+                                   ": this Ember runs one parallel axis at a time (data, pipeline "
+                                   "or expert); layouts of several are not supported yet");
+  }
+  auto check = [&](const std::string& which, const scheduler::TableSharding& s) -> Status {
+    scheduler::MeshAxis axis;
+    const bool every_rank = s.kind == scheduler::TableShardingKind::kRowWise &&
+                            (s.axis.empty() || (scheduler::ParseMeshAxis(s.axis, &axis) &&
+                                                mesh.size(axis) == mesh.world()));
+    if (every_rank) return Status::OK();
+    return Status::InvalidArgument("--table_sharding: ", which, " is ",
+                                   scheduler::TableShardingText(s),
+                                   "; this Ember runs tables row-wise over every rank only, so far");
+  };
+  EMBER_RETURN_IF_ERROR(check("default", layout.tables.fallback));
+  for (const auto& [slot, sharding] : layout.tables.slots) {
+    EMBER_RETURN_IF_ERROR(check("slot " + std::to_string(slot), sharding));
+  }
   return Status::OK();
 }
 
@@ -67,11 +102,13 @@ Status Job::LayOut() {
         "many ranks, and this job has ", n, ": run it under mpirun -np ",
         options_.pipeline_parallel, " (data parallelism across pipelines is not supported yet)");
   }
+  EMBER_RETURN_IF_ERROR(ChooseLayout());
+  if (n > 1) train.expert_parallel = layout_.mesh.expert > 1;
   if (!ranks_->several()) return Status::OK();
   const std::string rank_suffix = ".rank-" + std::to_string(rank);
   if (!options_.outputs.trace_file.empty()) options_.outputs.trace_file += rank_suffix;
   train.show_progress = train.show_progress && rank == 0;
-  if (options_.pipeline_parallel == n) {
+  if (layout_.mesh.pipeline == n) {
     // A pipeline: rank 0 trains as a job of one rank (all the data, the
     // whole table) whose dense stage runs the pipeline; the others serve.
     EMBER_RETURN_IF_ERROR(UseLocalGpu());
@@ -87,16 +124,49 @@ Status Job::LayOut() {
   }
   EMBER_RETURN_IF_ERROR(UseLocalGpu());
   train.ranks = ranks_->group();
-  // (Options that do not resolve fail when the model is built.)
-  const Result<ModelOptions> model = ResolveModelOptions(train.model);
-  if (train.expert_parallel && model.ok() && model->name == "moe" &&
-      model->params.Int("num_experts") % n != 0 && !options_.expert_parallel_chosen) {
-    LOG(WARNING) << "--expert_parallel: off, --num_experts=" << model->params.Int("num_experts")
-                 << " does not divide among " << n << " ranks; every rank computes every expert";
-    train.expert_parallel = false;
-  }
   if (!train.table.disk_path.empty()) train.table.disk_path += "/rank-" + std::to_string(rank);
   return Status::OK();
+}
+
+Status Job::ChooseLayout() {
+  const TrainOptions& train = options_.train;
+  const int n = ranks_->size();
+  const int experts = ExpertCount(train.model);
+  scheduler::Layout& layout = layout_;
+  layout.tables = options_.tables;
+  const pipeline::PipelineParallelOptions& pp = train.pipeline_parallel;
+  layout.virtual_stages = pp.virtual_stages;
+  layout.micro_batches = pp.micro_batches;
+  layout.schedule = !pp.schedule.empty() ? pp.schedule : pp.virtual_stages > 1 ? "interleaved" : "1f1b";
+  if (options_.mesh.has_value()) {
+    layout.mesh = *options_.mesh;
+    if (options_.pipeline_parallel > 1 && layout.mesh.pipeline != options_.pipeline_parallel) {
+      return Status::InvalidArgument("--pipeline_parallel=", options_.pipeline_parallel,
+                                     " and --mesh=", scheduler::MeshText(layout.mesh),
+                                     " disagree: give the mesh alone");
+    }
+    if (options_.expert_parallel_chosen && train.expert_parallel && layout.mesh.expert == 1 &&
+        n > 1 && experts > 0) {
+      return Status::InvalidArgument("--expert_parallel and --mesh=",
+                                     scheduler::MeshText(layout.mesh),
+                                     " disagree: the mesh has no expert axis");
+    }
+  } else if (options_.pipeline_parallel > 1) {
+    layout.mesh.pipeline = n;
+  } else if (train.expert_parallel && experts > 0 && n > 1 &&
+             (experts % n == 0 || options_.expert_parallel_chosen)) {
+    layout.mesh.expert = n;  // Indivisible experts: CheckLayout names --num_experts.
+  } else {
+    if (train.expert_parallel && experts > 0 && n > 1) {
+      LOG(WARNING) << "--expert_parallel: off, --num_experts=" << experts
+                   << " does not divide among " << n << " ranks; every rank computes every expert";
+    }
+    layout.mesh.data = n;
+  }
+  // The model's tables are known at Create, which checks their shardings.
+  EMBER_RETURN_IF_ERROR(
+      scheduler::CheckLayout(layout, n, std::numeric_limits<int>::max(), experts));
+  return CheckRunnable(layout);
 }
 
 bool Job::serves_pipeline() const {
@@ -146,6 +216,9 @@ Status Job::ServePipeline() {
 
 Status Job::Create(const DataShape& shape) {
   TrainOptions& train = options_.train;
+  EMBER_RETURN_IF_ERROR(scheduler::CheckLayout(layout_, ranks_->size(),
+                                               static_cast<int>(shape.num_slots),
+                                               ExpertCount(train.model)));
   if (train.pipeline_parallel.ranks > 1) {
     std::vector<int64_t> sent = {shape.num_dense, shape.num_slots, shape.num_labels};
     EMBER_RETURN_IF_ERROR(train.pipeline_parallel.commands->Broadcast(sent, 0)
@@ -240,6 +313,8 @@ Status Job::Export(const io::FormatSpec& input, bool columnar, int64_t step) {
 
 Status Job::WriteTrace() const {
   if (!tracer_) return Status::OK();
+  tracer_->SetOtherData("rank", std::to_string(rank()));
+  tracer_->SetOtherData("layout", Json(layout_).dump());
   EMBER_RETURN_IF_ERROR(
       tracer_->WriteJson(options_.outputs.trace_file).WithContext("--trace_file"));
   LOG(INFO) << "wrote trace " << options_.outputs.trace_file;

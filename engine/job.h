@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 #include "engine/trainer.h"
 #include "io/batch_source.h"
 #include "io/format_spec.h"
+#include "scheduler/layout.h"
 
 namespace ember::engine {
 
@@ -65,8 +67,16 @@ struct JobOptions {
   // directory that holds one is refused.
   bool resume = false;
   // Ranks of a pipeline over the dense model (pipeline/pipeline_parallel.h):
-  // 1, or the job's ranks; otherwise the ranks train data in parallel.
+  // 1, or the job's ranks; otherwise the ranks train data in parallel. A
+  // shorthand for mesh pipeline:N.
   int pipeline_parallel = 1;
+  // The layout as the user wrote it (scheduler/layout.h, --mesh and
+  // --table_sharding); no mesh: the one the shorthands above give for the
+  // world (pipeline:N with pipeline_parallel, expert:N for a MoE model
+  // whose experts divide among the ranks under expert_parallel, else
+  // data:N).
+  std::optional<scheduler::Mesh> mesh;
+  scheduler::TableShardings tables;
   // Every blocking exchange with another rank waits at most this long.
   double rank_timeout_seconds = 600;
   // Whether train.expert_parallel was chosen (true) or is the default, which
@@ -86,11 +96,14 @@ using OpenEvaluationData = std::function<Result<std::unique_ptr<io::BatchSource>
 class Job {
  public:
   // Joins the ranks mpirun started this process with (a job of one rank
-  // otherwise) and lays the job out over them: a pipeline's stages, or data
-  // parallelism with each rank's own directories (--embedding_dir/rank-<r>),
-  // device (its host's GPU) and trace file. InvalidArgument for a layout the
-  // ranks cannot run (a pipeline of another number of ranks, --num_shards
-  // under ranks), with the flag to change.
+  // otherwise) and lays the job out over them (layout()): a pipeline's
+  // stages, or data parallelism with each rank's own directories
+  // (--embedding_dir/rank-<r>), device (its host's GPU) and trace file.
+  // InvalidArgument for a layout that does not fit the world
+  // (scheduler::CheckLayout) or that the runtime does not run yet — more
+  // than one axis above 1 (data x pipeline, data x expert), a table sharding
+  // other than row-wise over every rank — and for --num_shards under ranks,
+  // with the flag to change.
   static Result<std::unique_ptr<Job>> Join(JobOptions options);
   ~Job();
 
@@ -109,6 +122,10 @@ class Job {
   bool data_parallel() const { return options_.train.ranks.active(); }
   // Ranks 1.. of a pipeline: they read no data and serve rank 0's steps.
   bool serves_pipeline() const;
+  // How the job spreads over its ranks: every rank's is the same (the
+  // tools compare its hash at start), and checkpoints, metrics and traces
+  // record it.
+  const scheduler::Layout& layout() const { return layout_; }
   // The options as laid out; a planner may still change the training
   // knobs (threads, batch, pipeline) before Create.
   const JobOptions& options() const { return options_; }
@@ -166,6 +183,8 @@ class Job {
   explicit Job(JobOptions options) : options_(std::move(options)) {}
   // Lays the job out over its ranks (see Join).
   Status LayOut();
+  // layout_ from the options and the world, checked.
+  Status ChooseLayout();
   // A dense model on a GPU under mpirun: its host's GPU, and the dense
   // stage's communicator over NCCL.
   Status UseLocalGpu();
@@ -173,6 +192,7 @@ class Job {
   Result<embedding::EmbeddingTable*> WholeTable();
 
   JobOptions options_;
+  scheduler::Layout layout_;
   OpenEvaluationData open_evaluation_;
   std::unique_ptr<JobRanks> ranks_;
   TempDir embedding_temp_dir_;

@@ -32,7 +32,8 @@ void to_json(Json& j, const JobRecord& r) {
            {"batch_size", r.batch_size},
            {"input", r.input},
            {"columnar_input", r.columnar_input},
-           {"shape", r.shape}};
+           {"shape", r.shape},
+           {"layout", r.layout}};
 }
 
 void from_json(const Json& j, JobRecord& r) {
@@ -51,6 +52,7 @@ void from_json(const Json& j, JobRecord& r) {
   f.Get("input", &r.input);
   f.Get("columnar_input", &r.columnar_input);
   f.Get("shape", &r.shape);
+  f.Optional("layout", &r.layout);
   f.Done();
 }
 

@@ -23,6 +23,7 @@
 #include "engine/train_options.h"
 #include "io/format_spec.h"
 #include "ops/dense_optimizer.h"
+#include "scheduler/layout.h"
 
 namespace ember::engine {
 
@@ -47,6 +48,10 @@ struct JobRecord {
   io::FormatSpec input;
   bool columnar_input = false;
   DataShape shape;
+  // How the job spread over its ranks (scheduler/layout.h). Records written
+  // before layouts hold none and read as one rank's (data:1); their ranks
+  // are in the checkpoint's RANKS record (engine/rank_checkpoint.h).
+  scheduler::Layout layout;
 };
 
 // The record as JSON (the layout above); from_json is strict.

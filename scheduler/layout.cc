@@ -14,16 +14,6 @@ namespace {
 
 constexpr MeshAxis kAxes[] = {MeshAxis::kPipeline, MeshAxis::kData, MeshAxis::kExpert};
 
-bool ParseAxis(std::string_view name, MeshAxis* axis) {
-  for (MeshAxis a : kAxes) {
-    if (name == MeshAxisName(a)) {
-      *axis = a;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool ParseInt(std::string_view text, int* out) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return !text.empty() && ec == std::errc() && end == text.data() + text.size();
@@ -53,7 +43,7 @@ Result<TableSharding> ParseSharding(std::string_view text) {
     if (where.empty() && sharding.kind == TableShardingKind::kColumnWise) {
       return Status::InvalidArgument("column_wise needs the axis of its slices: column_wise@AXIS");
     }
-    if (!where.empty() && !ParseAxis(where, &axis)) {
+    if (!where.empty() && !ParseMeshAxis(where, &axis)) {
       return Status::InvalidArgument("unknown axis '", where, "' (axes: pipeline, data, expert)");
     }
     sharding.axis = std::string(where);
@@ -87,6 +77,16 @@ const char* MeshAxisName(MeshAxis axis) {
       return "expert";
   }
   return "?";
+}
+
+bool ParseMeshAxis(std::string_view name, MeshAxis* axis) {
+  for (MeshAxis a : kAxes) {
+    if (name == MeshAxisName(a)) {
+      *axis = a;
+      return true;
+    }
+  }
+  return false;
 }
 
 int Mesh::size(MeshAxis axis) const {
@@ -128,7 +128,7 @@ Result<Mesh> ParseMesh(const std::string& text) {
     const size_t colon = item.find(':');
     MeshAxis axis;
     int size = 0;
-    if (colon == std::string_view::npos || !ParseAxis(item.substr(0, colon), &axis)) {
+    if (colon == std::string_view::npos || !ParseMeshAxis(item.substr(0, colon), &axis)) {
       return Status::InvalidArgument("--mesh=", text, ": '", item,
                                      "' is not AXIS:SIZE (axes: pipeline, data, expert)");
     }
@@ -261,7 +261,7 @@ Status CheckLayout(const Layout& layout, int world, int num_slots, int num_exper
     }
     if (!s.axis.empty()) {
       MeshAxis axis;
-      if (!ParseAxis(s.axis, &axis)) {
+      if (!ParseMeshAxis(s.axis, &axis)) {
         return Status::InvalidArgument("--table_sharding: ", which, ": unknown axis '", s.axis, "'");
       }
       if (mesh.size(axis) == 1) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,8 +31,9 @@
 namespace ember::scheduler {
 
 enum class MeshAxis { kPipeline, kData, kExpert };
-// "pipeline", "data", "expert".
+// "pipeline", "data", "expert"; and back (false for another name).
 const char* MeshAxisName(MeshAxis axis);
+bool ParseMeshAxis(std::string_view name, MeshAxis* axis);
 
 struct Mesh {
   int pipeline = 1;

@@ -29,6 +29,7 @@
 #include "engine/model_zoo.h"
 #include "engine/trainer.h"
 #include "ops/precision.h"
+#include "scheduler/layout.h"
 #include "scheduler/plan.h"
 #include "scheduler/resource_graph.h"
 #include "tools/commands.h"
@@ -182,6 +183,10 @@ Result<engine::JobOptions> JobOptionsFromFlags() {
                  FLAGS_model_hash};
   job.resume = FLAGS_resume;
   job.pipeline_parallel = FLAGS_pipeline_parallel;
+  if (!FLAGS_mesh.empty()) {
+    EMBER_ASSIGN_OR_RETURN(job.mesh, scheduler::ParseMesh(FLAGS_mesh));
+  }
+  EMBER_ASSIGN_OR_RETURN(job.tables, scheduler::ParseTableShardings(FLAGS_table_sharding));
   job.rank_timeout_seconds = FLAGS_rank_timeout_seconds;
   job.data_sharded = FLAGS_num_shards > 1 || FLAGS_shard_index > 0;
   job.stop_requested = &g_stop_requested;
@@ -207,8 +212,9 @@ Result<int64_t> ResumeOrRecord(engine::Job& job, const Data& data) {
     EMBER_RETURN_IF_ERROR(
         RecordJobInput(dir, {data.num_dense, data.num_slots, data.num_labels, columnar}));
     EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
-    EMBER_RETURN_IF_ERROR(engine::WriteJobRecord(
-        dir, engine::JobRecordOf(job.trainer().options(), input, columnar)));
+    engine::JobRecord record = engine::JobRecordOf(job.trainer().options(), input, columnar);
+    record.layout = job.layout();
+    EMBER_RETURN_IF_ERROR(engine::WriteJobRecord(dir, record));
   }
   return step;
 }
@@ -312,6 +318,13 @@ void PrintSummary(const engine::TrainReport& report, const engine::Metrics& test
   std::fflush(stdout);
 }
 
+// "0123456789abcdef": the layout's hash as the ranks compare it.
+std::string LayoutHashText(const scheduler::Layout& layout) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(layout.Hash()));
+  return text;
+}
+
 // Writes the run's curves and metrics (rank 0).
 Status WriteReports(const engine::Job& job, const engine::TrainReport& report,
                     const engine::Metrics& test, const Data& data, const std::string& model_hash) {
@@ -331,7 +344,13 @@ Status WriteReports(const engine::Job& job, const engine::TrainReport& report,
   if (!model_hash.empty()) train_json["model_hash"] = model_hash;
   Json input_json = {{"train", SourceJson(data.train_source)}};
   if (data.test_source) input_json["test"] = SourceJson(*data.test_source);
+  const scheduler::Layout& layout = job.layout();
   const Json root = {{"model", job.options().train.model.name},
+                     {"world", job.ranks()},
+                     {"mesh", layout.mesh},
+                     {"layout", layout.OneLine(static_cast<int>(data.num_slots))},
+                     {"layout_hash", LayoutHashText(layout)},
+                     {"threads_per_rank", job.options().train.threads},
                      {"test", std::move(test_json)},
                      {"train", std::move(train_json)},
                      {"input", std::move(input_json)}};
@@ -362,6 +381,9 @@ Status Train(engine::Job& job, int* stopped_by) {
   for (const EffectiveFlag& flag : EffectiveFlags(kTrainFlagFiles)) {
     settings.push_back({flag.name, flag.value});
   }
+  // The layout follows from the flags; its hash is what a planner's layout
+  // will be checked by.
+  settings.push_back({"layout", LayoutHashText(job.layout())});
   EMBER_RETURN_IF_ERROR(job.CheckSameSettings(settings));
   // Fail now rather than after hours of training.
   EMBER_RETURN_IF_ERROR(job.CheckOutputs());
@@ -381,6 +403,7 @@ Status Train(engine::Job& job, int* stopped_by) {
     job.EvaluateDuringTraining(EvaluationData(data, options.eval_batch_size));
   }
   EMBER_RETURN_IF_ERROR(job.Create({data.num_dense, data.num_slots, data.num_labels}));
+  if (job.reports()) LOG(INFO) << "layout: " << job.layout().OneLine(data.num_slots);
   EMBER_RETURN_IF_ERROR(ResumeOrRecord(job, data).status());
   // One path for the training data: a stream, or the examples in memory.
   std::unique_ptr<io::BatchSource> in_memory;

@@ -183,6 +183,21 @@ DEFINE_int32(pipeline_parallel, 1,
              "table; each rank runs --virtual_stages chunks of the dense graph in a 1F1B or "
              "interleaved 1F1B schedule. 1: no split.");
 DEFINE_validator(pipeline_parallel, &ember::tools::IsPositive32);
+DEFINE_string(mesh, "",
+              "Under mpirun: the job's layout over its ranks as a mesh of named axes, "
+              "AXIS:SIZE,... with axes pipeline (stages of the dense model), data (each rank "
+              "trains examples of its own) and expert (the MoE experts divided among the "
+              "ranks, each also training examples of its own), e.g. data:4 or pipeline:2. The "
+              "product must be -np; axes of size 1 may be left out. This Ember runs one axis "
+              "above 1 at a time. Empty: what --pipeline_parallel and --expert_parallel say "
+              "(data:N otherwise).");
+DEFINE_string(table_sharding, "",
+              "Under mpirun: how each embedding table (slot) spreads over the ranks, "
+              "SLOTS=SHARDING,... with SLOTS a slot, a range a-b or default, and SHARDING "
+              "row_wise[@AXIS] (rows by key over every rank, or over a mesh axis), "
+              "table_wise@RANK, replicated or column_wise@AXIS, e.g. "
+              "'default=row_wise,0-1=replicated'. This Ember runs row_wise over every rank. "
+              "Empty: every table row-wise over every rank.");
 DEFINE_int32(virtual_stages, 1,
              "With --pipeline_parallel: chunks of the dense graph per rank (interleaved 1F1B "
              "when > 1; then --micro_batches must be a multiple of --pipeline_parallel).");

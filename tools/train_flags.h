@@ -60,6 +60,8 @@ DECLARE_bool(resume);
 DECLARE_double(rank_timeout_seconds);
 DECLARE_bool(expert_parallel);
 DECLARE_int32(pipeline_parallel);
+DECLARE_string(mesh);
+DECLARE_string(table_sharding);
 DECLARE_int32(virtual_stages);
 DECLARE_int32(micro_batches);
 DECLARE_string(pipeline_schedule);

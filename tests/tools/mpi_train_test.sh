@@ -45,9 +45,16 @@
 #               trains the model one rank trains in N row ranges (the
 #               routing's groups): same --model_hash; rows crossed between
 #               ranks (the metrics' moe exchanged_bytes).
+#   layout      --mesh (scheduler/layout.h, issue 58) says what the shorthands
+#               say: data:2, pipeline:2 and expert:2 train the models of the
+#               default 2 ranks, --pipeline_parallel=2 and the experts divided
+#               (same --model_hash); the metrics, the job record and each
+#               rank's trace hold the layout; a mesh that is not the world,
+#               one of two axes above 1 and a table sharding the runtime does
+#               not run are refused at start, naming the flag.
 #
 # Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume [FLAGS...] | pipeline N |
-#        moe N | lock | busy | lost stop|kill RANK [FLAGS...]
+#        moe N | lock | busy | lost stop|kill RANK [FLAGS...] | layout
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -153,6 +160,56 @@ moe)
     { echo "FAIL: the experts were not divided"; status=1; }
   python3 -c 'import json,sys; m=json.load(open("metrics.json"))["train"]["moe"]; sys.exit(m["exchanged_bytes"] <= 0)' ||
     { echo "FAIL: no exchanged bytes in metrics.json"; status=1; }
+  exit $status
+  ;;
+layout)
+  cd "$work"
+  status=0
+  short=("${data[@]}" --threads=1 --batch_size=128)
+  same() {  # NAME FLAGS_A -- FLAGS_B: the two 2-rank jobs train one model.
+    local name=$1 a=() b=()
+    shift
+    while [[ $1 != -- ]]; do a+=("$1"); shift; done
+    shift
+    b=("$@")
+    timeout 300 "${mpirun[@]}" -np 2 "$ember" train "${short[@]}" "${a[@]}" >"$name.a.txt" 2>&1
+    local ea=$?
+    timeout 300 "${mpirun[@]}" -np 2 "$ember" train "${short[@]}" "${b[@]}" >"$name.b.txt" 2>&1
+    local eb=$?
+    echo "$name: exit $ea, hash $(hash_of "$name.a.txt"); with --mesh: exit $eb, hash $(hash_of "$name.b.txt")"
+    [[ $ea == 0 && $eb == 0 && -n "$(hash_of "$name.a.txt")" &&
+       "$(hash_of "$name.a.txt")" == "$(hash_of "$name.b.txt")" ]] ||
+      { echo "FAIL: $name: the models differ"; grep -v '^I[0-9]' "$name.b.txt" | tail -n 5; status=1; }
+  }
+  same data -- --mesh=data:2 --metrics_out=metrics.json --trace_file=trace.json \
+      --checkpoint_dir=ckpt
+  same pipeline --pipeline_parallel=2 --micro_batches=2 -- --mesh=pipeline:2 --micro_batches=2
+  same expert --model=moe --num_experts=4 -- --model=moe --num_experts=4 --mesh=expert:2
+  python3 - <<'PY' || status=1
+import json, sys
+m = json.load(open("metrics.json"))
+ok = m["world"] == 2 and m["mesh"] == {"pipeline": 1, "data": 2, "expert": 1} and \
+    m["layout"].startswith("mesh data:2; tables: ")
+record = json.load(open("ckpt/job.json"))["layout"]
+trace = json.loads(json.load(open("trace.json.rank-1"))["otherData"]["layout"])
+ok = ok and record["mesh"] == m["mesh"] and trace == record
+print("metrics:", m["world"], m["mesh"], m["layout"], m["layout_hash"])
+if not ok:
+    print("FAIL: the metrics, job record and trace do not hold the layout"); sys.exit(1)
+PY
+  refused() {  # NP MESSAGE FLAGS...: refused at start, the message naming the flag.
+    local np=$1 message=$2
+    shift 2
+    timeout 120 "${mpirun[@]}" -np "$np" "$ember" train "${short[@]}" "$@" >refused.txt 2>&1 &&
+      { echo "FAIL: $* ran"; status=1; return; }
+    grep -q -- "$message" refused.txt ||
+      { echo "FAIL: $*: no '$message'"; grep -v '^I[0-9]' refused.txt | tail -n 5; status=1; }
+  }
+  refused 2 "--mesh=data:3 has 3 ranks; this job has 2" --mesh=data:3
+  refused 4 "layouts of several are not supported yet" --mesh=data:2,pipeline:2
+  refused 2 "--table_sharding: slot 0 is replicated" --table_sharding=0=replicated
+  refused 2 "--table_sharding names slot 40" --table_sharding=40=row_wise
+  refused 2 "does not divide over expert:2" --model=moe --num_experts=3 --mesh=expert:2
   exit $status
   ;;
 busy)
