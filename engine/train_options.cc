@@ -52,7 +52,7 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   EMBER_RETURN_IF_ERROR(pipeline::ValidateTrainingLoopOptions(o.pipeline, JobThreads(o)));
   if (o.pipeline_parallel.active()) {
     EMBER_RETURN_IF_ERROR(pipeline::ValidatePipelineParallelOptions(o.pipeline_parallel));
-    if (o.ranks.active()) {
+    if (o.ranks.active() && o.pipeline_parallel.ranks > 1) {
       return Status::InvalidArgument(
           "--pipeline_parallel: every rank of the job is a stage of one pipeline; data "
           "parallelism across pipelines is not supported yet");

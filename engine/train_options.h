@@ -127,8 +127,10 @@ struct TrainOptions {
   // The dense model split into chunks over ranks, or its batch into
   // micro-batches (pipeline/pipeline_parallel.h): rank 0 trains as a job of
   // one rank whose dense stage runs the pipeline; the other ranks serve
-  // their chunks (Trainer::ServePipeline), on model.device. Not with `ranks`
-  // (data parallelism), or a MoE model.
+  // their chunks (Trainer::ServePipeline), on model.device. With `ranks`
+  // (data parallelism) only its micro-batches (ranks == 1: gradient
+  // accumulation, every rank's summed over the ranks before each step); not
+  // with a MoE model.
   pipeline::PipelineParallelOptions pipeline_parallel;
 };
 

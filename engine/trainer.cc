@@ -73,6 +73,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
     EMBER_ASSIGN_OR_RETURN(table, embedding::NewShardedTable(
                                       std::move(table), {options.ranks.pull, options.ranks.push,
                                                          options.ranks.pull}));
+    // Micro-batches on every data rank: their gradients summed over the
+    // ranks before each step (gradient accumulation).
+    if (options.pipeline_parallel.active()) options.pipeline_parallel.data = options.ranks.dense;
   }
   Result<std::unique_ptr<DenseModel>> model = NewDenseModel(options.model);
   if (!model.ok()) {

@@ -404,7 +404,42 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
   return Status::OK();
 }
 
+Status GraphChunkWork::ReduceGradients() {
+  if (!options_.device.is_cpu()) {
+    for (const std::unique_ptr<Chunk>& c : chunks_) {
+      for (Tensor& sum : c->grad_sums) {
+        EMBER_RETURN_IF_ERROR(
+            reducer_->AllReduce(sum, sum).WithContext("all-reducing the chunks' gradients"));
+      }
+    }
+    return Status::OK();
+  }
+  size_t total = 0;
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    for (const Tensor& sum : c->grad_sums) total += static_cast<size_t>(sum.numel());
+  }
+  packed_gradients_.resize(total);
+  size_t at = 0;
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    for (const Tensor& sum : c->grad_sums) {
+      std::memcpy(packed_gradients_.data() + at, sum.data<float>(), sum.nbytes());
+      at += static_cast<size_t>(sum.numel());
+    }
+  }
+  EMBER_RETURN_IF_ERROR(reducer_->AllReduce(packed_gradients_, packed_gradients_)
+                            .WithContext("all-reducing the chunks' gradients"));
+  at = 0;
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    for (Tensor& sum : c->grad_sums) {
+      std::memcpy(sum.data<float>(), packed_gradients_.data() + at, sum.nbytes());
+      at += static_cast<size_t>(sum.numel());
+    }
+  }
+  return Status::OK();
+}
+
 Status GraphChunkWork::OptimizerStep() {
+  if (reducer_ != nullptr) EMBER_RETURN_IF_ERROR(ReduceGradients());
   ++step_;
   for (const std::unique_ptr<Chunk>& c : chunks_) {
     std::vector<Tensor>& params = c->executors[0]->parameters();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/cuda_stream.h"
 #include "core/device.h"
 #include "core/status.h"
@@ -115,6 +116,12 @@ class GraphChunkWork final : public ChunkWork {
   void set_loss_mean_over(int64_t outputs) { options_.loss_mean_over = outputs; }
   // Optimizer steps taken so far: the next OptimizerStep is step `steps` + 1.
   void set_optimizer_steps(int64_t steps) { step_ = steps; }
+  // Data ranks that train the same chunks on batches of their own (not
+  // owned; null: none): OptimizerStep first all-reduces the step's summed
+  // gradients over them (one collective for the rank's chunks on the CPU,
+  // one per parameter on a device), as the data-parallel dense step does
+  // (pipeline/training_step.h), so that every rank applies the same update.
+  void set_gradient_reducer(Communicator* ranks) { reducer_ = ranks; }
 
   int64_t OutputElements(int micro_batch, int chunk) const override;
   Status Forward(int micro_batch, int chunk, const std::vector<float>& input,
@@ -142,6 +149,8 @@ class GraphChunkWork final : public ChunkWork {
   Result<Tensor> InputGradient(int micro_batch, int input) const;
 
  private:
+  // The reducer's all-reduce of every chunk's summed gradients.
+  Status ReduceGradients();
   struct Chunk;
   GraphChunkWork(const GraphChunkWorkOptions& options, const ScheduleShape& shape, int rank);
   Result<Chunk*> Find(int chunk);
@@ -166,6 +175,8 @@ class GraphChunkWork final : public ChunkWork {
   // On a CUDA device, the stream of every executor of the rank (declared
   // before chunks_, so that it outlives them).
   std::unique_ptr<CudaStream> stream_;
+  Communicator* reducer_ = nullptr;
+  std::vector<float> packed_gradients_;  // The reducer's buffer on the CPU.
   std::vector<int64_t> value_elements_;  // Per whole-graph value id.
   std::vector<std::unique_ptr<Chunk>> chunks_;  // The rank's, by local index.
   std::vector<int64_t> carried_out_elements_;  // Per example, of every chunk.

@@ -183,6 +183,11 @@ Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
                                    " --micro_batches=", options.micro_batches,
                                    ": each must be >= 1");
   }
+  if (options.data != nullptr && options.ranks > 1) {
+    return Status::InvalidArgument(
+        "pipeline parallelism: --pipeline_parallel=", options.ranks,
+        " with data ranks: data parallelism across pipelines is not supported yet");
+  }
   const ScheduleShape shape{options.ranks, options.virtual_stages, options.micro_batches};
   if (2 * int64_t{shape.micro_batches} * shape.chunks() > kLabelsTag) {
     return Status::InvalidArgument("pipeline parallelism: ", ToString(shape),
@@ -259,6 +264,7 @@ Result<std::unique_ptr<PipelineDenseStage>> PipelineDenseStage::Create(
       GraphChunkWork::Create(graph, partition,
                              {options.ranks, options.virtual_stages, options.micro_batches}, 0,
                              work));
+  stage->work_->set_gradient_reducer(options.data);
   return stage;
 }
 
@@ -302,7 +308,15 @@ Status PipelineDenseStage::Train(const Tensor& dense, const Tensor& pooled, cons
     }
     work_->set_micro_batches(&micro_batches);
     work_->set_micro_batch_sizes(sizes);
-    work_->set_loss_mean_over(labels.numel());
+    // With data ranks, the mean runs over every rank's outputs.
+    int64_t mean_over = labels.numel();
+    if (options_.data != nullptr) {
+      std::vector<int64_t> all_outputs = {mean_over};
+      EMBER_RETURN_IF_ERROR(options_.data->AllReduce(all_outputs, all_outputs)
+                                .WithContext("summing the ranks' batch sizes"));
+      mean_over = all_outputs[0];
+    }
+    work_->set_loss_mean_over(mean_over);
     work_->set_optimizer_steps(optimizer_steps);
     EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, 0, *work_, options_.stages));
     dirty_ = true;
@@ -316,7 +330,10 @@ Status PipelineDenseStage::Train(const Tensor& dense, const Tensor& pooled, cons
     }
     if (last == 0) {
       EMBER_RETURN_IF_ERROR(StepLogits(*work_, m, logits));
-      *loss = work_->step_loss();
+      // Reported: this batch's own mean (the loss is its share of the
+      // ranks' mean).
+      *loss = work_->step_loss() * static_cast<double>(mean_over) /
+              static_cast<double>(labels.numel());
       return Status::OK();
     }
     EMBER_RETURN_IF_ERROR(options_.stages->Recv(*logits, last, kLogitsTag)

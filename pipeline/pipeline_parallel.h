@@ -54,13 +54,22 @@ struct PipelineParallelOptions {
   // longer than any of those.
   Communicator* stages = nullptr;
   Communicator* commands = nullptr;
+  // Data ranks, each running this dense stage on batches of its own (not
+  // owned; null: none): gradient accumulation under data parallelism. The
+  // step's loss is the mean over every rank's outputs and the summed
+  // gradients are all-reduced over them (rank order) before the optimizer
+  // step, so that N ranks of m micro-batches train what one rank of the N
+  // batches' examples trains in micro-batches (up to the order of the sums).
+  // Only with p == 1 so far: data parallelism across pipelines is not run.
+  Communicator* data = nullptr;
 
   // Whether the dense stage runs in chunks at all.
   bool active() const { return ranks > 1 || virtual_stages > 1 || micro_batches > 1; }
 };
 
 // InvalidArgument naming the field: p, v, m < 1, an unknown schedule kind, a
-// shape the kind refuses, or p > 1 without both communicators of p ranks.
+// shape the kind refuses, p > 1 without both communicators of p ranks, or
+// data ranks with p > 1.
 Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options);
 
 // The p·v chunks of `graph` for micro-batches of `micro_batch_size`

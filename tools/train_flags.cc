@@ -205,7 +205,9 @@ DEFINE_validator(virtual_stages, &ember::tools::IsPositive32);
 DEFINE_int32(micro_batches, 1,
              "Micro-batches per step: each batch's dense forward and backward run in this many "
              "parts whose gradients are summed before one optimizer step (the pipeline's "
-             "micro-batches with --pipeline_parallel; gradient accumulation without).");
+             "micro-batches with --pipeline_parallel; gradient accumulation without, also on "
+             "every data-parallel rank under mpirun, whose summed gradients are all-reduced "
+             "before the step).");
 DEFINE_validator(micro_batches, &ember::tools::IsPositive32);
 DEFINE_string(pipeline_schedule, "",
               "With --pipeline_parallel or --micro_batches: the schedule, gpipe, 1f1b or "

@@ -47,6 +47,11 @@ struct Param {
   std::string model = "dlrm";
   // false: every rank computes every expert for its own rows.
   bool expert_parallel = true;
+  // > 1: each rank runs its batch in this many micro-batches, their
+  // gradients summed over the ranks before each step (gradient accumulation
+  // under data parallelism); the reference runs ranks x as many, each of a
+  // rank's rows (the sums then differ in order alone).
+  int micro_batches = 1;
 };
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
@@ -55,7 +60,10 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
          (info.param.disk_tier ? "Tiered" : "InMemory") + (info.param.bitwise ? "Bitwise" : "") +
          (info.param.model != "moe"      ? ""
           : info.param.expert_parallel ? "ExpertParallelMoe"
-                                       : "DataParallelMoe");
+                                       : "DataParallelMoe") +
+         (info.param.micro_batches > 1
+              ? std::to_string(info.param.micro_batches) + "MicroBatches"
+              : "");
 }
 
 // `data` with the keys of every rank but the first made distinct within
@@ -139,6 +147,9 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
   alone.batch_size = ranks * kBatch;
   alone.threads = ranks;
   alone.shuffle = !bitwise;
+  if (GetParam().micro_batches > 1) {
+    alone.pipeline_parallel.micro_batches = ranks * GetParam().micro_batches;
+  }
   auto reference = Trainer::Create(alone, train->num_dense(), train->num_slots());
   ASSERT_TRUE(reference.ok()) << reference.status();
   auto reference_report = (*reference)->Fit(*train);
@@ -164,6 +175,7 @@ TEST_P(DistributedTrainerTest, RanksTrainTheModelOneRankTrainsOnTheirBatchesToge
       options.threads = 1;
       options.shuffle = !bitwise;
       options.expert_parallel = GetParam().expert_parallel;
+      options.pipeline_parallel.micro_batches = GetParam().micro_batches;
       options.ranks = {groups[0][r].get(), groups[1][r].get(), groups[2][r].get(),
                        groups[3][r].get()};
       auto trainer = Trainer::Create(options, train->num_dense(), train->num_slots());
@@ -462,7 +474,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DistributedTrainerTest,
                                            Param{2, true, false, true, "moe"},
                                            Param{4, false, false, true, "moe"},
                                            Param{3, true, false, false, "moe"},
-                                           Param{2, false, false, false, "moe", false}),
+                                           Param{2, false, false, false, "moe", false},
+                                           Param{2, false, false, false, "dlrm", true, 2},
+                                           Param{3, true, false, false, "dlrm", true, 2}),
                          ParamName);
 
 }  // namespace

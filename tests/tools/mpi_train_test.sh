@@ -52,9 +52,15 @@
 #               rank's trace hold the layout; a mesh that is not the world,
 #               one of two axes above 1 and a table sharding the runtime does
 #               not run are refused at start, naming the flag.
+#   accumulate N
+#               N ranks of --batch_size=B in --micro_batches=2 (gradient
+#               accumulation under data parallelism) train the model one rank
+#               trains with --batch_size=N*B in 2N micro-batches (the same
+#               rows in each micro-batch), up to the order of the sums: the
+#               same test AUC and logloss, and the same scores within 1e-6.
 #
 # Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume [FLAGS...] | pipeline N |
-#        moe N | lock | busy | lost stop|kill RANK [FLAGS...] | layout
+#        moe N | lock | busy | lost stop|kill RANK [FLAGS...] | layout | accumulate N
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -160,6 +166,37 @@ moe)
     { echo "FAIL: the experts were not divided"; status=1; }
   python3 -c 'import json,sys; m=json.load(open("metrics.json"))["train"]["moe"]; sys.exit(m["exchanged_bytes"] <= 0)' ||
     { echo "FAIL: no exchanged bytes in metrics.json"; status=1; }
+  exit $status
+  ;;
+accumulate)
+  n=$4
+  cd "$work"
+  job=("${data[@]}" --threads=1)
+  "$ember" gen-data --rows=400 --seed=11 --out=score.tsv >/dev/null 2>&1
+  timeout 300 "$ember" train "${job[@]}" --batch_size=$((n * 128)) --micro_batches=$((2 * n)) \
+      --export_dir=one >one.txt 2>&1 || { echo "FAIL: one rank exited $?"; tail -n 20 one.txt; exit 1; }
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${job[@]}" --batch_size=128 \
+      --micro_batches=2 --export_dir=ranks >ranks.txt 2>&1 ||
+    { echo "FAIL: $n ranks exited $?"; grep -v '^I[0-9]' ranks.txt | tail -n 20; exit 1; }
+  for m in one ranks; do
+    "$ember" predict --bundle=$m --data=score.tsv --predictions_out=$m.scores >/dev/null 2>&1 ||
+      { echo "FAIL: predict with $m"; exit 1; }
+  done
+  loss_of() { sed -n 's/^test:  AUC [0-9.]*  logloss \([0-9.]*\).*/\1/p' "$1"; }
+  echo "accumulate: one rank AUC $(auc_of one.txt) logloss $(loss_of one.txt);" \
+       "$n ranks AUC $(auc_of ranks.txt) logloss $(loss_of ranks.txt)"
+  status=0
+  [[ -n "$(auc_of one.txt)" && "$(auc_of one.txt)" == "$(auc_of ranks.txt)" &&
+     "$(loss_of one.txt)" == "$(loss_of ranks.txt)" ]] ||
+    { echo "FAIL: the test metrics differ"; status=1; }
+  python3 - <<'PY' || status=1
+import sys
+one = [float(x) for x in open("one.scores").read().split()]
+ranks = [float(x) for x in open("ranks.scores").read().split()]
+worst = max(abs(a - b) for a, b in zip(one, ranks))
+print("scores: %d, largest difference %.2e" % (len(one), worst))
+sys.exit(len(one) != len(ranks) or len(one) == 0 or worst > 1e-6)
+PY
   exit $status
   ;;
 layout)
