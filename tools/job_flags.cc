@@ -26,6 +26,10 @@ const std::vector<std::string> kMayChangeOnResume = {
     // The dense graph's split into pipeline stages (the same micro-batches
     // train the same bits however they are split).
     "pipeline_parallel", "virtual_stages", "pipeline_schedule",
+    // The layout over the ranks, which -np changes too (a resume reshards
+    // the rows and the dense state to the new one; scheduler/layout.h), and
+    // whether the experts divide (the same model either way).
+    "mesh", "table_sharding", "expert_parallel",
     // Evaluation only.
     "test_data"};
 

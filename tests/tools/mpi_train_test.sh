@@ -51,7 +51,11 @@
 #               (same --model_hash); the metrics, the job record and each
 #               rank's trace hold the layout; a mesh that is not the world,
 #               one of two axes above 1 and a table sharding the runtime does
-#               not run are refused at start, naming the flag.
+#               not run are refused at start, naming the flag. A checkpoint of
+#               one layout resumes under another (data:2 -> pipeline:2 and one
+#               rank, pipeline:2 -> data:2 and 3 ranks, expert:2 -> data:2):
+#               a resume that trains nothing has the saving job's hash (every
+#               row and the dense state resharded), and it trains on.
 #   accumulate N
 #               N ranks of --batch_size=B in --micro_batches=2 (gradient
 #               accumulation under data parallelism) train the model one rank
@@ -242,6 +246,38 @@ PY
     grep -q -- "$message" refused.txt ||
       { echo "FAIL: $*: no '$message'"; grep -v '^I[0-9]' refused.txt | tail -n 5; status=1; }
   }
+  # Resharding between layouts: resumes that train nothing keep the model.
+  saved=(--max_steps=10)
+  resumed() {  # DIR EXPECTED NP FLAGS...: a resume of DIR that trains nothing has hash EXPECTED.
+    local dir=$1 expected=$2 np=$3
+    shift 3
+    local run=("$ember")
+    ((np > 1)) && run=("${mpirun[@]}" -np "$np" "$ember")
+    timeout 300 "${run[@]}" train "${short[@]}" "${saved[@]}" --checkpoint_dir="$dir" --resume \
+        "$@" >resumed.txt 2>&1
+    echo "  $dir on $np rank(s) $*: exit $?, hash $(hash_of resumed.txt)"
+    [[ -n "$expected" && "$(hash_of resumed.txt)" == "$expected" ]] ||
+      { echo "FAIL: $dir resumed with $* is not $expected"; grep -v '^I[0-9]' resumed.txt | tail -n 5; status=1; }
+  }
+  # (A MoE model runs no micro-batches: its routing's groups are batches.)
+  for from in "data:2 --model=dcn_v2 --micro_batches=2" "pipeline:2 --model=dcn_v2 --micro_batches=2" \
+              "expert:2 --model=moe --num_experts=4"; do
+    read -r mesh model <<<"$from"
+    dir="ck-${mesh/:/}"
+    timeout 300 "${mpirun[@]}" -np 2 "$ember" train "${short[@]}" "${saved[@]}" $model \
+        --mesh="$mesh" --checkpoint_dir="$dir" >saved.txt 2>&1 ||
+      { echo "FAIL: saving under $mesh"; status=1; continue; }
+    hash=$(hash_of saved.txt)
+    echo "saved under $mesh ($model): hash $hash"
+    case "$mesh" in
+    data:2) resumed "$dir" "$hash" 2 $model --mesh=pipeline:2; resumed "$dir" "$hash" 1 $model ;;
+    pipeline:2) resumed "$dir" "$hash" 2 $model --mesh=data:2; resumed "$dir" "$hash" 3 $model ;;
+    expert:2) resumed "$dir" "$hash" 2 $model --mesh=data:2 ;;
+    esac
+  done
+  timeout 300 "${mpirun[@]}" -np 2 "$ember" train "${short[@]}" --micro_batches=2 --max_steps=20 \
+      --model=dcn_v2 --mesh=pipeline:2 --checkpoint_dir=ck-data2 --resume >on.txt 2>&1 &&
+    grep -q "^test:  AUC" on.txt || { echo "FAIL: data:2 -> pipeline:2 did not train on"; status=1; }
   refused 2 "--mesh=data:3 has 3 ranks; this job has 2" --mesh=data:3
   refused 4 "layouts of several are not supported yet" --mesh=data:2,pipeline:2
   refused 2 "--table_sharding: slot 0 is replicated" --table_sharding=0=replicated
