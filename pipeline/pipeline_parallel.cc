@@ -163,7 +163,8 @@ Result<const Schedule*> ScheduleFor(const PipelineParallelOptions& options, int6
     const std::string kind = m == options.micro_batches ? KindOf(options) : "gpipe";
     EMBER_ASSIGN_OR_RETURN(
         Schedule schedule,
-        BuiltinSchedules().Make(kind, {options.ranks, options.virtual_stages, m}));
+        BuiltinSchedules().Make(kind, {options.ranks, options.virtual_stages, m,
+                                       m == options.micro_batches ? options.group : 0}));
     EMBER_RETURN_IF_ERROR(CheckSchedule(schedule));
     it = cache->emplace(m, std::move(schedule)).first;
   }
@@ -188,7 +189,8 @@ Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
         "pipeline parallelism: --pipeline_parallel=", options.ranks,
         " with data ranks: data parallelism across pipelines is not supported yet");
   }
-  const ScheduleShape shape{options.ranks, options.virtual_stages, options.micro_batches};
+  const ScheduleShape shape{options.ranks, options.virtual_stages, options.micro_batches,
+                            options.group};
   if (2 * int64_t{shape.micro_batches} * shape.chunks() > kLabelsTag) {
     return Status::InvalidArgument("pipeline parallelism: ", ToString(shape),
                                    " has too many micro-batches x chunks (at most ",
@@ -262,7 +264,9 @@ Result<std::unique_ptr<PipelineDenseStage>> PipelineDenseStage::Create(
   EMBER_ASSIGN_OR_RETURN(
       stage->work_,
       GraphChunkWork::Create(graph, partition,
-                             {options.ranks, options.virtual_stages, options.micro_batches}, 0,
+                             {options.ranks, options.virtual_stages, options.micro_batches,
+                              options.group},
+                             0,
                              work));
   stage->work_->set_gradient_reducer(options.data);
   return stage;
@@ -449,7 +453,8 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
     work_options.optimizer = optimizer;
     EMBER_ASSIGN_OR_RETURN(
         std::unique_ptr<GraphChunkWork> work,
-        GraphChunkWork::Create(graph, partition, {p, options.virtual_stages, options.micro_batches},
+        GraphChunkWork::Create(graph, partition,
+                               {p, options.virtual_stages, options.micro_batches, options.group},
                                rank, work_options));
     std::map<int, Schedule> schedules;
     const int last = p - 1;

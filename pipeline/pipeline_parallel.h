@@ -41,6 +41,7 @@ struct PipelineParallelOptions {
   int ranks = 1;           // p: ranks the dense graph is split over.
   int virtual_stages = 1;  // v: chunks per rank.
   int micro_batches = 1;   // m: micro-batches per step.
+  int group = 0;           // G: interleaved schedules' micro-batch group (0: p).
   // The schedule kind (BuiltinSchedules()); empty: "interleaved" when v > 1,
   // else "1f1b". A batch of fewer than m examples runs as "gpipe" with one
   // micro-batch per example.

@@ -1,5 +1,6 @@
 #include "pipeline/schedule.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -87,7 +88,8 @@ std::string ToString(const Instr& instr) {
 
 std::string ToString(const ScheduleShape& shape) {
   return internal::StrCat("p=", shape.ranks, " v=", shape.virtual_stages,
-                          " m=", shape.micro_batches);
+                          " m=", shape.micro_batches,
+                          shape.group > 0 ? " G=" + std::to_string(shape.group) : "");
 }
 
 Status ValidateShape(const ScheduleShape& shape) {
@@ -100,6 +102,10 @@ Status ValidateShape(const ScheduleShape& shape) {
   if (shape.micro_batches < 1) {
     return Status::InvalidArgument("schedule micro-batches must be >= 1, got ",
                                    shape.micro_batches);
+  }
+  if (shape.group < 0) {
+    return Status::InvalidArgument("schedule micro-batch group must be >= 0 (0: the ranks), got ",
+                                   shape.group);
   }
   return Status::OK();
 }
@@ -136,7 +142,10 @@ Result<Schedule> LowerToInstructions(const std::string& kind, const ScheduleShap
       if (const auto recv = RecvBefore(shape, instr, rank)) {
         const std::vector<Instr>& channel = channels[{recv->peer, rank}];
         size_t& next = received[{recv->peer, rank}];
-        bool found = false;
+        // Received already, ahead of a message sent after it that an
+        // earlier instruction needed (interleaved groups wider than p).
+        bool found = std::find(channel.begin(), channel.begin() + next, *recv) !=
+                     channel.begin() + next;
         while (!found && next < channel.size()) {
           found = channel[next] == *recv;
           out.push_back(channel[next++]);

@@ -70,16 +70,21 @@ struct ScheduleShape {
   int ranks = 1;           // p: pipeline ranks
   int virtual_stages = 1;  // v: chunks per rank
   int micro_batches = 1;   // m: micro-batches per step
+  // G: interleaved schedules pass the micro-batches through each chunk in
+  // groups of G (Megatron's microbatch_group_size_per_vp_stage); 0: p.
+  int group = 0;
 
   int chunks() const { return ranks * virtual_stages; }
+  int group_size() const { return group > 0 ? group : ranks; }
   // The rank that holds `chunk`.
   int RankOf(int chunk) const { return chunk % ranks; }
 };
 
-// "p=2 v=2 m=4".
+// "p=2 v=2 m=4", and " G=3" when the group is set.
 std::string ToString(const ScheduleShape& shape);
 
-// InvalidArgument naming the field unless p, v and m are all >= 1.
+// InvalidArgument naming the field unless p, v and m are all >= 1 and the
+// group >= 0.
 Status ValidateShape(const ScheduleShape& shape);
 
 // One step's instructions: ranks[r] is rank r's list, run in order.

@@ -72,26 +72,46 @@ Result<Orders> OneFOneBOrder(const ScheduleShape& shape) {
 Result<Orders> InterleavedOrder(const ScheduleShape& shape) {
   EMBER_RETURN_IF_ERROR(ValidateShape(shape));
   const int p = shape.ranks, v = shape.virtual_stages, m = shape.micro_batches;
-  if (m % p != 0) {
-    return Status::InvalidArgument("schedule interleaved needs the micro-batches (", m,
-                                   ") to be a multiple of the ranks (", p, "), got ",
-                                   ToString(shape));
+  const int g = shape.group_size();
+  // Megatron's conditions (schedules.py, forward_backward_pipelining_with_
+  // interleaving), with its reasons.
+  if (g < p || g > m) {
+    return Status::InvalidArgument(
+        "schedule interleaved passes the micro-batches through each chunk in groups of G (",
+        g, shape.group > 0 ? "" : ", the ranks", "), which must lie in [p, m] = [", p, ", ", m,
+        "]: a group smaller than the ranks leaves a rank without work, one larger than the "
+        "micro-batches is not a group; got ", ToString(shape));
+  }
+  if (const int last = m % g; last > 0 && last < p) {
+    return Status::InvalidArgument(
+        "schedule interleaved: the last group of micro-batches (m mod G = ", last,
+        ") must be empty or at least the ranks (", p,
+        "): a shorter one stalls the pipeline on its dependencies; got ", ToString(shape));
+  }
+  // The order of a rank's forwards: group after group, each group's
+  // micro-batches through the rank's chunks in turn (the last group takes
+  // what remains); its backwards run the same order through the chunks in
+  // reverse.
+  std::vector<std::pair<int, int>> table;  // (micro-batch, local chunk)
+  for (int first = 0; first < m; first += g) {
+    const int end = first + g >= m ? m : first + g;
+    for (int local = 0; local < v; ++local) {
+      for (int mb = first; mb < end; ++mb) table.emplace_back(mb, local);
+    }
   }
   const int total = v * m;  // forwards per rank
   Orders orders(static_cast<size_t>(p));
   for (int rank = 0; rank < p; ++rank) {
     std::vector<Instr> forwards, backwards;
-    for (int k = 0; k < total; ++k) {
-      // Megatron: the k-th step of a rank belongs to group k / (p·v); within
-      // it, p micro-batches pass through each local chunk in turn.
-      const int in_group = k % (p * v);
-      const int local = in_group / p;
-      const int mb = (k / (p * v)) * p + k % p;
+    for (const auto& [mb, local] : table) {
       forwards.push_back(Instr::Forward(mb, GlobalChunk(shape, rank, local)));
       backwards.push_back(Instr::Backward(mb, GlobalChunk(shape, rank, v - 1 - local)));
     }
-    // Megatron runs every forward first when m = p.
-    const int warmup = m == p ? total : (p - rank - 1) * 2 + (v - 1) * p;
+    // Megatron's warm-up since November 2024: (v - 1)·G forwards on every
+    // rank and 2 more per later rank; when that covers every forward (m = p
+    // on the first ranks) the rank runs them all first, while the later
+    // ranks start 1F1B and hold fewer activations in flight.
+    const int warmup = std::min(total, (p - rank - 1) * 2 + (v - 1) * g);
     orders[static_cast<size_t>(rank)] = OneForwardOneBackward(forwards, backwards, warmup);
   }
   return orders;

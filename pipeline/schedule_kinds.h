@@ -25,14 +25,17 @@ Result<std::vector<std::vector<Instr>>> GPipeOrder(const ScheduleShape& shape);
 // for v > 1); any m >= 1. Holds at most p - r micro-batches' activations.
 Result<std::vector<std::vector<Instr>>> OneFOneBOrder(const ScheduleShape& shape);
 
-// Interleaved 1F1B (Megatron-LM; Narayanan et al., 2021, section 2.2): the
-// v chunks of a rank take turns in groups of p micro-batches: the rank's
-// k-th forward runs local chunk (k mod p·v) / p on micro-batch
-// (k / (p·v))·p + k mod p; backwards visit the local chunks in the reverse
-// order. Rank r runs (p - r - 1)·2 + (v - 1)·p warm-up forwards (all v·m of
-// them when m = p, and never more than v·m), then alternates one forward
-// and one backward, then the remaining backwards.
-// Requires m to be a multiple of p (the groups of p), so m >= p.
+// Interleaved 1F1B in Megatron-LM's current order (Narayanan et al., 2021,
+// section 2.2; schedules.py since November 2024): the micro-batches pass
+// through a rank's v chunks in groups of G (shape.group, default p): group
+// after group, each group's micro-batches run through local chunk 0, then
+// 1, ..., v - 1 (the last group takes what remains), and the backwards
+// visit the local chunks in the reverse order. Rank r runs
+// min(v·m, 2(p - r - 1) + (v - 1)·G) warm-up forwards — every forward on
+// the first ranks when m = p, while the later ones start 1F1B — then
+// alternates one forward and one backward, then the remaining backwards.
+// Accepts what Megatron accepts: p <= G <= m, and m mod G either 0 or at
+// least p (with the default G = p: m a multiple of p).
 Result<std::vector<std::vector<Instr>>> InterleavedOrder(const ScheduleShape& shape);
 
 }  // namespace ember::pipeline

@@ -143,7 +143,7 @@ const std::vector<TopicFlags>& Topics() {
        {"threads", "pipeline", "pipeline_depth", "stage_threads", "max_staleness", "early_pulls",
         "read_ahead", "watchdog_seconds", "rank_timeout_seconds", "mesh", "table_sharding",
         "pipeline_parallel",
-        "virtual_stages", "micro_batches", "pipeline_schedule"}},
+        "virtual_stages", "micro_batches", "pipeline_group", "pipeline_schedule"}},
       {Topic::kCheckpoints, {"checkpoint_dir", "checkpoint_every_steps", "resume", "keep_best"}},
       {Topic::kOutput,
        {"predictions_out", "metrics_out", "export_dir", "trace_file", "plot_out", "model_hash",
@@ -151,7 +151,8 @@ const std::vector<TopicFlags>& Topics() {
       {Topic::kPlanning,
        {"plan", "cluster", "ranks", "recalibrate", "calibration_dir", "plan_batch_sizes", "plan_threads",
         "plan_memory_limit", "plan_refine_from", "network_scale", "draw_schedule",
-        "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches", "pipeline_ranks",
+        "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches", "schedule_group",
+        "pipeline_ranks",
         "pipeline_activation_limit"}},
       {Topic::kLogging, {"flagfile", "v", "log_dir"}},
   };

@@ -47,6 +47,10 @@ DEFINE_int32(schedule_micro_batches, 4,
              "plan --draw_schedule: micro-batches per step (m), >= 1; interleaved needs a "
              "multiple of --schedule_ranks.");
 DEFINE_validator(schedule_micro_batches, &ember::tools::IsPositive32);
+DEFINE_int32(schedule_group, 0,
+             "plan --draw_schedule=interleaved: micro-batches that pass through each chunk in "
+             "turn (G, as --pipeline_group), in [p, m] with m mod G 0 or >= p; 0: p.");
+DEFINE_validator(schedule_group, &ember::tools::IsNonNegative32);
 DEFINE_int32(pipeline_ranks, 0,
              "plan: also choose pipeline parallelism of the model's dense graph over up to this "
              "many ranks: the ranks p, chunks per rank v, micro-batches m of the plan's batch "
@@ -64,7 +68,7 @@ namespace {
 // Draws --draw_schedule for the --schedule_* shape on stdout.
 Status DrawSchedule() {
   const pipeline::ScheduleShape shape{FLAGS_schedule_ranks, FLAGS_schedule_virtual_stages,
-                                      FLAGS_schedule_micro_batches};
+                                      FLAGS_schedule_micro_batches, FLAGS_schedule_group};
   Result<pipeline::Schedule> schedule = pipeline::BuiltinSchedules().Make(FLAGS_draw_schedule, shape);
   if (!schedule.ok()) return schedule.status().WithContext("--draw_schedule");
   EMBER_ASSIGN_OR_RETURN(const std::string drawing, pipeline::DrawScheduleText(*schedule));

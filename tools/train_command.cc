@@ -137,6 +137,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.pipeline_parallel.virtual_stages = FLAGS_virtual_stages;
   options.pipeline_parallel.micro_batches = FLAGS_micro_batches;
   options.pipeline_parallel.schedule = FLAGS_pipeline_schedule;
+  options.pipeline_parallel.group = FLAGS_pipeline_group;
   EMBER_RETURN_IF_ERROR(engine::ValidateTrainOptions(options));
   return options;
 }

@@ -200,7 +200,8 @@ DEFINE_string(table_sharding, "",
               "Empty: every table row-wise over every rank.");
 DEFINE_int32(virtual_stages, 1,
              "With --pipeline_parallel: chunks of the dense graph per rank (interleaved 1F1B "
-             "when > 1; then --micro_batches must be a multiple of --pipeline_parallel).");
+             "when > 1; then --micro_batches must suit --pipeline_group: by default a "
+             "multiple of --pipeline_parallel).");
 DEFINE_validator(virtual_stages, &ember::tools::IsPositive32);
 DEFINE_int32(micro_batches, 1,
              "Micro-batches per step: each batch's dense forward and backward run in this many "
@@ -209,6 +210,12 @@ DEFINE_int32(micro_batches, 1,
              "every data-parallel rank under mpirun, whose summed gradients are all-reduced "
              "before the step).");
 DEFINE_validator(micro_batches, &ember::tools::IsPositive32);
+DEFINE_int32(pipeline_group, 0,
+             "With --virtual_stages > 1 (interleaved 1F1B): micro-batches that pass through "
+             "each chunk in turn (Megatron's microbatch group size per virtual stage), in "
+             "[--pipeline_parallel, --micro_batches], and --micro_batches mod it 0 or at least "
+             "--pipeline_parallel. 0: --pipeline_parallel.");
+DEFINE_validator(pipeline_group, &ember::tools::IsNonNegative32);
 DEFINE_string(pipeline_schedule, "",
               "With --pipeline_parallel or --micro_batches: the schedule, gpipe, 1f1b or "
               "interleaved; empty: interleaved when --virtual_stages > 1, else 1f1b "

@@ -64,6 +64,7 @@ DECLARE_string(mesh);
 DECLARE_string(table_sharding);
 DECLARE_int32(virtual_stages);
 DECLARE_int32(micro_batches);
+DECLARE_int32(pipeline_group);
 DECLARE_string(pipeline_schedule);
 DECLARE_bool(model_hash);
 DECLARE_string(trace_file);

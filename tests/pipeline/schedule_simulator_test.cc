@@ -67,6 +67,41 @@ TEST(ScheduleSimulatorTest, OneFOneBBubbleIsPMinusOneOverVTimesM) {
   }
 }
 
+// The same over the larger grid (p 2-8, v 1-4, m 2-32) for 1F1B and
+// interleaved 1F1B in Megatron's current order, with its default group
+// (G = p) and with every other group Megatron accepts whose groups are
+// whole (m mod G = 0: a ragged last group adds its own wait).
+TEST(ScheduleSimulatorTest, BubbleIsPMinusOneOverVTimesMOverALargerGrid) {
+  int simulated = 0;
+  for (int p = 2; p <= 8; ++p) {
+    for (int m = 2; m <= 32; ++m) {
+      for (int v = 1; v <= 4; ++v) {
+        std::vector<std::pair<std::string, int>> kinds;  // (kind, group)
+        if (v == 1) kinds.emplace_back("1f1b", 0);
+        for (int g = p; g <= m; ++g) {
+          if (m % g == 0) kinds.emplace_back("interleaved", g);
+        }
+        for (const auto& [kind, g] : kinds) {
+          const ScheduleShape shape{p, v, m, g};
+          Result<Schedule> schedule = BuiltinSchedules().Make(kind, shape);
+          ASSERT_TRUE(schedule.ok()) << kind << " " << ToString(shape) << ": " << schedule.status();
+          const Timeline timeline = Simulate(*schedule, EqualChunks(1.0, 2.0));
+          if (kind == "interleaved" && g != p) {
+            // A wider group keeps more in flight and never idles longer.
+            EXPECT_LE(timeline.bubble_ratio(), (p - 1.0) / (v * m) + kRounding)
+                << kind << " " << ToString(shape);
+          } else {
+            EXPECT_THAT(timeline.bubble_ratio(), DoubleNear((p - 1.0) / (v * m), kRounding))
+                << kind << " " << ToString(shape);
+          }
+          ++simulated;
+        }
+      }
+    }
+  }
+  EXPECT_GT(simulated, 500);
+}
+
 // GPipe: the last rank starts its forwards p - 1 chunk-times late, and rank
 // 0 ends its backwards p - 1 chunk-times after the last rank; in between
 // each rank is busy v·m·(f + b) when m >= p (a rank's next chunk then never

@@ -13,6 +13,7 @@
 namespace ember::pipeline {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -129,16 +130,56 @@ TEST(InterleavedTest, TakesMicroBatchesInGroupsOfPPerChunk) {
                           "B2.2", "B3.2", "B2.0", "B3.0"));
 }
 
-TEST(InterleavedTest, RunsEveryForwardFirstWhenMEqualsP) {
+// Megatron's order since November 2024: with m = p the first ranks run
+// every forward first, the later ones start 1F1B (fewer activations held).
+TEST(InterleavedTest, StartsOneFOneBOnTheLaterRanksWhenMEqualsP) {
   const Schedule schedule = Make("interleaved", 3, 2, 3);
-  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(6, WarmupOf(schedule, rank));
+  // Warm-ups min(6, 2(3 - r - 1) + 3) = 6, 5, 3, and the first steady forward.
+  EXPECT_EQ(6, WarmupOf(schedule, 0));
+  EXPECT_EQ(6, WarmupOf(schedule, 1));
+  EXPECT_EQ(4, WarmupOf(schedule, 2));
 }
 
-TEST(InterleavedTest, RequiresMAMultipleOfP) {
-  Result<Schedule> schedule = BuiltinSchedules().Make("interleaved", {4, 2, 6});
-  ASSERT_FALSE(schedule.ok());
-  EXPECT_EQ(StatusCode::kInvalidArgument, schedule.status().code());
-  EXPECT_THAT(schedule.status().message(), HasSubstr("multiple of the ranks (4)"));
+TEST(InterleavedTest, TakesMicroBatchesInGroupsOfG) {
+  // p = 2, v = 2, m = 6, G = 3: micro-batches 0-2 through chunk 0 then 2 on
+  // rank 0, then 3-5; warm-up 2 + 3 = 5.
+  const Schedule schedule = *BuiltinSchedules().Make("interleaved", {2, 2, 6, 3});
+  const std::vector<std::string> order = ComputeOf(schedule, 0);
+  EXPECT_THAT(std::vector<std::string>(order.begin(), order.begin() + 7),
+              ElementsAre("F0.0", "F1.0", "F2.0", "F0.2", "F1.2", "F2.2", "B0.2"));
+  EXPECT_EQ(6, WarmupOf(schedule, 0));
+  EXPECT_EQ(4, WarmupOf(schedule, 1));
+  EXPECT_EQ("p=2 v=2 m=6 G=3", ToString(schedule.shape));
+}
+
+// Megatron's conditions: p <= G <= m, and m mod G either 0 or >= p.
+TEST(InterleavedTest, AcceptsTheGroupsMegatronAcceptsAndRefusesTheOthersWithTheReason) {
+  for (int p = 1; p <= 4; ++p) {
+    for (int m = 1; m <= 12; ++m) {
+      for (int g = 0; g <= m + 1; ++g) {
+        const ScheduleShape shape{p, 2, m, g};
+        const int group = g > 0 ? g : p;
+        const bool accepted = p <= group && group <= m && (m % group == 0 || m % group >= p);
+        Result<Schedule> schedule = BuiltinSchedules().Make("interleaved", shape);
+        ASSERT_EQ(accepted, schedule.ok()) << ToString(shape) << ": " << schedule.status();
+        if (!accepted) {
+          EXPECT_THAT(schedule.status().message(),
+                      AnyOf(HasSubstr("must lie in [p, m]"), HasSubstr("last group")))
+              << ToString(shape);
+          continue;
+        }
+        EXPECT_TRUE(CheckSchedule(*schedule).ok()) << ToString(shape) << ": "
+                                                   << CheckSchedule(*schedule);
+      }
+    }
+  }
+  Result<Schedule> small = BuiltinSchedules().Make("interleaved", {4, 2, 8, 3});
+  EXPECT_THAT(small.status().message(), HasSubstr("which must lie in [p, m] = [4, 8]"));
+  Result<Schedule> remainder = BuiltinSchedules().Make("interleaved", {4, 2, 6});
+  EXPECT_THAT(remainder.status().message(),
+              HasSubstr("the last group of micro-batches (m mod G = 2) must be empty or at least "
+                        "the ranks (4)"));
+  EXPECT_FALSE(BuiltinSchedules().Make("interleaved", {2, 2, 4, -1}).ok());
 }
 
 TEST(LoweringTest, SendsFollowTheirComputeAndReceivesPrecedeIt) {

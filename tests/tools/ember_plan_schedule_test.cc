@@ -70,7 +70,21 @@ TEST(EmberPlanScheduleTest, AnUnknownKindOrUnsupportedShapeExitsTwoNamingIt) {
               "--schedule_virtual_stages=2 "
               "--schedule_micro_batches=3");
   EXPECT_EQ(2, run.exit_code) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("multiple"));
+  EXPECT_THAT(run.output, HasSubstr("m mod G = 1"));
+  run = Ember("plan --draw_schedule=interleaved --schedule_ranks=2 --schedule_virtual_stages=2 "
+              "--schedule_micro_batches=4 --schedule_group=5");
+  EXPECT_EQ(2, run.exit_code) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("must lie in [p, m] = [2, 4]"));
+}
+
+// A micro-batch group G of Megatron's: groups of 3 through each chunk.
+TEST(EmberPlanScheduleTest, DrawsInterleavedWithAGroup) {
+  const CommandRun run = Ember(
+      "plan --draw_schedule=interleaved --schedule_ranks=2 --schedule_virtual_stages=2 "
+      "--schedule_micro_batches=6 --schedule_group=3");
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("p=2 v=2 m=6 G=3"));
+  EXPECT_THAT(run.output, HasSubstr("B5.3"));
 }
 
 TEST(EmberPlanScheduleTest, PlanHelpListsTheScheduleFlags) {
@@ -78,7 +92,7 @@ TEST(EmberPlanScheduleTest, PlanHelpListsTheScheduleFlags) {
   EXPECT_EQ(0, run.exit_code) << run.output;
   for (const char *flag :
        {"--draw_schedule", "--schedule_ranks", "--schedule_virtual_stages",
-        "--schedule_micro_batches"}) {
+        "--schedule_micro_batches", "--schedule_group"}) {
     EXPECT_THAT(run.output, HasSubstr(flag));
   }
 }

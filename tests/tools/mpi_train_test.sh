@@ -150,6 +150,21 @@ pipeline)
   grep -h -A$((2 * n)) "pipeline: $n ranks" ranks.txt | sed 's/^.*\] //'
   [[ -n "$(hash_of one.txt)" && "$(hash_of one.txt)" == "$(hash_of ranks.txt)" ]] ||
     { echo "FAIL: the model hashes differ"; exit 1; }
+  # Megatron's micro-batch groups: every micro-batch in one group (G = m),
+  # and m = p (1F1B from the first step on the later ranks): the same model.
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${job[@]}" --pipeline_parallel="$n" \
+      --virtual_stages=2 --pipeline_group=$((2 * n)) >group.txt 2>&1 ||
+    { echo "FAIL: --pipeline_group exited $?"; grep -v '^I[0-9]' group.txt | tail -n 20; exit 1; }
+  timeout 300 "$ember" train "${data[@]}" --model=dcn_v2 --cross_layers=3 --threads=1 \
+      --batch_size=256 --micro_batches="$n" >one_p.txt 2>&1 || { echo "FAIL: one rank, m = p"; exit 1; }
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${data[@]}" --model=dcn_v2 --cross_layers=3 \
+      --threads=1 --batch_size=256 --micro_batches="$n" --pipeline_parallel="$n" \
+      --virtual_stages=2 >ranks_p.txt 2>&1 || { echo "FAIL: $n ranks, m = p"; exit 1; }
+  echo "pipeline group G=$((2 * n)): hash $(hash_of group.txt); m = p: one rank $(hash_of one_p.txt)," \
+       "$n ranks $(hash_of ranks_p.txt)"
+  [[ "$(hash_of group.txt)" == "$(hash_of one.txt)" && -n "$(hash_of one_p.txt)" &&
+     "$(hash_of one_p.txt)" == "$(hash_of ranks_p.txt)" ]] ||
+    { echo "FAIL: the model hashes differ"; exit 1; }
   exit 0
   ;;
 moe)
