@@ -102,9 +102,13 @@ class MpiCommunicator final : public Communicator {
   // Sends `bytes` to `peer`; the copy completes in the background.
   Status Post(const std::string& what, int peer, int tag, Bytes bytes);
   // Waits until every message of `incoming` has arrived, this rank aborts,
-  // a peer it waits on leaves, or the deadline passes.
+  // a peer it waits on leaves, or the deadline passes. In a `collective`,
+  // also until any member aborts (leaves with a failure, not a Cancelled
+  // destruction): the members a collective still waits on may be waiting
+  // for that one themselves, or be dead where MPI does not say so, and a
+  // collective of a failed job never completes.
   Status WaitFor(const std::string& what, std::vector<Incoming>& incoming,
-                 Clock::time_point deadline);
+                 Clock::time_point deadline, bool collective = false);
   // Hands the receives of a failed wait that MPI has matched to pending_,
   // where they complete into their own buffers.
   void Orphan(std::vector<Incoming>& incoming);
@@ -200,7 +204,7 @@ void MpiCommunicator::Orphan(std::vector<Incoming>& incoming) {
 }
 
 Status MpiCommunicator::WaitFor(const std::string& what, std::vector<Incoming>& incoming,
-                                Clock::time_point deadline) {
+                                Clock::time_point deadline, bool collective) {
   Backoff backoff;
   while (true) {
     Status status = OwnAbort(what);
@@ -242,6 +246,14 @@ Status MpiCommunicator::WaitFor(const std::string& what, std::vector<Incoming>& 
       for (int peer : missing) {
         if (status = PeerGone(what, peer, /*for_send=*/false); !status.ok()) break;
       }
+      for (int peer = 0; collective && status.ok() && peer < size_; ++peer) {
+        if (peer == rank_) continue;
+        const std::optional<internal::LeaveNotice> notice = internal::FindLeaveNotice(id_, peer);
+        if (notice && notice->reason.code() != StatusCode::kCancelled) {
+          status = Status::Unavailable(what, ": rank ", peer, " left the group: ",
+                                       notice->reason.ToString());
+        }
+      }
     }
     if (status.ok() && Clock::now() >= deadline) {
       std::sort(missing.begin(), missing.end());
@@ -277,7 +289,7 @@ Status MpiCommunicator::Exchange(const Signature& signature, const Status& inval
     in.tag = tag;
     incoming.push_back(std::move(in));
   }
-  EMBER_RETURN_IF_ERROR(WaitFor(*what, incoming, deadline));
+  EMBER_RETURN_IF_ERROR(WaitFor(*what, incoming, deadline, /*collective=*/true));
   if (!invalid.ok()) {
     const std::string problem = internal::ArgumentProblem(signature.kind, invalid);
     return Status(invalid.code(), internal::StrCat(*what, ": ", problem));

@@ -19,6 +19,8 @@ constexpr int kRowCountTag = 1, kKeysTag = 2, kRowsTag = 3;
 // Ember allows in practice, and a bounded staging copy.
 constexpr int64_t kRowsPerMessage = 1 << 16;
 constexpr double kPipelineCommandTimeoutSeconds = 24 * 3600;
+// The least that rank 0 waits for the other ranks to take part in a command.
+constexpr double kRootCommandSeconds = 30;
 
 // Gives every rank `root`'s `text`. A collective: two broadcasts.
 Status BroadcastString(Communicator& comm, int root, std::string* text) {
@@ -89,8 +91,16 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
   // 0 reads, evaluates or writes a checkpoint, for as long as that takes:
   // rank 0's heartbeat, not this timeout, bounds the wait for a rank 0 that
   // is stopped or dead. A rank 0 that fails aborts it (they stop at once).
+  // Rank 0 itself waits only for the ranks to take part in its commands,
+  // which they do at once (they wait for them): its side keeps the rank
+  // timeout (at least kRootCommandSeconds, for the other ranks' start-up),
+  // so that a rank that died or stopped while the others waited for a
+  // command fails the job, named, instead of holding rank 0's next command
+  // for ever.
   CommunicatorOptions commands = options;
-  commands.timeout_seconds = std::max(timeout_seconds, kPipelineCommandTimeoutSeconds);
+  commands.timeout_seconds =
+      std::max(timeout_seconds,
+               world.rank == 0 ? kRootCommandSeconds : kPipelineCommandTimeoutSeconds);
   for (auto [comm, comm_options] : {std::pair{&ranks->commands_, commands},
                                     std::pair{&ranks->heartbeats_, options}}) {
     Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(comm_options);
