@@ -137,7 +137,7 @@ Status Job::ChooseLayout() {
   const pipeline::PipelineParallelOptions& pp = train.pipeline_parallel;
   layout.virtual_stages = pp.virtual_stages;
   layout.micro_batches = pp.micro_batches;
-  layout.schedule = !pp.schedule.empty() ? pp.schedule : pp.virtual_stages > 1 ? "interleaved" : "1f1b";
+  layout.schedule = pipeline::ScheduleKindOf(pp);
   if (options_.mesh.has_value()) {
     layout.mesh = *options_.mesh;
     if (options_.pipeline_parallel > 1 && layout.mesh.pipeline != options_.pipeline_parallel) {

@@ -34,11 +34,6 @@ std::vector<int64_t> GraphFingerprint(const ops::Graph& graph) {
           activations};
 }
 
-std::string KindOf(const PipelineParallelOptions& options) {
-  if (!options.schedule.empty()) return options.schedule;
-  return options.virtual_stages > 1 ? "interleaved" : "1f1b";
-}
-
 // Per parameter of `graph` (Graph::parameters() order): the rank holding
 // the chunk whose nodes read it.
 Result<std::vector<int>> ParameterRanks(const ops::Graph& graph,
@@ -160,7 +155,7 @@ Result<const Schedule*> ScheduleFor(const PipelineParallelOptions& options, int6
   const int m = static_cast<int>(std::min<int64_t>(options.micro_batches, batch));
   auto it = cache->find(m);
   if (it == cache->end()) {
-    const std::string kind = m == options.micro_batches ? KindOf(options) : "gpipe";
+    const std::string kind = m == options.micro_batches ? ScheduleKindOf(options) : "gpipe";
     EMBER_ASSIGN_OR_RETURN(
         Schedule schedule,
         BuiltinSchedules().Make(kind, {options.ranks, options.virtual_stages, m,
@@ -176,6 +171,11 @@ Status Broadcast(Communicator* comm, std::vector<int64_t>* words, const char* wh
 }
 
 }  // namespace
+
+std::string ScheduleKindOf(const PipelineParallelOptions& options) {
+  if (!options.schedule.empty()) return options.schedule;
+  return options.virtual_stages > 1 ? "interleaved" : "1f1b";
+}
 
 Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
   if (options.ranks < 1 || options.virtual_stages < 1 || options.micro_batches < 1) {
@@ -196,9 +196,9 @@ Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
                                    " has too many micro-batches x chunks (at most ",
                                    kLabelsTag / 2, ")");
   }
-  Result<Schedule> schedule = BuiltinSchedules().Make(KindOf(options), shape);
+  Result<Schedule> schedule = BuiltinSchedules().Make(ScheduleKindOf(options), shape);
   if (!schedule.ok()) {
-    return schedule.status().WithContext("--pipeline_schedule=" + KindOf(options));
+    return schedule.status().WithContext("--pipeline_schedule=" + ScheduleKindOf(options));
   }
   if (options.ranks > 1) {
     for (const Communicator* comm : {options.stages, options.commands}) {
@@ -210,7 +210,7 @@ Status ValidatePipelineParallelOptions(const PipelineParallelOptions& options) {
     }
     if (options.stages->sends_wait_for_receives()) {
       EMBER_RETURN_IF_ERROR(CheckRendezvous(*schedule).WithContext(
-          "--pipeline_schedule=" + KindOf(options) + " over a communicator whose sends wait"));
+          "--pipeline_schedule=" + ScheduleKindOf(options) + " over a communicator whose sends wait"));
     }
   }
   return Status::OK();

@@ -68,6 +68,9 @@ struct PipelineParallelOptions {
   bool active() const { return ranks > 1 || virtual_stages > 1 || micro_batches > 1; }
 };
 
+// The schedule kind `options` runs: its schedule, or the default for v.
+std::string ScheduleKindOf(const PipelineParallelOptions& options);
+
 // InvalidArgument naming the field: p, v, m < 1, an unknown schedule kind, a
 // shape the kind refuses, p > 1 without both communicators of p ranks, or
 // data ranks with p > 1.
