@@ -88,6 +88,7 @@ KernelPair FullyConnectedCpu() {
         c.input_grads[0] != nullptr ? &dx : nullptr, c.input_grads[1], c.input_grads[2],
         c.precision, CopiesOf(c), c.output_grads_disposable);
   };
+  k.splits_parameter_gradients = true;
   return k;
 }
 

@@ -63,6 +63,10 @@ Status FullyConnectedForward(const Tensor& x, const Tensor& weight, const Tensor
 // `copies` as the forward's (x and weight; y is not read). With
 // `overwrite_dy`, dy's values are the caller's to lose: a ReLU layer writes
 // dy * (y > 0) over dy instead of into scratch (the same results).
+// dweight and dbias may both be null (the input gradient alone; the
+// zero-bubble schedules' B) and dx null (the parameter gradients alone, their
+// W): run so in two calls on the same dy, even overwritten by the first (the
+// mask is idempotent), the gradients have the bits of one call's.
 Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tensor& y,
                               const Tensor& dy, Activation activation, Tensor* dx, Tensor* dweight,
                               Tensor* dbias, ComputePrecision precision = ComputePrecision::kF32,

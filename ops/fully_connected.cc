@@ -296,8 +296,8 @@ Result<const float*> ActivationGradientAndBiasSums(const Tensor& y, const Tensor
                                                    int64_t out, int64_t block,
                                                    const BlockHook& after_block, bool in_place,
                                                    Tensor* masked_tensor, Tensor* dbias) {
-  float* db = dbias->data<float>();
-  if (out > 0) std::memset(db, 0, static_cast<size_t>(out) * sizeof(float));
+  float* db = dbias != nullptr ? dbias->data<float>() : nullptr;
+  if (db != nullptr && out > 0) std::memset(db, 0, static_cast<size_t>(out) * sizeof(float));
   const float* g = dy.data<float>();
   if (batch == 0 || out == 0) return g;
   const bool relu = activation == Activation::kRelu;
@@ -324,7 +324,7 @@ Result<const float*> ActivationGradientAndBiasSums(const Tensor& y, const Tensor
       if (after_block) after_block(k, begin, end, relu ? masked : g);
     }
   });
-  for (int64_t k = 0; k < blocks; ++k) {
+  for (int64_t k = 0; db != nullptr && k < blocks; ++k) {
     for (int64_t o = 0; o < out; ++o) db[o] += partial[k * out + o];
   }
   return relu ? masked : g;
@@ -357,8 +357,13 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "y", y, DType::kF32, {batch, out}));
   EMBER_RETURN_IF_ERROR(CheckTensor(kOp, "dy", dy, DType::kF32, {batch, out}));
   if (dx != nullptr) EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dx", dx, DType::kF32, {batch, in}));
-  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dweight", dweight, DType::kF32, {out, in}));
-  EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dbias", dbias, DType::kF32, {out}));
+  if ((dweight == nullptr) != (dbias == nullptr)) {
+    return Status::InvalidArgument(kOp, ": dweight and dbias are both given or both null");
+  }
+  if (dweight != nullptr) {
+    EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dweight", dweight, DType::kF32, {out, in}));
+    EMBER_RETURN_IF_ERROR(CheckOutput(kOp, "dbias", dbias, DType::kF32, {out}));
+  }
 
   // A layer narrow on the output side computes dweight and dx block by block
   // inside the pass over dy, into one partial sum of dweight per block;
@@ -386,9 +391,26 @@ Status FullyConnectedBackward(const Tensor& x, const Tensor& weight, const Tenso
   if (!grad.ok()) return grad.status().WithContext(kOp);
   if (!nonempty) {
     // Products over an empty dimension are zero; oneDNN is not asked for them.
-    dweight->SetZero();
+    if (dweight != nullptr) dweight->SetZero();
     if (dx != nullptr) dx->SetZero();
     return Status::OK();
+  }
+  if (dweight == nullptr) {
+    // The input gradient alone (the narrow pass computed it with its own
+    // partial sums, which go unused).
+    if (narrow || dx == nullptr) return Status::OK();
+    if (precision == ComputePrecision::kBf16) {
+      Result<Tensor> gb = ToBf16(*grad, batch, out);
+      if (!gb.ok()) return gb.status().WithContext(kOp);
+      Tensor w_local;
+      Result<const BFloat16*> wb =
+          Rounded("weight", weight.data<float>(), out, in, copies.weight, &w_local);
+      if (!wb.ok()) return wb.status().WithContext(kOp);
+      return internal::Bf16Gemm(kOp, 'N', 'N', batch, in, out, gb->data<BFloat16>(), out, *wb, in,
+                                dx->data<float>(), in);
+    }
+    return Sgemm(kOp, 'N', 'N', batch, in, out, *grad, out, weight.data<float>(), in,
+                 dx->data<float>(), in);
   }
   if (narrow) {
     SumWeightGradientBlocks(partial.data<float>(), partial.dim(0), in * out,

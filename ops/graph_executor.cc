@@ -114,7 +114,32 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const Graph* graph,
     executor->rows_grouped_ = executor->rows_grouped_ || (def.ok() && (*def)->rows_grouped);
   }
   EMBER_RETURN_IF_ERROR(executor->InitializeParameters(seed));
+  executor->FindSplitNodes();
   return executor;
+}
+
+void GraphExecutor::FindSplitNodes() {
+  const std::vector<GraphNode>& nodes = graph_->nodes();
+  std::vector<int> readers(graph_->values().size(), 0);
+  for (const GraphNode& node : nodes) {
+    for (int in : node.inputs) readers[in] += parameter_slot_[in] >= 0;
+  }
+  node_splits_.assign(nodes.size(), 0);
+  deferred_.assign(parameters_.size(), 0);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    bool splits = kernels_[n]->splits_parameter_gradients;
+    bool any = false;
+    for (int in : nodes[n].inputs) {
+      if (parameter_slot_[in] < 0) continue;
+      any = true;
+      splits = splits && readers[in] == 1;  // Read once, by this node alone.
+    }
+    if (!splits || !any) continue;
+    node_splits_[n] = 1;
+    for (int in : nodes[n].inputs) {
+      if (parameter_slot_[in] >= 0) deferred_[parameter_slot_[in]] = 1;
+    }
+  }
 }
 
 GraphExecutor::GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels,
@@ -259,6 +284,10 @@ const Tensor& GraphExecutor::ValueTensor(int id) const {
 const Tensor& GraphExecutor::output(int i) const { return values_[graph_->outputs()[i]]; }
 
 Status GraphExecutor::Forward(const std::vector<Tensor>& inputs, bool training) {
+  if (weights_pending_) {
+    return Status::FailedPrecondition(
+        "Forward before the BackwardWeights of the last BackwardInputs");
+  }
   const std::vector<int>& ids = graph_->inputs();
   if (inputs.size() != ids.size()) {
     return Status::InvalidArgument("the graph takes ", ids.size(), " inputs, got ",
@@ -336,40 +365,79 @@ Status GraphExecutor::ForwardRows(int shard, int64_t begin, int64_t end, bool tr
 
 Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
                                const std::vector<Tensor*>& input_grads) {
+  return RunBackward(Pass::kWhole, output_grads, input_grads);
+}
+
+Status GraphExecutor::BackwardInputs(const std::vector<Tensor>& output_grads,
+                                     const std::vector<Tensor*>& input_grads) {
+  return RunBackward(Pass::kInputs, output_grads, input_grads);
+}
+
+Status GraphExecutor::BackwardWeights() {
+  if (!weights_pending_) {
+    return Status::FailedPrecondition("BackwardWeights without a BackwardInputs before it");
+  }
+  return RunBackward(Pass::kWeights, {}, {});
+}
+
+Status GraphExecutor::RunBackward(Pass pass, const std::vector<Tensor>& output_grads,
+                                  const std::vector<Tensor*>& input_grads) {
   const std::vector<int>& outputs = graph_->outputs();
   if (batch_ < 1) return Status::FailedPrecondition("Backward before Forward");
-  if (output_grads.size() != outputs.size()) {
-    return Status::InvalidArgument("the graph has ", outputs.size(), " outputs, got ",
-                                   output_grads.size(), " gradients");
+  if (pass != Pass::kWeights && weights_pending_) {
+    return Status::FailedPrecondition("Backward before the BackwardWeights of the last "
+                                      "BackwardInputs");
   }
-  // Which values have a gradient so far: the first contribution is written
-  // in place, later ones through scratch and added.
-  std::vector<char> has_grad(graph_->values().size(), 0);
-  // Graph inputs get a gradient only when the caller asks for it.
+  // The parameters whose gradients this pass computes.
+  const auto computes = [&](int slot) {
+    return pass == Pass::kWhole || (deferred_[slot] != 0) == (pass == Pass::kWeights);
+  };
+  // Which values get no gradient from this pass: graph inputs unless the
+  // caller asks for them; in the first half the deferred parameters; in the
+  // second everything but them.
   std::vector<char> skip(graph_->values().size(), 0);
   for (size_t i = 0; i < graph_->inputs().size(); ++i) {
     skip[graph_->inputs()[i]] = i >= input_grads.size() || input_grads[i] == nullptr;
   }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& want = values_[outputs[i]];
-    if (output_grads[i].numel() != want.numel() || output_grads[i].dtype() != DType::kF32 ||
-        output_grads[i].device() != device_) {
-      return Status::InvalidArgument("gradient of output \"",
-                                     graph_->values()[outputs[i]].name, "\" is ",
-                                     output_grads[i].DebugString(), ", expected ",
-                                     want.DebugString());
+  for (size_t id = 0; id < skip.size(); ++id) {
+    const int slot = parameter_slot_[id];
+    if (pass == Pass::kWeights) skip[id] = slot < 0 || !deferred_[slot];
+    if (pass == Pass::kInputs && slot >= 0 && deferred_[slot]) skip[id] = 1;
+  }
+  // Which values have a gradient so far: the first contribution is written
+  // in place, later ones through scratch and added. The second half starts
+  // where the first ended.
+  std::vector<char> has_grad(graph_->values().size(), 0);
+  if (pass == Pass::kWeights) {
+    has_grad = pending_has_grad_[0];
+  } else {
+    if (output_grads.size() != outputs.size()) {
+      return Status::InvalidArgument("the graph has ", outputs.size(), " outputs, got ",
+                                     output_grads.size(), " gradients");
     }
-    EMBER_RETURN_IF_ERROR(CopyTensor(output_grads[i], &grads_[outputs[i]], stream_));
-    has_grad[outputs[i]] = 1;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Tensor& want = values_[outputs[i]];
+      if (output_grads[i].numel() != want.numel() || output_grads[i].dtype() != DType::kF32 ||
+          output_grads[i].device() != device_) {
+        return Status::InvalidArgument("gradient of output \"",
+                                       graph_->values()[outputs[i]].name, "\" is ",
+                                       output_grads[i].DebugString(), ", expected ",
+                                       want.DebugString());
+      }
+      EMBER_RETURN_IF_ERROR(CopyTensor(output_grads[i], &grads_[outputs[i]], stream_));
+      has_grad[outputs[i]] = 1;
+    }
   }
   const int shards = forward_shards_;
+  const std::vector<int>& parameters = graph_->parameters();
   if (shards == 0) {
-    EMBER_RETURN_IF_ERROR(BackwardRows(0, 0, batch_, skip, &has_grad, &gradients_, &scratch_));
+    EMBER_RETURN_IF_ERROR(
+        BackwardRows(pass, 0, 0, batch_, skip, &has_grad, &gradients_, &scratch_));
+    if (pass == Pass::kInputs) pending_has_grad_ = {has_grad};
   } else {
     // Shard 0 writes the parameter gradients, any others their own partial
     // sums, added to them in shard order: the same bits for the same number
     // of shards, whichever threads run them.
-    const std::vector<int>& parameters = graph_->parameters();
     shard_gradients_.resize(shards - 1);
     for (std::vector<Tensor>& grads : shard_gradients_) {
       if (grads.size() == parameters.size()) continue;
@@ -377,25 +445,36 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
       for (int id : parameters) grads.push_back(Tensor::Empty(graph_->values()[id].shape));
     }
     shard_scratch_.resize(shards, std::vector<std::vector<Tensor>>(graph_->values().size()));
-    std::vector<std::vector<char>> shard_has_grad(shards, has_grad);
+    std::vector<std::vector<char>> shard_has_grad =
+        pass == Pass::kWeights ? pending_has_grad_
+                               : std::vector<std::vector<char>>(shards, has_grad);
     EMBER_RETURN_IF_ERROR(RunShards(shards, [&](int shard, int64_t begin, int64_t end) {
-      return BackwardRows(shard, begin, end, skip, &shard_has_grad[shard],
+      return BackwardRows(pass, shard, begin, end, skip, &shard_has_grad[shard],
                           shard == 0 ? &gradients_ : &shard_gradients_[shard - 1],
                           &shard_scratch_[shard]);
     }));
     has_grad = shard_has_grad[0];  // The same graph reaches the same values in every shard.
     for (size_t p = 0; p < parameters.size(); ++p) {
-      if (!has_grad[parameters[p]]) continue;
+      if (!has_grad[parameters[p]] || !computes(static_cast<int>(p))) continue;
       for (const std::vector<Tensor>& grads : shard_gradients_) {
         EMBER_RETURN_IF_ERROR(Accumulate(grads[p], &gradients_[p]));
       }
     }
+    if (pass == Pass::kInputs) pending_has_grad_ = std::move(shard_has_grad);
   }
-  ResetBf16Copies(0);
-  loss_examples_ = 0;
+  weights_pending_ = pass == Pass::kInputs;
+  if (pass == Pass::kWeights) pending_has_grad_.clear();
+  // The second half still reads the bf16 copies and the loss' examples.
+  if (pass != Pass::kInputs) {
+    ResetBf16Copies(0);
+    loss_examples_ = 0;
+  }
   // Parameters no node reached keep a zero gradient.
-  for (int id : graph_->parameters()) {
-    if (!has_grad[id]) EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[parameter_slot_[id]], stream_));
+  for (int id : parameters) {
+    const int slot = parameter_slot_[id];
+    if (!has_grad[id] && computes(slot)) {
+      EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[slot], stream_));
+    }
   }
   const std::vector<int>& ids = graph_->inputs();
   for (size_t i = 0; i < input_grads.size() && i < ids.size(); ++i) {
@@ -413,7 +492,7 @@ Status GraphExecutor::Backward(const std::vector<Tensor>& output_grads,
   return Status::OK();
 }
 
-Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
+Status GraphExecutor::BackwardRows(Pass pass, int shard, int64_t begin, int64_t end,
                                    const std::vector<char>& skip, std::vector<char>* has_grad_of,
                                    std::vector<Tensor>* parameter_grads,
                                    std::vector<std::vector<Tensor>>* scratch) {
@@ -422,6 +501,7 @@ Status GraphExecutor::BackwardRows(int shard, int64_t begin, int64_t end,
   const std::vector<GraphNode>& nodes = graph_->nodes();
   for (size_t n = nodes.size(); n-- > 0;) {
     const GraphNode& node = nodes[n];
+    if (pass == Pass::kWeights && !node_splits_[n]) continue;  // Ran whole in the first half.
     bool any = false;
     for (int out : node.outputs) any = any || has_grad[out];
     if (!any) continue;  // Nothing downstream of this node reaches an output.

@@ -52,6 +52,22 @@ class GraphExecutor {
   // input_grads[i], the gradient with respect to graph input i. Every tensor
   // is on device(); InvalidArgument naming the tensor otherwise.
   Status Backward(const std::vector<Tensor>& output_grads, const std::vector<Tensor*>& input_grads);
+  // Backward in two halves, for the zero-bubble pipeline schedules
+  // (pipeline/schedule_kinds.h): BackwardInputs is Backward except that the
+  // parameter gradients of the nodes that split them (their kernel's
+  // KernelPair::splits_parameter_gradients, each of their parameters read by
+  // that node alone: the CPU fully connected layer) wait for
+  // BackwardWeights, which computes them from the output gradients and
+  // activations the first half left. Together they give Backward's bits.
+  // Between the two, parameter_deferred(i) says which gradients() are still
+  // to come; Forward is then FailedPrecondition, and so is BackwardWeights
+  // without a BackwardInputs before it.
+  Status BackwardInputs(const std::vector<Tensor>& output_grads,
+                        const std::vector<Tensor*>& input_grads);
+  Status BackwardWeights();
+  // Whether parameter i's gradient waits for BackwardWeights (the same after
+  // every BackwardInputs).
+  bool parameter_deferred(int i) const { return deferred_[static_cast<size_t>(i)] != 0; }
 
   // Parameters and their gradients, in Graph::parameters() order, on device().
   std::vector<Tensor>& parameters() { return parameters_; }
@@ -106,6 +122,8 @@ class GraphExecutor {
   GraphExecutor(const Graph* graph, std::vector<const KernelPair*> kernels, const Device& device,
                 CudaStream* stream, std::unique_ptr<CudaStream> owned_stream);
   Status InitializeParameters(uint64_t seed);
+  // Fills node_splits_ and deferred_.
+  void FindSplitNodes();
   Status EnsureBatch(int64_t batch);
   // An uninitialised f32 tensor on device().
   Result<Tensor> NewTensor(std::vector<int64_t> shape) const;
@@ -122,8 +140,14 @@ class GraphExecutor {
   // `shard` numbers the range (0 for the whole batch): it picks the range's
   // bf16 copies.
   Status ForwardRows(int shard, int64_t begin, int64_t end, bool training);
-  Status BackwardRows(int shard, int64_t begin, int64_t end, const std::vector<char>& skip,
-                      std::vector<char>* has_grad, std::vector<Tensor>* parameter_grads,
+  // Which part of the backward a pass runs: all of it, all but the deferred
+  // parameter gradients (BackwardInputs), or those alone (BackwardWeights).
+  enum class Pass { kWhole, kInputs, kWeights };
+  Status RunBackward(Pass pass, const std::vector<Tensor>& output_grads,
+                     const std::vector<Tensor*>& input_grads);
+  Status BackwardRows(Pass pass, int shard, int64_t begin, int64_t end,
+                      const std::vector<char>& skip, std::vector<char>* has_grad,
+                      std::vector<Tensor>* parameter_grads,
                       std::vector<std::vector<Tensor>>* scratch);
   // How many row shards a batch runs in (0: none, every kernel on the whole
   // batch with the caller's threads); fn(shard, begin, end) on each, in
@@ -166,6 +190,14 @@ class GraphExecutor {
   bool rows_grouped_ = false;
   ExpertParallel* experts_ = nullptr;
   int64_t loss_examples_ = 0;
+  // Per node: whether it defers its parameter gradients (BackwardInputs);
+  // per parameter slot: whether its gradient is deferred.
+  std::vector<char> node_splits_;
+  std::vector<char> deferred_;
+  // After BackwardInputs, until BackwardWeights: which values had a gradient
+  // at its end, per row range (one for the whole batch).
+  bool weights_pending_ = false;
+  std::vector<std::vector<char>> pending_has_grad_;
   // Per shard after the first: parameter gradients and scratch buffers.
   std::vector<std::vector<Tensor>> shard_gradients_;
   std::vector<std::vector<std::vector<Tensor>>> shard_scratch_;

@@ -143,6 +143,15 @@ struct OpDef {
 struct KernelPair {
   Kernel forward;
   Kernel backward;
+  // Whether `backward` computes the input gradients and the parameter
+  // gradients apart: given null parameter gradients it computes the input
+  // gradients alone, and given null input gradients (after such a call, on
+  // the output gradients that call may have overwritten) the parameter
+  // gradients alone, each with the bits of one call computing both. The
+  // zero-bubble schedules run the two halves at different times
+  // (GraphExecutor::BackwardInputs); a kernel without it runs whole in the
+  // first.
+  bool splits_parameter_gradients = false;
 };
 
 // Thread safety: registration before use; lookups may then run concurrently.

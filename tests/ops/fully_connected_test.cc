@@ -288,6 +288,56 @@ TEST(FullyConnectedOpsTest, OverwritingDyGivesTheSameGradientsBitForBit) {
   }
 }
 
+// The backward in two calls, the input gradient alone (dweight and dbias
+// null) and then the parameter gradients alone (dx null) on the dy the first
+// may have overwritten, gives one call's bits: the zero-bubble schedules' B
+// and W. Narrow and wide layers, f32 and (where the CPU has it) bf16; one of
+// dweight and dbias alone is refused.
+TEST(FullyConnectedOpsTest, TheInputAndParameterGradientsApartGiveOneCallsBits) {
+  std::vector<ComputePrecision> precisions = {ComputePrecision::kF32};
+  if (internal::CpuHasBf16()) precisions.push_back(ComputePrecision::kBf16);
+  for (const FcShape& s : {FcShape{17, 13, 5}, FcShape{3, 13, 150}, FcShape{1000, 33, 40}}) {
+    for (Activation activation : {Activation::kRelu, Activation::kNone}) {
+      for (ComputePrecision precision : precisions) {
+        for (bool overwrite : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "B=" << s.batch << " in=" << s.in << " out=" << s.out
+                       << " act=" << Name(activation) << " " << ComputePrecisionName(precision)
+                       << (overwrite ? " overwriting dy" : ""));
+          RandomStream rng(9);
+          const FcCase c = LargeCase(s, rng);
+          const Tensor dy = RandomTensor({s.batch, s.out}, rng);
+          Tensor y = Tensor::Empty({s.batch, s.out});
+          ASSERT_TRUE(
+              FullyConnectedForward(c.x, c.weight, c.bias, activation, &y, precision).ok());
+          std::vector<Tensor> one = {Tensor::Empty({s.batch, s.in}), Tensor::Empty({s.out, s.in}),
+                                     Tensor::Empty({s.out})};
+          ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, dy.Clone(), activation, &one[0],
+                                             &one[1], &one[2], precision, {}, overwrite)
+                          .ok());
+          std::vector<Tensor> two = {testing::NanFilled({s.batch, s.in}),
+                                     testing::NanFilled({s.out, s.in}),
+                                     testing::NanFilled({s.out})};
+          const Tensor shared_dy = dy.Clone();
+          ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, shared_dy, activation, &two[0],
+                                             nullptr, nullptr, precision, {}, overwrite)
+                          .ok());
+          ASSERT_TRUE(FullyConnectedBackward(c.x, c.weight, y, shared_dy, activation, nullptr,
+                                             &two[1], &two[2], precision, {}, overwrite)
+                          .ok());
+          for (int i = 0; i < 3; ++i) EXPECT_TRUE(SameBits(one[i], two[i])) << "gradient " << i;
+        }
+      }
+    }
+  }
+  const FcCase c = RandomCase(FcShape{4, 3, 2}, 1);
+  Tensor y = Tensor::Empty({4, 2}), dw = Tensor::Empty({2, 3});
+  ASSERT_TRUE(FullyConnectedForward(c.x, c.weight, c.bias, Activation::kNone, &y).ok());
+  testing::ExpectInvalid(
+      FullyConnectedBackward(c.x, c.weight, y, y, Activation::kNone, nullptr, &dw, nullptr),
+      "both given or both null");
+}
+
 // ReluStep on a new thread with `threads` OpenMP threads and arena threads.
 std::vector<Tensor> ReluStepOn(const FcCase& c, const Tensor& dy, int threads) {
   std::vector<Tensor> result;

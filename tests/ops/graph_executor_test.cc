@@ -384,13 +384,17 @@ struct ShardRun {
 };
 
 // One forward and backward of `graph` at `batch` (inputs and output gradient
-// seeded by the batch) with `shards`, in an arena of `threads` threads.
-ShardRun RunShards(const Graph& graph, int64_t batch, int shards, int threads) {
+// seeded by the batch) with `shards`, in an arena of `threads` threads; with
+// `split`, the backward in its two halves (BackwardInputs, then
+// BackwardWeights), and with `precision` its arithmetic.
+ShardRun RunShards(const Graph& graph, int64_t batch, int shards, int threads, bool split = false,
+                   ComputePrecision precision = ComputePrecision::kF32) {
   ShardRun run;
   auto executor = GraphExecutor::Create(&graph, 7);
   EXPECT_TRUE(executor.ok()) << executor.status();
   if (!executor.ok()) return run;
   EXPECT_TRUE((*executor)->set_row_shards(shards).ok());
+  EXPECT_TRUE((*executor)->set_precision(precision).ok());
   RandomStream rng(batch);
   const Tensor dense = RandomTensor({batch, 13}, rng), pooled = RandomTensor({batch, 32}, rng);
   const Tensor dy = RandomTensor({batch, 1}, rng);
@@ -400,7 +404,18 @@ ShardRun RunShards(const Graph& graph, int64_t batch, int shards, int threads) {
   arena.Execute([&] {
     SetOpenMpThreads(threads);
     ASSERT_TRUE((*executor)->Forward({dense, pooled}).ok());
-    ASSERT_TRUE((*executor)->Backward({dy}, {&run.ddense, &run.dpooled}).ok());
+    if (!split) {
+      ASSERT_TRUE((*executor)->Backward({dy}, {&run.ddense, &run.dpooled}).ok());
+      return;
+    }
+    ASSERT_TRUE((*executor)->BackwardInputs({dy}, {&run.ddense, &run.dpooled}).ok());
+    // The deferred gradients are not written by the first half.
+    for (size_t i = 0; i < (*executor)->gradients().size(); ++i) {
+      if ((*executor)->parameter_deferred(static_cast<int>(i))) {
+        (*executor)->gradients()[i] = testing::NanFilled((*executor)->gradients()[i].shape());
+      }
+    }
+    ASSERT_TRUE((*executor)->BackwardWeights().ok());
   });
   run.out = (*executor)->output(0).Clone();
   for (const Tensor& g : (*executor)->gradients()) run.grads.push_back(g.Clone());
@@ -446,6 +461,54 @@ TEST(GraphExecutorRowShardsTest, ShardedRunsGiveTheWholeBatchsResults) {
                   what + ": parameter " + std::to_string(i));
     }
   }
+}
+
+// The backward in two halves (the zero-bubble schedules' B and W) gives the
+// bits of the whole backward, on the whole batch and in row ranges, in f32
+// and (where the CPU has it) bf16: the fully connected layers defer their
+// parameter gradients to the second half, the cross layer (whose kernel
+// does not split) computes its own in the first.
+TEST(GraphExecutorTest, TheBackwardInTwoHalvesGivesTheWholeBackwardsBits) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  std::vector<ComputePrecision> precisions = {ComputePrecision::kF32};
+  if (internal::CpuHasBf16()) precisions.push_back(ComputePrecision::kBf16);
+  for (ComputePrecision precision : precisions) {
+    for (int shards : {1, 3}) {
+      const std::string what =
+          std::string(ComputePrecisionName(precision)) + ", " + std::to_string(shards) + " shard(s)";
+      ExpectSameBits(RunShards(*graph, 1000, shards, 2, false, precision),
+                     RunShards(*graph, 1000, shards, 2, true, precision), what);
+    }
+  }
+  auto executor = GraphExecutor::Create(graph.get(), 7);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const std::vector<int>& parameters = graph->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const std::string& name = graph->values()[parameters[i]].name;
+    EXPECT_EQ((*executor)->parameter_deferred(static_cast<int>(i)), name.rfind("cross", 0) != 0)
+        << name;
+  }
+}
+
+// The halves run in order, between one Forward and the next.
+TEST(GraphExecutorTest, TheHalvesOfABackwardRunInOrder) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  auto executor = GraphExecutor::Create(graph.get(), 7);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  RandomStream rng(1);
+  const Tensor dense = RandomTensor({8, 13}, rng), pooled = RandomTensor({8, 32}, rng);
+  const Tensor dy = RandomTensor({8, 1}, rng);
+  GraphExecutor& e = **executor;
+  ASSERT_TRUE(e.Forward({dense, pooled}).ok());
+  testing::ExpectStatus(e.BackwardWeights(), StatusCode::kFailedPrecondition,
+                        "without a BackwardInputs");
+  ASSERT_TRUE(e.BackwardInputs({dy}, {nullptr, nullptr}).ok());
+  testing::ExpectStatus(e.Forward({dense, pooled}), StatusCode::kFailedPrecondition,
+                        "before the BackwardWeights");
+  testing::ExpectStatus(e.Backward({dy}, {nullptr, nullptr}), StatusCode::kFailedPrecondition,
+                        "before the BackwardWeights");
+  ASSERT_TRUE(e.BackwardWeights().ok());
+  EXPECT_TRUE(e.Forward({dense, pooled}).ok());
 }
 
 // The results depend on the number of shards, not on the threads that run

@@ -43,10 +43,15 @@ inline bool SameBits(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
+// Expects `code` with a message that contains `message_part`.
+inline void ExpectStatus(const Status& status, StatusCode code, const std::string& message_part) {
+  EXPECT_EQ(code, status.code()) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr(message_part));
+}
+
 // Expects InvalidArgument with a message that contains `message_part`.
 inline void ExpectInvalid(const Status& status, const std::string& message_part) {
-  EXPECT_EQ(StatusCode::kInvalidArgument, status.code()) << status;
-  EXPECT_THAT(status.message(), ::testing::HasSubstr(message_part));
+  ExpectStatus(status, StatusCode::kInvalidArgument, message_part);
 }
 
 }  // namespace ember::ops::testing
