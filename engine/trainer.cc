@@ -99,7 +99,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
         pipeline::PartitionForPipeline(
             graph, pp, (options.batch_size + pp.micro_batches - 1) / pp.micro_batches));
     LOG(INFO) << "pipeline: " << pp.ranks << " ranks, " << pp.virtual_stages
-              << " chunks a rank, " << pp.micro_batches << " micro-batches a step; chunks:\n"
+              << " chunks a rank, " << pp.micro_batches << " micro-batches a step, schedule "
+              << pipeline::ScheduleKindOf(pp) << "; chunks:\n"
               << scheduler::ToText(graph, partition);
     EMBER_ASSIGN_OR_RETURN(trainer->pipeline_stage_,
                            pipeline::PipelineDenseStage::Create(graph, partition, pp, options.seed,

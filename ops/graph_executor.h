@@ -72,6 +72,7 @@ class GraphExecutor {
   // Parameters and their gradients, in Graph::parameters() order, on device().
   std::vector<Tensor>& parameters() { return parameters_; }
   std::vector<Tensor>& gradients() { return gradients_; }
+  const std::vector<Tensor>& gradients() const { return gradients_; }
   const Graph& graph() const { return *graph_; }
   int64_t batch() const { return batch_; }
   const Device& device() const { return device_; }

@@ -145,7 +145,10 @@ struct GraphChunkWork::Chunk {
   std::vector<std::unique_ptr<ops::GraphExecutor>> executors;
   std::vector<int> idle;
   std::map<int, int> in_flight;  // Micro-batch -> executor.
-  // Micro-batch -> the carried values ([B, elements] each), until backward.
+  // Micro-batch -> executor, from BackwardInput to BackwardWeight.
+  std::map<int, int> weights_pending;
+  // Micro-batch -> the carried values ([B, elements] each), until backward
+  // (until its weight gradients, when split).
   std::map<int, std::vector<Tensor>> carried;
   std::vector<Tensor> grad_sums;               // Per parameter.
   std::vector<ops::DenseOptimizerSlot> slots;  // Per parameter.
@@ -331,6 +334,53 @@ Status GraphChunkWork::Forward(int micro_batch, int chunk, const std::vector<flo
 
 Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<float>& output_grad,
                                 std::vector<float>* input_grad) {
+  return RunBackward(micro_batch, chunk, output_grad, input_grad, false);
+}
+
+Status GraphChunkWork::BackwardInput(int micro_batch, int chunk,
+                                     const std::vector<float>& output_grad,
+                                     std::vector<float>* input_grad) {
+  return RunBackward(micro_batch, chunk, output_grad, input_grad, true);
+}
+
+Status GraphChunkWork::AddToSums(Chunk& c, const ops::GraphExecutor& executor, Half half) {
+  for (size_t i = 0; i < c.grad_sums.size(); ++i) {
+    const bool deferred = executor.parameter_deferred(static_cast<int>(i));
+    if ((half == Half::kFirst && deferred) || (half == Half::kSecond && !deferred)) continue;
+    Tensor& sum = c.grad_sums[i];
+    const Tensor& g = executor.gradients()[i];
+    if (!options_.device.is_cpu()) {
+      EMBER_RETURN_IF_ERROR(ops::AddCuda(sum, g, &sum, *stream_));
+      continue;
+    }
+    float* s = sum.data<float>();
+    const float* gi = g.data<float>();
+    for (int64_t k = 0; k < sum.numel(); ++k) s[k] += gi[k];
+  }
+  return Status::OK();
+}
+
+Status GraphChunkWork::BackwardWeight(int micro_batch, int chunk) {
+  EMBER_ASSIGN_OR_RETURN(Chunk * c, Find(chunk));
+  const auto it = c->weights_pending.find(micro_batch);
+  if (it == c->weights_pending.end()) {
+    return Status::FailedPrecondition("pipeline chunk ", chunk, ": weight gradients of micro-batch ",
+                                      micro_batch, " before its input gradient");
+  }
+  ops::GraphExecutor& executor = *c->executors[static_cast<size_t>(it->second)];
+  EMBER_RETURN_IF_ERROR(executor.BackwardWeights());
+  // Summed in the order the weight gradients run: micro-batch order in
+  // zb-h1, as the unsplit backwards' sums.
+  EMBER_RETURN_IF_ERROR(AddToSums(*c, executor, Half::kSecond));
+  c->idle.push_back(it->second);
+  c->weights_pending.erase(it);
+  c->carried.erase(micro_batch);
+  return Status::OK();
+}
+
+Status GraphChunkWork::RunBackward(int micro_batch, int chunk,
+                                   const std::vector<float>& output_grad,
+                                   std::vector<float>* input_grad, bool split) {
   EMBER_ASSIGN_OR_RETURN(Chunk * c, Find(chunk));
   const auto it = c->in_flight.find(micro_batch);
   if (it == c->in_flight.end()) {
@@ -376,20 +426,11 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
   }
   std::vector<Tensor*> grad_ptrs;
   for (Tensor& t : in_grads) grad_ptrs.push_back(&t);
-  EMBER_RETURN_IF_ERROR(executor.Backward(output_grads, grad_ptrs));
+  EMBER_RETURN_IF_ERROR(split ? executor.BackwardInputs(output_grads, grad_ptrs)
+                              : executor.Backward(output_grads, grad_ptrs));
   // Summed in the order the backwards run: micro-batch order in every
   // built-in schedule, as in the unsplit model's gradient accumulation.
-  for (size_t i = 0; i < c->grad_sums.size(); ++i) {
-    Tensor& sum = c->grad_sums[i];
-    const Tensor& g = executor.gradients()[i];
-    if (!options_.device.is_cpu()) {
-      EMBER_RETURN_IF_ERROR(ops::AddCuda(sum, g, &sum, *stream_));
-      continue;
-    }
-    float* s = sum.data<float>();
-    const float* gi = g.data<float>();
-    for (int64_t k = 0; k < sum.numel(); ++k) s[k] += gi[k];
-  }
+  EMBER_RETURN_IF_ERROR(AddToSums(*c, executor, split ? Half::kFirst : Half::kBoth));
   for (Tensor& t : in_grads) {
     EMBER_ASSIGN_OR_RETURN(t, ToHost(t));
   }
@@ -398,9 +439,13 @@ Status GraphChunkWork::Backward(int micro_batch, int chunk, const std::vector<fl
     for (const Tensor& t : in_grads) Append(t, input_grad);
   }
   if (chunk == 0) input_grads_[micro_batch] = std::move(in_grads);
-  c->idle.push_back(it->second);
+  if (split) {
+    c->weights_pending[micro_batch] = it->second;  // Its carried values stay too.
+  } else {
+    c->idle.push_back(it->second);
+    c->carried.erase(micro_batch);
+  }
   c->in_flight.erase(it);
-  c->carried.erase(micro_batch);
   return Status::OK();
 }
 
@@ -439,6 +484,13 @@ Status GraphChunkWork::ReduceGradients() {
 }
 
 Status GraphChunkWork::OptimizerStep() {
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    if (!c->weights_pending.empty()) {
+      return Status::FailedPrecondition(
+          "pipeline chunk ", c->index, ": optimizer step before the weight gradients of micro-batch ",
+          c->weights_pending.begin()->first);
+    }
+  }
   if (reducer_ != nullptr) EMBER_RETURN_IF_ERROR(ReduceGradients());
   ++step_;
   for (const std::unique_ptr<Chunk>& c : chunks_) {

@@ -128,6 +128,17 @@ class GraphChunkWork final : public ChunkWork {
                  std::vector<float>* output) override;
   Status Backward(int micro_batch, int chunk, const std::vector<float>& output_grad,
                   std::vector<float>* input_grad) override;
+  // The halves of Backward (GraphExecutor::BackwardInputs and
+  // BackwardWeights): the parameter gradients of the chunk's fully
+  // connected layers on the CPU are added to the sums by BackwardWeight,
+  // the others' by BackwardInput; the micro-batch's executor and carried
+  // values are held until BackwardWeight. Summed in the order each half
+  // runs, so a schedule that runs each half in micro-batch order per chunk
+  // (zb-h1) sums what 1F1B sums, in 1F1B's order.
+  Status BackwardInput(int micro_batch, int chunk, const std::vector<float>& output_grad,
+                       std::vector<float>* input_grad) override;
+  Status BackwardWeight(int micro_batch, int chunk) override;
+  // FailedPrecondition while a BackwardInput waits for its BackwardWeight.
   Status OptimizerStep() override;
 
   // Host copies of the rank's parameters with their optimizer state, chunk
@@ -152,6 +163,13 @@ class GraphChunkWork final : public ChunkWork {
   // The reducer's all-reduce of every chunk's summed gradients.
   Status ReduceGradients();
   struct Chunk;
+  // Backward, or with `split` BackwardInput.
+  Status RunBackward(int micro_batch, int chunk, const std::vector<float>& output_grad,
+                     std::vector<float>* input_grad, bool split);
+  // Adds the executor's parameter gradients to the chunk's sums: all of
+  // them, those of the first half of a split backward, or of the second.
+  enum class Half { kBoth, kFirst, kSecond };
+  Status AddToSums(Chunk& c, const ops::GraphExecutor& executor, Half half);
   GraphChunkWork(const GraphChunkWorkOptions& options, const ScheduleShape& shape, int rank);
   Result<Chunk*> Find(int chunk);
   // An executor of `chunk` for a new micro-batch, sharing the chunk's

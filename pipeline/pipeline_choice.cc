@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <tuple>
 
+#include "ops/op_registry.h"
 #include "pipeline/schedule_simulator.h"
 #include "scheduler/planner.h"
 
@@ -101,14 +102,16 @@ int64_t BoundaryBytes(const ops::Graph& graph, int end, int64_t batch) {
   return bytes;
 }
 
-// The most micro-batches any chunk holds at once (forward run, backward not).
+// The most micro-batches any chunk holds at once (forward run, its release
+// not: ReleaseKind).
 int MaxInFlightPerChunk(const Schedule& schedule) {
+  const InstrKind release = ReleaseKind(schedule);
   int most = 1;
   std::vector<int> held(static_cast<size_t>(schedule.shape.chunks()), 0);
   for (const std::vector<Instr>& rank : schedule.ranks) {
     for (const Instr& instr : rank) {
       if (instr.kind == InstrKind::kForward) most = std::max(most, ++held[instr.chunk]);
-      if (instr.kind == InstrKind::kBackward) --held[instr.chunk];
+      if (instr.kind == release) --held[instr.chunk];
     }
   }
   return most;
@@ -117,18 +120,34 @@ int MaxInFlightPerChunk(const Schedule& schedule) {
 // Each rank's peak activation bytes over its instructions.
 std::vector<int64_t> PeakRankBytes(const Schedule& schedule,
                                    const scheduler::PipelinePartition& partition) {
+  const InstrKind release = ReleaseKind(schedule);
   std::vector<int64_t> peaks;
   for (const std::vector<Instr>& rank : schedule.ranks) {
     int64_t held = 0, peak = 0;
     for (const Instr& instr : rank) {
-      if (!instr.is_compute()) continue;
-      const int64_t bytes = partition.chunks[instr.chunk].activation_bytes;
-      held += instr.kind == InstrKind::kForward ? bytes : -bytes;
+      const int64_t bytes = instr.is_compute() ? partition.chunks[instr.chunk].activation_bytes : 0;
+      if (instr.kind == InstrKind::kForward) held += bytes;
+      if (instr.kind == release) held -= bytes;
       peak = std::max(peak, held);
     }
     peaks.push_back(peak);
   }
   return peaks;
+}
+
+// Of each node's backward seconds, those of the parameter gradients a
+// zero-bubble schedule runs apart (kBackwardWeight): half the backward of a
+// node whose kernel on `device` splits them (the fully connected layer,
+// whose dweight is one of its two products), none of another's.
+std::vector<double> NodeWeightSeconds(const ops::Graph& graph, DeviceType device,
+                                      const std::vector<double>& backward) {
+  std::vector<double> weight;
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    Result<const ops::KernelPair*> kernel = graph.registry().FindKernel(graph.nodes()[n].op, device);
+    const bool splits = kernel.ok() && (*kernel)->splits_parameter_gradients;
+    weight.push_back(splits ? backward[n] / 2 : 0.0);
+  }
+  return weight;
 }
 
 // Partitions, times and simulates one candidate; ResourceExhausted when no
@@ -157,18 +176,24 @@ Result<PipelineCandidate> Evaluate(const ops::Graph& graph, const scheduler::Cos
   std::vector<double> node_forward, node_backward;
   NodeSeconds(graph, cost, c.micro_batch_size, part.device, part.threads, &node_forward,
               &node_backward);
+  const bool on_cpu = cost.graph().devices[static_cast<size_t>(part.device)].kind ==
+                      scheduler::DeviceKind::kCpu;
+  const std::vector<double> node_weight =
+      NodeWeightSeconds(graph, on_cpu ? DeviceType::kCpu : DeviceType::kCuda, node_backward);
   ScheduleCosts costs;
   costs.forward_seconds.clear();
   costs.backward_seconds.clear();
   for (const scheduler::PipelineChunk& chunk : c.partition.chunks) {
-    double forward = 0, backward = 0;
+    double forward = 0, backward = 0, weight = 0;
     for (int n = chunk.first_node; n < chunk.end_node; ++n) {
       forward += node_forward[n];
       backward += node_backward[n];
+      weight += node_weight[n];
     }
     // The host's ranks share its device.
     costs.forward_seconds.push_back(forward * per_host);
     costs.backward_seconds.push_back(backward * per_host);
+    costs.weight_seconds.push_back(std::min(weight, backward) * per_host);
     if (shape.ranks > 1 && chunk.end_node < static_cast<int>(graph.nodes().size())) {
       const double bytes =
           static_cast<double>(BoundaryBytes(graph, chunk.end_node, c.micro_batch_size));
@@ -237,9 +262,9 @@ Result<PipelineChoice> ChoosePipeline(const ops::Graph& graph, const scheduler::
       if (p == 1 && v > 1) break;
       for (int m = 1; m <= options.max_micro_batches && m <= options.batch_size; ++m) {
         if (options.batch_size % m != 0) continue;
-        for (const char* kind : {"gpipe", "1f1b", "interleaved"}) {
+        for (const char* kind : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
           const std::string k = kind;
-          if ((p == 1 && k != "1f1b") || (k == "1f1b" && v > 1) ||
+          if ((p == 1 && k != "1f1b") || ((k == "1f1b" || k == "zb-h1") && v > 1) ||
               (k == "interleaved" && m % p != 0)) {
             continue;
           }

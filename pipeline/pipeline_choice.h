@@ -66,7 +66,7 @@ struct PipelineChoiceOptions {
 
 // One pipeline configuration and what the simulator predicts for it.
 struct PipelineCandidate {
-  std::string kind;  // "gpipe", "1f1b" or "interleaved"
+  std::string kind;  // "gpipe", "1f1b", "interleaved" or "zb-h1"
   ScheduleShape shape;
   int64_t micro_batch_size = 0;  // B / m
   // Each message between chunks (the largest chunk boundary's activations
@@ -76,7 +76,8 @@ struct PipelineCandidate {
   double samples_per_second = 0;  // B / step_seconds
   double bubble_ratio = 0;        // Timeline::bubble_ratio
   // Per rank: the most activation bytes it holds at once in the schedule
-  // (its chunks' activations from each forward to its backward).
+  // (its chunks' activations from each forward to its backward, or to its
+  // weight gradients in zb-h1).
   std::vector<int64_t> rank_activation_bytes;
   // The chunks, with their seconds on the whole device (a rank sharing it
   // with k - 1 others takes k times as long).
@@ -100,14 +101,17 @@ struct PipelineChoice {
 
 // Tries every p in 1..min(N, nodes), v in 1..max_virtual_stages with
 // p·v <= nodes, m among the divisors of B up to max_micro_batches, and each
-// kind the shape allows ("1f1b" needs v = 1, "interleaved" m % p == 0;
+// kind the shape allows ("1f1b" and "zb-h1" need v = 1, "interleaved"
+// m % p == 0;
 // p = 1 is tried as "1f1b" with v = 1 only, m > 1 being gradient
 // accumulation). For each: ranks fill the hosts (RankPlacement); the graph
 // is partitioned for micro-batches of B / m, with as
 // many micro-batches in flight per chunk as the schedule ever holds of one
 // chunk (which bounds, so never understates, a rank's peak); a chunk's
 // forward and backward seconds are the cost model's (DenseOpSeconds of its
-// nodes' forward and backward apart); the optimizer step is not costed.
+// nodes' forward and backward apart; zb-h1's weight gradients are half the
+// backward of the nodes whose kernels split them, the fully connected
+// layers on the CPU); the optimizer step is not costed.
 // InvalidArgument naming the field for a bad option or a graph without
 // nodes; ResourceExhausted naming the limit when no candidate fits it.
 Result<PipelineChoice> ChoosePipeline(const ops::Graph& graph, const scheduler::CostModel& cost,

@@ -322,7 +322,9 @@ Status PipelineDenseStage::Train(const Tensor& dense, const Tensor& pooled, cons
     }
     work_->set_loss_mean_over(mean_over);
     work_->set_optimizer_steps(optimizer_steps);
-    EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, 0, *work_, options_.stages));
+    // The first step's allocations are not the schedule's.
+    EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, 0, *work_, options_.stages,
+                                          steps_run_++ > 0 ? &times_ : nullptr));
     dirty_ = true;
     // The pooled embeddings' gradient, micro-batch after micro-batch.
     const int pooled_input = static_cast<int>(graph_->inputs().size()) - 1;
@@ -414,6 +416,10 @@ Status PipelineDenseStage::Finish() {
   if (finished_) return Status::OK();
   EMBER_RETURN_IF_ERROR(SendCommand(kFinish, 0, 0));
   finished_ = true;
+  if (options_.ranks > 1 && times_.steps > 0) {
+    LOG(INFO) << "pipeline rank 0 of " << options_.ranks << ", schedule "
+              << ScheduleKindOf(options_) << ": " << ToString(times_);
+  }
   return Status::OK();
 }
 
@@ -457,12 +463,20 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
                                {p, options.virtual_stages, options.micro_batches, options.group},
                                rank, work_options));
     std::map<int, Schedule> schedules;
+    RankScheduleTimes times;  // After the first step.
+    int64_t steps_run = 0;
     const int last = p - 1;
     const int64_t tasks = graph.values()[graph.outputs()[0]].elements();
     for (;;) {
       std::vector<int64_t> command(kCommandWords);
       EMBER_RETURN_IF_ERROR(Broadcast(options.commands, &command, "waiting for rank 0's command"));
-      if (command[0] == kFinish) return Status::OK();
+      if (command[0] == kFinish) {
+        if (times.steps > 0) {
+          LOG(INFO) << "pipeline rank " << rank << " of " << p << ", schedule "
+                    << ScheduleKindOf(options) << ": " << ToString(times);
+        }
+        return Status::OK();
+      }
       if (command[0] == kGather || command[0] == kScatter) {
         EMBER_ASSIGN_OR_RETURN(RankParameters mine,
                                RankParametersOf(*work, graph, parameter_rank, rank));
@@ -500,7 +514,8 @@ Status ServePipelineStages(const ops::Graph& graph, const PipelineParallelOption
       work->set_micro_batch_sizes(sizes);
       work->set_loss_mean_over(batch * tasks);
       work->set_optimizer_steps(command[2]);
-      EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, rank, *work, options.stages));
+      EMBER_RETURN_IF_ERROR(RunRankSchedule(*schedule, rank, *work, options.stages,
+                                            steps_run++ > 0 ? &times : nullptr));
       if (rank != last) continue;
       Tensor logits = Tensor::Empty({batch, tasks});
       EMBER_RETURN_IF_ERROR(StepLogits(*work, m, &logits));

@@ -33,6 +33,7 @@
 #include "ops/graph.h"
 #include "pipeline/graph_chunk_work.h"
 #include "pipeline/schedule.h"
+#include "pipeline/stage_executor.h"
 #include "scheduler/pipeline_partition.h"
 
 namespace ember::pipeline {
@@ -114,7 +115,10 @@ class PipelineDenseStage {
   // `model`'s parameters and optimizer state onto every rank (a restored
   // checkpoint's).
   Status CopyParametersFrom(ops::DenseModel& model);
-  // Tells the other ranks that training ended; they return OK.
+  // Tells the other ranks that training ended; they return OK. Every rank
+  // then logs its measured bubble over the steps after the first
+  // (RankScheduleTimes): "pipeline rank R of P, schedule K: measured
+  // bubble ...", what tools/bench/run_pipeline_parallel.sh reads.
   Status Finish();
 
  private:
@@ -128,6 +132,8 @@ class PipelineDenseStage {
   std::map<int, Schedule> schedules_;  // By micro-batch count.
   bool dirty_ = false;     // A step ran since the last CopyParametersTo.
   bool finished_ = false;
+  int64_t steps_run_ = 0;
+  RankScheduleTimes times_;  // After the first step; logged by Finish.
 };
 
 // Ranks 1..p-1: receives the partition from rank 0, then runs the rank's

@@ -59,6 +59,10 @@ std::string ToString(const Instr& instr) {
       out << "B";
       id();
       break;
+    case InstrKind::kBackwardWeight:
+      out << "W";
+      id();
+      break;
     case InstrKind::kSendActivation:
       out << "SendAct(";
       id();
@@ -84,6 +88,19 @@ std::string ToString(const Instr& instr) {
       break;
   }
   return out.str();
+}
+
+bool Schedule::splits_backward() const {
+  for (const std::vector<Instr>& rank : ranks) {
+    for (const Instr& instr : rank) {
+      if (instr.kind == InstrKind::kBackwardWeight) return true;
+    }
+  }
+  return false;
+}
+
+InstrKind ReleaseKind(const Schedule& schedule) {
+  return schedule.splits_backward() ? InstrKind::kBackwardWeight : InstrKind::kBackward;
 }
 
 std::string ToString(const ScheduleShape& shape) {
@@ -137,7 +154,7 @@ Result<Schedule> LowerToInstructions(const std::string& kind, const ScheduleShap
       if (!instr.is_compute()) {
         return Status::Internal("schedule ", kind, " (", ToString(shape), "): rank ", rank,
                                 " instruction ", i, " (", ToString(instr),
-                                ") is not a forward or backward");
+                                ") is not a compute instruction");
       }
       if (const auto recv = RecvBefore(shape, instr, rank)) {
         const std::vector<Instr>& channel = channels[{recv->peer, rank}];

@@ -25,7 +25,10 @@ namespace ember::pipeline {
 
 enum class InstrKind {
   kForward,         // forward of (micro_batch, chunk) on chunk's rank
-  kBackward,        // backward of (micro_batch, chunk); accumulates gradients
+  kBackward,        // backward of (micro_batch, chunk); accumulates gradients (but
+                    // those kBackwardWeight computes, in a schedule that has it)
+  kBackwardWeight,  // the parameter gradients that (micro_batch, chunk)'s kBackward
+                    // left (zero-bubble schedules: its W)
   kSendActivation,  // output of forward (micro_batch, chunk) to chunk + 1's rank
   kRecvActivation,  // the same message, on chunk + 1's rank, from chunk's rank
   kSendGrad,        // input gradient of backward (micro_batch, chunk) to chunk - 1's rank
@@ -48,9 +51,15 @@ struct Instr {
   static Instr Backward(int micro_batch, int chunk) {
     return {InstrKind::kBackward, micro_batch, chunk, -1};
   }
+  static Instr BackwardWeight(int micro_batch, int chunk) {
+    return {InstrKind::kBackwardWeight, micro_batch, chunk, -1};
+  }
   static Instr OptimizerStep() { return {InstrKind::kOptimizerStep, -1, -1, -1}; }
 
-  bool is_compute() const { return kind == InstrKind::kForward || kind == InstrKind::kBackward; }
+  bool is_compute() const {
+    return kind == InstrKind::kForward || kind == InstrKind::kBackward ||
+           kind == InstrKind::kBackwardWeight;
+  }
   bool is_send() const {
     return kind == InstrKind::kSendActivation || kind == InstrKind::kSendGrad;
   }
@@ -60,8 +69,8 @@ struct Instr {
   bool operator==(const Instr& other) const = default;
 };
 
-// Short text: "F3.1" / "B3.1" (forward / backward of micro-batch 3 on chunk
-// 1), "SendAct(3.1>r1)", "RecvAct(3.1<r0)", "SendGrad(3.1>r0)",
+// Short text: "F3.1" / "B3.1" / "W3.1" (forward / backward / weight
+// gradients of micro-batch 3 on chunk 1), "SendAct(3.1>r1)", "RecvAct(3.1<r0)", "SendGrad(3.1>r0)",
 // "RecvGrad(3.1<r1)", "Step".
 std::string ToString(const Instr& instr);
 
@@ -92,7 +101,16 @@ struct Schedule {
   std::string kind;  // the registered name it was made with
   ScheduleShape shape;
   std::vector<std::vector<Instr>> ranks;
+
+  // Whether the backwards are split into B and W (any kBackwardWeight; the
+  // checker then requires one for every backward).
+  bool splits_backward() const;
 };
+
+// The instruction after which a micro-batch's activations on a chunk are no
+// longer needed: its kBackwardWeight in a schedule that splits, else its
+// kBackward (what memory in flight counts).
+InstrKind ReleaseKind(const Schedule& schedule);
 
 // A schedule kind: each rank's order of kForward and kBackward instructions
 // (no communication, no optimizer step) for a valid shape, or InvalidArgument
@@ -129,7 +147,8 @@ class ScheduleRegistry {
   std::map<std::string, ComputeOrder> orders_;
 };
 
-// Registers "gpipe", "1f1b" and "interleaved" (pipeline/schedule_kinds.h).
+// Registers "gpipe", "1f1b", "interleaved" and "zb-h1"
+// (pipeline/schedule_kinds.h).
 void RegisterBuiltinSchedules(ScheduleRegistry& registry);
 
 // A registry holding the built-in kinds, made once.

@@ -18,7 +18,10 @@ Key KeyOf(const Instr& instr) { return {instr.kind, instr.micro_batch, instr.chu
 class Checker {
  public:
   explicit Checker(const Schedule& schedule)
-      : schedule_(schedule), shape_(schedule.shape), chunks_(shape_.chunks()) {}
+      : schedule_(schedule),
+        shape_(schedule.shape),
+        chunks_(shape_.chunks()),
+        splits_(schedule.splits_backward()) {}
 
   Status Run() {
     EMBER_RETURN_IF_ERROR(ValidateShape(shape_).WithContext(Name()));
@@ -113,7 +116,9 @@ class Checker {
     }
     for (int mb = 0; mb < shape_.micro_batches; ++mb) {
       for (int c = rank; c < chunks_; c += shape_.ranks) {
-        for (const Instr& need : {Instr::Forward(mb, c), Instr::Backward(mb, c)}) {
+        for (const Instr& need :
+             {Instr::Forward(mb, c), Instr::Backward(mb, c), Instr::BackwardWeight(mb, c)}) {
+          if (need.kind == InstrKind::kBackwardWeight && !splits_) continue;
           if (seen.count(KeyOf(need)) == 0) {
             return Status::InvalidArgument(Name(), ": rank ", rank, " never runs ", ToString(need));
           }
@@ -143,6 +148,8 @@ class Checker {
         return local(c + 1) ? need(InstrKind::kBackward, c + 1, -1)
                             : need(InstrKind::kRecvGrad, c + 1, shape_.RankOf(c + 1));
       }
+      case InstrKind::kBackwardWeight:
+        return need(InstrKind::kBackward, c, -1);
       case InstrKind::kSendActivation:
         return need(InstrKind::kForward, c, -1);
       case InstrKind::kSendGrad:
@@ -200,6 +207,7 @@ class Checker {
   const Schedule& schedule_;
   const ScheduleShape shape_;
   const int chunks_;
+  const bool splits_;  // Every backward has its kBackwardWeight.
 };
 
 }  // namespace

@@ -14,13 +14,14 @@ namespace ember::pipeline {
 //    right peer; exactly one optimizer step per rank, as its last
 //    instruction;
 //  * complete: every micro-batch runs forward through every chunk and
-//    backward through every chunk, each exactly once; every tensor that
-//    crosses ranks is sent once and received once;
+//    backward through every chunk, each exactly once, and so its weight
+//    gradients (kBackwardWeight) when the schedule has any; every tensor
+//    that crosses ranks is sent once and received once;
 //  * ordered on each rank: a forward after the forward of the chunk before
 //    (or the receive of its activation), a backward after its own forward and
 //    after the backward of the chunk after (or the receive of its gradient),
-//    so backwards run in reverse chunk order; a send after the compute that
-//    makes its tensor;
+//    so backwards run in reverse chunk order; weight gradients after their
+//    backward; a send after the compute that makes its tensor;
 //  * deadlock-free: simulating all ranks, with sends that return at once
 //    (buffered) and receives that block, every rank reaches its optimizer
 //    step. Messages between two ranks are matched in the order they were

@@ -45,9 +45,12 @@ Result<std::string> DrawScheduleText(const Schedule& schedule, const ScheduleCos
     }
   }
   std::ostringstream out;
+  const bool splits = schedule.splits_backward();
   out << "schedule " << schedule.kind << " (" << ToString(schedule.shape) << "), one column per "
-      << Figure(slot) << " s; Fm.c / Bm.c: forward / backward of "
-      << "micro-batch m on chunk c\n";
+      << Figure(slot) << " s; "
+      << (splits ? "Fm.c / Bm.c / Wm.c: forward / input gradient / weight gradients"
+                 : "Fm.c / Bm.c: forward / backward")
+      << " of micro-batch m on chunk c\n";
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     std::vector<std::string> cells(columns, ".");
     for (const TimedInstr& timed : timeline.ranks[r]) {
@@ -62,12 +65,16 @@ Result<std::string> DrawScheduleText(const Schedule& schedule, const ScheduleCos
     out << " |\n";
   }
   const ScheduleShape& shape = schedule.shape;
+  const double p = shape.ranks, v = shape.virtual_stages, m = shape.micro_batches;
   out << "step " << Figure(timeline.step_seconds) << " s; idle fraction "
       << Figure(timeline.idle_fraction()) << "; bubble (idle / busy) "
-      << Figure(timeline.bubble_ratio()) << ", predicted (p-1)/(v*m) = "
-      << Figure(static_cast<double>(shape.ranks - 1) /
-                (static_cast<double>(shape.virtual_stages) * shape.micro_batches))
-      << "\n";
+      << Figure(timeline.bubble_ratio());
+  if (splits) {
+    out << ", predicted (p-1)/(3m) = " << Figure((p - 1) / (3 * m))
+        << " for equal F, B and W and m >= p\n";
+  } else {
+    out << ", predicted (p-1)/(v*m) = " << Figure((p - 1) / (v * m)) << "\n";
+  }
   return out.str();
 }
 

@@ -117,10 +117,34 @@ Result<Orders> InterleavedOrder(const ScheduleShape& shape) {
   return orders;
 }
 
+Result<Orders> ZeroBubbleH1Order(const ScheduleShape& shape) {
+  EMBER_RETURN_IF_ERROR(ValidateShape(shape));
+  if (shape.virtual_stages != 1) {
+    return Status::InvalidArgument("schedule zb-h1 needs 1 virtual stage per rank, got ",
+                                   shape.virtual_stages, " (", ToString(shape), ")");
+  }
+  const int p = shape.ranks, m = shape.micro_batches;
+  Orders orders(static_cast<size_t>(p));
+  for (int rank = 0; rank < p; ++rank) {
+    std::vector<Instr>& order = orders[static_cast<size_t>(rank)];
+    const int warmup = std::min(p - rank, m);
+    const int lag = std::min(rank, m);  // B(k) is followed by W(k - lag).
+    for (int mb = 0; mb < warmup; ++mb) order.push_back(Instr::Forward(mb, rank));
+    for (int mb = 0; mb < m; ++mb) {
+      order.push_back(Instr::Backward(mb, rank));
+      if (mb >= lag) order.push_back(Instr::BackwardWeight(mb - lag, rank));
+      if (mb + warmup < m) order.push_back(Instr::Forward(mb + warmup, rank));
+    }
+    for (int mb = m - lag; mb < m; ++mb) order.push_back(Instr::BackwardWeight(mb, rank));
+  }
+  return orders;
+}
+
 void RegisterBuiltinSchedules(ScheduleRegistry& registry) {
   CHECK(registry.Add("gpipe", &GPipeOrder).ok()) << "built-in schedules register once";
   CHECK(registry.Add("1f1b", &OneFOneBOrder).ok()) << "built-in schedules register once";
   CHECK(registry.Add("interleaved", &InterleavedOrder).ok()) << "built-in schedules register once";
+  CHECK(registry.Add("zb-h1", &ZeroBubbleH1Order).ok()) << "built-in schedules register once";
 }
 
 }  // namespace ember::pipeline

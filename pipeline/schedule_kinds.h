@@ -38,4 +38,19 @@ Result<std::vector<std::vector<Instr>>> OneFOneBOrder(const ScheduleShape& shape
 // least p (with the default G = p: m a multiple of p).
 Result<std::vector<std::vector<Instr>>> InterleavedOrder(const ScheduleShape& shape);
 
+// ZB-H1 (Qi et al., 2023, "Zero Bubble Pipeline Parallelism", section 3.1;
+// Paddle's pipeline_scheduler_ZBH1): 1F1B with each backward split into B,
+// the input gradient the previous rank waits for, and W, the weight
+// gradients no one waits for (kBackwardWeight). Rank r runs min(p - r, m)
+// warm-up forwards, then for each micro-batch k in turn B(k), W(k - r) and
+// the next forward, then the r weight gradients left: W lags B by r
+// micro-batches, so that the ranks near the end fill what would be 1F1B's
+// bubble with W. With equal F, B and W and m >= p the bubble (idle over
+// busy) is (p - 1)/(3m), a third of 1F1B's (tests/pipeline/schedule_
+// simulator_test.cc). Every rank holds at most p micro-batches' activations
+// (from F to W): 1F1B's first rank's. Weight gradients run in micro-batch
+// order within the chunk, as every kind's backwards do, so the model is
+// 1F1B's. Requires v = 1; any m >= 1.
+Result<std::vector<std::vector<Instr>>> ZeroBubbleH1Order(const ScheduleShape& shape);
+
 }  // namespace ember::pipeline

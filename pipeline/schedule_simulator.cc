@@ -28,6 +28,18 @@ double CostOf(const std::vector<double>& seconds, int chunk) {
   return seconds.size() == 1 ? seconds[0] : seconds[static_cast<size_t>(chunk)];
 }
 
+// The seconds `instr` (a compute or the optimizer step) takes; `splits`:
+// the schedule splits its backwards.
+double ComputeSeconds(const ScheduleCosts& costs, const Instr& instr, bool splits) {
+  if (instr.kind == InstrKind::kOptimizerStep) return costs.optimizer_step_seconds;
+  if (instr.kind == InstrKind::kForward) return CostOf(costs.forward_seconds, instr.chunk);
+  const double backward = CostOf(costs.backward_seconds, instr.chunk);
+  const double weight =
+      costs.weight_seconds.empty() ? backward / 2 : CostOf(costs.weight_seconds, instr.chunk);
+  if (instr.kind == InstrKind::kBackwardWeight) return weight;
+  return splits ? backward - weight : backward;
+}
+
 // A message by what both its send and receive name.
 using MessageKey = std::tuple<bool, int, int>;  // (is activation, micro-batch, chunk)
 MessageKey KeyOf(const Instr& instr) {
@@ -41,6 +53,17 @@ MessageKey KeyOf(const Instr& instr) {
 Status ValidateCosts(const ScheduleCosts& costs, int chunks) {
   EMBER_RETURN_IF_ERROR(ValidateCostList(costs.forward_seconds, "forward_seconds", chunks));
   EMBER_RETURN_IF_ERROR(ValidateCostList(costs.backward_seconds, "backward_seconds", chunks));
+  if (!costs.weight_seconds.empty()) {
+    EMBER_RETURN_IF_ERROR(ValidateCostList(costs.weight_seconds, "weight_seconds", chunks));
+    for (int c = 0; c < chunks; ++c) {
+      if (CostOf(costs.weight_seconds, c) > CostOf(costs.backward_seconds, c)) {
+        return Status::InvalidArgument("schedule costs: weight_seconds of chunk ", c, " (",
+                                       CostOf(costs.weight_seconds, c),
+                                       ") is more than its backward_seconds (",
+                                       CostOf(costs.backward_seconds, c), ")");
+      }
+    }
+  }
   for (const auto& [value, name] :
        {std::pair{costs.send_latency_seconds, "send_latency_seconds"},
         std::pair{costs.optimizer_step_seconds, "optimizer_step_seconds"}}) {
@@ -72,6 +95,7 @@ Result<Timeline> SimulateSchedule(const Schedule& schedule, const ScheduleCosts&
   EMBER_RETURN_IF_ERROR(CheckSchedule(schedule));
   EMBER_RETURN_IF_ERROR(ValidateCosts(costs, schedule.shape.chunks()));
   const int p = schedule.shape.ranks;
+  const bool splits = schedule.splits_backward();
   Timeline timeline;
   timeline.ranks.resize(static_cast<size_t>(p));
   timeline.busy_seconds.assign(static_cast<size_t>(p), 0);
@@ -96,10 +120,7 @@ Result<Timeline> SimulateSchedule(const Schedule& schedule, const ScheduleCosts&
           if (it == arrivals.end()) break;
           now = std::max(now, it->second);
         } else {
-          const double cost =
-              instr.kind == InstrKind::kForward    ? CostOf(costs.forward_seconds, instr.chunk)
-              : instr.kind == InstrKind::kBackward ? CostOf(costs.backward_seconds, instr.chunk)
-                                                   : costs.optimizer_step_seconds;
+          const double cost = ComputeSeconds(costs, instr, splits);
           now += cost;
           busy += cost;
         }

@@ -15,6 +15,12 @@ struct ScheduleCosts {
   // entries, in chunk order, or one entry for every chunk alike.
   std::vector<double> forward_seconds = {1.0};
   std::vector<double> backward_seconds = {2.0};
+  // Of each backward, the seconds of its weight gradients: the
+  // kBackwardWeight of a schedule that splits the backward (its kBackward
+  // then takes the rest), part of the kBackward of one that does not. Empty
+  // (the default): half of each backward; else 1 or `chunks` entries, each
+  // at most its backward.
+  std::vector<double> weight_seconds;
   // From a send to when its receiver may have the message. Default: 0.
   double send_latency_seconds = 0;
   // The optimizer step on each rank. Default: 0.
@@ -38,7 +44,8 @@ struct Timeline {
   std::vector<std::vector<TimedInstr>> ranks;
   // From the start of the step to the end of the last rank's last instruction.
   double step_seconds = 0;
-  // Per rank: time in forwards, backwards and the optimizer step.
+  // Per rank: time in forwards, backwards (weight gradients included) and
+  // the optimizer step.
   std::vector<double> busy_seconds;
 
   // Idle time of all ranks over all ranks' step time: sum over ranks of
@@ -48,7 +55,8 @@ struct Timeline {
   double idle_fraction() const;
   // Idle time over busy time, the "bubble time fraction" of Narayanan et al.
   // (2021): (p - 1) / (v·m) for 1F1B and interleaved 1F1B with equal chunks
-  // and no latency.
+  // and no latency; (p - 1) / (3m) for ZB-H1 with equal F, B and W and
+  // m >= p.
   double bubble_ratio() const;
 };
 

@@ -1,5 +1,7 @@
 #include "pipeline/stage_executor.h"
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -30,7 +32,11 @@ std::vector<float> Take(std::map<TensorKey, std::vector<float>>& tensors, Tensor
 class RankExecutor {
  public:
   RankExecutor(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm)
-      : shape_(schedule.shape), rank_(rank), work_(work), comm_(comm) {}
+      : shape_(schedule.shape),
+        splits_(schedule.splits_backward()),
+        rank_(rank),
+        work_(work),
+        comm_(comm) {}
 
   Status Run(const Instr& instr) {
     const TensorKey key{instr.micro_batch, instr.chunk};
@@ -48,14 +54,18 @@ class RankExecutor {
       }
       case InstrKind::kBackward: {
         std::vector<float> input_grad;
-        EMBER_RETURN_IF_ERROR(work_.Backward(instr.micro_batch, instr.chunk,
-                                             Take(state_.output_grads, key), &input_grad));
+        std::vector<float> output_grad = Take(state_.output_grads, key);
+        EMBER_RETURN_IF_ERROR(
+            splits_ ? work_.BackwardInput(instr.micro_batch, instr.chunk, output_grad, &input_grad)
+                    : work_.Backward(instr.micro_batch, instr.chunk, output_grad, &input_grad));
         if (instr.chunk == 0) return Status::OK();
         const bool local = shape_.RankOf(instr.chunk - 1) == rank_;
         (local ? state_.output_grads[{instr.micro_batch, instr.chunk - 1}] : state_.outbox[key]) =
             std::move(input_grad);
         return Status::OK();
       }
+      case InstrKind::kBackwardWeight:
+        return work_.BackwardWeight(instr.micro_batch, instr.chunk);
       case InstrKind::kSendActivation:
       case InstrKind::kSendGrad:
       case InstrKind::kRecvActivation:
@@ -105,6 +115,7 @@ class RankExecutor {
 
  private:
   const ScheduleShape shape_;
+  const bool splits_;  // kBackward runs BackwardInput, kBackwardWeight BackwardWeight.
   const int rank_;
   ChunkWork& work_;
   Communicator* comm_;
@@ -113,12 +124,26 @@ class RankExecutor {
 
 }  // namespace
 
+double RankScheduleTimes::bubble_ratio() const {
+  return busy_seconds > 0 ? (total_seconds - busy_seconds) / busy_seconds : 0;
+}
+
+std::string ToString(const RankScheduleTimes& times) {
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "measured bubble (idle / busy) %.4f over %lld steps (busy %.4g s of %.4g s)",
+                times.bubble_ratio(), static_cast<long long>(times.steps), times.busy_seconds,
+                times.total_seconds);
+  return text;
+}
+
 int MessageTag(const ScheduleShape& shape, const Instr& instr) {
   const bool grad = instr.kind == InstrKind::kSendGrad || instr.kind == InstrKind::kRecvGrad;
   return ((grad ? 1 : 0) * shape.micro_batches + instr.micro_batch) * shape.chunks() + instr.chunk;
 }
 
-Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm) {
+Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm,
+                       RankScheduleTimes* times) {
   const int p = schedule.shape.ranks;
   if (rank < 0 || rank >= p || static_cast<int>(schedule.ranks.size()) != p) {
     return Status::InvalidArgument("rank ", rank, " is not a rank of schedule ", schedule.kind,
@@ -135,12 +160,18 @@ Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Comm
   RankExecutor executor(schedule, rank, work, comm);
   const std::vector<Instr>& list = schedule.ranks[static_cast<size_t>(rank)];
   auto is_transfer = [](const Instr& instr) { return instr.is_send() || instr.is_recv(); };
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const Clock::time_point start = Clock::now();
+  double busy = 0;
   for (size_t i = 0; i < list.size();) {
     // A compute alone; a run of consecutive sends and receives as a group.
     size_t end = i + 1;
     while (is_transfer(list[i]) && end < list.size() && is_transfer(list[end])) ++end;
+    const Clock::time_point before = Clock::now();
     Status status = end == i + 1 ? executor.Run(list[i])
                                  : executor.Transfer({list.begin() + i, list.begin() + end});
+    if (!is_transfer(list[i])) busy += seconds(Clock::now() - before);
     if (!status.ok()) {
       std::string what = ToString(list[i]);
       for (size_t k = i + 1; k < end; ++k) {
@@ -154,6 +185,11 @@ Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Comm
       return status;
     }
     i = end;
+  }
+  if (times != nullptr) {
+    ++times->steps;
+    times->busy_seconds += busy;
+    times->total_seconds += seconds(Clock::now() - start);
   }
   return Status::OK();
 }

@@ -5,6 +5,7 @@
 // gradients between ranks over a Communicator.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/communicator.h"
@@ -34,9 +35,37 @@ class ChunkWork {
   // leave it empty) and adds the parameter gradients to the chunk's sums.
   virtual Status Backward(int micro_batch, int chunk, const std::vector<float>& output_grad,
                           std::vector<float>* input_grad) = 0;
+  // The backward in two halves, for schedules that split it
+  // (Schedule::splits_backward): BackwardInput is Backward except that the
+  // parameter gradients it can compute apart wait for BackwardWeight of the
+  // same (micro_batch, chunk), which adds them to the chunk's sums. By
+  // default the first half is the whole Backward and the second does
+  // nothing: a work that cannot split runs B and W together.
+  virtual Status BackwardInput(int micro_batch, int chunk, const std::vector<float>& output_grad,
+                               std::vector<float>* input_grad) {
+    return Backward(micro_batch, chunk, output_grad, input_grad);
+  }
+  virtual Status BackwardWeight(int micro_batch, int chunk) { return Status::OK(); }
   // Applies and clears the summed gradients of every chunk of the rank.
   virtual Status OptimizerStep() = 0;
 };
+
+// What RunRankSchedule measured of one rank's schedules, summed over runs:
+// seconds in its computes (forwards, backwards, weight gradients and the
+// optimizer step) and from its first instruction to its last.
+struct RankScheduleTimes {
+  int64_t steps = 0;
+  double busy_seconds = 0;
+  double total_seconds = 0;
+
+  // The rank's idle time (waiting for messages, and sending) over its busy
+  // time: its measured pipeline bubble, as Timeline::bubble_ratio has it
+  // for the whole pipeline. 0 before any step.
+  double bubble_ratio() const;
+};
+
+// "measured bubble (idle / busy) 0.125 over 20 steps (busy 1.2 s of 1.35 s)".
+std::string ToString(const RankScheduleTimes& times);
 
 // The message tag of a send or receive: distinct for every (activation or
 // gradient, micro-batch, chunk) of `shape`, >= 0.
@@ -52,7 +81,9 @@ int MessageTag(const ScheduleShape& shape, const Instr& instr);
 // before returning it aborts `comm` with that error, so that peers waiting on
 // this rank fail at once rather than at their timeout.
 // InvalidArgument when `rank` or `comm` does not fit the schedule.
+// With `times`, adds this run's measured seconds to it.
 // REQUIRES: CheckSchedule(schedule) is OK.
-Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm);
+Status RunRankSchedule(const Schedule& schedule, int rank, ChunkWork& work, Communicator* comm,
+                       RankScheduleTimes* times = nullptr);
 
 }  // namespace ember::pipeline

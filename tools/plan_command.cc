@@ -35,8 +35,9 @@ DEFINE_double(network_scale, 1.0,
 DEFINE_validator(network_scale, &ember::tools::IsPositiveDouble);
 DEFINE_string(draw_schedule, "",
               "plan: instead of planning, draw one step of the pipeline schedule of this kind "
-              "(gpipe, 1f1b, interleaved) as text, with its predicted bubble, for equal chunks "
-              "(backward = 2 x forward). Empty: plan the job.");
+              "(gpipe, 1f1b, interleaved, zb-h1) as text, with its predicted bubble, for equal "
+              "chunks (backward = 2 x forward, half of it the weight gradients zb-h1 runs "
+              "apart). Empty: plan the job.");
 DEFINE_int32(schedule_ranks, 2, "plan --draw_schedule: pipeline ranks (p), >= 1.");
 DEFINE_validator(schedule_ranks, &ember::tools::IsPositive32);
 DEFINE_int32(schedule_virtual_stages, 1,
@@ -54,8 +55,9 @@ DEFINE_validator(schedule_group, &ember::tools::IsNonNegative32);
 DEFINE_int32(pipeline_ranks, 0,
              "plan: also choose pipeline parallelism of the model's dense graph over up to this "
              "many ranks: the ranks p, chunks per rank v, micro-batches m of the plan's batch "
-             "and schedule (gpipe, 1f1b, interleaved) the schedule simulator predicts fastest, "
-             "ranks filling the hosts (this one, or --cluster's) and sharing their threads. "
+             "and schedule (gpipe, 1f1b, interleaved, zb-h1) the schedule simulator predicts "
+             "fastest, ranks filling the hosts (this one, or --cluster's) and sharing their "
+             "threads. "
              "0: don't.");
 DEFINE_validator(pipeline_ranks, &ember::tools::IsNonNegative32);
 DEFINE_string(pipeline_activation_limit, "",

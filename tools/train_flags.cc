@@ -217,9 +217,11 @@ DEFINE_int32(pipeline_group, 0,
              "--pipeline_parallel. 0: --pipeline_parallel.");
 DEFINE_validator(pipeline_group, &ember::tools::IsNonNegative32);
 DEFINE_string(pipeline_schedule, "",
-              "With --pipeline_parallel or --micro_batches: the schedule, gpipe, 1f1b or "
-              "interleaved; empty: interleaved when --virtual_stages > 1, else 1f1b "
-              "(`ember plan --draw_schedule` draws one).");
+              "With --pipeline_parallel or --micro_batches: the schedule, gpipe, 1f1b, "
+              "interleaved or zb-h1 (1F1B with each backward split into its input gradient and "
+              "its weight gradients, which fill the bubble: about a third of 1F1B's at the "
+              "memory of its first rank; --virtual_stages=1); empty: interleaved when "
+              "--virtual_stages > 1, else 1f1b (`ember plan --draw_schedule` draws one).");
 DEFINE_bool(model_hash, false,
             "After training, print a hash of the whole trained state (dense weights and "
             "optimizer state, every embedding row by key) and add it to --metrics_out: equal "

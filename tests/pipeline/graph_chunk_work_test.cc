@@ -200,7 +200,10 @@ TEST(GraphChunkWorkTest,
                                       {"1f1b", 3, 1, 2},
                                       {"interleaved", 2, 2, 4},
                                       {"interleaved", 2, 3, 2},
-                                      {"interleaved", 3, 2, 3}}) {
+                                      {"interleaved", 3, 2, 3},
+                                      {"zb-h1", 2, 1, 4},
+                                      {"zb-h1", 3, 1, 2},
+                                      {"zb-h1", 3, 1, 5}}) {
     Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
     ASSERT_TRUE(schedule.ok()) << schedule.status();
     ASSERT_TRUE(CheckSchedule(*schedule).ok());
@@ -342,7 +345,8 @@ TEST(GraphChunkWorkTest, SkipConnectionsAndUnequalMicroBatchesTrainTheUnsplitMod
                                    {"gpipe", 2, 2},
                                    {"1f1b", 4, 1},
                                    {"interleaved", 2, 2},
-                                   {"interleaved", 1, 4}}) {
+                                   {"interleaved", 1, 4},
+                                   {"zb-h1", 4, 1}}) {
     const ScheduleShape shape{p, v, static_cast<int>(sizes.size())};
     Result<Schedule> schedule = BuiltinSchedules().Make(kind, shape);
     ASSERT_TRUE(schedule.ok()) << schedule.status();

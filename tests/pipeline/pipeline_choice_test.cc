@@ -70,7 +70,7 @@ class PipelineChoiceTest : public ::testing::Test {
       if (c.kind == "interleaved") {
         EXPECT_EQ(0, c.shape.micro_batches % c.shape.ranks) << ToString(c);
       }
-      if (c.kind == "1f1b") {
+      if (c.kind == "1f1b" || c.kind == "zb-h1") {
         EXPECT_EQ(1, c.shape.virtual_stages) << ToString(c);
       }
       EXPECT_EQ(kBatch, c.micro_batch_size * c.shape.micro_batches) << ToString(c);
@@ -104,7 +104,7 @@ TEST_F(PipelineChoiceTest, DeepGraphOnAFastLinkIsPipelinedAndFaster) {
   const PipelineCandidate& chosen = choice->chosen;
   EXPECT_NEAR(4.0 * kWidth * chosen.micro_batch_size / 100e9 + 5e-6, chosen.send_seconds, 1e-12);
   // Every kind was considered with more than one rank.
-  for (const char* kind : {"gpipe", "1f1b", "interleaved"}) {
+  for (const char* kind : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
     EXPECT_TRUE(std::any_of(
         choice->candidates.begin(), choice->candidates.end(),
         [&](const PipelineCandidate& c) { return c.kind == kind && c.shape.ranks > 1; }))
@@ -189,6 +189,25 @@ TEST_F(PipelineChoiceTest, RankBytesFollowTheSchedule) {
     }
     if (c.kind == "1f1b") {
       EXPECT_EQ(std::min(m, c.shape.ranks) * first, c.rank_activation_bytes[0]) << ToString(c);
+    }
+    // ZB-H1 holds a micro-batch until its weight gradients: at most p on
+    // every rank, so the last rank holds more than under 1F1B (one).
+    if (c.kind == "zb-h1") {
+      const int last = c.shape.ranks - 1;
+      EXPECT_EQ(std::min(m, c.shape.ranks) * first, c.rank_activation_bytes[0]) << ToString(c);
+      EXPECT_EQ(std::min(m, c.shape.ranks) * c.partition.chunks[last].activation_bytes,
+                c.rank_activation_bytes[last])
+          << ToString(c);
+      // Its weight gradients fill the bubble: never slower than 1F1B's
+      // step of the same shape.
+      for (const PipelineCandidate& other : choice->candidates) {
+        if (other.kind != "1f1b" || other.shape.ranks != c.shape.ranks ||
+            other.shape.micro_batches != m) {
+          continue;
+        }
+        EXPECT_LE(c.step_seconds, other.step_seconds * (1 + 1e-9)) << ToString(c);
+        EXPECT_LE(c.bubble_ratio, other.bubble_ratio + 1e-9) << ToString(c);
+      }
     }
     ++checked;
   }

@@ -51,7 +51,8 @@ TEST(ScheduleCheckerTest, AcceptsEveryBuiltinScheduleOverAGrid) {
           Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
           if (!schedule.ok()) {
             // Only the documented requirements may refuse a shape.
-            EXPECT_TRUE((kind == "1f1b" && v != 1) || (kind == "interleaved" && m % p != 0))
+            EXPECT_TRUE(((kind == "1f1b" || kind == "zb-h1") && v != 1) ||
+                        (kind == "interleaved" && m % p != 0))
                 << kind << " " << ToString(ScheduleShape{p, v, m}) << ": " << schedule.status();
             continue;
           }
@@ -61,7 +62,31 @@ TEST(ScheduleCheckerTest, AcceptsEveryBuiltinScheduleOverAGrid) {
       }
     }
   }
-  EXPECT_EQ(3 * 4 * 12 /*gpipe*/ + 4 * 12 /*1f1b*/ + 3 * (12 + 6 + 4 + 3) /*interleaved*/, checked);
+  EXPECT_EQ(3 * 4 * 12 /*gpipe*/ + 4 * 12 /*1f1b*/ + 3 * (12 + 6 + 4 + 3) /*interleaved*/ +
+                4 * 12 /*zb-h1*/,
+            checked);
+}
+
+// In a schedule that splits its backwards, each backward needs its weight
+// gradients, after it, once.
+TEST(ScheduleCheckerTest, WeightGradientsComeAfterTheirBackwardOnceEach) {
+  Schedule missing = Make("zb-h1", 2, 1, 3);
+  Erase(missing, 1, "W2.1");
+  EXPECT_THAT(Rejection(missing), HasSubstr("rank 1 never runs W2.1"));
+
+  Schedule early = Make("zb-h1", 2, 1, 3);
+  std::vector<Instr>& list = early.ranks[0];
+  const size_t w = IndexOf(early, 0, "W1.0"), b = IndexOf(early, 0, "B1.0");
+  std::swap(list[w], list[b]);
+  EXPECT_THAT(Rejection(early), HasSubstr("(W1.0): runs before B1.0"));
+
+  Schedule twice = Make("zb-h1", 2, 1, 3);
+  twice.ranks[1].insert(twice.ranks[1].end() - 1, Instr::BackwardWeight(0, 1));
+  EXPECT_THAT(Rejection(twice), HasSubstr("duplicate of instruction"));
+
+  Schedule elsewhere = Make("zb-h1", 2, 1, 3);
+  elsewhere.ranks[0].insert(elsewhere.ranks[0].end() - 1, Instr::BackwardWeight(0, 1));
+  EXPECT_THAT(Rejection(elsewhere), HasSubstr("chunk 1 lives on rank 1"));
 }
 
 TEST(ScheduleCheckerTest, SendBeforeReceiveSwappedIsADeadlockNamingEachStuckRank) {

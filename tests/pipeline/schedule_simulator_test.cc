@@ -102,6 +102,56 @@ TEST(ScheduleSimulatorTest, BubbleIsPMinusOneOverVTimesMOverALargerGrid) {
   EXPECT_GT(simulated, 500);
 }
 
+// ZB-H1 over the grid (p 2-8, m 2-32) with equal F, B and W (a
+// backward of 2 of which the weight gradients are 1): the bubble is
+// (p - 1)/(3m) when m >= p, a third of 1F1B's at the same costs, and no more
+// than 1F1B's when m < p (each micro-batch's own path then bounds the step).
+TEST(ScheduleSimulatorTest, ZeroBubbleH1BubbleIsPMinusOneOverThreeM) {
+  ScheduleCosts costs = EqualChunks(1.0, 2.0);
+  costs.weight_seconds = {1.0};
+  int simulated = 0;
+  for (int p = 2; p <= 8; ++p) {
+    for (int m = 2; m <= 32; ++m) {
+      const Timeline zb = Simulate(Make("zb-h1", p, 1, m), costs);
+      const Timeline one = Simulate(Make("1f1b", p, 1, m), costs);
+      EXPECT_THAT(one.bubble_ratio(), DoubleNear((p - 1.0) / m, kRounding));
+      if (m >= p) {
+        EXPECT_THAT(zb.bubble_ratio(), DoubleNear((p - 1.0) / (3 * m), kRounding))
+            << ToString(ScheduleShape{p, 1, m});
+      } else {
+        EXPECT_LE(zb.bubble_ratio(), one.bubble_ratio() + kRounding)
+            << ToString(ScheduleShape{p, 1, m});
+      }
+      // Every rank does the same work as in 1F1B: 3m units.
+      for (double busy : zb.busy_seconds) EXPECT_THAT(busy, DoubleNear(3.0 * m, kRounding));
+      ++simulated;
+    }
+  }
+  EXPECT_EQ(7 * 31, simulated);
+}
+
+// Unsplit kinds charge the weight gradients to the backward; a weight part
+// larger than its backward is refused.
+TEST(ScheduleSimulatorTest, WeightSecondsArePartOfTheBackward) {
+  ScheduleCosts costs = EqualChunks(1.0, 2.0);
+  costs.weight_seconds = {0.5};
+  const Timeline split = Simulate(Make("zb-h1", 2, 1, 2), costs);
+  const Timeline whole = Simulate(Make("1f1b", 2, 1, 2), costs);
+  for (const Timeline* t : {&split, &whole}) {
+    for (double busy : t->busy_seconds) EXPECT_THAT(busy, DoubleNear(6.0, kRounding));
+  }
+  for (const TimedInstr& timed : split.ranks[0]) {
+    const double length = timed.end_seconds - timed.start_seconds;
+    if (timed.instr.kind == InstrKind::kBackward) EXPECT_THAT(length, DoubleNear(1.5, kRounding));
+    if (timed.instr.kind == InstrKind::kBackwardWeight) {
+      EXPECT_THAT(length, DoubleNear(0.5, kRounding));
+    }
+  }
+  costs.weight_seconds = {3.0};
+  EXPECT_THAT(SimulateSchedule(Make("zb-h1", 2, 1, 2), costs).status().message(),
+              HasSubstr("weight_seconds of chunk 0 (3) is more than its backward_seconds (2)"));
+}
+
 // GPipe: the last rank starts its forwards p - 1 chunk-times late, and rank
 // 0 ends its backwards p - 1 chunk-times after the last rank; in between
 // each rank is busy v·m·(f + b) when m >= p (a rank's next chunk then never
@@ -213,6 +263,16 @@ TEST(ScheduleDrawingTest, DrawsOneRowPerRankWithTheBubble) {
   EXPECT_THAT(*text, HasSubstr("rank 0 | F0.0 F1.0 F0.2 F1.2"));
   EXPECT_THAT(*text, HasSubstr("rank 1 | .    F0.1"));
   EXPECT_THAT(*text, HasSubstr("bubble (idle / busy) 0.125, predicted (p-1)/(v*m) = 0.125"));
+}
+
+TEST(ScheduleDrawingTest, DrawsTheWeightGradientsOfAZeroBubbleSchedule) {
+  // Default costs: backward 2 x forward, half of it the weight gradients.
+  Result<std::string> text = DrawScheduleText(Make("zb-h1", 2, 1, 4));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("Wm.c: forward / input gradient / weight gradients"));
+  EXPECT_THAT(*text, HasSubstr("rank 1 | .    F0.1 B0.1 F1.1 B1.1 W0.1 F2.1"));
+  EXPECT_THAT(*text, HasSubstr("predicted (p-1)/(3m) = 0.08333"));
+  EXPECT_THAT(*text, HasSubstr("bubble (idle / busy) 0.08333"));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ Schedule Make(const std::string& kind, int p, int v, int m) {
 }
 
 TEST(ScheduleRegistryTest, KnowsTheBuiltinKindsByName) {
-  EXPECT_THAT(BuiltinSchedules().names(), ElementsAre("1f1b", "gpipe", "interleaved"));
+  EXPECT_THAT(BuiltinSchedules().names(), ElementsAre("1f1b", "gpipe", "interleaved", "zb-h1"));
 }
 
 TEST(ScheduleRegistryTest, UnknownKindIsNotFoundNamingTheKnownOnes) {
@@ -103,6 +103,50 @@ TEST(OneFOneBTest, RequiresOneVirtualStage) {
   Result<Schedule> schedule = BuiltinSchedules().Make("1f1b", {2, 2, 4});
   ASSERT_FALSE(schedule.ok());
   EXPECT_THAT(schedule.status().message(), HasSubstr("interleaved"));
+}
+
+// ZB-H1: rank r warms up with p - r forwards, then runs B(k), W(k - r) and
+// the next forward for each micro-batch k, then the r weight gradients left.
+TEST(ZeroBubbleH1Test, LagsEachRanksWeightGradientsByItsRank) {
+  const Schedule schedule = Make("zb-h1", 3, 1, 4);
+  EXPECT_TRUE(schedule.splits_backward());
+  EXPECT_EQ(InstrKind::kBackwardWeight, ReleaseKind(schedule));
+  EXPECT_THAT(ComputeOf(schedule, 0), ElementsAre("F0.0", "F1.0", "F2.0", "B0.0", "W0.0", "F3.0",
+                                                  "B1.0", "W1.0", "B2.0", "W2.0", "B3.0", "W3.0"));
+  EXPECT_THAT(ComputeOf(schedule, 1), ElementsAre("F0.1", "F1.1", "B0.1", "F2.1", "B1.1", "W0.1",
+                                                  "F3.1", "B2.1", "W1.1", "B3.1", "W2.1", "W3.1"));
+  EXPECT_THAT(ComputeOf(schedule, 2), ElementsAre("F0.2", "B0.2", "F1.2", "B1.2", "F2.2", "B2.2",
+                                                  "W0.2", "F3.2", "B3.2", "W1.2", "W2.2", "W3.2"));
+  EXPECT_FALSE(Make("1f1b", 3, 1, 4).splits_backward());
+  EXPECT_EQ(InstrKind::kBackward, ReleaseKind(Make("1f1b", 3, 1, 4)));
+}
+
+// Over p 2-8 and m 1-32: every rank holds at most p micro-batches'
+// activations (from F to W, 1F1B's first rank's), and each chunk's weight
+// gradients run in micro-batch order (the order 1F1B sums them in).
+TEST(ZeroBubbleH1Test, HoldsAtMostPMicroBatchesAndSumsInMicroBatchOrder) {
+  for (int p = 2; p <= 8; ++p) {
+    for (int m = 1; m <= 32; ++m) {
+      const Schedule schedule = Make("zb-h1", p, 1, m);
+      for (int rank = 0; rank < p; ++rank) {
+        int held = 0, most = 0, next_w = 0;
+        for (const Instr& instr : schedule.ranks[static_cast<size_t>(rank)]) {
+          if (instr.kind == InstrKind::kForward) most = std::max(most, ++held);
+          if (instr.kind != InstrKind::kBackwardWeight) continue;
+          --held;
+          EXPECT_EQ(next_w++, instr.micro_batch) << "p=" << p << " m=" << m << " rank " << rank;
+        }
+        EXPECT_EQ(std::min(p, m), most) << "p=" << p << " m=" << m << " rank " << rank;
+        EXPECT_EQ(m, next_w);
+      }
+    }
+  }
+}
+
+TEST(ZeroBubbleH1Test, RequiresOneVirtualStage) {
+  Result<Schedule> schedule = BuiltinSchedules().Make("zb-h1", {2, 2, 4});
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_THAT(schedule.status().message(), HasSubstr("zb-h1 needs 1 virtual stage"));
 }
 
 TEST(GPipeTest, RunsEveryForwardBeforeAnyBackward) {
@@ -193,7 +237,7 @@ TEST(LoweringTest, SendsFollowTheirComputeAndReceivesPrecedeIt) {
 
 TEST(LoweringTest, OneRankNeedsNoMessages) {
   for (const std::string& kind : BuiltinSchedules().names()) {
-    const Schedule schedule = Make(kind, 1, kind == "1f1b" ? 1 : 3, 4);
+    const Schedule schedule = Make(kind, 1, kind == "1f1b" || kind == "zb-h1" ? 1 : 3, 4);
     for (const Instr& instr : schedule.ranks[0]) {
       EXPECT_FALSE(instr.is_send() || instr.is_recv()) << kind << ": " << ToString(instr);
     }

@@ -208,7 +208,9 @@ TEST(StageExecutorTest, PipelinedTrainingEqualsUnsplitGradientAccumulationBitFor
                                       {"interleaved", 2, 2, 4},
                                       {"interleaved", 3, 2, 6},
                                       {"interleaved", 2, 3, 2},
-                                      {"interleaved", 1, 3, 2}}) {
+                                      {"interleaved", 1, 3, 2},
+                                      {"zb-h1", 2, 1, 4},
+                                      {"zb-h1", 3, 1, 5}}) {
     Result<Schedule> schedule = BuiltinSchedules().Make(kind, {p, v, m});
     ASSERT_TRUE(schedule.ok()) << schedule.status();
     ASSERT_TRUE(CheckSchedule(*schedule).ok());
@@ -249,7 +251,8 @@ TEST(StageExecutorTest, SendsThatWaitForTheirReceiveFinishTheSchedulesTheChecker
                                       {"1f1b", 3, 1, 5},
                                       {"gpipe", 3, 1, 4},
                                       {"interleaved", 2, 2, 2},
-                                      {"interleaved", 3, 2, 3}}) {
+                                      {"interleaved", 3, 2, 3},
+                                      {"zb-h1", 3, 1, 5}}) {
     const Schedule schedule = *BuiltinSchedules().Make(kind, {p, v, m});
     ASSERT_TRUE(CheckRendezvous(schedule).ok()) << kind << " " << ToString(schedule.shape);
     std::vector<std::unique_ptr<ChunkWork>> work;

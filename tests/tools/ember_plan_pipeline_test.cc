@@ -37,7 +37,7 @@ std::string LineStarting(const std::string& output, const std::string& prefix) {
 }
 
 const char kCandidate[] =
-    "(gpipe|1f1b|interleaved) p=([0-9]+) v=[1-4] m=[0-9]+: [0-9.]+ ms per step, [0-9]+ "
+    "(gpipe|1f1b|interleaved|zb-h1) p=([0-9]+) v=[1-4] m=[0-9]+: [0-9.]+ ms per step, [0-9]+ "
     "samples/s, bubble [0-9.]+, activations per rank( [0-9.]+ MiB)+";
 
 TEST(EmberPlanPipelineTest, FourRanksOnTheClusterPipelineADeepDcn) {

@@ -61,6 +61,21 @@ TEST(EmberPlanScheduleTest, DrawsGPipeAndOneFOneB) {
   }
 }
 
+// ZB-H1 draws its weight gradients and its own predicted bubble.
+TEST(EmberPlanScheduleTest, DrawsZeroBubbleH1WithItsWeightGradients) {
+  const CommandRun run =
+      Ember("plan --draw_schedule=zb-h1 --schedule_ranks=3 --schedule_micro_batches=6");
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("p=3 v=1 m=6"));
+  EXPECT_THAT(run.output, HasSubstr("W5.2"));
+  EXPECT_THAT(run.output,
+              HasSubstr("bubble (idle / busy) 0.1111, predicted (p-1)/(3m) = 0.1111"));
+  const CommandRun interleaved =
+      Ember("plan --draw_schedule=zb-h1 --schedule_ranks=2 --schedule_virtual_stages=2");
+  EXPECT_EQ(2, interleaved.exit_code) << interleaved.output;
+  EXPECT_THAT(interleaved.output, HasSubstr("zb-h1 needs 1 virtual stage per rank"));
+}
+
 TEST(EmberPlanScheduleTest, AnUnknownKindOrUnsupportedShapeExitsTwoNamingIt) {
   CommandRun run = Ember("plan --draw_schedule=zigzag");
   EXPECT_EQ(2, run.exit_code) << run.output;

@@ -37,6 +37,12 @@
 #   pipeline N  --pipeline_parallel=N (issue 32): DCN-v2 split into 2 chunks a
 #               rank over N ranks, interleaved 1F1B, trains the model one rank
 #               trains with the same micro-batches: same --model_hash.
+#   zero_bubble N  --pipeline_schedule=zb-h1 over N ranks (issue 61): the
+#               backwards split into input and weight gradients train the
+#               model 1F1B trains over N ranks: the same --model_hash; for
+#               N = 2 also the one-rank model of the same micro-batches (over
+#               3 ranks DCN-v2's chunks sum x0's gradient in another order
+#               than one rank does, for 1F1B as for every kind).
 #   lock        a second job on a --checkpoint_dir or --embedding_dir that a
 #               running job writes is refused before its first step, exit 2,
 #               naming the directory and the holder: one process and 2 ranks;
@@ -64,7 +70,8 @@
 #               same test AUC and logloss, and the same scores within 1e-6.
 #
 # Usage: mpi_train_test.sh MPIEXEC EMBER equal N | flags | resume [FLAGS...] | pipeline N |
-#        moe N | lock | busy | lost stop|kill RANK [FLAGS...] | layout | accumulate N
+#        zero_bubble N | moe N | lock | busy | lost stop|kill RANK [FLAGS...] | layout |
+#        accumulate N
 set -u
 mpiexec=$1
 ember=$(realpath "$2")
@@ -165,6 +172,29 @@ pipeline)
   [[ "$(hash_of group.txt)" == "$(hash_of one.txt)" && -n "$(hash_of one_p.txt)" &&
      "$(hash_of one_p.txt)" == "$(hash_of ranks_p.txt)" ]] ||
     { echo "FAIL: the model hashes differ"; exit 1; }
+  exit 0
+  ;;
+zero_bubble)
+  n=$4
+  cd "$work"
+  job=("${data[@]}" --model=dcn_v2 --cross_layers=3 --threads=1 --batch_size=256
+       --micro_batches=$((2 * n)))
+  timeout 300 "$ember" train "${job[@]}" >one.txt 2>&1 ||
+    { echo "FAIL: one rank exited $?"; tail -n 20 one.txt; exit 1; }
+  for kind in 1f1b zb-h1; do
+    timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${job[@]}" --pipeline_parallel="$n" \
+        --pipeline_schedule=$kind >$kind.txt 2>&1 ||
+      { echo "FAIL: $kind on $n ranks exited $?"; grep -v '^I[0-9]' $kind.txt | tail -n 20; exit 1; }
+  done
+  echo "zero bubble: one rank hash $(hash_of one.txt), AUC $(auc_of one.txt); $n ranks 1f1b" \
+       "$(hash_of 1f1b.txt), zb-h1 $(hash_of zb-h1.txt), AUC $(auc_of zb-h1.txt)"
+  grep -h "schedule zb-h1" zb-h1.txt | sed 's/^.*\] //' | head -n 1
+  [[ -n "$(hash_of 1f1b.txt)" && "$(hash_of 1f1b.txt)" == "$(hash_of zb-h1.txt)" ]] ||
+    { echo "FAIL: the model hashes of 1f1b and zb-h1 differ"; exit 1; }
+  [[ "$n" != 2 || "$(hash_of one.txt)" == "$(hash_of zb-h1.txt)" ]] ||
+    { echo "FAIL: the model hashes of one rank and zb-h1 differ"; exit 1; }
+  [[ "$(auc_of one.txt)" == "$(auc_of zb-h1.txt)" ]] ||
+    { echo "FAIL: the test AUCs of one rank and zb-h1 differ"; exit 1; }
   exit 0
   ;;
 moe)
