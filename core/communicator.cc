@@ -1,7 +1,9 @@
 #include "core/communicator.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace ember {
 namespace {
@@ -103,6 +105,25 @@ Status Communicator::SendRecvGroup(const std::vector<PeerTransfer>& transfers) {
   return Status::OK();
 }
 
+Status Communicator::ReduceScatter(ConstCommBuffer in, CommBuffer out) {
+  EMBER_RETURN_IF_ERROR(ValidateReduceScatter(size(), in, out));
+  if (!in.device.is_cpu() || !out.device.is_cpu()) {
+    return Status::Unimplemented("reduce_scatter: this backend reduces device buffers with ",
+                                 "all_reduce only");
+  }
+  const size_t element_bytes = CommDTypeSize(in.dtype);
+  std::vector<char> sum(in.bytes());
+  CommBuffer scratch = out;
+  scratch.data = sum.data();
+  scratch.count = in.count;
+  EMBER_RETURN_IF_ERROR(AllReduce(in, scratch));
+  if (out.count > 0) {
+    std::memcpy(out.data, sum.data() + static_cast<size_t>(rank()) * out.count * element_bytes,
+                static_cast<size_t>(out.count) * element_bytes);
+  }
+  return Status::OK();
+}
+
 Status ValidateCommunicatorOptions(const CommunicatorOptions& options) {
   if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds)) {
     return Status::InvalidArgument("communicator timeout_seconds must be positive and finite, got ",
@@ -135,6 +156,21 @@ Status ValidateAllReduce(ConstCommBuffer in, CommBuffer out) {
   if (in.data != out.data && Overlap(in, out)) {
     return Status::InvalidArgument("all_reduce: in and out overlap without being the same buffer");
   }
+  return Status::OK();
+}
+
+Status ValidateReduceScatter(int size, ConstCommBuffer in, CommBuffer out) {
+  EMBER_RETURN_IF_ERROR(ValidateBuffer("reduce_scatter", "in", in));
+  EMBER_RETURN_IF_ERROR(ValidateBuffer("reduce_scatter", "out", out));
+  if (in.dtype != out.dtype || in.count != out.count * size) {
+    return Status::InvalidArgument("reduce_scatter: in (", Describe(in), ") must hold ", size,
+                                   " x out (", Describe(out), ")");
+  }
+  if (!CommDTypeIsSummable(in.dtype)) {
+    return Status::InvalidArgument("reduce_scatter: cannot sum ", CommDTypeName(in.dtype),
+                                   " (sum in f32 and convert)");
+  }
+  if (Overlap(in, out)) return Status::InvalidArgument("reduce_scatter: in and out overlap");
   return Status::OK();
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -125,6 +126,13 @@ struct PeerTransfer {
   int tag = 0;
 };
 
+// Traffic a rank has sent (Communicator::counters): messages and bytes on the
+// wire, headers included, its own contributions to itself excluded.
+struct CommCounters {
+  int64_t messages_sent = 0;
+  int64_t bytes_sent = 0;
+};
+
 struct CommunicatorOptions {
   // Longest that one blocking call waits for its peers. A peer that has not
   // joined a collective, or sent what a Recv waits for, by then makes the call
@@ -198,6 +206,17 @@ class Communicator {
   // every rank; they are the same buffer or do not overlap.
   virtual Status AllReduce(ConstCommBuffer in, CommBuffer out) = 0;
 
+  // out on rank r = block r of in_0 + block r of in_1 + ... + block r of
+  // in_{size()-1}, summed in rank order as AllReduce sums (the same bits as
+  // AllReduce's elements of block r), where block r of `in` is its elements
+  // [r * out.count, (r + 1) * out.count). The first half of a bandwidth-
+  // optimal AllReduce; the sharded optimizer state of a data-parallel group.
+  // The default runs AllReduce into a scratch buffer and copies block r out
+  // (a backend with a cheaper way overrides it).
+  // REQUIRES: in.count == size() * out.count; the same summable dtype, and
+  // the same out.count on every rank; in and out do not overlap.
+  virtual Status ReduceScatter(ConstCommBuffer in, CommBuffer out);
+
   // out = in_0 ++ in_1 ++ ... ++ in_{size()-1}: rank r's `in` lands at
   // elements [r * in.count, (r + 1) * in.count) of `out`.
   // REQUIRES: out.count == size() * in.count; the same dtype, and the same
@@ -236,6 +255,12 @@ class Communicator {
   // then pass CheckRendezvous (pipeline/schedule_checker.h).
   virtual bool sends_wait_for_receives() const { return false; }
 
+  // What this rank has sent its peers since the communicator was made, for
+  // benchmarks and the cost model (core/mpi_communicator.h says what each
+  // collective sends); nullopt where the backend does not count (in-process:
+  // nothing travels, NCCL: the device moves it).
+  virtual std::optional<CommCounters> counters() const { return std::nullopt; }
+
   // Leaves the group: calls of peers that wait on this rank, now or later,
   // fail with Unavailable naming this rank and `reason`, at once where the
   // backend can tell (NCCL: when it reports the remote error, at the latest
@@ -272,6 +297,7 @@ Status AllToAllVUnknownCounts(Communicator& comm, const std::vector<T>& in,
 // and the offending argument.
 Status ValidatePeer(const Communicator& comm, const char* op, int peer, int tag);
 Status ValidateAllReduce(ConstCommBuffer in, CommBuffer out);
+Status ValidateReduceScatter(int size, ConstCommBuffer in, CommBuffer out);
 Status ValidateAllGather(int size, ConstCommBuffer in, CommBuffer out);
 Status ValidateAllToAllV(int size, ConstCommBuffer in, const std::vector<int64_t>& send_counts,
                          CommBuffer out, const std::vector<int64_t>& recv_counts);

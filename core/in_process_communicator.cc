@@ -132,6 +132,7 @@ class InProcessCommunicator final : public Communicator {
   Status Send(ConstCommBuffer data, int dst, int tag) override;
   Status Recv(CommBuffer data, int src, int tag) override;
   Status AllReduce(ConstCommBuffer in, CommBuffer out) override;
+  Status ReduceScatter(ConstCommBuffer in, CommBuffer out) override;
   Status AllGather(ConstCommBuffer in, CommBuffer out) override;
   Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
                    const std::vector<int64_t>& recv_counts) override;
@@ -338,6 +339,24 @@ Status InProcessCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
                          std::vector<const char*> parts;
                          for (const Contribution& from : c.contributions) {
                            parts.push_back(from.data.data());
+                         }
+                         internal::SumInRankOrder(parts, out);
+                         return Status::OK();
+                       });
+}
+
+Status InProcessCommunicator::ReduceScatter(ConstCommBuffer in, CommBuffer out) {
+  Contribution mine;
+  mine.invalid = ValidateReduceScatter(size(), in, out);
+  if (mine.invalid.ok()) mine.invalid = HostOnly("reduce_scatter", in);
+  if (mine.invalid.ok()) mine.invalid = HostOnly("reduce_scatter", out);
+  if (mine.invalid.ok()) mine.data = CopyOf(in);
+  const size_t block_bytes = ConstCommBuffer(out).bytes();
+  return RunCollective({OpKind::kReduceScatter, in.dtype, in.count, -1}, std::move(mine),
+                       [&](const std::string&, const Collective& c) {
+                         std::vector<const char*> parts;
+                         for (const Contribution& from : c.contributions) {
+                           parts.push_back(from.data.data() + rank_ * block_bytes);
                          }
                          internal::SumInRankOrder(parts, out);
                          return Status::OK();

@@ -75,11 +75,16 @@ class MpiCommunicator final : public Communicator {
   Status Send(ConstCommBuffer data, int dst, int tag) override;
   Status Recv(CommBuffer data, int src, int tag) override;
   Status AllReduce(ConstCommBuffer in, CommBuffer out) override;
+  Status ReduceScatter(ConstCommBuffer in, CommBuffer out) override;
   Status AllGather(ConstCommBuffer in, CommBuffer out) override;
   Status AllToAllV(ConstCommBuffer in, const std::vector<int64_t>& send_counts, CommBuffer out,
                    const std::vector<int64_t>& recv_counts) override;
   Status Broadcast(CommBuffer data, int root) override;
   Status Barrier() override;
+  std::optional<CommCounters> counters() const override {
+    return CommCounters{messages_sent_.load(std::memory_order_relaxed),
+                        bytes_sent_.load(std::memory_order_relaxed)};
+  }
   void Abort(const Status& reason) override;
 
  private:
@@ -87,10 +92,19 @@ class MpiCommunicator final : public Communicator {
   // one message from each into (*received)[q]; then checks that every peer
   // ran the same collective with valid arguments. `invalid` is this rank's
   // own argument error, returned once the exchange is done.
+  // With `second_half`, the exchange continues the last collective (the
+  // all-gather half of AllReduce): same number and tag, which MPI's
+  // non-overtaking order keeps apart from the first half's messages.
   Status Exchange(const Signature& signature, const Status& invalid,
                   const std::vector<Bytes>& outgoing, std::vector<Received>* received,
-                  std::string* what);
-  // The exchange of AllReduce and AllGather: after `invalid` (the op's own
+                  std::string* what, bool second_half = false);
+  // The reduce-scatter half of AllReduce and ReduceScatter: block q of `in`
+  // (elements [begins[q], begins[q + 1])) goes to rank q, and this rank sums
+  // the size() copies of its own block in rank order into `block`. `invalid`
+  // is the op's own argument check. `block` may lie inside `in`.
+  Status ReduceBlocks(const Signature& signature, Status invalid, ConstCommBuffer in,
+                      const std::vector<int64_t>& begins, CommBuffer block, std::string* what);
+  // The exchange of AllGather: after `invalid` (the op's own
   // argument check), checks that `in` and `out` are host buffers and `in`
   // fits one message, then sends `in` to every peer and receives theirs into
   // (*received)[q]. Returns this rank's message (its copy of `in`).
@@ -135,6 +149,8 @@ class MpiCommunicator final : public Communicator {
   std::vector<int64_t> received_from_;
   std::vector<PendingMessage> pending_;
   int64_t next_collective_ = 1;
+  std::atomic<int64_t> messages_sent_{0};
+  std::atomic<int64_t> bytes_sent_{0};
 
   std::atomic<bool> aborted_{false};
   mutable Mutex mu_;
@@ -187,6 +203,8 @@ Status MpiCommunicator::Post(const std::string& what, int peer, int tag, Bytes b
                                             MPI_BYTE, peer, tag, comm_, &m.request),
                                   what, "MPI_Isend"));
   posted_to_[peer].fetch_add(1, std::memory_order_relaxed);
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(static_cast<int64_t>(m.bytes->size()), std::memory_order_relaxed);
   pending_.push_back(std::move(m));
   return Status::OK();
 }
@@ -272,10 +290,12 @@ Status MpiCommunicator::WaitFor(const std::string& what, std::vector<Incoming>& 
 
 Status MpiCommunicator::Exchange(const Signature& signature, const Status& invalid,
                                  const std::vector<Bytes>& outgoing,
-                                 std::vector<Received>* received, std::string* what) {
+                                 std::vector<Received>* received, std::string* what,
+                                 bool second_half) {
   const auto deadline = DeadlineAfter(options_.timeout_seconds);
-  const int64_t seq = next_collective_++;
-  *what = internal::StrCat(OpName(signature.kind), " #", seq);
+  const int64_t seq = second_half ? next_collective_ - 1 : next_collective_++;
+  *what = internal::StrCat(OpName(signature.kind), " #", seq,
+                           second_half ? " (all-gather half)" : "");
   // Checked before any communication: peers then time out or see us gone.
   EMBER_RETURN_IF_ERROR(OwnAbort(*what));
   TestPending();
@@ -385,18 +405,93 @@ Result<Bytes> MpiCommunicator::ExchangeInputs(OpKind kind, Status invalid, Const
   return mine;
 }
 
-Status MpiCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
+// Where block q of an AllReduce of `count` elements over `size` ranks starts:
+// blocks differ by at most one element, the first count % size one longer.
+std::vector<int64_t> BlockBegins(int64_t count, int size) {
+  std::vector<int64_t> begins(size + 1);
+  const int64_t base = count / size, longer = count % size;
+  for (int q = 0; q <= size; ++q) begins[q] = q * base + std::min<int64_t>(q, longer);
+  return begins;
+}
+
+Status MpiCommunicator::ReduceBlocks(const Signature& signature, Status invalid,
+                                     ConstCommBuffer in, const std::vector<int64_t>& begins,
+                                     CommBuffer block, std::string* what) {
+  const char* op = OpName(signature.kind);
+  if (invalid.ok()) invalid = HostOnly(op, in);
+  if (invalid.ok()) invalid = HostOnly(op, block);
+  if (invalid.ok()) invalid = FitsOneMessage(op, (begins[1] - begins[0]) *
+                                                     static_cast<int64_t>(CommDTypeSize(in.dtype)));
+  const size_t element_bytes = CommDTypeSize(in.dtype);
+  const char* from = static_cast<const char*>(in.data);
+  std::vector<Bytes> outgoing(size_);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    outgoing[q] = invalid.ok() ? MakeMessage(id_, signature, next_collective_,
+                                             from + begins[q] * element_bytes,
+                                             begins[q + 1] - begins[q])
+                               : MakeInvalidMessage(id_, signature, next_collective_,
+                                                    invalid.message());
+  }
+  // This rank's own part, copied before `block` (which may be in it) is written.
+  std::vector<char> own;
+  if (invalid.ok()) {
+    own.assign(from + begins[rank_] * element_bytes, from + begins[rank_ + 1] * element_bytes);
+  }
   std::vector<Received> received;
-  // This rank's message is also its contribution, so `out` may be `in`.
-  EMBER_ASSIGN_OR_RETURN(
-      const Bytes mine,
-      ExchangeInputs(OpKind::kAllReduce, ValidateAllReduce(in, out), in, out, &received));
+  EMBER_RETURN_IF_ERROR(Exchange(signature, invalid, outgoing, &received, what));
   std::vector<const char*> parts(size_);
   for (int q = 0; q < size_; ++q) {
-    parts[q] = q == rank_ ? mine->data() + sizeof(WireHeader) : received[q].payload;
+    if (q != rank_ && received[q].header.payload_count != block.count) {
+      return Status::Internal(*what, ": rank ", q, " sent ", received[q].header.payload_count,
+                              " elements of block ", rank_, " for ", block.count);
+    }
+    parts[q] = q == rank_ ? own.data() : received[q].payload;
   }
-  SumInRankOrder(parts, out);
+  internal::SumInRankOrder(parts, block);
   return Status::OK();
+}
+
+Status MpiCommunicator::AllReduce(ConstCommBuffer in, CommBuffer out) {
+  // A reduce-scatter (rank q sums block q in rank order) and an all-gather of
+  // the summed blocks: every element is the rank-ordered sum, as the contract
+  // asks, for 2 (size - 1) / size x count elements sent per rank.
+  const Signature signature{OpKind::kAllReduce, in.dtype, in.count, -1};
+  const std::vector<int64_t> begins = BlockBegins(std::max<int64_t>(in.count, 0), size_);
+  const size_t element_bytes = CommDTypeSize(in.dtype);
+  CommBuffer mine = out;
+  mine.data = static_cast<char*>(out.data) + begins[rank_] * element_bytes;
+  mine.count = begins[rank_ + 1] - begins[rank_];
+  std::string what;
+  EMBER_RETURN_IF_ERROR(
+      ReduceBlocks(signature, ValidateAllReduce(in, out), in, begins, mine, &what));
+  std::vector<Received> received;
+  EMBER_RETURN_IF_ERROR(Exchange(
+      signature, Status::OK(),
+      std::vector<Bytes>(size_, MakeMessage(id_, signature, next_collective_ - 1, mine.data,
+                                            mine.count)),
+      &received, &what, /*second_half=*/true));
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const int64_t count = begins[q + 1] - begins[q];
+    if (received[q].header.payload_count != count) {
+      return Status::Internal(what, ": rank ", q, " sent ", received[q].header.payload_count,
+                              " elements of block ", q, " for ", count);
+    }
+    if (count > 0) {
+      std::memcpy(static_cast<char*>(out.data) + begins[q] * element_bytes, received[q].payload,
+                  static_cast<size_t>(count) * element_bytes);
+    }
+  }
+  return Status::OK();
+}
+
+Status MpiCommunicator::ReduceScatter(ConstCommBuffer in, CommBuffer out) {
+  const Signature signature{OpKind::kReduceScatter, in.dtype, in.count, -1};
+  std::vector<int64_t> begins(size_ + 1);
+  for (int q = 0; q <= size_; ++q) begins[q] = q * std::max<int64_t>(out.count, 0);
+  std::string what;
+  return ReduceBlocks(signature, ValidateReduceScatter(size_, in, out), in, begins, out, &what);
 }
 
 Status MpiCommunicator::AllGather(ConstCommBuffer in, CommBuffer out) {

@@ -50,14 +50,24 @@ namespace ember {
 //   every other rank (with the operation's number and signature, and its
 //   data if the peer needs it) and waits for one from each. This costs
 //   size() - 1 small messages per rank even for Barrier and Broadcast and
-//   lets every rank name exactly the ranks that did not join. AllReduce
-//   sends each rank's whole input to every other rank, and every rank adds
-//   the size() contributions in rank order itself: every rank gets the bits
-//   of the sequential sum, for (size() - 1) x count elements sent and
-//   received per rank (a ring all-reduce moves about 2 x count, in an order
-//   that depends on the rank). Fine for the dense gradients of CTR models on
-//   tens of ranks; a reduce-scatter in rank order would cut it to ~2 x count
-//   if that ever matters.
+//   lets every rank name exactly the ranks that did not join. What each
+//   rank sends, for N = size() ranks and S the bytes of the data (counters()
+//   counts it, with a 40-byte header per message):
+//     AllReduce      2 (N-1)/N x S   (two exchanges: a reduce-scatter in
+//                                     which rank q sums block q of every
+//                                     rank in rank order, then an all-gather
+//                                     of the summed blocks)
+//     ReduceScatter  (N-1)/N x S     (S: the input, N blocks)
+//     AllGather      (N-1) x S       (S: the input, = (N-1)/N of the output)
+//     AllToAllV      what it sends to the others
+//     Broadcast      root: (N-1) x S; others: headers only
+//   These are the bandwidth lower bounds of a ring or of recursive halving,
+//   in 2 rounds of N - 1 messages rather than 2 (N - 1) (ring) or 2 log N
+//   rounds of larger ones; and every element is summed in rank order, so
+//   every rank gets the bits of the sequential one-rank sum in every run: no
+//   separate exact mode is needed. (MPI_Allreduce is not used: it cannot
+//   time out or name a missing rank, and its sums follow the algorithm it
+//   picks for the size; tools/bench/mpi_collectives.cc measures both.)
 // * Detected, by every rank that receives the offending message: another
 //   operation, dtype, count or root at the same position (InvalidArgument
 //   naming both ranks and what each called); invalid arguments on one rank

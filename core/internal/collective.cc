@@ -35,6 +35,7 @@ void SumInRankOrder(const std::vector<const char*>& parts, int64_t count, void* 
 const char* OpName(OpKind kind) {
   switch (kind) {
     case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kReduceScatter: return "reduce_scatter";
     case OpKind::kAllGather: return "all_gather";
     case OpKind::kAllToAllV: return "all_to_all_v";
     case OpKind::kBroadcast: return "broadcast";

@@ -15,7 +15,15 @@
 namespace ember::internal {
 
 // kSend only travels on the MPI wire (core/internal/mpi_wire.h).
-enum class OpKind : uint8_t { kAllReduce, kAllGather, kAllToAllV, kBroadcast, kBarrier, kSend };
+enum class OpKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kAllToAllV,
+  kBroadcast,
+  kBarrier,
+  kSend,  // Last: the wire checks kinds against it.
+};
 
 // "all_reduce", "send", ...
 const char* OpName(OpKind kind);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,10 +95,11 @@ std::vector<uint64_t> BitsOf(const std::vector<F>& values) {
 }
 
 // The sum over ranks 0, 1, ..., n-1 in that order of order-sensitive values,
-// which AllReduce must equal bit for bit; for 3 ranks or more it also checks
-// that another order would give other bits, so the check has teeth.
+// which AllReduce must equal bit for bit; for 3 ranks or more and
+// `check_order`, it also checks that another order would give other bits, so
+// the check has teeth (a few elements may not depend on the order).
 template <typename F>
-std::vector<F> RankOrderedSum(int n, int64_t count) {
+std::vector<F> RankOrderedSum(int n, int64_t count, bool check_order = true) {
   std::vector<F> expected(count), reversed(count);
   for (int64_t i = 0; i < count; ++i) {
     F sum = OrderSensitiveValue<F>(0, i);
@@ -107,7 +109,7 @@ std::vector<F> RankOrderedSum(int n, int64_t count) {
     expected[i] = sum;
     reversed[i] = backwards;
   }
-  if (n >= 3) {
+  if (n >= 3 && check_order) {
     EXPECT_NE(BitsOf(expected), BitsOf(reversed)) << "values do not depend on order";
   }
   return expected;
@@ -209,6 +211,88 @@ TEST_P(CommunicatorContractTest, AllReduceSumsIntegersWrappingAndWorksInPlace) {
     for (int s = 0; s < n; ++s) key_sum += KeyOf(s, 0, 1);
     EXPECT_EQ(std::vector<uint64_t>{key_sum}, keys);
     EXPECT_EQ(std::vector<int32_t>{n * (n + 1) / 2}, counts);
+  });
+}
+
+TEST_P(CommunicatorContractTest, AllReduceOfEveryLengthEqualsTheRankOrderedSum) {
+  // Lengths around the rank count: blocks of the bandwidth-optimal
+  // all-reduce that are uneven, empty, or of one element.
+  Communicators comms = MakeGroup();
+  const int n = ranks();
+  const std::vector<int64_t> counts = {0, 1, n - 1, n + 1, 3 * n + 2};
+  for (int64_t count : counts) {
+    const std::vector<float> expected = RankOrderedSum<float>(n, count, /*check_order=*/false);
+    OnEveryRank(comms, [&](Communicator& comm) {
+      std::vector<float> values(count);
+      for (int64_t i = 0; i < count; ++i) values[i] = OrderSensitiveValue<float>(comm.rank(), i);
+      const Status status = comm.AllReduce(values, values);  // In place.
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(BitsOf(expected), BitsOf(values)) << "rank " << comm.rank() << ", " << count;
+    });
+  }
+}
+
+TEST_P(CommunicatorContractTest, ReduceScatterGivesEachRankTheRankOrderedSumOfItsBlock) {
+  Communicators comms = MakeGroup();
+  const int n = ranks();
+  constexpr int64_t kBlock = 333;
+  const std::vector<float> floats = RankOrderedSum<float>(n, n * kBlock);
+  const std::vector<double> doubles = RankOrderedSum<double>(n, n * 5);
+  OnEveryRank(comms, [&](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<float> in(n * kBlock), out(kBlock);
+    for (int64_t i = 0; i < n * kBlock; ++i) in[i] = OrderSensitiveValue<float>(r, i);
+    Status status = comm.ReduceScatter(in, out);
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(BitsOf(std::vector<float>(floats.begin() + r * kBlock,
+                                        floats.begin() + (r + 1) * kBlock)),
+              BitsOf(out))
+        << "rank " << r;
+    std::vector<double> in64(n * 5), out64(5);
+    for (int64_t i = 0; i < n * 5; ++i) in64[i] = OrderSensitiveValue<double>(r, i);
+    ASSERT_TRUE(comm.ReduceScatter(in64, out64).ok());
+    EXPECT_EQ(BitsOf(std::vector<double>(doubles.begin() + r * 5, doubles.begin() + (r + 1) * 5)),
+              BitsOf(out64));
+    std::vector<int64_t> counts(n, r + 1), count(1);
+    ASSERT_TRUE(comm.ReduceScatter(counts, count).ok());
+    EXPECT_EQ(int64_t{n} * (n + 1) / 2, count[0]);
+    std::vector<float> none, none_out;
+    EXPECT_TRUE(comm.ReduceScatter(none, none_out).ok()) << "an empty reduce-scatter";
+    // Invalid on every rank: all fail, and stay in step.
+    std::vector<float> wrong(n * kBlock + 1);
+    EXPECT_EQ(StatusCode::kInvalidArgument, comm.ReduceScatter(wrong, out).code());
+    std::vector<Half> halves(n), half(1);
+    EXPECT_EQ(StatusCode::kInvalidArgument, comm.ReduceScatter(halves, half).code());
+    EXPECT_TRUE(comm.Barrier().ok());
+  });
+}
+
+TEST_P(CommunicatorContractTest, CollectivesSendNoMoreThanTheirBandwidthBound) {
+  Communicators comms = MakeGroup();
+  const int n = ranks();
+  constexpr int64_t kFloats = 30000;
+  constexpr int64_t kHeaderBytes = 64;  // Per message, an upper bound.
+  OnEveryRank(comms, [&](Communicator& comm) {
+    const std::optional<CommCounters> before = comm.counters();
+    if (!before) return;  // This backend does not count (nothing travels, or the device moves it).
+    std::vector<float> grads(kFloats, 1.0f);
+    ASSERT_TRUE(comm.AllReduce(grads, grads).ok());
+    const CommCounters after = *comm.counters();
+    const int64_t bytes = after.bytes_sent - before->bytes_sent;
+    const int64_t data_bytes = kFloats * static_cast<int64_t>(sizeof(float));
+    // 2 (N-1)/N x size: each rank sends its N-1 foreign blocks, then its own
+    // summed block to each of the N-1 others.
+    const int64_t bound = 2 * (n - 1) * data_bytes / n + 2 * (n - 1) * (kHeaderBytes + 4);
+    EXPECT_LE(bytes, bound) << "rank " << comm.rank() << " of " << n;
+    EXPECT_GE(bytes, 2 * (n - 1) * data_bytes / n - 2 * (n - 1) * 4) << "counters count the data";
+    EXPECT_EQ(2 * (n - 1), after.messages_sent - before->messages_sent);
+    std::vector<float> block(kFloats / n);
+    std::vector<float> whole(block.size() * n, 1.0f);
+    const CommCounters mid = *comm.counters();
+    ASSERT_TRUE(comm.ReduceScatter(whole, block).ok());
+    const int64_t scatter = comm.counters()->bytes_sent - mid.bytes_sent;
+    EXPECT_LE(scatter, (n - 1) * static_cast<int64_t>(block.size() * sizeof(float)) +
+                           (n - 1) * kHeaderBytes);
   });
 }
 

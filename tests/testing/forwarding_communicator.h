@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,9 @@ class ForwardingCommunicator : public Communicator {
   Status AllReduce(ConstCommBuffer in, CommBuffer out) override {
     return inner_->AllReduce(in, out);
   }
+  Status ReduceScatter(ConstCommBuffer in, CommBuffer out) override {
+    return inner_->ReduceScatter(in, out);
+  }
   Status AllGather(ConstCommBuffer in, CommBuffer out) override {
     return inner_->AllGather(in, out);
   }
@@ -33,6 +37,7 @@ class ForwardingCommunicator : public Communicator {
   }
   Status Broadcast(CommBuffer data, int root) override { return inner_->Broadcast(data, root); }
   Status Barrier() override { return inner_->Barrier(); }
+  std::optional<CommCounters> counters() const override { return inner_->counters(); }
   void Abort(const Status& reason) override { inner_->Abort(reason); }
 
  protected:
