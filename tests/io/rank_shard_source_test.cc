@@ -1,0 +1,216 @@
+#include "io/rank_shard_source.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/in_process_communicator.h"
+#include "io/rank_slice_source.h"
+
+namespace ember::io {
+namespace {
+
+// n examples with one dense feature equal to the example's index, two slots
+// (the second a bag of index % 3 keys) and label index % 2.
+Dataset Numbered(int n) {
+  Batch all;
+  all.Clear(1, 2);
+  for (int i = 0; i < n; ++i) {
+    all.labels.push_back(static_cast<float>(i % 2));
+    all.dense.push_back(static_cast<float>(i));
+    all.keys.push_back(static_cast<Key>(i));
+    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
+    for (int k = 0; k < i % 3; ++k) all.keys.push_back(static_cast<Key>(1000 * i + k));
+    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
+  }
+  all.size = n;
+  return Dataset(std::move(all));
+}
+
+constexpr ExampleShape kShape{1, 2, 1};
+
+// The examples of `data` whose index `keep` admits, with their indices.
+std::pair<Dataset, std::vector<int64_t>> Share(const Dataset& data,
+                                               const std::function<bool(int64_t)>& keep) {
+  std::vector<int64_t> indices;
+  for (int64_t i = 0; i < data.size(); ++i) {
+    if (keep(i)) indices.push_back(i);
+  }
+  Batch batch;
+  data.GatherBatch(indices, &batch);
+  return {Dataset(std::move(batch)), indices};
+}
+
+// Runs body(r, comm) for every rank of an in-process group of `ranks`, each
+// on its own thread.
+void OnRanks(int ranks, const std::function<void(int, Communicator&)>& body) {
+  auto comms = NewInProcessCommunicators(ranks, {.timeout_seconds = 30});
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) threads.emplace_back([&, r] { body(r, *(*comms)[r]); });
+  for (std::thread& t : threads) t.join();
+}
+
+void ExpectSameBatch(const Batch& expected, const Batch& got, const std::string& where) {
+  EXPECT_EQ(expected.size, got.size) << where;
+  EXPECT_EQ(expected.labels, got.labels) << where;
+  EXPECT_EQ(expected.dense, got.dense) << where;
+  EXPECT_EQ(expected.offsets, got.offsets) << where;
+  EXPECT_EQ(expected.keys, got.keys) << where;
+}
+
+// Reads `shard` and `reference` to the end side by side, checking every
+// batch, epoch and position; returns the most examples the shard held
+// after a batch.
+int64_t ExpectSameStream(RankShardBatchSource& shard, BatchSource& reference,
+                         const std::string& where) {
+  Batch want, got;
+  int64_t most = 0;
+  for (int step = 0;; ++step) {
+    Result<bool> more = reference.Next(&want);
+    Result<bool> have = shard.Next(&got);
+    EXPECT_TRUE(more.ok() && have.ok()) << where << ": " << have.status();
+    if (!more.ok() || !have.ok()) return most;
+    EXPECT_EQ(*more, *have) << where << " step " << step;
+    if (!*more || !*have) return most;
+    const std::string at = where + " step " + std::to_string(step);
+    ExpectSameBatch(want, got, at);
+    EXPECT_EQ(reference.epoch(), shard.epoch()) << at;
+    EXPECT_EQ(*reference.ResumePosition(), *shard.ResumePosition()) << at;
+    most = std::max(most, shard.held_examples());
+  }
+}
+
+// Every rank's batches are RankSliceBatchSource's of the whole data, in every
+// epoch, shuffled or not, with a short last batch (and, for 4 ranks, one
+// smaller than the ranks), from strided shares or all on rank 0; and each
+// rank holds only its slices' examples.
+TEST(RankShardBatchSourceTest, RanksGetTheSlicesOfTheGlobalBatchesFromTheirShareAlone) {
+  const Dataset data = Numbered(23);
+  for (int ranks : {1, 2, 3, 4}) {
+    for (bool shuffle : {true, false}) {
+      for (bool strided : {true, false}) {
+        DatasetBatchSourceOptions options;
+        options.batch_size = 4 * ranks;
+        options.num_epochs = 3;
+        options.shuffle = shuffle;
+        options.seed = 9;
+        OnRanks(ranks, [&](int r, Communicator& comm) {
+          auto [share, indices] = Share(data, [&](int64_t i) {
+            return strided ? i % ranks == r : r == 0;
+          });
+          auto shard = RankShardBatchSource::Make(std::move(share), std::move(indices),
+                                                  data.size(), kShape, options, &comm);
+          ASSERT_TRUE(shard.ok()) << shard.status();
+          DatasetBatchSource whole(data, options);
+          RankSliceBatchSource slice(&whole, r, ranks);
+          EXPECT_EQ(slice.EstimatedBatches(), (*shard)->EstimatedBatches());
+          const std::string where = std::to_string(ranks) + " ranks, rank " + std::to_string(r) +
+                                    (shuffle ? ", shuffled" : ", in order") +
+                                    (strided ? ", strided" : ", all on rank 0");
+          const int64_t most = ExpectSameStream(**shard, slice, where);
+          // Exactly its slices of an epoch: every example is on one rank.
+          int64_t slices = 0;
+          for (int64_t begin = 0; begin < 23; begin += options.batch_size) {
+            const int64_t b = std::min<int64_t>(options.batch_size, 23 - begin);
+            slices += (r + 1) * b / ranks - r * b / ranks;
+          }
+          EXPECT_EQ(slices, most) << where;
+          if (ranks > 1) EXPECT_LT((*shard)->held_examples(), 23) << where;
+        });
+      }
+    }
+  }
+}
+
+// A job resumed mid-epoch (from a checkpoint's position, on fresh shares)
+// reads what the whole data's source resumed there reads.
+TEST(RankShardBatchSourceTest, ResumesAtAPositionMidEpoch) {
+  const Dataset data = Numbered(37);
+  constexpr int kRanks = 3;
+  DatasetBatchSourceOptions options;
+  options.batch_size = 6;
+  options.num_epochs = 2;
+  options.shuffle = true;
+  options.seed = 4;
+  // The position after 8 batches (the second epoch's second).
+  DatasetBatchSource reference(data, options);
+  Batch skipped;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(*reference.Next(&skipped));
+  const std::string position = *reference.ResumePosition();
+  OnRanks(kRanks, [&](int r, Communicator& comm) {
+    auto [share, indices] = Share(data, [&](int64_t i) { return i % kRanks == r; });
+    auto shard = RankShardBatchSource::Make(std::move(share), std::move(indices), data.size(),
+                                            kShape, options, &comm);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ASSERT_TRUE((*shard)->ResumeFrom(position).ok());
+    DatasetBatchSource whole(data, options);
+    ASSERT_TRUE(whole.ResumeFrom(position).ok());
+    RankSliceBatchSource slice(&whole, r, kRanks);
+    ExpectSameStream(**shard, slice, "rank " + std::to_string(r));
+    EXPECT_EQ(StatusCode::kInvalidArgument,
+              (*shard)->ResumeFrom(*RebatchDatasetPosition(position, 7)).code())
+        << "a position of other batches";
+  });
+}
+
+TEST(RankShardBatchSourceTest, SharesThatDoNotPartitionTheDataAreRefused) {
+  const Dataset data = Numbered(10);
+  DatasetBatchSourceOptions options;
+  options.batch_size = 4;
+  bool refused = false;
+  std::mutex mu;
+  OnRanks(2, [&](int r, Communicator& comm) {
+    // Both ranks hold example 0; nobody holds example 9.
+    auto [share, indices] = Share(data, [&](int64_t i) { return i == 0 || (i < 9 && i % 2 == r); });
+    auto shard = RankShardBatchSource::Make(std::move(share), std::move(indices), data.size(),
+                                            kShape, options, &comm);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    Batch batch;
+    Result<bool> got = (*shard)->Next(&batch);
+    if (!got.ok()) {
+      EXPECT_EQ(StatusCode::kInvalidArgument, got.status().code());
+      EXPECT_NE(std::string::npos, got.status().message().find("do not partition"))
+          << got.status();
+      std::lock_guard<std::mutex> lock(mu);
+      refused = true;
+    }
+  });
+  EXPECT_TRUE(refused);
+}
+
+TEST(RankShardBatchSourceTest, InvalidArgumentsAreRefused) {
+  const Dataset data = Numbered(5);
+  DatasetBatchSourceOptions options;
+  OnRanks(1, [&](int, Communicator& comm) {
+    EXPECT_EQ(StatusCode::kInvalidArgument,
+              RankShardBatchSource::Make(data.Slice(0, 2), {0}, 5, kShape, options, &comm)
+                  .status()
+                  .code())
+        << "fewer indices than examples";
+    EXPECT_EQ(StatusCode::kInvalidArgument,
+              RankShardBatchSource::Make(data.Slice(0, 1), {5}, 5, kShape, options, &comm)
+                  .status()
+                  .code())
+        << "an index outside the data";
+    EXPECT_EQ(StatusCode::kInvalidArgument,
+              RankShardBatchSource::Make(data.Slice(0, 1), {0}, 5, {3, 2, 1}, options, &comm)
+                  .status()
+                  .code())
+        << "another shape";
+    EXPECT_EQ(StatusCode::kInvalidArgument,
+              RankShardBatchSource::Make(data, {0, 1, 2, 3, 4}, 5, kShape, options, nullptr)
+                  .status()
+                  .code())
+        << "no communicator";
+  });
+}
+
+}  // namespace
+}  // namespace ember::io
