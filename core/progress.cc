@@ -2,16 +2,30 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include <glog/logging.h>
 
 namespace ember {
+namespace {
+
+std::atomic<double> g_default_progress_seconds{10.0};
+
+}  // namespace
+
+void SetDefaultProgressSeconds(double seconds) {
+  CHECK(seconds > 0) << "progress seconds " << seconds;
+  g_default_progress_seconds.store(seconds, std::memory_order_relaxed);
+}
+
+double DefaultProgressSeconds() { return g_default_progress_seconds.load(std::memory_order_relaxed); }
 
 ProgressReporter::ProgressReporter(std::string label, int64_t total, double log_interval_seconds)
     : label_(std::move(label)),
       total_(total),
-      log_interval_seconds_(log_interval_seconds),
+      log_interval_seconds_(log_interval_seconds > 0 ? log_interval_seconds
+                                                     : DefaultProgressSeconds()),
       terminal_(::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()),
       last_print_(start_) {}

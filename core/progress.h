@@ -7,13 +7,20 @@
 
 namespace ember {
 
+// Seconds between the log lines of reporters made without an interval of
+// their own (10 unless set; `ember --progress_seconds`). Set it before the
+// reporters are made. REQUIRES: seconds > 0.
+void SetDefaultProgressSeconds(double seconds);
+double DefaultProgressSeconds();
+
 // Shows the progress of long work: a self-updating line on a terminal
 // (stderr is a TTY), a log line every `log_interval_seconds` otherwise.
 // Thread safety: none; one reporter per loop.
 class ProgressReporter {
  public:
-  // `total` <= 0 means unknown (no ETA is shown).
-  ProgressReporter(std::string label, int64_t total, double log_interval_seconds = 10.0);
+  // `total` <= 0 means unknown (no ETA is shown). `log_interval_seconds` <= 0
+  // means DefaultProgressSeconds().
+  ProgressReporter(std::string label, int64_t total, double log_interval_seconds = 0);
   ~ProgressReporter();
 
   // Reports `done` units of work finished, with `detail` appended to the line

@@ -22,6 +22,10 @@ DEFINE_uint64(seed, 1,
               "Random seed: data shuffling, parameter initialisation and generated data. "
               "The same seed reproduces a run bit for bit.");
 DEFINE_int32(threads, 0, "CPU threads Ember may use in total; 0 means every hardware thread.");
+DEFINE_double(progress_seconds, 10,
+              "Seconds between the progress lines of long commands (train steps, gen-data rows, "
+              "...) when stderr is not a terminal (a terminal's line updates in place).");
+DEFINE_validator(progress_seconds, &ember::tools::IsPositiveDouble);
 DEFINE_validator(threads, &ember::tools::IsNonNegative32);
 DEFINE_int64(rows, kSyntheticDefaults.rows,
              "Examples to generate (gen-data, and train when --train_data is empty).");

@@ -8,6 +8,7 @@
 // Flags shared by several commands, defined in common_flags.cc.
 DECLARE_uint64(seed);
 DECLARE_int32(threads);
+DECLARE_double(progress_seconds);
 DECLARE_int64(rows);
 DECLARE_string(vocabulary);
 DECLARE_double(zipf_exponent);

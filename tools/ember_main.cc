@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/progress.h"
 #include "core/threads.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 #include "tools/flag_check.h"
 #include "tools/help.h"
 #include "tools/model_flags.h"
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   gflags::HandleCommandLineHelpFlags();
   if (!FLAGS_log_dir.empty()) FLAGS_logtostderr = false;
   google::InitGoogleLogging("ember");
+  ember::SetDefaultProgressSeconds(FLAGS_progress_seconds);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   LOG(INFO) << "OMP_WAIT_POLICY=" << (wait_policy ? wait_policy : "(unset)");
   if (argc > 1) {
