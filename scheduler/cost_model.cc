@@ -57,7 +57,7 @@ RankExchangeBytes RankExchangePerStep(double distinct_keys, int ranks, int dim,
   const double counts = 8.0 * (n - 1);
   bytes.pull = remote * (8.0 + 4.0 * dim) + counts;
   bytes.push = remote * (8.0 + 4.0 * dim) + counts;
-  bytes.dense = (n - 1) * gradient_bytes;
+  bytes.dense = 2.0 * (n - 1) / n * gradient_bytes;
   bytes.experts = 4.0 * expert_floats * 2.0 * (n - 1) / n;
   return bytes;
 }
@@ -345,9 +345,10 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
   }
   // A job of ranks: the pull and push exchange keys, rows and gradients with
   // the owners (three collectives each: counts, keys, rows or gradients),
-  // and the dense stage all-reduces the gradients (one collective, then the
-  // N gradients summed at the memory bandwidth). MPI polls while it waits:
-  // the stages keep their cores.
+  // and the dense stage all-reduces the gradients (two rounds: each rank
+  // sums its block of the N gradients and copies in the others' summed
+  // blocks, about twice the gradient's bytes at the memory bandwidth). MPI
+  // polls while it waits: the stages keep their cores.
   if (setup.ranks > 1) {
     RankLinks links;
     links.ranks = setup.ranks;
@@ -368,8 +369,8 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     const double push = RankExchangeSeconds(cost.rank_bytes.push, 3, links);
     cost.expert_exchange_seconds = RankExchangeSeconds(
         cost.rank_bytes.experts, experts ? 5 * program.expert_chains : 0, links);
-    const double dense = RankExchangeSeconds(cost.rank_bytes.dense, 1, links) +
-                         setup.ranks * gradient_bytes / (gbps * 1e9) +
+    const double dense = RankExchangeSeconds(cost.rank_bytes.dense, 2, links) +
+                         2.0 * gradient_bytes / (gbps * 1e9) +
                          cost.expert_exchange_seconds;
     trainer[Stage::kPull].seconds += pull;
     trainer[Stage::kPush].seconds += push;

@@ -55,8 +55,8 @@ struct RankExchangeBytes {
   // Push: the remotely owned keys again and their gradients (8 + 4 * dim
   // each), plus the counts.
   double push = 0.0;
-  // The dense all-reduce as the MPI backend runs it: the whole gradient to
-  // every other rank, (N - 1) x gradient bytes.
+  // The dense all-reduce as the MPI backend runs it (a reduce-scatter, then
+  // an all-gather: core/mpi_communicator.h): 2 (N - 1) / N x gradient bytes.
   double dense = 0.0;
   // Expert parallelism (ops/expert_parallel.h): the routed rows of the
   // experts owned elsewhere, (N - 1) / N of them, out and back in the

@@ -107,13 +107,14 @@ TEST(RankExchangeTest, SparseBytesPerStepAreWhatShardedTablesSend) {
   }
 }
 
-// The dense all-reduce as the MPI backend sends it (the whole gradient to
-// each peer), and the experts' rows.
+// The dense all-reduce as the MPI backend sends it (its N - 1 foreign blocks,
+// then its summed block to each peer: 2 (N - 1) / N of the gradient), and
+// the experts' rows.
 TEST(RankExchangeTest, DenseAndExpertBytesPerStepFollowTheirCollectives) {
   for (const int ranks : {1, 2, 3, 8}) {
     const double n = ranks;
     const RankExchangeBytes bytes = RankExchangePerStep(1000, ranks, 16, 4e6, 5000.0);
-    EXPECT_DOUBLE_EQ(ranks > 1 ? (n - 1) * 4e6 : 0.0, bytes.dense) << ranks;
+    EXPECT_DOUBLE_EQ(ranks > 1 ? 2.0 * (n - 1) / n * 4e6 : 0.0, bytes.dense) << ranks;
     EXPECT_DOUBLE_EQ(ranks > 1 ? 4.0 * 5000.0 * 2.0 * (n - 1) / n : 0.0, bytes.experts) << ranks;
     EXPECT_DOUBLE_EQ(bytes.pull + bytes.push + bytes.dense + bytes.experts, bytes.total());
   }
