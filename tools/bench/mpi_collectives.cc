@@ -14,7 +14,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "core/mpi_communicator.h"
+#include "tools/bench/wall_clock.h"
 
 DEFINE_string(floats, "65536,1048576,8388608",
               "Comma-separated sizes (f32 elements) of the all-reduces to measure.");
@@ -32,15 +32,8 @@ DEFINE_int32(repeats, 30, "Repeats of each measurement (the median is reported).
 namespace ember {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
+using bench::Now;
 
 // Values whose float sums depend on the order of addition.
 float Value(int rank, int64_t i) {

@@ -10,11 +10,11 @@
 #include <gflags/gflags.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "core/mpi_communicator.h"
+#include "tools/bench/wall_clock.h"
 
 DEFINE_int64(exchange_bytes, 150000, "Bytes each rank sends the other in one AllToAllV.");
 DEFINE_int64(allreduce_floats, 800000, "Floats of one AllReduce (the dense gradients).");
@@ -23,15 +23,8 @@ DEFINE_int32(repeats, 200, "Repeats of each measurement (the median is reported)
 namespace ember {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
+using bench::Now;
 
 int Run() {
   Result<MpiWorld> world = InitMpi(nullptr, nullptr);
