@@ -24,6 +24,10 @@ Status ValidateRankGroup(const RankGroup& group) {
                                      group.pull->rank(), " of ", group.pull->size());
     }
   }
+  if (group.data != nullptr && (group.pull == nullptr || group.data->rank() != group.pull->rank() ||
+                                group.data->size() != group.pull->size())) {
+    return Status::InvalidArgument("rank group: the data communicator is not of the others' ranks");
+  }
   return Status::OK();
 }
 

@@ -38,6 +38,10 @@ struct RankGroup {
   Communicator* push = nullptr;   // The push stage's gradient exchange.
   Communicator* dense = nullptr;  // The dense stage's gradient all-reduce.
   Communicator* control = nullptr;  // The trainer's thread: checkpoints.
+  // The reader's: the examples of data in memory swapped between epochs when
+  // each rank holds only its share (io/rank_shard_source.h), and the loader's
+  // before. Optional: without it every rank holds every example.
+  Communicator* data = nullptr;
 
   bool active() const { return pull != nullptr; }
   int rank() const { return active() ? pull->rank() : 0; }

@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "io/rank_slice_source.h"
 
@@ -39,19 +41,40 @@ class DatasetTrainingSource final : public io::BatchSource {
   std::unique_ptr<io::RankSliceBatchSource> slice_;
 };
 
+// The whole job's batches: global batches of ranks x batch_size examples.
+io::DatasetBatchSourceOptions GlobalBatches(const TrainOptions& options) {
+  io::DatasetBatchSourceOptions source;
+  source.batch_size = int64_t{options.batch_size} * options.ranks.size();
+  source.num_epochs = options.epochs;
+  source.shuffle = options.shuffle;
+  source.seed = options.seed;
+  return source;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<io::BatchSource>> NewDatasetTrainingSource(const io::Dataset& train,
                                                                   const TrainOptions& options) {
   if (train.size() == 0) return Status::InvalidArgument("the training data has no examples");
-  io::DatasetBatchSourceOptions source;
-  const int ranks = options.ranks.size();
-  source.batch_size = int64_t{options.batch_size} * ranks;
-  source.num_epochs = options.epochs;
-  source.shuffle = options.shuffle;
-  source.seed = options.seed;
-  return std::unique_ptr<io::BatchSource>(
-      std::make_unique<DatasetTrainingSource>(train, source, options.ranks.rank(), ranks));
+  return std::unique_ptr<io::BatchSource>(std::make_unique<DatasetTrainingSource>(
+      train, GlobalBatches(options), options.ranks.rank(), options.ranks.size()));
+}
+
+Result<std::unique_ptr<io::BatchSource>> NewShardTrainingSource(io::Dataset share,
+                                                                std::vector<int64_t> indices,
+                                                                int64_t examples,
+                                                                io::ExampleShape shape,
+                                                                const TrainOptions& options) {
+  if (examples == 0) return Status::InvalidArgument("the training data has no examples");
+  if (options.ranks.data == nullptr) {
+    return Status::InvalidArgument("a share of the training data needs the ranks' data "
+                                   "communicator (RankGroup::data)");
+  }
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<io::RankShardBatchSource> source,
+                         io::RankShardBatchSource::Make(std::move(share), std::move(indices),
+                                                        examples, shape, GlobalBatches(options),
+                                                        options.ranks.data));
+  return std::unique_ptr<io::BatchSource>(std::move(source));
 }
 
 }  // namespace ember::engine

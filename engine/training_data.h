@@ -3,11 +3,14 @@
 // The batches a job trains from examples held in memory: the one path from a
 // Dataset to Trainer::Fit(BatchSource&), as from a stream.
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "engine/train_options.h"
 #include "io/batch_source.h"
 #include "io/dataset.h"
+#include "io/rank_shard_source.h"
 
 namespace ember::engine {
 
@@ -21,5 +24,17 @@ namespace ember::engine {
 // outlive the source. InvalidArgument when it has no examples.
 Result<std::unique_ptr<io::BatchSource>> NewDatasetTrainingSource(const io::Dataset& train,
                                                           const TrainOptions& options);
+
+// The same batches from this rank's share of the examples alone: `share`
+// holds the examples at `indices` of the whole training data of `examples`
+// examples (every rank's shares a partition of it), and the ranks swap
+// examples over options.ranks.data at each epoch's start
+// (io/rank_shard_source.h). InvalidArgument without ranks or their data
+// communicator, and as RankShardBatchSource::Make.
+Result<std::unique_ptr<io::BatchSource>> NewShardTrainingSource(io::Dataset share,
+                                                                std::vector<int64_t> indices,
+                                                                int64_t examples,
+                                                                io::ExampleShape shape,
+                                                                const TrainOptions& options);
 
 }  // namespace ember::engine

@@ -33,6 +33,23 @@ void AppendBatch(const Batch& from, Batch* to) {
   to->size += from.size;
 }
 
+void AppendEveryNth(const Batch& from, int64_t first, int64_t every, int64_t offset, Batch* to) {
+  CHECK(every >= 1 && 0 <= offset && offset < every && first >= 0)
+      << "AppendEveryNth: offset " << offset << " of every " << every << " from " << first;
+  const int64_t L = from.num_labels, D = from.num_dense, S = from.num_slots;
+  // The first example of `from` at `offset` modulo `every`.
+  for (int64_t i = (offset - first % every + every) % every; i < from.size; i += every) {
+    to->labels.insert(to->labels.end(), from.labels.begin() + i * L,
+                      from.labels.begin() + (i + 1) * L);
+    to->dense.insert(to->dense.end(), from.dense.begin() + i * D, from.dense.begin() + (i + 1) * D);
+    const int64_t begin = from.offsets[i * S], end = from.offsets[(i + 1) * S];
+    const int64_t shift = static_cast<int64_t>(to->keys.size()) - begin;
+    to->keys.insert(to->keys.end(), from.keys.begin() + begin, from.keys.begin() + end);
+    for (int64_t bag = 1; bag <= S; ++bag) to->offsets.push_back(from.offsets[i * S + bag] + shift);
+    ++to->size;
+  }
+}
+
 void SliceBatch(const Batch& from, int64_t begin, int64_t end, Batch* to) {
   CHECK(0 <= begin && begin <= end && end <= from.size) << "SliceBatch: rows [" << begin << ", "
                                                         << end << ") of " << from.size;

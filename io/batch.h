@@ -45,6 +45,12 @@ struct Batch {
 // (offsets non-empty).
 void AppendBatch(const Batch& from, Batch* to);
 
+// Appends to `to` the examples i of `from` whose index `first + i` is
+// `offset` modulo `every`, in order: one rank's share of examples read in
+// pieces (TextReadOptions::keep_every). REQUIRES: every >= 1, 0 <= offset <
+// every, first >= 0; what AppendBatch requires.
+void AppendEveryNth(const Batch& from, int64_t first, int64_t every, int64_t offset, Batch* to);
+
 // Sets `to` to examples [begin, end) of `from`, in order.
 // REQUIRES: 0 <= begin <= end <= from.size.
 void SliceBatch(const Batch& from, int64_t begin, int64_t end, Batch* to);

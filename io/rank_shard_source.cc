@@ -17,7 +17,84 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& examples, int64_t per_ex
   return counts;
 }
 
+// Sends the examples of `send` (send_examples[q] of them to rank q, in
+// rank order, with their indices) and receives the others' into *recv and
+// *recv_indices, in rank order: one AllToAllV per column.
+Status SwapExamples(Communicator& comm, const ExampleShape& shape, Batch send,
+                    const std::vector<int64_t>& send_examples,
+                    const std::vector<int64_t>& send_indices, Batch* recv,
+                    std::vector<int64_t>* recv_indices) {
+  const int n = comm.size();
+  std::vector<int64_t> bags(send.size * shape.num_slots);
+  std::vector<int64_t> send_keys(n, 0);
+  for (int64_t e = 0, k = 0, q = 0; q < n; ++q) {
+    for (int64_t i = 0; i < send_examples[q]; ++i, ++e) {
+      for (int s = 0; s < shape.num_slots; ++s, ++k) {
+        bags[k] = send.BagSize(e, s);
+        send_keys[q] += bags[k];
+      }
+    }
+  }
+  std::vector<int64_t> recv_examples;
+  EMBER_RETURN_IF_ERROR(
+      AllToAllVUnknownCounts(comm, send_indices, send_examples, recv_indices, &recv_examples));
+  const int64_t total = static_cast<int64_t>(recv_indices->size());
+  recv->Clear(shape.num_dense, shape.num_slots, shape.num_labels);
+  recv->size = total;
+  recv->labels.resize(total * shape.num_labels);
+  recv->dense.resize(total * shape.num_dense);
+  std::vector<int64_t> recv_bags(total * shape.num_slots);
+  EMBER_RETURN_IF_ERROR(comm.AllToAllV(send.labels, Scaled(send_examples, shape.num_labels),
+                                       recv->labels, Scaled(recv_examples, shape.num_labels)));
+  EMBER_RETURN_IF_ERROR(comm.AllToAllV(send.dense, Scaled(send_examples, shape.num_dense),
+                                       recv->dense, Scaled(recv_examples, shape.num_dense)));
+  EMBER_RETURN_IF_ERROR(comm.AllToAllV(bags, Scaled(send_examples, shape.num_slots), recv_bags,
+                                       Scaled(recv_examples, shape.num_slots)));
+  EMBER_RETURN_IF_ERROR(AllToAllVUnknownCounts(comm, send.keys, send_keys, &recv->keys));
+  send = Batch();
+  recv->offsets.resize(recv_bags.size() + 1);
+  recv->offsets[0] = 0;
+  for (size_t k = 0; k < recv_bags.size(); ++k) {
+    recv->offsets[k + 1] = recv->offsets[k] + recv_bags[k];
+  }
+  if (recv->offsets.back() != static_cast<int64_t>(recv->keys.size())) {
+    return Status::Internal("swapping examples: rank ", comm.rank(), " received ",
+                            recv->keys.size(), " keys for bags of ", recv->offsets.back());
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+Result<Dataset> AllGatherExamples(Communicator& comm, const Dataset& mine,
+                                  const std::vector<int64_t>& indices, ExampleShape shape) {
+  if (static_cast<int64_t>(indices.size()) != mine.size()) {
+    return Status::InvalidArgument("all-gathering examples: ", mine.size(), " examples but ",
+                                   indices.size(), " indices");
+  }
+  const int n = comm.size();
+  std::vector<int64_t> copies, send_indices;
+  for (int q = 0; q < n; ++q) {
+    for (int64_t j = 0; j < mine.size(); ++j) copies.push_back(j);
+    send_indices.insert(send_indices.end(), indices.begin(), indices.end());
+  }
+  Batch send;
+  send.Clear(shape.num_dense, shape.num_slots, shape.num_labels);
+  if (mine.size() > 0) mine.GatherBatch(copies, &send);
+  Batch recv;
+  std::vector<int64_t> recv_indices;
+  EMBER_RETURN_IF_ERROR(SwapExamples(comm, shape, std::move(send),
+                                     std::vector<int64_t>(n, mine.size()), send_indices, &recv,
+                                     &recv_indices));
+  std::vector<int64_t> order(recv.size);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return recv_indices[a] < recv_indices[b]; });
+  Batch all;
+  all.Clear(shape.num_dense, shape.num_slots, shape.num_labels);
+  if (recv.size > 0) Dataset(std::move(recv)).GatherBatch(order, &all);
+  return Dataset(std::move(all), mine.bad_lines());
+}
 
 Result<std::unique_ptr<RankShardBatchSource>> RankShardBatchSource::Make(
     Dataset share, std::vector<int64_t> indices, int64_t examples, ExampleShape shape,
@@ -111,43 +188,11 @@ Status RankShardBatchSource::PlaceEpoch(int64_t epoch, int64_t start) {
   held_ = Dataset();
   indices_.clear();
   indices_.shrink_to_fit();
-  std::vector<int64_t> bags(send.size * shape_.num_slots);
-  std::vector<int64_t> send_keys(n, 0);
-  for (int64_t e = 0, k = 0, q = 0; q < n; ++q) {
-    for (int64_t i = 0; i < send_examples[q]; ++i, ++e) {
-      for (int s = 0; s < shape_.num_slots; ++s, ++k) {
-        bags[k] = send.BagSize(e, s);
-        send_keys[q] += bags[k];
-      }
-    }
-  }
-  std::vector<int64_t> recv_indices, recv_examples;
-  EMBER_RETURN_IF_ERROR(
-      AllToAllVUnknownCounts(*comm_, send_indices, send_examples, &recv_indices, &recv_examples));
-  const int64_t total = static_cast<int64_t>(recv_indices.size());
+  std::vector<int64_t> recv_indices;
   Batch recv;
-  recv.Clear(shape_.num_dense, shape_.num_slots, shape_.num_labels);
-  recv.size = total;
-  recv.labels.resize(total * shape_.num_labels);
-  recv.dense.resize(total * shape_.num_dense);
-  std::vector<int64_t> recv_bags(total * shape_.num_slots);
-  EMBER_RETURN_IF_ERROR(comm_->AllToAllV(send.labels, Scaled(send_examples, shape_.num_labels),
-                                         recv.labels, Scaled(recv_examples, shape_.num_labels)));
-  EMBER_RETURN_IF_ERROR(comm_->AllToAllV(send.dense, Scaled(send_examples, shape_.num_dense),
-                                         recv.dense, Scaled(recv_examples, shape_.num_dense)));
-  EMBER_RETURN_IF_ERROR(comm_->AllToAllV(bags, Scaled(send_examples, shape_.num_slots), recv_bags,
-                                         Scaled(recv_examples, shape_.num_slots)));
-  EMBER_RETURN_IF_ERROR(AllToAllVUnknownCounts(*comm_, send.keys, send_keys, &recv.keys));
-  send = Batch();
-  recv.offsets.resize(recv_bags.size() + 1);
-  recv.offsets[0] = 0;
-  for (size_t k = 0; k < recv_bags.size(); ++k) {
-    recv.offsets[k + 1] = recv.offsets[k] + recv_bags[k];
-  }
-  if (recv.offsets.back() != static_cast<int64_t>(recv.keys.size())) {
-    return Status::Internal("rank shard source: rank ", rank_, " received ", recv.keys.size(),
-                            " keys for bags of ", recv.offsets.back());
-  }
+  EMBER_RETURN_IF_ERROR(SwapExamples(*comm_, shape_, std::move(send), send_examples, send_indices,
+                                     &recv, &recv_indices));
+  const int64_t total = recv.size;
   // This epoch's examples in slice order, then those it does not read.
   std::vector<int64_t> keep(total);
   std::iota(keep.begin(), keep.end(), 0);

@@ -100,4 +100,12 @@ class RankShardBatchSource final : public BatchSource {
   int64_t used_ = 0;
 };
 
+// Every rank's `mine` on every rank, in the order of their indices in the
+// whole data (`indices[j]` is the index of mine's example j): the held-out
+// examples, which every rank evaluates, when each rank read a share. Keeps
+// mine's bad-line report. A collective over `comm`; InvalidArgument if
+// indices and mine differ in size.
+Result<Dataset> AllGatherExamples(Communicator& comm, const Dataset& mine,
+                                  const std::vector<int64_t>& indices, ExampleShape shape);
+
 }  // namespace ember::io

@@ -102,6 +102,7 @@ class FileReader {
   std::unique_ptr<LineParser> parser_;  // Of the current file.
   std::string path_;
   int64_t lines_before_ = 0;  // Lines of the file already parsed.
+  int64_t examples_before_ = 0;  // Good lines of every file so far, kept or not.
 };
 
 Status FileReader::Read(const std::string& path) {
@@ -239,7 +240,8 @@ void FileReader::ReserveForFile(size_t parsed_bytes, int64_t count) {
   if (error || path_.ends_with(".gz") || parsed_rows == 0 || file_bytes < parsed_bytes) return;
   const double rows_per_byte = static_cast<double>(parsed_rows) / parsed_bytes;
   const double keys_per_row = static_cast<double>(parsed_keys) / parsed_rows;
-  const int64_t file_rows = static_cast<int64_t>(1.02 * file_bytes * rows_per_byte) + 1;
+  const int64_t file_rows =
+      static_cast<int64_t>(1.02 * file_bytes * rows_per_byte / options_.keep_every) + 1;
   const int64_t rows = all_->size + file_rows;
   all_->labels.reserve(rows * layout_.num_labels);
   all_->dense.reserve(rows * layout_.num_dense);
@@ -308,6 +310,12 @@ void FileReader::PlacePieces(int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const Batch& rows = pieces_[i].rows;
     if (rows.size == 0) continue;
+    if (options_.keep_every > 1) {
+      AppendEveryNth(rows, examples_before_, options_.keep_every, options_.keep_offset, all_);
+      examples_before_ += rows.size;
+      continue;
+    }
+    examples_before_ += rows.size;
     all_->labels.insert(all_->labels.end(), rows.labels.begin(), rows.labels.end());
     all_->dense.insert(all_->dense.end(), rows.dense.begin(), rows.dense.end());
     // The piece's offsets start at 0; ours continue from our last key.
@@ -433,6 +441,11 @@ void ParseLines(std::string_view text, const LineParser& parser, const TextLayou
 Result<Dataset> ReadTextFiles(const std::vector<std::string>& paths, const TextFormat& format,
                               const TextReadOptions& options) {
   if (paths.empty()) return Status::InvalidArgument("no ", format.name(), " files to read");
+  if (options.keep_every < 1 || options.keep_offset < 0 ||
+      options.keep_offset >= options.keep_every) {
+    return Status::InvalidArgument("keep_offset ", options.keep_offset, " of keep_every ",
+                                   options.keep_every, " (need 0 <= offset < every)");
+  }
   const TextLayout layout = format.layout();
   Batch all;
   all.Clear(layout.num_dense, layout.num_slots, layout.num_labels);

@@ -27,6 +27,13 @@ struct TextReadOptions {
   double max_bad_ratio = 0.01;
   // Parser threads; <= 0 means every hardware thread.
   int threads = 0;
+  // Keep only the examples whose index (0, 1, ... over the good lines of all
+  // the files, in order) is keep_offset modulo keep_every: one rank's share
+  // of data in memory (io/rank_shard_source.h), read without holding the
+  // rest. Bad lines are counted over every line whatever is kept.
+  // REQUIRES: keep_every >= 1, 0 <= keep_offset < keep_every.
+  int64_t keep_every = 1;
+  int64_t keep_offset = 0;
 };
 
 // A longer line is a bad line of its own ("line too long"), whatever it holds;

@@ -150,10 +150,15 @@ constexpr FormatFlag kFormatFlags[] = {
      }},
 };
 
-Result<io::Dataset> ReadColumnarFiles(const std::vector<std::string>& paths, int* slot_bits) {
+// Columnar files read in chunks of this many rows when only a share is kept.
+constexpr int64_t kShareChunkRows = 1 << 16;
+
+Result<io::Dataset> ReadColumnarFiles(const std::vector<std::string>& paths, int* slot_bits,
+                                      int64_t keep_every, int64_t keep_offset) {
   if (paths.empty()) return Status::InvalidArgument("no columnar files to read");
   io::Dataset all;
   io::ColumnarShape first;
+  int64_t rows_before = 0;  // Rows of the files before this one.
   for (size_t i = 0; i < paths.size(); ++i) {
     EMBER_ASSIGN_OR_RETURN(auto file, io::OpenColumnar(paths[i]));
     const io::ColumnarShape& shape = file->shape();
@@ -167,7 +172,20 @@ Result<io::Dataset> ReadColumnarFiles(const std::vector<std::string>& paths, int
                                      " and ", first.slot_bits);
     }
     io::Batch rows;
-    EMBER_RETURN_IF_ERROR(file->ReadRows(0, file->rows(), &rows));
+    if (keep_every > 1) {
+      // A rank's share: every keep_every-th row of the files, read in chunks.
+      io::Batch share, chunk;
+      share.Clear(shape.num_dense, shape.num_slots, shape.num_labels);
+      for (int64_t begin = 0; begin < file->rows(); begin += kShareChunkRows) {
+        const int64_t end = std::min(file->rows(), begin + kShareChunkRows);
+        EMBER_RETURN_IF_ERROR(file->ReadRows(begin, end, &chunk));
+        io::AppendEveryNth(chunk, rows_before + begin, keep_every, keep_offset, &share);
+      }
+      rows_before += file->rows();
+      rows = std::move(share);
+    } else {
+      EMBER_RETURN_IF_ERROR(file->ReadRows(0, file->rows(), &rows));
+    }
     if (i == 0) {
       all = io::Dataset(std::move(rows));
     } else {
@@ -262,7 +280,8 @@ Result<InputData> ReadInput(const std::vector<std::string>& paths,
   InputData input;
   input.format = format.name();
   if (format.columnar) {
-    EMBER_ASSIGN_OR_RETURN(input.data, ReadColumnarFiles(paths, &input.slot_bits));
+    EMBER_ASSIGN_OR_RETURN(input.data, ReadColumnarFiles(paths, &input.slot_bits,
+                                                         options.keep_every, options.keep_offset));
     return input;
   }
   Result<std::unique_ptr<io::TextFormat>> text = io::MakeTextFormat(format.text);

@@ -82,7 +82,9 @@ struct InputData {
 // Reads all of `paths` into memory in the format ResolveInputFormat gives:
 // text with io::ReadTextFiles (bad lines counted in data.bad_lines()),
 // columnar files one after the other (which must have the same shape and
-// slot bits; --slot_bits, when set, must match theirs). Errors as
+// slot bits; --slot_bits, when set, must match theirs). With
+// options.keep_every > 1, only one rank's share of the examples (every
+// keep_every-th from keep_offset, in both formats). Errors as
 // ResolveInputFormat, io::MakeTextFormat and the readers.
 Result<InputData> ReadInput(const std::vector<std::string>& paths,
                             const io::TextReadOptions& options);

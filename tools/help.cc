@@ -122,6 +122,7 @@ const std::vector<TopicFlags>& Topics() {
   static const std::vector<TopicFlags> topics = {
       {Topic::kData,
        {"train_data", "test_data", "test_fraction", "reader", "reader_threads", "shuffle",
+        "shard_in_memory_data",
         "shuffle_buffer", "num_shards", "shard_index", "piece_kib", "input", "output",
         "rows_per_group", "out", "out_format", "bundle", "data", "labelled",
         "score_batch_size"}},
@@ -154,7 +155,7 @@ const std::vector<TopicFlags>& Topics() {
         "schedule_ranks", "schedule_virtual_stages", "schedule_micro_batches", "schedule_group",
         "pipeline_ranks",
         "pipeline_activation_limit"}},
-      {Topic::kLogging, {"flagfile", "v", "log_dir"}},
+      {Topic::kLogging, {"flagfile", "v", "log_dir", "progress_seconds"}},
   };
   return topics;
 }
@@ -196,7 +197,7 @@ const std::vector<FlagSource>& FlagSources() {
       {"plan", "tools/model_flags.cc", {}, {}},
       {"convert", "tools/convert_command.cc", {}, {}},
       {"convert", "tools/format_flags.cc", {}, {}},
-      {"convert", "tools/common_flags.cc", {"threads"}, {}},
+      {"convert", "tools/common_flags.cc", {"threads", "progress_seconds"}, {}},
       {"gen-data", "tools/gen_data_command.cc", {}, {}},
       {"gen-data", "tools/common_flags.cc", {}, {Topic::kPipeline}},
       {"gen-data", "tools/format_flags.cc", {"slot_bits"}, {}},
@@ -205,10 +206,10 @@ const std::vector<FlagSource>& FlagSources() {
       {"eval", "tools/serving_flags.cc", {"bundle", "data", "labelled", "score_batch_size"}, {}},
       {"eval", "tools/train_flags.cc", {"metrics_out"}, {}},
       {"eval", "tools/format_flags.cc", {}, {}},
-      {"eval", "tools/common_flags.cc", {"threads"}, {}},
+      {"eval", "tools/common_flags.cc", {"threads", "progress_seconds"}, {}},
       {"predict", "tools/serving_flags.cc", {}, {}},
       {"predict", "tools/format_flags.cc", {}, {}},
-      {"predict", "tools/common_flags.cc", {"threads"}, {}},
+      {"predict", "tools/common_flags.cc", {"threads", "progress_seconds"}, {}},
   };
   return sources;
 }

@@ -18,7 +18,7 @@ const std::vector<std::string> kMayChangeOnResume = {
     "max_steps", "epochs",
     // Outputs, checkpoints and reporting.
     "checkpoint_dir", "checkpoint_every_steps", "resume", "metrics_out", "trace_file", "export_dir",
-    "model_hash", "watchdog_seconds",
+    "model_hash", "watchdog_seconds", "progress_seconds",
     // Placement of the work: bit for bit the same model (thread counts,
     // --pipeline with --max_staleness=0, the disk tier and its prefetch).
     "threads", "stage_threads", "plan", "recalibrate", "cluster", "pipeline", "read_ahead",
@@ -26,6 +26,8 @@ const std::vector<std::string> kMayChangeOnResume = {
     // The dense graph's split into pipeline stages (the same micro-batches
     // train the same bits however they are split).
     "pipeline_parallel", "virtual_stages", "pipeline_schedule",
+    // Which rank holds which examples of data in memory (the same batches).
+    "shard_in_memory_data",
     // The layout over the ranks, which -np changes too (a resume reshards
     // the rows and the dense state to the new one; scheduler/layout.h), and
     // whether the experts divide (the same model either way).

@@ -408,7 +408,12 @@ Status Train(engine::Job& job, int* stopped_by) {
   EMBER_RETURN_IF_ERROR(ResumeOrRecord(job, data).status());
   // One path for the training data: a stream, or the examples in memory.
   std::unique_ptr<io::BatchSource> in_memory;
-  if (!data.train_stream) {
+  if (data.train_is_share) {
+    const io::ExampleShape shape{data.num_dense, data.num_slots, data.num_labels};
+    EMBER_ASSIGN_OR_RETURN(in_memory, engine::NewShardTrainingSource(
+                                          std::move(data.train), std::move(data.train_indices),
+                                          data.train_examples, shape, job.trainer().options()));
+  } else if (!data.train_stream) {
     EMBER_ASSIGN_OR_RETURN(in_memory,
                            engine::NewDatasetTrainingSource(data.train, job.trainer().options()));
   }

@@ -12,8 +12,10 @@
 #include "core/progress.h"
 #include "engine/model_zoo.h"
 #include "engine/train_options.h"
+#include "io/batch.h"
 #include "io/columnar.h"
 #include "io/criteo.h"
+#include "io/rank_shard_source.h"
 #include "io/synthetic.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -64,8 +66,54 @@ Result<InputData> GenerateData(const std::string& dir, const io::TextReadOptions
     EMBER_ASSIGN_OR_RETURN(input.data, io::ReadTextFiles({path}, *format, read));
   } else {
     EMBER_ASSIGN_OR_RETURN(input.data, io::ReadColumnarDataset(path));
+    if (read.keep_every > 1) {
+      // A rank's share of generated columnar data: read whole, then cut.
+      io::Batch share;
+      share.Clear(input.data.num_dense(), input.data.num_slots(), input.data.num_labels());
+      io::AppendEveryNth(input.data.all(), 0, read.keep_every, read.keep_offset, &share);
+      input.data = io::Dataset(std::move(share));
+    }
   }
   return input;
+}
+
+// Makes `data` hold this rank's share of the training examples of `share`
+// (every comm.size()-th example of the whole data, from comm.rank()): with
+// `held_out`, the last --test_fraction of the whole data (which every rank
+// evaluates) is gathered from every rank's share into data->test instead.
+// A collective over `comm`.
+Status KeepShare(Communicator& comm, bool held_out, io::Dataset* share, Data* data) {
+  const int64_t n = comm.size(), r = comm.rank();
+  std::vector<int64_t> total = {share->size()};
+  EMBER_RETURN_IF_ERROR(comm.AllReduce(total, total));
+  const int64_t examples = total[0];
+  int64_t train_rows = examples;
+  if (held_out) {
+    const int64_t test_rows = static_cast<int64_t>(std::llround(examples * FLAGS_test_fraction));
+    train_rows = examples - test_rows;
+    if (train_rows < 1 || test_rows < 1) {
+      return Status::InvalidArgument("--train_data holds ", examples,
+                                     " examples: too few to hold out --test_fraction=",
+                                     FLAGS_test_fraction);
+    }
+  }
+  // This rank's examples r, r + n, ...: those below train_rows train.
+  const int64_t mine = std::max<int64_t>(0, (train_rows - r + n - 1) / n);
+  const io::ExampleShape shape{share->num_dense(), share->num_slots(), share->num_labels()};
+  if (held_out) {
+    std::vector<int64_t> test_indices;
+    for (int64_t j = mine; j < share->size(); ++j) test_indices.push_back(r + j * n);
+    EMBER_ASSIGN_OR_RETURN(data->test,
+                           io::AllGatherExamples(comm, share->Slice(mine, share->size()),
+                                                 test_indices, shape));
+  }
+  data->train = mine == share->size() ? std::move(*share) : share->Slice(0, mine);
+  *share = io::Dataset();
+  data->train_is_share = true;
+  data->train_examples = train_rows;
+  data->train_indices.resize(mine);
+  for (int64_t j = 0; j < mine; ++j) data->train_indices[j] = r + j * n;
+  return Status::OK();
 }
 
 Status CheckSameShape(const Shape& a, const Shape& b) {
@@ -222,25 +270,36 @@ Result<Data> LoadData(TempDir* temp_dir, const engine::TrainOptions& batching, i
   if (FLAGS_num_shards > 1 && !several_ranks) {
     return Status::InvalidArgument("--num_shards needs --reader=stream (and --test_data)");
   }
+  // Several ranks: each keeps its share of the training examples.
+  Communicator* const comm = batching.ranks.data;
+  const bool share = several_ranks && FLAGS_shard_in_memory_data && comm != nullptr;
+  io::TextReadOptions read_train = read;
+  if (share) {
+    read_train.keep_every = comm->size();
+    read_train.keep_offset = comm->rank();
+  }
   InputData train;
   if (train_paths.empty()) {
     EMBER_ASSIGN_OR_RETURN(std::string dir, temp_dir->Create("ember-train"));
-    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read, &data.ceiling_auc));
+    EMBER_ASSIGN_OR_RETURN(train, GenerateData(dir, read_train, &data.ceiling_auc));
   } else {
-    Result<InputData> input = ReadInput(train_paths, read);
+    Result<InputData> input = ReadInput(train_paths, read_train);
     if (!input.ok()) return input.status().WithContext("--train_data");
     train = *std::move(input);
   }
   data.train_source = Source{train.format, train.slot_bits, train.data.bad_lines(), {}};
+  const Shape train_shape = ShapeOf(train.data, train.slot_bits);
+  if (share) {
+    EMBER_RETURN_IF_ERROR(KeepShare(*comm, test_paths.empty(), &train.data, &data));
+  }
   if (!test_paths.empty()) {
     Result<InputData> test = ReadInput(test_paths, read);
     if (!test.ok()) return test.status().WithContext("--test_data");
-    EMBER_RETURN_IF_ERROR(CheckSameShape(ShapeOf(train.data, train.slot_bits),
-                                         ShapeOf(test->data, test->slot_bits)));
+    EMBER_RETURN_IF_ERROR(CheckSameShape(train_shape, ShapeOf(test->data, test->slot_bits)));
     data.test_source = Source{test->format, test->slot_bits, test->data.bad_lines(), {}};
     data.test = std::move(test->data);
-    data.train = std::move(train.data);
-  } else {
+    if (!share) data.train = std::move(train.data);
+  } else if (!share) {
     const io::Dataset& all = train.data;
     const int64_t test_rows = static_cast<int64_t>(std::llround(all.size() * FLAGS_test_fraction));
     const int64_t train_rows = all.size() - test_rows;
@@ -256,9 +315,14 @@ Result<Data> LoadData(TempDir* temp_dir, const engine::TrainOptions& batching, i
   data.num_labels = data.train.num_labels();
   data.num_dense = data.train.num_dense();
   data.num_slots = data.train.num_slots();
-  LOG(INFO) << "data: " << data.train.size() << " training and " << data.test.size()
-            << " test examples, " << data.num_dense << " dense features, " << data.num_slots
-            << " slots";
+  LOG(INFO) << "data: " << (share ? data.train_examples : data.train.size()) << " training and "
+            << data.test.size() << " test examples, " << data.num_dense << " dense features, "
+            << data.num_slots << " slots";
+  if (share) {
+    LOG(INFO) << "data: rank " << comm->rank() << " of " << comm->size() << " holds "
+              << data.train.size() << " of the " << data.train_examples
+              << " training examples (its share; --shard_in_memory_data)";
+  }
   return data;
 }
 

@@ -31,6 +31,13 @@ struct Source {
 // The training and test data: in memory, or in stream readers.
 struct Data {
   io::Dataset train;
+  // With several ranks and --shard_in_memory_data: `train` holds only this
+  // rank's share of the training examples (engine::NewShardTrainingSource),
+  // train_indices their indices in the whole training data of
+  // train_examples examples.
+  bool train_is_share = false;
+  std::vector<int64_t> train_indices;
+  int64_t train_examples = 0;
   io::Dataset test;
   std::unique_ptr<io::StreamReader> train_stream;
   // What training reads of a stream: train_stream, or, resuming a job of
@@ -59,8 +66,10 @@ struct Shard {
 };
 
 // With `several_ranks` (mpirun: --num_shards/--shard_index are the ranks'),
-// data in memory is read whole by every rank, which trains its rows of each
-// global batch (engine::Trainer::Fit(Dataset)); streamed data is sharded.
+// each rank reads data in memory whole but keeps only its share (every
+// ranks-th example; --shard_in_memory_data, over batching.ranks.data), every
+// rank then holding the whole held-out part, or, without that, keeps it all
+// and trains its rows of each global batch; streamed data is sharded.
 // Streamed data comes in the batches and epochs of `batching` (its
 // batch_size, epochs, seed and shuffle: the trainer's own). `threads` read
 // and parse; generated data goes under `temp_dir`.

@@ -93,6 +93,12 @@ DEFINE_bool(shuffle, true,
             "Shuffle the training examples every epoch (seeded by --seed): all of them with "
             "--reader=memory; with --reader=stream the file order, the pieces of each file "
             "and a --shuffle_buffer of examples.");
+DEFINE_bool(shard_in_memory_data, true,
+            "Under mpirun with data in memory: each rank reads and holds only its share of the "
+            "training examples (every N-th), and the ranks swap examples at each epoch's start "
+            "so that each holds its rows of that epoch's global batches (the same batches, the "
+            "same model); memory per rank falls with the ranks. false: every rank holds every "
+            "example and slices each global batch.");
 DEFINE_string(reader, "auto",
               "How --train_data is read: memory (every example loaded, then batched), stream "
               "(read in ~1 MiB pieces on --reader_threads threads while training runs, with "

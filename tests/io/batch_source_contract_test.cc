@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/in_process_communicator.h"
 #include "io/criteo.h"
 #include "io/elastic_stream_source.h"
+#include "io/rank_shard_source.h"
 #include "io/rank_slice_source.h"
 #include "io/stream_reader.h"
 #include "tests/io/batch_source_contract.h"
@@ -59,6 +61,34 @@ BatchSourceEntry RankSliceEntry() {
     MadeSource made;
     made.source = std::make_unique<io::RankSliceBatchSource>(global.get(), request.rank, ranks);
     made.parts.push_back(std::move(global));
+    return made;
+  };
+  return entry;
+}
+
+// A RankShardBatchSource of a world of one holding every example (the
+// contract drives the ranks of an entry one after the other, and the ranks
+// of a shard source swap examples together: tests/io/rank_shard_source_test.cc
+// checks several ranks against RankSliceOfShuffledDataset).
+BatchSourceEntry RankShardEntry() {
+  BatchSourceEntry entry;
+  entry.name = "RankShardOfShuffledDatasetOneRank";
+  entry.epochs = kEpochs;
+  entry.in_memory = true;
+  entry.make = [](const SourceRequest& request) -> Result<MadeSource> {
+    EMBER_ASSIGN_OR_RETURN(auto group, NewInProcessCommunicators(1, {}));
+    std::shared_ptr<Communicator> comm = std::move(group[0]);
+    const io::Dataset& data = request.data->examples;
+    std::vector<int64_t> indices(data.size());
+    for (int64_t i = 0; i < data.size(); ++i) indices[i] = i;
+    EMBER_ASSIGN_OR_RETURN(
+        auto source, io::RankShardBatchSource::Make(
+                         data.Slice(0, data.size()), std::move(indices), data.size(),
+                         {data.num_dense(), data.num_slots(), data.num_labels()},
+                         DatasetOptions(request, true), comm.get()));
+    MadeSource made;
+    made.parts.push_back(std::move(comm));
+    made.source = std::move(source);
     return made;
   };
   return entry;
@@ -151,6 +181,7 @@ std::vector<BatchSourceEntry> IoBatchSources() {
   return {DatasetEntry("DatasetInOrder", false),
           DatasetEntry("ShuffledDataset", true),
           RankSliceEntry(),
+          RankShardEntry(),
           TextStreamEntry("TextStream", 1, false),
           TextStreamEntry("ShuffledTextStream", 1, true),
           TextStreamEntry("ShuffledTextStreamOfTwoShards", 2, true),

@@ -12,26 +12,12 @@
 
 #include "core/in_process_communicator.h"
 #include "io/rank_slice_source.h"
+#include "tests/io/numbered_dataset.h"
 
 namespace ember::io {
 namespace {
 
-// n examples with one dense feature equal to the example's index, two slots
-// (the second a bag of index % 3 keys) and label index % 2.
-Dataset Numbered(int n) {
-  Batch all;
-  all.Clear(1, 2);
-  for (int i = 0; i < n; ++i) {
-    all.labels.push_back(static_cast<float>(i % 2));
-    all.dense.push_back(static_cast<float>(i));
-    all.keys.push_back(static_cast<Key>(i));
-    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
-    for (int k = 0; k < i % 3; ++k) all.keys.push_back(static_cast<Key>(1000 * i + k));
-    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
-  }
-  all.size = n;
-  return Dataset(std::move(all));
-}
+using test::Numbered;
 
 constexpr ExampleShape kShape{1, 2, 1};
 
@@ -183,6 +169,38 @@ TEST(RankShardBatchSourceTest, SharesThatDoNotPartitionTheDataAreRefused) {
     }
   });
   EXPECT_TRUE(refused);
+}
+
+TEST(AllGatherExamplesTest, EveryRankGetsEveryShareInIndexOrder) {
+  const Dataset data = Numbered(17);
+  for (int ranks : {1, 2, 3}) {
+    OnRanks(ranks, [&](int r, Communicator& comm) {
+      // Rank 0 holds none of them for 3 ranks: an empty share.
+      auto [share, indices] = Share(data, [&](int64_t i) {
+        return ranks == 3 ? i % 2 == r - 1 : i % ranks == r;
+      });
+      Result<Dataset> all = AllGatherExamples(comm, share, indices, kShape);
+      ASSERT_TRUE(all.ok()) << all.status();
+      ExpectSameBatch(data.all(), all->all(), std::to_string(ranks) + " ranks, rank " +
+                                                  std::to_string(r));
+    });
+  }
+}
+
+TEST(AppendEveryNthTest, KeepsTheExamplesAtTheOffsetOfTheirIndex) {
+  const Dataset data = Numbered(11);
+  for (int64_t first : {0, 4, 5}) {
+    Batch kept;
+    kept.Clear(1, 2);
+    AppendEveryNth(data.all(), first, 3, 1, &kept);
+    std::vector<int64_t> expected;
+    for (int64_t i = 0; i < 11; ++i) {
+      if ((first + i) % 3 == 1) expected.push_back(i);
+    }
+    Batch want;
+    data.GatherBatch(expected, &want);
+    ExpectSameBatch(want, kept, "first " + std::to_string(first));
+  }
 }
 
 TEST(RankShardBatchSourceTest, InvalidArgumentsAreRefused) {

@@ -6,25 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/io/numbered_dataset.h"
+
 namespace ember::io {
 namespace {
 
-// n examples with one dense feature equal to the example's index, two slots
-// (the second a bag of index % 3 keys) and label index % 2.
-Dataset Numbered(int n) {
-  Batch all;
-  all.Clear(1, 2);
-  for (int i = 0; i < n; ++i) {
-    all.labels.push_back(static_cast<float>(i % 2));
-    all.dense.push_back(static_cast<float>(i));
-    all.keys.push_back(static_cast<Key>(i));
-    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
-    for (int k = 0; k < i % 3; ++k) all.keys.push_back(static_cast<Key>(1000 * i + k));
-    all.offsets.push_back(static_cast<int64_t>(all.keys.size()));
-  }
-  all.size = n;
-  return Dataset(std::move(all));
-}
+using test::Numbered;
 
 TEST(SliceBatchTest, CopiesTheExamplesOfTheRange) {
   const Dataset data = Numbered(10);

@@ -200,6 +200,40 @@ TEST_F(TextReaderTest, VariableBagsReadIdenticallyWithOneAndTwoThreadsAcrossPiec
   EXPECT_EQ(HashCategorical(0, "k399999"), BagKeys(one.all(), 399999, 0)[0]);
 }
 
+TEST_F(TextReaderTest, KeepEveryNthReadsOneRanksShareOfEveryFileInOrder) {
+  // Two files of several pieces each, with bad lines (which are not
+  // examples and so take no index): the shares of 3 ranks are every third
+  // example of the whole read, and together hold each example once.
+  std::string first = TestLines(150000);
+  first.insert(first.find('\n', 1000) + 1, "7 bad label\n");
+  const std::string a = Write("a.txt", first), b = Write("b.txt", TestLines(1001));
+  const TestFormat format;
+  Result<Dataset> whole = ReadTextFiles({a, b}, format, Lenient());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(151001, whole->size());
+  int64_t held = 0;
+  for (int64_t offset = 0; offset < 3; ++offset) {
+    TextReadOptions options = Lenient();
+    options.threads = 2;
+    options.keep_every = 3;
+    options.keep_offset = offset;
+    Result<Dataset> share = ReadTextFiles({a, b}, format, options);
+    ASSERT_TRUE(share.ok()) << share.status();
+    EXPECT_EQ(1, share->bad_lines().bad_lines) << "bad lines count over every line";
+    std::vector<int64_t> indices;
+    for (int64_t i = offset; i < whole->size(); i += 3) indices.push_back(i);
+    Batch expected;
+    whole->GatherBatch(indices, &expected);
+    ExpectSameBatch(expected, share->all());
+    held += share->size();
+  }
+  EXPECT_EQ(whole->size(), held);
+  TextReadOptions bad = Lenient();
+  bad.keep_every = 2;
+  bad.keep_offset = 2;
+  EXPECT_EQ(StatusCode::kInvalidArgument, ReadTextFiles({a}, format, bad).status().code());
+}
+
 TEST_F(TextReaderTest, GzipFileReadsLikeThePlainFile) {
   const std::string text = TestLines(5000);
   const TestFormat format;

@@ -89,7 +89,10 @@ case "$mode" in
 equal)
   n=$4
   status=0
-  for extra in "--pipeline=on" "--pipeline=off" "--embedding_memory_budget=2MB"; do
+  # Each rank holds its share of the examples and the ranks swap them between
+  # epochs (io/rank_shard_source.h), or every rank holds them all.
+  for extra in "--pipeline=on" "--pipeline=off --epochs=2" "--embedding_memory_budget=2MB" \
+               "--shard_in_memory_data=false --epochs=2"; do
     dir="$work/${extra//[^a-z0-9]/_}"
     mkdir -p "$dir/one" "$dir/ranks"
     # One thread running N row ranges of 128 rows: the ranks' rows.
@@ -116,6 +119,14 @@ equal)
       echo "FAIL ($extra): the test AUCs differ"
       status=1
     fi
+    # Each rank held 1/n of the training examples (4800 of the 6000).
+    shares=$(grep -c "holds $((4800 / n)) of the 4800 training examples" "$dir/ranks/out.txt")
+    if [[ "$extra" == --shard_in_memory_data=false* ]]; then
+      ((shares == 0)) || { echo "FAIL ($extra): a rank held a share"; status=1; }
+    elif ((shares != n)); then
+      echo "FAIL ($extra): $shares of $n ranks say they held 1/$n of the examples"
+      status=1
+    fi
     # Only rank 0 reports; every rank kept its rows in a directory of its own.
     if (($(grep -c '^test:' "$dir/ranks/out.txt") != 1)); then
       echo "FAIL ($extra): expected one summary, from rank 0"
@@ -127,6 +138,24 @@ equal)
       done
     fi
   done
+  # A columnar file, which each rank reads in chunks keeping its share.
+  dir="$work/columnar"
+  mkdir -p "$dir"
+  cd "$dir" || exit 1
+  "$ember" gen-data --rows=6000 --out=d.tsv >/dev/null 2>&1 &&
+    "$ember" convert --input=d.tsv --output=d.col >/dev/null 2>&1 ||
+    { echo "FAIL: gen-data or convert"; exit 1; }
+  col=("${data[@]:1}" --train_data=d.col --threads=1 --epochs=2)
+  timeout 300 "$ember" train "${col[@]}" --dense_row_shards="$n" --batch_size=$((n * 128)) \
+      >one.txt 2>&1
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${col[@]}" --batch_size=128 >ranks.txt 2>&1
+  echo "columnar: one rank hash $(hash_of one.txt), $n ranks hash $(hash_of ranks.txt)"
+  if [[ -z "$(hash_of one.txt)" || "$(hash_of one.txt)" != "$(hash_of ranks.txt)" ]]; then
+    echo "FAIL (columnar): the model hashes differ"; tail -5 one.txt ranks.txt; status=1
+  fi
+  if (($(grep -c "holds $((4800 / n)) of the 4800 training examples" ranks.txt) != n)); then
+    echo "FAIL (columnar): the ranks did not each hold 1/$n of the examples"; status=1
+  fi
   exit $status
   ;;
 flags)
@@ -358,8 +387,8 @@ lost)
   launch=("${mpirun[@]}")
   signal=STOP
   if [[ "$how" == kill ]]; then launch+=(--enable-recovery); signal=KILL; fi
-  setsid "${launch[@]}" -np 3 "$ember" train --rows=400000 --epochs=5 --plan=off --threads=1 \
-      --batch_size=64 --rank_timeout_seconds=10 "${@:6}" >out.txt 2>&1 &
+  setsid "${launch[@]}" -np 3 "$ember" train --rows=100000 --epochs=20 --plan=off --threads=1 \
+      --batch_size=64 --rank_timeout_seconds=10 --progress_seconds=0.5 "${@:6}" >out.txt 2>&1 &
   launcher=$!
   # This job's ranks: the processes of the launcher's session running ember.
   ranks_of_job() { pgrep -s "$launcher" -f "$ember train"; }
@@ -440,11 +469,11 @@ lock)
   }
   stop_holder() {
     kill -KILL -- "-$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-    for _ in $(seq 50); do pgrep -f "$ember train --rows=300000" >/dev/null || return 0; sleep 0.1; done
-    echo "FAIL: processes of the killed job are left"; pkill -KILL -f "$ember train --rows=300000"
+    for _ in $(seq 50); do pgrep -f "$ember train --rows=100000" >/dev/null || return 0; sleep 0.1; done
+    echo "FAIL: processes of the killed job are left"; pkill -KILL -f "$ember train --rows=100000"
     status=1
   }
-  long=(--rows=300000 --epochs=5 --plan=off --threads=1 --batch_size=64)
+  long=(--rows=100000 --epochs=15 --plan=off --threads=1 --batch_size=64 --progress_seconds=0.5)
   short=(--rows=2000 --plan=off --threads=1 --batch_size=64)
   # One process: the checkpoints, then the disk tier.
   start_holder "$ember" train "${long[@]}" --checkpoint_dir=ckpt --embedding_memory_budget=1MB \
