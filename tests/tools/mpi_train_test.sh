@@ -467,13 +467,14 @@ lock)
       { echo "FAIL: the refusal does not name $dir and its holder"; tail -5 second.txt; status=1; }
     if grep -q "train steps" second.txt; then echo "FAIL: the second job trained"; status=1; fi
   }
+  # The holder's processes are found by their --rows (no other test's).
   stop_holder() {
     kill -KILL -- "-$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-    for _ in $(seq 50); do pgrep -f "$ember train --rows=100000" >/dev/null || return 0; sleep 0.1; done
-    echo "FAIL: processes of the killed job are left"; pkill -KILL -f "$ember train --rows=100000"
+    for _ in $(seq 50); do pgrep -f "$ember train --rows=120000" >/dev/null || return 0; sleep 0.1; done
+    echo "FAIL: processes of the killed job are left"; pkill -KILL -f "$ember train --rows=120000"
     status=1
   }
-  long=(--rows=100000 --epochs=15 --plan=off --threads=1 --batch_size=64 --progress_seconds=0.5)
+  long=(--rows=120000 --epochs=15 --plan=off --threads=1 --batch_size=64 --progress_seconds=0.5)
   short=(--rows=2000 --plan=off --threads=1 --batch_size=64)
   # One process: the checkpoints, then the disk tier.
   start_holder "$ember" train "${long[@]}" --checkpoint_dir=ckpt --embedding_memory_budget=1MB \
