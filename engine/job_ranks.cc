@@ -82,7 +82,8 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
   // One communicator per thread that talks to the other ranks, made in the
   // same order on every rank.
   for (std::unique_ptr<Communicator>* comm :
-       {&ranks->control_, &ranks->pull_, &ranks->push_, &ranks->dense_, &ranks->data_}) {
+       {&ranks->control_, &ranks->pull_, &ranks->push_, &ranks->dense_, &ranks->data_,
+        &ranks->gradients_}) {
     Result<std::unique_ptr<Communicator>> made = NewMpiCommunicator(options);
     if (!made.ok()) return made.status().WithContext("joining the other ranks of the job");
     *comm = *std::move(made);
@@ -118,7 +119,7 @@ Result<std::unique_ptr<JobRanks>> JobRanks::Join(double timeout_seconds) {
 JobRanks::~JobRanks() = default;
 
 RankGroup JobRanks::group() const {
-  return {pull_.get(), push_.get(), dense_.get(), control_.get(), data_.get()};
+  return {pull_.get(), push_.get(), dense_.get(), control_.get(), data_.get(), gradients_.get()};
 }
 
 Status JobRanks::CheckSameSettings(const std::vector<Setting>& flags) {
@@ -206,7 +207,8 @@ Result<int64_t> JobRanks::SumOverRanks(int64_t value) {
 
 void JobRanks::Abort(const Status& reason) {
   for (Communicator* comm :
-       {pull_.get(), push_.get(), dense_.get(), control_.get(), data_.get(), commands_.get()}) {
+       {pull_.get(), push_.get(), dense_.get(), control_.get(), data_.get(), gradients_.get(),
+        commands_.get()}) {
     if (comm != nullptr) comm->Abort(reason);
   }
 }

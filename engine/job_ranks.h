@@ -84,7 +84,8 @@ class JobRanks {
 
   int rank_ = 0;
   int size_ = 1;
-  std::unique_ptr<Communicator> pull_, push_, dense_, control_, data_, commands_, heartbeats_;
+  std::unique_ptr<Communicator> pull_, push_, dense_, control_, data_, gradients_, commands_,
+      heartbeats_;
   // Rank 0's heartbeat: sent by rank 0, watched by the others, whose
   // communicators it aborts when rank 0 falls silent. Destroyed first.
   std::unique_ptr<Heartbeat> heartbeat_;

@@ -24,9 +24,14 @@ Status ValidateRankGroup(const RankGroup& group) {
                                      group.pull->rank(), " of ", group.pull->size());
     }
   }
-  if (group.data != nullptr && (group.pull == nullptr || group.data->rank() != group.pull->rank() ||
-                                group.data->size() != group.pull->size())) {
-    return Status::InvalidArgument("rank group: the data communicator is not of the others' ranks");
+  for (const Communicator* optional : {group.data, group.gradients}) {
+    if (optional != nullptr &&
+        (group.pull == nullptr || optional->rank() != group.pull->rank() ||
+         optional->size() != group.pull->size())) {
+      return Status::InvalidArgument("rank group: the ",
+                                     optional == group.data ? "data" : "gradients",
+                                     " communicator is not of the others' ranks");
+    }
   }
   return Status::OK();
 }
@@ -34,6 +39,10 @@ Status ValidateRankGroup(const RankGroup& group) {
 Status ValidateTrainOptions(const TrainOptions& o) {
   EMBER_RETURN_IF_ERROR(CheckModelName(o.model.name));
   EMBER_RETURN_IF_ERROR(ValidateRankGroup(o.ranks));
+  if (o.dense_bucket_bytes < 0) {
+    return Status::InvalidArgument("dense_bucket_bytes is ", o.dense_bucket_bytes,
+                                   " (0: no buckets)");
+  }
   if (o.batch_size < 1) return Status::InvalidArgument("--batch_size must be >= 1, got ", o.batch_size);
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1, got ", o.epochs);
   if (o.max_steps < 0) return Status::InvalidArgument("--max_steps must be >= 0, got ", o.max_steps);

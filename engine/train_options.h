@@ -42,6 +42,10 @@ struct RankGroup {
   // each rank holds only its share (io/rank_shard_source.h), and the loader's
   // before. Optional: without it every rank holds every example.
   Communicator* data = nullptr;
+  // The dense gradients' buckets, all-reduced on a thread of their own while
+  // the backward runs (pipeline/gradient_buckets.h). Optional: without it
+  // the dense stage all-reduces them after the backward.
+  Communicator* gradients = nullptr;
 
   bool active() const { return pull != nullptr; }
   int rank() const { return active() ? pull->rank() : 0; }
@@ -122,6 +126,11 @@ struct TrainOptions {
   const std::atomic<bool>* stop_requested = nullptr;
   // The other ranks of the job, if any (see RankGroup).
   RankGroup ranks;
+  // With ranks (and ranks.gradients), a host dense model's gradients are
+  // all-reduced in buckets of about this many bytes while its backward runs
+  // (pipeline/gradient_buckets.h): the same bits as one all-reduce after it.
+  // 0: one all-reduce after the backward.
+  int64_t dense_bucket_bytes = int64_t{1} << 20;
   // With ranks: divide the experts of the model's MoE layers among them
   // (ops/expert_parallel.h); Create fails when they do not divide evenly.
   // False: every rank computes every expert for its own examples. Either

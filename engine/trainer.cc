@@ -108,6 +108,17 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, int 
                                                                 options.model.device));
     trainer->step_.set_pipeline(trainer->pipeline_stage_.get());
   }
+  // Data parallel on the host: the gradients' all-reduce overlaps the backward.
+  if (options.ranks.active() && options.ranks.gradients != nullptr &&
+      options.dense_bucket_bytes > 0 && !pp.active() && options.model.device.is_cpu()) {
+    EMBER_RETURN_IF_ERROR(
+        trainer->step_.UseGradientBuckets(options.ranks.gradients, options.dense_bucket_bytes));
+    if (options.ranks.rank() == 0) {
+      LOG(INFO) << "dense gradients: all-reduced in "
+                << trainer->step_.gradient_buckets()->buckets() << " bucket(s) of about " << options.dense_bucket_bytes / 1024
+                << " KiB during the backward";
+    }
+  }
   if (!options.checkpoint.dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(trainer->checkpointer_,
                            TrainingCheckpointer::Create(*trainer->table_, options.checkpoint));

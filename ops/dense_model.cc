@@ -185,6 +185,10 @@ Status DenseModel::Backward(const Tensor& dlogits, Tensor* dpooled, int64_t loss
   });
 }
 
+void DenseModel::set_on_gradient_ready(std::function<void(int parameter)> ready) {
+  executor_->set_on_gradient_ready(std::move(ready));
+}
+
 Status DenseModel::InitOptimizer(const DenseOptimizerOptions& options) {
   for (Parameter& p : parameters_) {
     if (device().is_cpu()) {

@@ -85,6 +85,11 @@ class DenseModel {
   // is more than this batch (every rank's batch), for the losses the graph
   // adds itself (KernelContext::loss_examples); 0: this batch.
   Status Backward(const Tensor& dlogits, Tensor* dpooled, int64_t loss_examples = 0);
+  // During each Backward, `ready` gets each parameter's index in parameters()
+  // as soon as its gradient is final (ops::GraphExecutor::
+  // set_on_gradient_ready): their all-reduce may start while the backward of
+  // the layers before them runs. Null: none.
+  void set_on_gradient_ready(std::function<void(int parameter)> ready);
 
   // Divides the experts of the graph's expert layers among the ranks of
   // `comm` (not owned; the dense stage's, used from its thread), for the

@@ -126,6 +126,12 @@ void GraphExecutor::FindSplitNodes() {
   }
   node_splits_.assign(nodes.size(), 0);
   deferred_.assign(parameters_.size(), 0);
+  first_reader_.assign(parameters_.size(), -1);
+  for (size_t n = nodes.size(); n-- > 0;) {
+    for (int in : nodes[n].inputs) {
+      if (parameter_slot_[in] >= 0) first_reader_[parameter_slot_[in]] = static_cast<int>(n);
+    }
+  }
   for (size_t n = 0; n < nodes.size(); ++n) {
     bool splits = kernels_[n]->splits_parameter_gradients;
     bool any = false;
@@ -428,6 +434,7 @@ Status GraphExecutor::RunBackward(Pass pass, const std::vector<Tensor>& output_g
       has_grad[outputs[i]] = 1;
     }
   }
+  if (pass == Pass::kWhole) ready_.assign(parameters_.size(), 0);
   const int shards = forward_shards_;
   const std::vector<int>& parameters = graph_->parameters();
   if (shards == 0) {
@@ -459,6 +466,10 @@ Status GraphExecutor::RunBackward(Pass pass, const std::vector<Tensor>& output_g
       for (const std::vector<Tensor>& grads : shard_gradients_) {
         EMBER_RETURN_IF_ERROR(Accumulate(grads[p], &gradients_[p]));
       }
+      if (pass == Pass::kWhole && shards > 1 && on_gradient_ready_) {
+        ready_[p] = 1;
+        on_gradient_ready_(static_cast<int>(p));
+      }
     }
     if (pass == Pass::kInputs) pending_has_grad_ = std::move(shard_has_grad);
   }
@@ -474,6 +485,11 @@ Status GraphExecutor::RunBackward(Pass pass, const std::vector<Tensor>& output_g
     const int slot = parameter_slot_[id];
     if (!has_grad[id] && computes(slot)) {
       EMBER_RETURN_IF_ERROR(ZeroTensor(&gradients_[slot], stream_));
+    }
+  }
+  if (pass == Pass::kWhole && on_gradient_ready_) {
+    for (size_t slot = 0; slot < ready_.size(); ++slot) {
+      if (!ready_[slot]) on_gradient_ready_(static_cast<int>(slot));
     }
   }
   const std::vector<int>& ids = graph_->inputs();
@@ -564,6 +580,16 @@ Status GraphExecutor::BackwardRows(Pass pass, int shard, int64_t begin, int64_t 
       const int slot = parameter_slot_[in];
       EMBER_RETURN_IF_ERROR(
           Accumulate(tensor, slot >= 0 ? &(*parameter_grads)[slot] : rows(&grads_[in], in)));
+    }
+    // In one range, the parameters this node read first are final now.
+    if (pass == Pass::kWhole && forward_shards_ <= 1 && on_gradient_ready_) {
+      for (int in : node.inputs) {
+        const int slot = parameter_slot_[in];
+        if (slot >= 0 && first_reader_[slot] == static_cast<int>(n) && !ready_[slot]) {
+          ready_[slot] = 1;
+          on_gradient_ready_(slot);
+        }
+      }
     }
   }
   return Status::OK();

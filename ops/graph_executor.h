@@ -65,6 +65,20 @@ class GraphExecutor {
   Status BackwardInputs(const std::vector<Tensor>& output_grads,
                         const std::vector<Tensor*>& input_grads);
   Status BackwardWeights();
+  // Called during each Backward (the whole one, not its halves) with a
+  // parameter's index as soon as its gradient in gradients() is final: in
+  // one range, right after the backward kernel of its first reader (the last
+  // to add to it), so that the last layers' gradients are ready while the
+  // first layers' backward still runs (their all-reduce can start:
+  // pipeline/gradient_buckets.h); with row shards, once the ranges' sums are
+  // added. Every parameter once per Backward, on the calling thread; for a
+  // device executor the kernels that wrote it may still be queued on
+  // stream(). Called on the thread that runs the range (the calling thread,
+  // or with row shards one of its arena's). Null (the default): none.
+  void set_on_gradient_ready(std::function<void(int parameter)> ready) {
+    on_gradient_ready_ = std::move(ready);
+  }
+
   // Whether parameter i's gradient waits for BackwardWeights (the same after
   // every BackwardInputs).
   bool parameter_deferred(int i) const { return deferred_[static_cast<size_t>(i)] != 0; }
@@ -173,6 +187,9 @@ class GraphExecutor {
   std::vector<Tensor> parameters_;
   std::vector<Tensor> gradients_;
   std::vector<int> parameter_slot_;  // Value id -> index in parameters_, or -1.
+  std::vector<int> first_reader_;     // Per parameter: the first node reading it, or -1.
+  std::function<void(int)> on_gradient_ready_;
+  std::vector<char> ready_;  // Per parameter: reported ready in this Backward.
   int64_t batch_ = -1;
   std::vector<Tensor> values_;    // Per value id: inputs (borrowed) and activations.
   std::vector<Tensor> grads_;     // Per value id, for backward.

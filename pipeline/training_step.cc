@@ -14,6 +14,10 @@ TrainingStep::TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* mo
                            Communicator* dense_comm)
     : table_(table), model_(model), dense_optimizer_(dense_optimizer), dense_comm_(dense_comm) {}
 
+TrainingStep::~TrainingStep() {
+  if (buckets_ != nullptr) model_->set_on_gradient_ready(nullptr);
+}
+
 Status TrainingStep::Prepare(StepState& state) const {
   const io::Batch& batch = state.batch;
   const int64_t b = batch.size;
@@ -135,16 +139,43 @@ Status TrainingStep::DenseTrain(StepState& state) {
   EMBER_ASSIGN_OR_RETURN(state.dpooled,
                          Tensor::Allocate({b, int64_t{state.batch.num_slots} * dim}, DType::kF32,
                                           Device::Cpu(), model_->host_allocator()));
-  EMBER_RETURN_IF_ERROR(
-      model_->Backward(state.dlogits, &state.dpooled, mean_over / model_->num_tasks()));
+  if (buckets_ != nullptr) buckets_->Start();
+  Status backward =
+      model_->Backward(state.dlogits, &state.dpooled, mean_over / model_->num_tasks());
+  // The buckets in flight finish (or fail) before anything else.
+  if (buckets_ != nullptr) {
+    Status reduced = buckets_->Wait();
+    if (backward.ok()) backward = std::move(reduced);
+  }
+  EMBER_RETURN_IF_ERROR(backward);
   state.moe.exchanged_bytes = model_->expert_exchange_bytes() - exchanged_before;
   state.moe.exchange_seconds = model_->expert_exchange_seconds() - exchange_seconds_before;
-  if (ranks() > 1) EMBER_RETURN_IF_ERROR(AllReduceGradients());
+  if (ranks() > 1 && buckets_ == nullptr) EMBER_RETURN_IF_ERROR(AllReduceGradients());
   ++optimizer_steps_;
   EMBER_RETURN_IF_ERROR(model_->OptimizerStep(dense_optimizer_, optimizer_steps_));
   // Summed per row range of the dense model, then over the ranges: the
   // order in which ranks that each ran one range sum (see the header).
   return RowGradients(state, model_->row_ranges());
+}
+
+Status TrainingStep::UseGradientBuckets(Communicator* comm, int64_t bucket_bytes) {
+  if (comm == nullptr || ranks() < 2 || comm->size() != ranks() ||
+      comm->rank() != dense_comm_->rank()) {
+    return Status::InvalidArgument("gradient buckets need a communicator of the dense one's ",
+                                   ranks(), " ranks");
+  }
+  if (!model_->device().is_cpu()) {
+    return Status::InvalidArgument("gradient buckets: the dense model on ",
+                                   model_->device().ToString(),
+                                   " all-reduces its gradients one parameter at a time");
+  }
+  if (bucket_bytes < 1) {
+    return Status::InvalidArgument("gradient buckets of ", bucket_bytes, " bytes");
+  }
+  buckets_ = std::make_unique<GradientBuckets>(model_->parameters(), bucket_bytes, comm);
+  GradientBuckets* buckets = buckets_.get();
+  model_->set_on_gradient_ready([buckets](int parameter) { buckets->Ready(parameter); });
+  return Status::OK();
 }
 
 Status TrainingStep::AllReduceGradients() {

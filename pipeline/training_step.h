@@ -14,6 +14,7 @@
 // on a state. Which thread runs which stage, and when, is the loops' business.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/communicator.h"
@@ -23,6 +24,7 @@
 #include "io/batch.h"
 #include "ops/dense_model.h"
 #include "ops/dense_optimizer.h"
+#include "pipeline/gradient_buckets.h"
 #include "pipeline/pipeline_parallel.h"
 
 namespace ember::pipeline {
@@ -69,6 +71,9 @@ class TrainingStep {
   TrainingStep(embedding::EmbeddingTable* table, ops::DenseModel* model,
                const ops::DenseOptimizerOptions& dense_optimizer,
                Communicator* dense_comm = nullptr);
+  ~TrainingStep();
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
 
   // unique: the batch's distinct keys (in first-seen order), each key
   // occurrence's row among them, and the step's input tensors.
@@ -104,6 +109,14 @@ class TrainingStep {
   // instead of the model, whose parameters are then the stage's business
   // until it copies them back. Null: the model itself.
   void set_pipeline(PipelineDenseStage* stage) { pipeline_ = stage; }
+  // All-reduces the dense gradients in buckets of about `bucket_bytes` over
+  // `comm` (not owned; a communicator of its own, of the dense one's ranks)
+  // while the backward runs (pipeline/gradient_buckets.h), instead of all at
+  // once after it: the same bits. Only for a host model of several ranks;
+  // InvalidArgument otherwise, or for bucket_bytes < 1.
+  Status UseGradientBuckets(Communicator* comm, int64_t bucket_bytes);
+  // The buckets in use, or null.
+  const GradientBuckets* gradient_buckets() const { return buckets_.get(); }
   // Ranks training together (1 without a dense communicator).
   int ranks() const { return dense_comm_ == nullptr ? 1 : dense_comm_->size(); }
 
@@ -126,6 +139,7 @@ class TrainingStep {
   PipelineDenseStage* pipeline_ = nullptr;
   int64_t optimizer_steps_ = 0;
   std::vector<float> gradients_;  // The all-reduce's buffer (host models).
+  std::unique_ptr<GradientBuckets> buckets_;
 };
 
 }  // namespace ember::pipeline

@@ -143,6 +143,7 @@ const std::vector<TopicFlags>& Topics() {
       {Topic::kPipeline,
        {"threads", "pipeline", "pipeline_depth", "stage_threads", "max_staleness", "early_pulls",
         "read_ahead", "watchdog_seconds", "rank_timeout_seconds", "mesh", "table_sharding",
+        "dense_bucket_kib",
         "pipeline_parallel",
         "virtual_stages", "micro_batches", "pipeline_group", "pipeline_schedule"}},
       {Topic::kCheckpoints, {"checkpoint_dir", "checkpoint_every_steps", "resume", "keep_best"}},

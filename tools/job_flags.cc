@@ -28,6 +28,8 @@ const std::vector<std::string> kMayChangeOnResume = {
     "pipeline_parallel", "virtual_stages", "pipeline_schedule",
     // Which rank holds which examples of data in memory (the same batches).
     "shard_in_memory_data",
+    // How the dense gradients' all-reduce is cut up (the same sums).
+    "dense_bucket_kib",
     // The layout over the ranks, which -np changes too (a resume reshards
     // the rows and the dense state to the new one; scheduler/layout.h), and
     // whether the experts divide (the same model either way).

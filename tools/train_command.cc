@@ -59,6 +59,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.threads = FLAGS_threads;
   options.seed = FLAGS_seed;
   options.shuffle = FLAGS_shuffle;
+  options.dense_bucket_bytes = FLAGS_dense_bucket_kib * 1024;
   Result<embedding::SparseOptimizer> sparse =
       embedding::ParseSparseOptimizer(FLAGS_sparse_optimizer);
   if (!sparse.ok()) return sparse.status().WithContext("--sparse_optimizer");

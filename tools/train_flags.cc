@@ -93,6 +93,12 @@ DEFINE_bool(shuffle, true,
             "Shuffle the training examples every epoch (seeded by --seed): all of them with "
             "--reader=memory; with --reader=stream the file order, the pieces of each file "
             "and a --shuffle_buffer of examples.");
+DEFINE_int64(dense_bucket_kib, 1024,
+             "Under mpirun with the dense model on the CPU: the dense gradients are all-reduced in "
+             "buckets of about this many KiB (the last layers' first) on a thread of their own "
+             "while the backward of earlier layers runs; the same bits as one all-reduce. 0: one "
+             "all-reduce after the backward.");
+DEFINE_validator(dense_bucket_kib, &ember::tools::IsNonNegative64);
 DEFINE_bool(shard_in_memory_data, true,
             "Under mpirun with data in memory: each rank reads and holds only its share of the "
             "training examples (every N-th), and the ranks swap examples at each epoch's start "

@@ -18,6 +18,7 @@ DECLARE_int32(reader_threads);
 DECLARE_int64(piece_kib);
 DECLARE_bool(shuffle);
 DECLARE_bool(shard_in_memory_data);
+DECLARE_int64(dense_bucket_kib);
 DECLARE_int64(shuffle_buffer);
 DECLARE_int32(num_shards);
 DECLARE_int32(epochs);

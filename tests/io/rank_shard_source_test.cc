@@ -13,6 +13,7 @@
 #include "core/in_process_communicator.h"
 #include "io/rank_slice_source.h"
 #include "tests/io/numbered_dataset.h"
+#include "tests/testing/in_process_ranks.h"
 
 namespace ember::io {
 namespace {
@@ -33,15 +34,7 @@ std::pair<Dataset, std::vector<int64_t>> Share(const Dataset& data,
   return {Dataset(std::move(batch)), indices};
 }
 
-// Runs body(r, comm) for every rank of an in-process group of `ranks`, each
-// on its own thread.
-void OnRanks(int ranks, const std::function<void(int, Communicator&)>& body) {
-  auto comms = NewInProcessCommunicators(ranks, {.timeout_seconds = 30});
-  ASSERT_TRUE(comms.ok()) << comms.status();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) threads.emplace_back([&, r] { body(r, *(*comms)[r]); });
-  for (std::thread& t : threads) t.join();
-}
+using ::ember::test::OnInProcessRanks;
 
 void ExpectSameBatch(const Batch& expected, const Batch& got, const std::string& where) {
   EXPECT_EQ(expected.size, got.size) << where;
@@ -87,7 +80,7 @@ TEST(RankShardBatchSourceTest, RanksGetTheSlicesOfTheGlobalBatchesFromTheirShare
         options.num_epochs = 3;
         options.shuffle = shuffle;
         options.seed = 9;
-        OnRanks(ranks, [&](int r, Communicator& comm) {
+        OnInProcessRanks(ranks, [&](int r, Communicator& comm) {
           auto [share, indices] = Share(data, [&](int64_t i) {
             return strided ? i % ranks == r : r == 0;
           });
@@ -130,7 +123,7 @@ TEST(RankShardBatchSourceTest, ResumesAtAPositionMidEpoch) {
   Batch skipped;
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(*reference.Next(&skipped));
   const std::string position = *reference.ResumePosition();
-  OnRanks(kRanks, [&](int r, Communicator& comm) {
+  OnInProcessRanks(kRanks, [&](int r, Communicator& comm) {
     auto [share, indices] = Share(data, [&](int64_t i) { return i % kRanks == r; });
     auto shard = RankShardBatchSource::Make(std::move(share), std::move(indices), data.size(),
                                             kShape, options, &comm);
@@ -152,7 +145,7 @@ TEST(RankShardBatchSourceTest, SharesThatDoNotPartitionTheDataAreRefused) {
   options.batch_size = 4;
   bool refused = false;
   std::mutex mu;
-  OnRanks(2, [&](int r, Communicator& comm) {
+  OnInProcessRanks(2, [&](int r, Communicator& comm) {
     // Both ranks hold example 0; nobody holds example 9.
     auto [share, indices] = Share(data, [&](int64_t i) { return i == 0 || (i < 9 && i % 2 == r); });
     auto shard = RankShardBatchSource::Make(std::move(share), std::move(indices), data.size(),
@@ -174,7 +167,7 @@ TEST(RankShardBatchSourceTest, SharesThatDoNotPartitionTheDataAreRefused) {
 TEST(AllGatherExamplesTest, EveryRankGetsEveryShareInIndexOrder) {
   const Dataset data = Numbered(17);
   for (int ranks : {1, 2, 3}) {
-    OnRanks(ranks, [&](int r, Communicator& comm) {
+    OnInProcessRanks(ranks, [&](int r, Communicator& comm) {
       // Rank 0 holds none of them for 3 ranks: an empty share.
       auto [share, indices] = Share(data, [&](int64_t i) {
         return ranks == 3 ? i % 2 == r - 1 : i % ranks == r;
@@ -206,7 +199,7 @@ TEST(AppendEveryNthTest, KeepsTheExamplesAtTheOffsetOfTheirIndex) {
 TEST(RankShardBatchSourceTest, InvalidArgumentsAreRefused) {
   const Dataset data = Numbered(5);
   DatasetBatchSourceOptions options;
-  OnRanks(1, [&](int, Communicator& comm) {
+  OnInProcessRanks(1, [&](int, Communicator& comm) {
     EXPECT_EQ(StatusCode::kInvalidArgument,
               RankShardBatchSource::Make(data.Slice(0, 2), {0}, 5, kShape, options, &comm)
                   .status()

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -487,6 +489,53 @@ TEST(GraphExecutorTest, TheBackwardInTwoHalvesGivesTheWholeBackwardsBits) {
     const std::string& name = graph->values()[parameters[i]].name;
     EXPECT_EQ((*executor)->parameter_deferred(static_cast<int>(i)), name.rfind("cross", 0) != 0)
         << name;
+  }
+}
+
+// Each parameter is reported once per Backward, with its final gradient:
+// in one range as soon as its first reader's backward ran (the top layers'
+// before the bottom ones': the order the backward finishes them in), with
+// row shards once the ranges are added.
+TEST(GraphExecutorTest, EveryParameterIsReportedOnceWithItsFinalGradient) {
+  const std::unique_ptr<Graph> graph = ShardableGraph(false);
+  for (int shards : {1, 3}) {
+    auto executor = GraphExecutor::Create(graph.get(), 7);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    GraphExecutor& e = **executor;
+    ASSERT_TRUE(e.set_row_shards(shards).ok());
+    std::mutex mu;
+    std::vector<int> order;
+    std::vector<Tensor> at_report(e.gradients().size());
+    e.set_on_gradient_ready([&](int parameter) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(parameter);
+      at_report[parameter] = e.gradients()[parameter].Clone();
+    });
+    RandomStream rng(3);
+    const Tensor dense = RandomTensor({1000, 13}, rng), pooled = RandomTensor({1000, 32}, rng);
+    const Tensor dy = RandomTensor({1000, 1}, rng);
+    for (int step = 0; step < 2; ++step) {
+      order.clear();
+      ASSERT_TRUE(e.Forward({dense, pooled}).ok());
+      ASSERT_TRUE(e.Backward({dy}, {nullptr, nullptr}).ok());
+      const std::string what = std::to_string(shards) + " shard(s), step " + std::to_string(step);
+      std::vector<int> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<int> every(e.gradients().size());
+      std::iota(every.begin(), every.end(), 0);
+      EXPECT_EQ(every, sorted) << what << ": each parameter once";
+      for (size_t i = 0; i < every.size(); ++i) {
+        EXPECT_TRUE(SameBits(e.gradients()[i], at_report[i])) << what << ": parameter " << i;
+      }
+      if (shards == 1) {
+        // top.1 (the last parameters) first, bottom.0 (the first) last.
+        ASSERT_FALSE(order.empty());
+        const std::string first = graph->values()[graph->parameters()[order.front()]].name;
+        const std::string last = graph->values()[graph->parameters()[order.back()]].name;
+        EXPECT_EQ(0u, first.rfind("top.1", 0)) << what << ": first " << first;
+        EXPECT_EQ(0u, last.rfind("bottom.0", 0)) << what << ": last " << last;
+      }
+    }
   }
 }
 

@@ -90,8 +90,11 @@ equal)
   n=$4
   status=0
   # Each rank holds its share of the examples and the ranks swap them between
-  # epochs (io/rank_shard_source.h), or every rank holds them all.
-  for extra in "--pipeline=on" "--pipeline=off --epochs=2" "--embedding_memory_budget=2MB" \
+  # epochs (io/rank_shard_source.h), or every rank holds them all; the dense
+  # gradients go in buckets of 1 MiB (one here), 4 KiB (one per parameter or
+  # so) during the backward, or in one all-reduce after it.
+  for extra in "--pipeline=on" "--pipeline=off --epochs=2 --dense_bucket_kib=4" \
+               "--embedding_memory_budget=2MB --dense_bucket_kib=0" \
                "--shard_in_memory_data=false --epochs=2"; do
     dir="$work/${extra//[^a-z0-9]/_}"
     mkdir -p "$dir/one" "$dir/ranks"
@@ -117,6 +120,12 @@ equal)
     fi
     if [[ "$(auc_of "$dir/one/out.txt")" != "$(auc_of "$dir/ranks/out.txt")" ]]; then
       echo "FAIL ($extra): the test AUCs differ"
+      status=1
+    fi
+    # Small buckets: several of them, all-reduced during the backward.
+    if [[ "$extra" == *--dense_bucket_kib=4* ]] &&
+        ! grep -Eq "dense gradients: all-reduced in ([2-9]|[1-9][0-9]+) bucket" "$dir/ranks/out.txt"; then
+      echo "FAIL ($extra): the gradients were not all-reduced in several buckets"
       status=1
     fi
     # Each rank held 1/n of the training examples (4800 of the 6000).
