@@ -369,9 +369,24 @@ StepCost CostModel::Estimate(const Program& program, const StepSetup& setup) con
     const double push = RankExchangeSeconds(cost.rank_bytes.push, 3, links);
     cost.expert_exchange_seconds = RankExchangeSeconds(
         cost.rank_bytes.experts, experts ? 5 * program.expert_chains : 0, links);
-    const double dense = RankExchangeSeconds(cost.rank_bytes.dense, 2, links) +
-                         2.0 * gradient_bytes / (gbps * 1e9) +
-                         cost.expert_exchange_seconds;
+    double all_reduce = RankExchangeSeconds(cost.rank_bytes.dense, 2, links) +
+                        2.0 * gradient_bytes / (gbps * 1e9);
+    if (setup.dense_bucket_bytes > 0 && !gpu && gradient_bytes > 0) {
+      // Buckets, the last layers' first, each all-reduced (two rounds of
+      // latency) once the backward has its gradients: all but the last
+      // bucket run during the rest of the backward (about two thirds of a
+      // dense step, forward : backward ~ 1 : 2), what they exceed it by and
+      // the last bucket after it.
+      const double buckets =
+          std::max(1.0, std::ceil(gradient_bytes / static_cast<double>(setup.dense_bucket_bytes)));
+      const double per_bucket =
+          RankExchangeSeconds(cost.rank_bytes.dense / buckets, 2, links) +
+          2.0 * gradient_bytes / buckets / (gbps * 1e9);
+      const double backward = 2.0 / 3.0 * seconds[Stage::kDense];
+      all_reduce = per_bucket + std::max(0.0, (buckets - 1) * per_bucket - backward);
+    }
+    cost.dense_all_reduce_seconds = all_reduce;
+    const double dense = all_reduce + cost.expert_exchange_seconds;
     trainer[Stage::kPull].seconds += pull;
     trainer[Stage::kPush].seconds += push;
     trainer[Stage::kDense].seconds += dense;

@@ -125,6 +125,11 @@ struct StepSetup {
   // gradients (RankExchangePerStep). ranks = 1: none of this.
   int ranks = 1;
   int ranks_per_host = 1;
+  // With ranks and a host dense model: the gradients' all-reduce in buckets
+  // of about this many bytes during the backward (pipeline/
+  // gradient_buckets.h): all but the last bucket's overlap the backward.
+  // 0: one all-reduce after the backward.
+  int64_t dense_bucket_bytes = int64_t{1} << 20;
   // With ranks: the experts of the model's MoE layers divided among them
   // (ops/expert_parallel.h), their rows exchanged in the dense stage.
   bool expert_parallel = true;
@@ -152,8 +157,11 @@ struct StepCost {
   // pull's, push's and dense stage's exchanges (in those stages' times).
   RankExchangeBytes rank_bytes;
   double rank_exchange_seconds = 0.0;
-  // Of them, the expert layers' (expert parallelism).
+  // Of them, the expert layers' (expert parallelism), and what the dense
+  // gradients' all-reduce adds to the dense stage (with buckets, only what
+  // the backward does not hide).
   double expert_exchange_seconds = 0.0;
+  double dense_all_reduce_seconds = 0.0;
 };
 
 // The model's dense step timed on one CPU device (DenseStepTimer): seconds

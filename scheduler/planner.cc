@@ -135,6 +135,7 @@ Result<Plan> PredictPlan(const Program& program, const CostModel& cost, const Pl
     setup.sparse_hosts = 1;
     setup.ranks = knobs.ranks;
     setup.ranks_per_host = ranks_per_host;
+    setup.dense_bucket_bytes = knobs.dense_bucket_bytes;
   }
   const Ring& ring = cost.RingOf(placement.replicas);
   setup.ring_gbps = ring.gbps;

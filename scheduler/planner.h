@@ -42,6 +42,9 @@ struct PlanKnobs {
   // runs on CPU (the MPI all-reduce), the table is sharded over the ranks.
   // 1: a job of one process, as without mpirun.
   int ranks = 1;
+  // With ranks: the dense gradients' buckets all-reduced during the backward
+  // (--dense_bucket_kib; 0: one all-reduce after it).
+  int64_t dense_bucket_bytes = int64_t{1} << 20;
 };
 
 // Ranks on each host when `ranks` fill `hosts` evenly: ceil(ranks / hosts).

@@ -400,6 +400,7 @@ Result<PlanInputs> PlanInputsFromFlags() {
   in.start.prefetch = FLAGS_prefetch;
   in.start.early_pulls = FLAGS_early_pulls;
   in.start.ranks = PlanRanks();
+  in.start.dense_bucket_bytes = FLAGS_dense_bucket_kib * 1024;
   const int host_threads = in.graph.cpu_threads();
   in.start.threads = FLAGS_threads > 0 ? std::min(FLAGS_threads, host_threads) : host_threads;
   in.fixed_threads = SetOnCommandLine("threads");

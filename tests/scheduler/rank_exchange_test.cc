@@ -159,6 +159,35 @@ TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
   EXPECT_DOUBLE_EQ(1.0 * (in + 16), mlp->expert_floats_per_example);
 }
 
+// The dense gradients' buckets: all but the last overlap the backward, so a
+// job of ranks pays less for the all-reduce than with one all-reduce after
+// the backward, never less than one bucket's, and a bucket as large as the
+// model is the one all-reduce.
+TEST(RankExchangeTest, GradientBucketsHideTheAllReduceBehindTheBackward) {
+  const SparseFeatures f = test::Features(100000, 100000);
+  auto graph = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, /*experts=*/4,
+                              /*hidden=*/64);
+  Result<Program> program = BuildProgram("moe", *graph, f);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const ResourceGraph host = test::Host(4, 64 * kGiB);
+  const CostModel cost(&host);
+  StepSetup setup;
+  setup.batch = 512;
+  setup.ranks = 4;
+  setup.ranks_per_host = 4;
+  setup.replicas_per_host = 4;
+  setup.dense_bucket_bytes = 0;
+  const double after = cost.Estimate(*program, setup).dense_all_reduce_seconds;
+  setup.dense_bucket_bytes = int64_t{1} << 40;
+  EXPECT_DOUBLE_EQ(after, cost.Estimate(*program, setup).dense_all_reduce_seconds);
+  const double gradient_bytes = 4.0 * program->dense_parameters;
+  setup.dense_bucket_bytes = static_cast<int64_t>(gradient_bytes / 4);
+  const StepCost during = cost.Estimate(*program, setup);
+  EXPECT_GT(after, 0.0);
+  EXPECT_LT(during.dense_all_reduce_seconds, after);
+  EXPECT_GE(during.dense_all_reduce_seconds, after / 4 * 0.99);
+}
+
 TEST(RankExchangeTest, OneRankExchangesNothing) {
   const RankExchangeBytes bytes = RankExchangePerStep(1e6, 1, 64, 1e8);
   EXPECT_EQ(0.0, bytes.total());
