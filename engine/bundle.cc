@@ -15,6 +15,7 @@
 
 #include "core/checksum.h"
 #include "core/file.h"
+#include "core/string_collectives.h"
 #include "core/json.h"
 #include "embedding/checkpoint.h"
 #include "engine/training_checkpoint.h"
@@ -102,6 +103,9 @@ struct EmbeddingSection {
   float init_scale = 0.0f;
   bool missing_keys_read_zero = false;
   int64_t rows = 0;
+  // Version 4: embedding/ holds one export per rank, shard-RRRRR (1: the
+  // export itself, as before).
+  int shards = 1;
 };
 
 void to_json(Json& j, const EmbeddingSection& e) {
@@ -110,6 +114,7 @@ void to_json(Json& j, const EmbeddingSection& e) {
            {"init_scale", ShortestDecimal(e.init_scale)},
            {"missing_keys", e.missing_keys_read_zero ? "zeros" : "initial"},
            {"rows", e.rows}};
+  if (e.shards > 1) j["shards"] = e.shards;
 }
 void from_json(const Json& j, EmbeddingSection& e) {
   JsonFields fields(j);
@@ -123,6 +128,8 @@ void from_json(const Json& j, EmbeddingSection& e) {
   }
   e.missing_keys_read_zero = missing == "zeros";
   fields.Get("rows", &e.rows);
+  fields.Optional("shards", &e.shards);
+  if (e.shards < 1) throw JsonFieldError("shards", "is below 1: " + std::to_string(e.shards));
   fields.Done();
 }
 
@@ -304,12 +311,14 @@ Status WriteDense(const std::string& path, const std::vector<Parameter>& paramet
 }
 
 Status WriteManifest(const std::string& dir, const BundleConfig& config,
-                     const std::vector<Parameter*>& parameters, int64_t rows) {
+                     const std::vector<Parameter*>& parameters, int64_t rows, int shards = 1) {
   Manifest manifest;
+  // An unsharded bundle stays one that version 3 reads.
+  manifest.version = shards > 1 ? kBundleVersion : 3;
   manifest.step = config.step;
   manifest.model = config.model;
   manifest.embedding = {config.embedding_dim, config.table_seed, config.init_scale,
-                        config.missing_keys_read_zero, rows};
+                        config.missing_keys_read_zero, rows, shards};
   manifest.input = {config.input, config.columnar_input};
   manifest.dense.descriptor = DenseStateDescriptor(config.model.name, "none", parameters);
   for (const Parameter* p : parameters) manifest.dense.parameter_floats.push_back(p->value.numel());
@@ -376,44 +385,134 @@ BundleConfig BundleConfigOf(const TrainOptions& options, const io::FormatSpec& i
   return config;
 }
 
-Status WriteBundle(const std::string& path, const BundleConfig& config, ops::DenseModel& model,
-                   embedding::EmbeddingTable& table, const BundleWriteOptions& options) {
+namespace {
+
+// Where a bundle at `path` is written before it is committed.
+struct BundleTarget {
+  fs::path target;
+  std::string parent;
+  std::string temporary;
+};
+
+// Checks `path` (see WriteBundle), removes what crashed writes of it left,
+// and makes the temporary directory beside it.
+Result<BundleTarget> PrepareTemporary(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("the bundle's path is empty");
-  const fs::path target = fs::path(path).lexically_normal();
-  const std::string name = target.filename().string();
-  const std::string parent = target.has_parent_path() ? target.parent_path().string() : ".";
+  BundleTarget t;
+  t.target = fs::path(path).lexically_normal();
+  const std::string name = t.target.filename().string();
+  t.parent = t.target.has_parent_path() ? t.target.parent_path().string() : ".";
   std::error_code ec;
-  if (name.empty() || !fs::is_directory(parent, ec)) {
+  if (name.empty() || !fs::is_directory(t.parent, ec)) {
     return Status::InvalidArgument(path, ": its parent directory does not exist");
   }
-  if (fs::exists(target, ec) && !FileExists(target.string() + "/" + kBundleManifest) &&
-      (!fs::is_directory(target, ec) || !fs::is_empty(target, ec))) {
+  if (fs::exists(t.target, ec) && !FileExists(t.target.string() + "/" + kBundleManifest) &&
+      (!fs::is_directory(t.target, ec) || !fs::is_empty(t.target, ec))) {
     return Status::InvalidArgument(path, ": exists and is not a serving bundle; not replacing it");
   }
   // Leftovers of writes of this bundle that a crash interrupted.
   const std::string prefix = ".tmp-" + name + "-";
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+  for (const auto& entry : fs::directory_iterator(t.parent, ec)) {
     if (entry.path().filename().string().starts_with(prefix)) fs::remove_all(entry.path(), ec);
   }
-  const std::string temporary = parent + "/" + prefix + std::to_string(::getpid());
-  if (!fs::create_directory(temporary, ec)) {
-    return Status::IOError(temporary, ": cannot create: ", ec.message());
+  t.temporary = t.parent + "/" + prefix + std::to_string(::getpid());
+  if (!fs::create_directory(t.temporary, ec)) {
+    return Status::IOError(t.temporary, ": cannot create: ", ec.message());
   }
+  return t;
+}
+
+// Writes dense.bin and the manifest (last) into t.temporary, whose
+// embedding/ is written, then commits it.
+Status FinishBundle(const BundleTarget& t, const BundleConfig& config, ops::DenseModel& model,
+                    int64_t rows, int shards, const BundleWriteOptions& options) {
+  EMBER_ASSIGN_OR_RETURN(const std::vector<Parameter> host, model.ParametersToHost());
+  EMBER_RETURN_IF_ERROR(WriteDense(t.temporary + "/" + kDenseFile, host));
+  EMBER_RETURN_IF_ERROR(WriteManifest(t.temporary, config, model.parameters(), rows, shards));
+  EMBER_RETURN_IF_ERROR(FsyncDirectory(t.temporary));
+  if (options.before_commit) EMBER_RETURN_IF_ERROR(options.before_commit(t.temporary));
+  EMBER_RETURN_IF_ERROR(Commit(t.temporary, t.target.string()));
+  return FsyncDirectory(t.parent);
+}
+
+std::string ShardDir(int shard) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "shard-%05d", shard);
+  return name;
+}
+
+// A status as text that StatusFromText reads back (to pass between ranks).
+std::string StatusText(const Status& status) {
+  return std::to_string(static_cast<int>(status.code())) + " " + status.message();
+}
+Status StatusFromText(const std::string& text) {
+  const size_t space = text.find(' ');
+  const int code = std::atoi(text.substr(0, space).c_str());
+  if (code == 0) return Status::OK();
+  return Status(static_cast<StatusCode>(code), space == std::string::npos ? "" : text.substr(space + 1));
+}
+
+}  // namespace
+
+Status WriteBundle(const std::string& path, const BundleConfig& config, ops::DenseModel& model,
+                   embedding::EmbeddingTable& table, const BundleWriteOptions& options) {
+  EMBER_ASSIGN_OR_RETURN(const BundleTarget t, PrepareTemporary(path));
   const Status status = [&]() -> Status {
-    EMBER_ASSIGN_OR_RETURN(const std::vector<Parameter> host, model.ParametersToHost());
-    EMBER_RETURN_IF_ERROR(WriteDense(temporary + "/" + kDenseFile, host));
     embedding::ServingExportOptions serving;
     serving.step = config.step;
     EMBER_RETURN_IF_ERROR(
-        embedding::ExportForServing(table, temporary + "/" + kEmbeddingDir, serving));
-    EMBER_RETURN_IF_ERROR(WriteManifest(temporary, config, model.parameters(), table.num_rows()));
-    EMBER_RETURN_IF_ERROR(FsyncDirectory(temporary));
-    if (options.before_commit) EMBER_RETURN_IF_ERROR(options.before_commit(temporary));
-    EMBER_RETURN_IF_ERROR(Commit(temporary, target.string()));
-    return FsyncDirectory(parent);
+        embedding::ExportForServing(table, t.temporary + "/" + kEmbeddingDir, serving));
+    return FinishBundle(t, config, model, table.num_rows(), 1, options);
   }();
-  if (!status.ok()) fs::remove_all(temporary, ec);
+  std::error_code ec;
+  if (!status.ok()) fs::remove_all(t.temporary, ec);
   return status;
+}
+
+Status WriteShardedBundle(const std::string& path, const BundleConfig& config,
+                          ops::DenseModel& model, embedding::EmbeddingTable& rows,
+                          Communicator& comm, const BundleWriteOptions& options) {
+  const int n = comm.size(), r = comm.rank();
+  // Rank 0 makes the temporary directory; every rank learns where (or why not).
+  BundleTarget t;
+  std::string prepared;
+  if (r == 0) {
+    Result<BundleTarget> made = PrepareTemporary(path);
+    std::error_code ec;
+    if (made.ok() && !fs::create_directory(made->temporary + "/" + kEmbeddingDir, ec)) {
+      made = Status::IOError(made->temporary, "/", kEmbeddingDir, ": cannot create: ",
+                             ec.message());
+    }
+    if (made.ok()) t = *made;
+    prepared = made.ok() ? "0 " + t.temporary : StatusText(made.status());
+  }
+  EMBER_RETURN_IF_ERROR(BroadcastString(comm, 0, &prepared));
+  const Status ready = StatusFromText(prepared);
+  if (!ready.ok()) return ready;
+  const std::string temporary = prepared.substr(2);
+  // Every rank its rows, then every rank learns how all went.
+  embedding::ServingExportOptions serving;
+  serving.step = config.step;
+  const Status exported = embedding::ExportForServing(
+      rows, temporary + "/" + kEmbeddingDir + "/" + ShardDir(r), serving);
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> outcomes,
+                         AllGatherStrings(comm, StatusText(exported)));
+  std::vector<int64_t> total = {rows.num_rows()};
+  EMBER_RETURN_IF_ERROR(comm.AllReduce(total, total));
+  Status status;
+  for (int q = 0; q < n && status.ok(); ++q) {
+    const Status s = StatusFromText(outcomes[q]);
+    if (!s.ok()) status = s.WithContext("rank " + std::to_string(q) + "'s rows");
+  }
+  // Rank 0 writes the rest, the manifest last, and commits.
+  if (r == 0) {
+    if (status.ok()) status = FinishBundle(t, config, model, total[0], n, options);
+    std::error_code ec;
+    if (!status.ok()) fs::remove_all(t.temporary, ec);
+  }
+  std::string result = StatusText(status);
+  EMBER_RETURN_IF_ERROR(BroadcastString(comm, 0, &result));
+  return StatusFromText(result);
 }
 
 Result<VerifiedBundle> VerifyBundle(const std::string& path) {
@@ -447,6 +546,7 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path) {
   bundle.dense_descriptor = read.dense.descriptor;
   bundle.parameter_floats = read.dense.parameter_floats;
   bundle.embedding_rows = read.embedding.rows;
+  bundle.embedding_shards = read.embedding.shards;
   return bundle;
 }
 
@@ -491,18 +591,22 @@ Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTab
     rows.clear();
     return Status::OK();
   };
-  EMBER_ASSIGN_OR_RETURN(
-      const int64_t read,
-      embedding::ReadServingExport(bundle.path + "/" + kEmbeddingDir,
-                                   [&](embedding::Key key, const float* vector) -> Status {
-                                     keys.push_back(key);
-                                     rows.insert(rows.end(), vector, vector + dim);
-                                     rows.resize(rows.size() + (row_floats - dim), 0.0f);
-                                     if (static_cast<int64_t>(keys.size()) == kLoadBatchRows) {
-                                       return flush();
-                                     }
-                                     return Status::OK();
-                                   }));
+  const auto add = [&](embedding::Key key, const float* vector) -> Status {
+    keys.push_back(key);
+    rows.insert(rows.end(), vector, vector + dim);
+    rows.resize(rows.size() + (row_floats - dim), 0.0f);
+    if (static_cast<int64_t>(keys.size()) == kLoadBatchRows) return flush();
+    return Status::OK();
+  };
+  // One export, or a job of ranks' shards one after the other (their keys
+  // are disjoint: each rank wrote the rows it owned).
+  int64_t read = 0;
+  const std::string dir = bundle.path + "/" + kEmbeddingDir;
+  for (int shard = 0; shard < bundle.embedding_shards; ++shard) {
+    const std::string from = bundle.embedding_shards > 1 ? dir + "/" + ShardDir(shard) : dir;
+    EMBER_ASSIGN_OR_RETURN(const int64_t got, embedding::ReadServingExport(from, add));
+    read += got;
+  }
   EMBER_RETURN_IF_ERROR(flush());
   if (read != bundle.embedding_rows) {
     return Status::DataLoss(bundle.path, "/", kEmbeddingDir, ": ", read,

@@ -12,7 +12,8 @@
 //                      model's parameters() order, as little-endian float32
 //   embedding/         the embedding vectors as ExportForServing writes them
 //                      (embedding/checkpoint.h): its own MANIFEST and
-//                      vectors-NNNNN.bin files
+//                      vectors-NNNNN.bin files; in a job of ranks' bundle
+//                      one such export per rank, shard-RRRRR/
 //
 // MANIFEST.json fields: format ("ember-serving-bundle"), version
 // (kBundleVersion), step (training steps behind the model), model (the
@@ -45,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/status.h"
 #include "embedding/embedding_table.h"
 #include "engine/model_options.h"
@@ -61,7 +63,10 @@ inline constexpr char kBundleFormat[] = "ember-serving-bundle";
 // 3: the model's options hold only its own parameters (ModelSpec::params),
 // where versions 1 and 2 held every model's; both are read too. (A reader
 // of version 2 would miss the other models' fields.)
-inline constexpr int kBundleVersion = 3;
+// 4: a job of ranks' bundle, embedding/ holding one export per rank
+// (embedding.shards; WriteShardedBundle). An unsharded bundle is still
+// written as version 3.
+inline constexpr int kBundleVersion = 4;
 inline constexpr char kBundleManifest[] = "MANIFEST.json";
 
 // What a bundle says about its model: everything needed to rebuild the
@@ -109,6 +114,20 @@ struct BundleWriteOptions {
 Status WriteBundle(const std::string& path, const BundleConfig& config, ops::DenseModel& model,
                    embedding::EmbeddingTable& table, const BundleWriteOptions& options = {});
 
+// The bundle of a job of ranks, each rank writing the rows it holds, with no
+// gather: embedding/ holds shard-RRRRR (ExportForServing of rank R's `rows`,
+// its local rows of the sharded table), rank 0 writes dense.bin (every
+// rank's model is the same) and the manifest, which lists every shard's files
+// with their hashes and "embedding": {"shards": N}, last, then commits as
+// WriteBundle does. Loaded, it scores the bits of the gathered table's
+// bundle. A collective over `comm` (every rank calls it with the same path);
+// the temporary directory beside `path` must be one that every rank sees
+// (one host, or a shared file system). Every rank returns the same status
+// (a rank's failure names it); on failure nothing at `path` changes.
+Status WriteShardedBundle(const std::string& path, const BundleConfig& config,
+                          ops::DenseModel& model, embedding::EmbeddingTable& rows,
+                          Communicator& comm, const BundleWriteOptions& options = {});
+
 // A bundle's manifest, once every file it lists has been checked.
 struct VerifiedBundle {
   std::string path;
@@ -117,6 +136,8 @@ struct VerifiedBundle {
   std::string dense_descriptor;
   std::vector<int64_t> parameter_floats;
   int64_t embedding_rows = 0;
+  // 1, or the ranks of the job whose bundle it is (embedding/shard-RRRRR).
+  int embedding_shards = 1;
 };
 
 // Reads `path`/MANIFEST.json and checks the format, the version, the

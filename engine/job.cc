@@ -301,10 +301,21 @@ Result<std::string> Job::ModelHash() {
 }
 
 Status Job::Export(const io::FormatSpec& input, bool columnar, int64_t step) {
-  if (!reports()) return Status::OK();
-  EMBER_ASSIGN_OR_RETURN(embedding::EmbeddingTable* whole, WholeTable());
   const std::string& dir = options_.outputs.export_dir;
   const BundleConfig config = BundleConfigOf(trainer_->options(), input, columnar, step);
+  if (exports_shards()) {
+    // Each rank writes the rows it holds; rank 0 the rest.
+    EMBER_RETURN_IF_ERROR(WriteShardedBundle(dir, config, trainer_->model(), trainer_->table(),
+                                             *options_.train.ranks.control)
+                              .WithContext("--export_dir"));
+    if (reports()) {
+      LOG(INFO) << "wrote the serving bundle of step " << config.step << " to " << dir << " ("
+                << ranks() << " shards, each rank's rows)";
+    }
+    return Status::OK();
+  }
+  if (!reports()) return Status::OK();
+  EMBER_ASSIGN_OR_RETURN(embedding::EmbeddingTable* whole, WholeTable());
   EMBER_RETURN_IF_ERROR(WriteBundle(dir, config, trainer_->model(), *whole)
                             .WithContext("--export_dir"));
   LOG(INFO) << "wrote the serving bundle of step " << config.step << " to " << dir;

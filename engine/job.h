@@ -161,10 +161,15 @@ class Job {
   // The trained model's hash (engine/model_hash.h) in hex on rank 0; empty
   // on the others. REQUIRES: Gather, with data-parallel ranks.
   Result<std::string> ModelHash();
-  // Writes the serving bundle to options().outputs.export_dir on rank 0 (the
-  // others do nothing), of the job's step, for input read as `input`
-  // (`columnar`: Ember's columnar files). REQUIRES: as ModelHash.
+  // Writes the serving bundle to options().outputs.export_dir, of the job's
+  // step, for input read as `input` (`columnar`: Ember's columnar files).
+  // With data-parallel ranks (exports_shards) a collective, every rank
+  // writing its own rows (engine/bundle.h WriteShardedBundle; no Gather
+  // needed); otherwise on rank 0 (the others do nothing). REQUIRES: without
+  // shards, as ModelHash.
   Status Export(const io::FormatSpec& input, bool columnar, int64_t step);
+  // Whether Export writes a bundle of every rank's shards.
+  bool exports_shards() const { return data_parallel() && ranks() > 1; }
   // Writes this rank's trace to its trace file (options().outputs).
   Status WriteTrace() const;
 

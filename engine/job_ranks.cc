@@ -8,6 +8,7 @@
 
 #include "core/mpi_communicator.h"
 #include "core/nccl_communicator.h"
+#include "core/string_collectives.h"
 #include "embedding/stored_rows.h"
 
 namespace ember::engine {
@@ -21,17 +22,6 @@ constexpr int64_t kRowsPerMessage = 1 << 16;
 constexpr double kPipelineCommandTimeoutSeconds = 24 * 3600;
 // The least that rank 0 waits for the other ranks to take part in a command.
 constexpr double kRootCommandSeconds = 30;
-
-// Gives every rank `root`'s `text`. A collective: two broadcasts.
-Status BroadcastString(Communicator& comm, int root, std::string* text) {
-  std::vector<int64_t> length = {static_cast<int64_t>(text->size())};
-  EMBER_RETURN_IF_ERROR(comm.Broadcast(length, root));
-  std::vector<int32_t> chars(static_cast<size_t>(length[0]));
-  if (comm.rank() == root) std::copy(text->begin(), text->end(), chars.begin());
-  EMBER_RETURN_IF_ERROR(comm.Broadcast(chars, root));
-  text->assign(chars.begin(), chars.end());
-  return Status::OK();
-}
 
 std::string FlagsText(const std::vector<JobRanks::Setting>& flags) {
   std::string text;

@@ -157,6 +157,13 @@ int RankShardBatchSource::OwnerOf(int64_t p, int64_t start) const {
 }
 
 Status RankShardBatchSource::PlaceEpoch(int64_t epoch, int64_t start) {
+  // In order, every epoch from the same start places every example where the
+  // last did (every rank decides alike: no exchange).
+  if (!options_.shuffle && placed_start_ == start) {
+    local_next_ = 0;
+    return Status::OK();
+  }
+  placed_start_ = -1;  // Until this swap is done.
   const int n = ranks_;
   std::vector<int64_t> position;  // Per example of the whole data: its place this epoch.
   {
@@ -231,6 +238,7 @@ Status RankShardBatchSource::PlaceEpoch(int64_t epoch, int64_t start) {
   indices_.resize(total);
   for (int64_t k = 0; k < total; ++k) indices_[k] = recv_indices[keep[k]];
   local_next_ = 0;
+  placed_start_ = start;
   return Status::OK();
 }
 

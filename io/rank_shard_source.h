@@ -97,6 +97,7 @@ class RankShardBatchSource final : public BatchSource {
   int64_t next_ = 0;        // Position (in the epoch's order) of the next global batch.
   int64_t start_ = 0;       // Where this epoch's batches start (a resumed epoch: not 0).
   int64_t local_next_ = 0;  // The next of held_'s examples to return.
+  int64_t placed_start_ = -1;  // The start held_ was last placed for.
   int64_t used_ = 0;
 };
 

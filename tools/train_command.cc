@@ -435,7 +435,9 @@ Status Train(engine::Job& job, int* stopped_by) {
   // its hash: that of its checkpoint, as restored (on another number of
   // ranks, resharded).
   const engine::JobOutputs& out = job.options().outputs;
-  if (out.model_hash || !out.export_dir.empty()) EMBER_RETURN_IF_ERROR(job.Gather());
+  if (out.model_hash || (!out.export_dir.empty() && !job.exports_shards())) {
+    EMBER_RETURN_IF_ERROR(job.Gather());
+  }
   std::string model_hash;
   if (out.model_hash && job.reports()) {
     EMBER_ASSIGN_OR_RETURN(model_hash, job.ModelHash());
@@ -458,14 +460,15 @@ Status Train(engine::Job& job, int* stopped_by) {
     data.test_source->bad_lines = data.test_source->stream->bad_lines;
   }
   if (!evaluated.ok()) return evaluated.status().WithContext("--test_data");
-  // Every rank took part in the evaluation; rank 0 reports and writes.
-  if (!job.reports()) return job.WriteTrace();
-  PrintSummary(report, *evaluated, data, *stopped_by);
+  // Every rank took part in the evaluation; rank 0 reports and writes (with
+  // ranks, every rank writes its rows of the bundle).
+  if (job.reports()) PrintSummary(report, *evaluated, data, *stopped_by);
   if (!out.export_dir.empty()) {
     EMBER_ASSIGN_OR_RETURN(const io::FormatSpec input, FormatSpecFromFlags());
     EMBER_RETURN_IF_ERROR(job.Export(input, data.train_source.format == "columnar",
                                      report.resumed_from_step + report.steps));
   }
+  if (!job.reports()) return job.WriteTrace();
   EMBER_RETURN_IF_ERROR(job.WriteTrace());
   return WriteReports(job, report, *evaluated, data, model_hash);
 }

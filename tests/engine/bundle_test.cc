@@ -12,6 +12,8 @@
 
 #include "core/file.h"
 #include "core/json.h"
+#include "embedding/checkpoint.h"
+#include "embedding/embedding_table.h"
 #include "engine/model_registry.h"
 #include "engine/model_zoo.h"
 #include "engine/scorer.h"
@@ -20,6 +22,7 @@
 #include "io/columnar.h"
 #include "io/synthetic.h"
 #include "tests/engine/score_all.h"
+#include "tests/testing/in_process_ranks.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ember::engine {
@@ -261,7 +264,8 @@ TEST_F(BundleTest, AnotherVersionIsRefusedNamingIt) {
   Result<std::string> text = ReadFile(manifest);
   ASSERT_TRUE(text.ok());
   std::string edited = *text;
-  const std::string version = "\"version\": " + std::to_string(kBundleVersion);
+  // An unsharded bundle is written as version 3 (version 4 readers read it).
+  const std::string version = "\"version\": 3";
   const size_t at = edited.find(version);
   ASSERT_NE(std::string::npos, at);
   edited.replace(at, version.size(), "\"version\": " + std::to_string(kBundleVersion + 1));
@@ -271,6 +275,95 @@ TEST_F(BundleTest, AnotherVersionIsRefusedNamingIt) {
   EXPECT_EQ(StatusCode::kInvalidArgument, scorer.status().code());
   EXPECT_THAT(scorer.status().message(), HasSubstr("version"));
   EXPECT_THAT(scorer.status().message(), HasSubstr(manifest));
+}
+
+// A job of ranks' bundle, each rank writing the rows it holds (3 ranks, each
+// with the keys of the whole bundle at its index modulo 3), scores the bits
+// of the bundle of all the rows; a damaged shard is refused naming its file.
+TEST_F(BundleTest, AShardedBundleOfRanksScoresTheBitsOfTheWholeOne) {
+  io::Dataset test;
+  std::vector<float> expected;
+  TrainAndExport("dlrm", Path("whole"), &test, &expected);
+  Result<VerifiedBundle> whole = VerifyBundle(Path("whole"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto model = NewDenseModel(whole->config.model);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(LoadBundleDense(*whole, **model).ok());
+  constexpr int kRanks = 3;
+  std::vector<std::unique_ptr<embedding::EmbeddingTable>> shards;
+  for (int r = 0; r < kRanks; ++r) {
+    auto table = embedding::NewMemoryTable(ServingTableOptions(whole->config));
+    ASSERT_TRUE(table.ok()) << table.status();
+    shards.push_back(*std::move(table));
+  }
+  int64_t index = 0;
+  Result<int64_t> read = embedding::ReadServingExport(
+      Path("whole") + "/embedding", [&](embedding::Key key, const float* vector) {
+        embedding::EmbeddingTable& table = *shards[index++ % kRanks];
+        std::vector<float> row(table.stored_rows().row_floats(), 0.0f);
+        std::copy(vector, vector + whole->config.embedding_dim, row.begin());
+        return table.stored_rows().WriteRows({key}, row.data());
+      });
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_GT(*read, kRanks);
+  test::OnInProcessRanks(kRanks, [&](int r, Communicator& comm) {
+    const Status status =
+        WriteShardedBundle(Path("sharded"), whole->config, **model, *shards[r], comm);
+    EXPECT_TRUE(status.ok()) << "rank " << r << ": " << status;
+  });
+  Result<VerifiedBundle> sharded = VerifyBundle(Path("sharded"));
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_EQ(kRanks, sharded->embedding_shards);
+  EXPECT_EQ(*read, sharded->embedding_rows);
+  auto whole_scorer = Scorer::Open(Path("whole"));
+  auto sharded_scorer = Scorer::Open(Path("sharded"));
+  ASSERT_TRUE(whole_scorer.ok() && sharded_scorer.ok()) << sharded_scorer.status();
+  Result<std::vector<float>> want = ScoreAll(**whole_scorer, test);
+  Result<std::vector<float>> got = ScoreAll(**sharded_scorer, test);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(expected, *want);
+  EXPECT_EQ(*want, *got);
+  // Every shard's files are in the manifest, with their hashes.
+  const std::string shard = Path("sharded") + "/embedding/shard-00002";
+  std::string victim;
+  for (const auto& entry : std::filesystem::directory_iterator(shard)) {
+    if (entry.path().filename().string().starts_with("vectors")) victim = entry.path().string();
+  }
+  ASSERT_FALSE(victim.empty());
+  FlipByte(victim, 20);
+  auto damaged = Scorer::Open(Path("sharded"));
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, damaged.status().code());
+  EXPECT_THAT(damaged.status().message(), HasSubstr("shard-00002"));
+}
+
+// Ranks without rows still make a bundle; a sharded write stopped before its
+// commit fails on every rank alike and leaves nothing at its path.
+TEST_F(BundleTest, AShardedWriteStoppedBeforeItsCommitFailsOnEveryRank) {
+  const std::string bundle = SmallBundle();
+  Result<VerifiedBundle> whole = VerifyBundle(bundle);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto model = NewDenseModel(whole->config.model);
+  ASSERT_TRUE(model.ok());
+  std::vector<std::unique_ptr<embedding::EmbeddingTable>> empty;
+  for (int r = 0; r < 2; ++r) {
+    auto table = embedding::NewMemoryTable(ServingTableOptions(whole->config));
+    ASSERT_TRUE(table.ok());
+    empty.push_back(*std::move(table));
+  }
+  test::OnInProcessRanks(2, [&](int r, Communicator& comm) {
+    const Status status = WriteShardedBundle(Path("new"), whole->config, **model, *empty[r], comm);
+    EXPECT_TRUE(status.ok()) << "rank " << r << ": " << status;
+  });
+  EXPECT_TRUE(VerifyBundle(Path("new")).ok());
+  BundleWriteOptions options;
+  options.before_commit = [](const std::string&) { return Status::IOError("stopped"); };
+  test::OnInProcessRanks(2, [&](int r, Communicator& comm) {
+    const Status status =
+        WriteShardedBundle(Path("other"), whole->config, **model, *empty[r], comm, options);
+    EXPECT_EQ(StatusCode::kIOError, status.code()) << "rank " << r << ": " << status;
+  });
+  EXPECT_FALSE(std::filesystem::exists(Path("other")));
 }
 
 TEST_F(BundleTest, ADirectoryThatIsNotABundleIsNeverReplaced) {

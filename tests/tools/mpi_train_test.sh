@@ -156,14 +156,25 @@ equal)
     { echo "FAIL: gen-data or convert"; exit 1; }
   col=("${data[@]:1}" --train_data=d.col --threads=1 --epochs=2)
   timeout 300 "$ember" train "${col[@]}" --dense_row_shards="$n" --batch_size=$((n * 128)) \
-      >one.txt 2>&1
-  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${col[@]}" --batch_size=128 >ranks.txt 2>&1
+      --export_dir=one.bundle >one.txt 2>&1
+  timeout 300 "${mpirun[@]}" -np "$n" "$ember" train "${col[@]}" --batch_size=128 \
+      --export_dir=ranks.bundle >ranks.txt 2>&1
   echo "columnar: one rank hash $(hash_of one.txt), $n ranks hash $(hash_of ranks.txt)"
   if [[ -z "$(hash_of one.txt)" || "$(hash_of one.txt)" != "$(hash_of ranks.txt)" ]]; then
     echo "FAIL (columnar): the model hashes differ"; tail -5 one.txt ranks.txt; status=1
   fi
   if (($(grep -c "holds $((4800 / n)) of the 4800 training examples" ranks.txt) != n)); then
     echo "FAIL (columnar): the ranks did not each hold 1/$n of the examples"; status=1
+  fi
+  # The ranks' bundle: each rank wrote its rows (n shards), and it scores the
+  # one rank's bundle's bits.
+  grep -q "\"shards\": $n" ranks.bundle/MANIFEST.json ||
+    { echo "FAIL: the ranks' bundle is not of $n shards"; status=1; }
+  "$ember" predict --bundle=one.bundle --data=d.col --predictions_out=one.scores >/dev/null 2>&1 &&
+    "$ember" predict --bundle=ranks.bundle --data=d.col --predictions_out=ranks.scores \
+        >/dev/null 2>&1 || { echo "FAIL: ember predict"; status=1; }
+  if ! cmp -s one.scores ranks.scores || [[ ! -s one.scores ]]; then
+    echo "FAIL: the ranks' sharded bundle scores differ from the one rank's bundle"; status=1
   fi
   exit $status
   ;;
