@@ -120,14 +120,29 @@ TEST(RankExchangeTest, DenseAndExpertBytesPerStepFollowTheirCollectives) {
   }
 }
 
+// A MoE model of 4 experts (hidden 64) for features of 100k ids and one
+// rank's setup of 4 ranks on one host, batch 512.
+Result<Program> MoeProgram(const SparseFeatures& f) {
+  auto graph = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, /*experts=*/4,
+                              /*hidden=*/64);
+  return BuildProgram("moe", *graph, f);
+}
+
+StepSetup FourRanksOnOneHost() {
+  StepSetup setup;
+  setup.batch = 512;
+  setup.ranks = 4;
+  setup.ranks_per_host = 4;
+  setup.replicas_per_host = 4;
+  return setup;
+}
+
 // A MoE model's program counts what its expert layers route (experts x
 // capacity rows per example, each in + out floats), and a job of ranks pays
 // for moving them in its dense stage when the experts are divided.
 TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
   const SparseFeatures f = test::Features(100000, 100000);
-  auto graph = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, /*experts=*/4,
-                              /*hidden=*/64);
-  Result<Program> program = BuildProgram("moe", *graph, f);
+  Result<Program> program = MoeProgram(f);
   ASSERT_TRUE(program.ok()) << program.status();
   const double in = f.num_dense + f.num_slots * f.embedding_dim;
   EXPECT_EQ(1, program->expert_chains);
@@ -136,11 +151,7 @@ TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
 
   const ResourceGraph host = test::Host(4, 64 * kGiB);
   const CostModel cost(&host);
-  StepSetup setup;
-  setup.batch = 512;
-  setup.ranks = 4;
-  setup.ranks_per_host = 4;
-  setup.replicas_per_host = 4;
+  StepSetup setup = FourRanksOnOneHost();
   const StepCost divided = cost.Estimate(*program, setup);
   EXPECT_DOUBLE_EQ(4.0 * (in + 64) * 512 * 2 * 3 / 4, divided.rank_bytes.experts);
   setup.expert_parallel = false;
@@ -165,17 +176,11 @@ TEST(RankExchangeTest, ExpertParallelismMovesTheRoutedRowsInTheDenseStage) {
 // model is the one all-reduce.
 TEST(RankExchangeTest, GradientBucketsHideTheAllReduceBehindTheBackward) {
   const SparseFeatures f = test::Features(100000, 100000);
-  auto graph = test::MoeGraph(f.num_dense, f.num_slots, f.embedding_dim, /*experts=*/4,
-                              /*hidden=*/64);
-  Result<Program> program = BuildProgram("moe", *graph, f);
+  Result<Program> program = MoeProgram(f);
   ASSERT_TRUE(program.ok()) << program.status();
   const ResourceGraph host = test::Host(4, 64 * kGiB);
   const CostModel cost(&host);
-  StepSetup setup;
-  setup.batch = 512;
-  setup.ranks = 4;
-  setup.ranks_per_host = 4;
-  setup.replicas_per_host = 4;
+  StepSetup setup = FourRanksOnOneHost();
   setup.dense_bucket_bytes = 0;
   const double after = cost.Estimate(*program, setup).dense_all_reduce_seconds;
   setup.dense_bucket_bytes = int64_t{1} << 40;
