@@ -34,8 +34,16 @@ Result<std::unique_ptr<DenseModel>> NewServingModel(const BundleConfig& config) 
 Result<std::unique_ptr<Scorer>> Scorer::Open(const std::string& path,
                                              const ScorerOptions& options) {
   EMBER_ASSIGN_OR_RETURN(VerifiedBundle bundle, VerifyBundle(path));
+  embedding::EmbeddingTableOptions table_options = ServingTableOptions(bundle.config);
+  table_options.memory_budget_bytes = options.memory_budget_bytes;
+  table_options.disk_path = options.disk_path;
+  if (!options.make_table && options.memory_budget_bytes > 0) {
+    return Status::InvalidArgument("a scorer's memory budget needs a table with a disk tier "
+                                   "(ScorerOptions::make_table)");
+  }
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<embedding::EmbeddingTable> table,
-                         embedding::NewMemoryTable(ServingTableOptions(bundle.config)));
+                         options.make_table ? options.make_table(table_options)
+                                            : embedding::NewMemoryTable(table_options));
   EMBER_RETURN_IF_ERROR(LoadBundleEmbedding(bundle, *table));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<DenseModel> model, NewServingModel(bundle.config));
   EMBER_RETURN_IF_ERROR(LoadBundleDense(bundle, *model));

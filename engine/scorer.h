@@ -26,6 +26,20 @@ struct ScorerOptions {
   // trainer's evaluation of a batch and a Score of it give the same bits
   // with the same threads. <= 0: every hardware thread. Default: 1.
   int threads = 1;
+  // A bundle whose rows exceed memory (a job of ranks' shards): keep at
+  // most this many bytes of rows in memory and the rest in a RocksDB tier in
+  // `disk_path` (a scratch directory the scorer owns while open), streamed
+  // there as the bundle loads. 0 (the default): every row in memory. The
+  // scores are the same bits either way.
+  int64_t memory_budget_bytes = 0;
+  std::string disk_path;
+  // Makes the table the rows load into, from the bundle's table options with
+  // the two fields above. Null: embedding::NewMemoryTable, which refuses a
+  // budget: libember_serving links no disk tier. The ember tools pass
+  // embedding::NewEmbeddingTable (a memory tier before RocksDB).
+  std::function<Result<std::unique_ptr<embedding::EmbeddingTable>>(
+      const embedding::EmbeddingTableOptions&)>
+      make_table;
 };
 
 // Thread safety: Score and ScoreAll may be called concurrently; each call

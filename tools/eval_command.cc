@@ -29,8 +29,7 @@ Status Eval() {
   if (!FLAGS_metrics_out.empty()) {
     EMBER_RETURN_IF_ERROR(CheckWritableDestination(FLAGS_metrics_out).WithContext("--metrics_out"));
   }
-  engine::ScorerOptions options;
-  options.threads = FLAGS_threads;
+  EMBER_ASSIGN_OR_RETURN(const engine::ScorerOptions options, ScorerOptionsFromFlags());
   Result<std::unique_ptr<engine::Scorer>> scorer = engine::Scorer::Open(FLAGS_bundle, options);
   if (!scorer.ok()) return scorer.status().WithContext("--bundle");
   const engine::BundleConfig& config = (*scorer)->config();

@@ -205,10 +205,12 @@ const std::vector<FlagSource>& FlagSources() {
       {"export", "tools/serving_flags.cc", {"bundle"}, {}},
       {"export", "tools/train_flags.cc", {"checkpoint_dir"}, {}},
       {"eval", "tools/serving_flags.cc", {"bundle", "data", "labelled", "score_batch_size"}, {}},
-      {"eval", "tools/train_flags.cc", {"metrics_out"}, {}},
+      {"eval", "tools/train_flags.cc",
+       {"metrics_out", "embedding_memory_budget", "embedding_dir"}, {}},
       {"eval", "tools/format_flags.cc", {}, {}},
       {"eval", "tools/common_flags.cc", {"threads", "progress_seconds"}, {}},
       {"predict", "tools/serving_flags.cc", {}, {}},
+      {"predict", "tools/train_flags.cc", {"embedding_memory_budget", "embedding_dir"}, {}},
       {"predict", "tools/format_flags.cc", {}, {}},
       {"predict", "tools/common_flags.cc", {"threads", "progress_seconds"}, {}},
   };

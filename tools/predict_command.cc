@@ -36,8 +36,7 @@ Status Predict() {
   if (FLAGS_predictions_out.empty()) {
     return Status::InvalidArgument("--predictions_out is required");
   }
-  engine::ScorerOptions options;
-  options.threads = FLAGS_threads;
+  EMBER_ASSIGN_OR_RETURN(const engine::ScorerOptions options, ScorerOptionsFromFlags());
   Result<std::unique_ptr<engine::Scorer>> scorer = engine::Scorer::Open(FLAGS_bundle, options);
   if (!scorer.ok()) return scorer.status().WithContext("--bundle");
   // A bad line fails: every input line gets its score, in order.

@@ -15,6 +15,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/format_flags.h"
+#include "tools/train_flags.h"
 
 DEFINE_string(bundle, "",
               "The serving bundle (a directory): the one `ember export` writes, or that eval "
@@ -148,6 +149,25 @@ void PrintTestMetrics(const engine::Metrics& test) {
     std::printf("  task %zu: AUC %.4f  logloss %.4f  calibration %.3f  positive rate %.3f\n", t,
                 task.auc, task.logloss, task.calibration, task.positive_rate);
   }
+}
+
+Result<engine::ScorerOptions> ScorerOptionsFromFlags() {
+  engine::ScorerOptions options;
+  options.threads = FLAGS_threads;
+  if (!FLAGS_embedding_memory_budget.empty()) {
+    EMBER_ASSIGN_OR_RETURN(options.memory_budget_bytes,
+                           ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
+    if (options.memory_budget_bytes == 0) {
+      return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
+    }
+    if (FLAGS_embedding_dir.empty()) {
+      return Status::InvalidArgument(
+          "--embedding_memory_budget needs --embedding_dir (where the rows beyond it go)");
+    }
+    options.disk_path = FLAGS_embedding_dir;
+  }
+  options.make_table = embedding::NewEmbeddingTable;
+  return options;
 }
 
 }  // namespace ember::tools

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "engine/bundle.h"
 #include "engine/metrics.h"
+#include "engine/scorer.h"
 #include "engine/train_options.h"
 #include "io/stream_reader.h"
 
@@ -46,6 +47,12 @@ Result<io::FormatSpec> RecordedTrainingInputSpec(bool generated_data);
 // per input line). Errors name the flag.
 Result<std::unique_ptr<io::StreamReader>> OpenScoringInput(const engine::BundleConfig& config,
                                                            bool fail_on_bad_line);
+
+// How `ember eval` and `ember predict` open a bundle: --threads, and with
+// --embedding_memory_budget the rows beyond it in a RocksDB tier in
+// --embedding_dir (required then): a bundle larger than memory, such as a
+// job of ranks' shards. InvalidArgument naming the flag.
+Result<engine::ScorerOptions> ScorerOptionsFromFlags();
 
 // The "test" object of the metrics JSON of `ember train` and `ember eval`
 // (auc, logloss, calibration, examples; task_auc and task_logloss for a

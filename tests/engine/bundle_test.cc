@@ -337,6 +337,35 @@ TEST_F(BundleTest, AShardedBundleOfRanksScoresTheBitsOfTheWholeOne) {
   EXPECT_THAT(damaged.status().message(), HasSubstr("shard-00002"));
 }
 
+// A scorer whose rows exceed its memory budget keeps the rest in a RocksDB
+// tier and scores the same bits (the sharded bundle of a job of ranks whose
+// table is larger than a host's memory).
+TEST_F(BundleTest, AScorerUnderAMemoryBudgetScoresTheBitsOfOneInMemory) {
+  io::Dataset test;
+  std::vector<float> expected;
+  TrainAndExport("deepfm", Path("bundle"), &test, &expected);
+  auto in_memory = Scorer::Open(Path("bundle"));
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  ScorerOptions options;
+  // About one row in each of the memory tier's 64 shards, the least it takes.
+  options.memory_budget_bytes = 64 << 10;
+  options.disk_path = Path("rows");
+  EXPECT_EQ(StatusCode::kInvalidArgument, Scorer::Open(Path("bundle"), options).status().code())
+      << "a budget without a table that has a disk tier";
+  options.make_table = embedding::NewEmbeddingTable;
+  auto budgeted = Scorer::Open(Path("bundle"), options);
+  ASSERT_TRUE(budgeted.ok()) << budgeted.status();
+  Result<VerifiedBundle> verified = VerifyBundle(Path("bundle"));
+  ASSERT_TRUE(verified.ok());
+  EXPECT_GE(verified->embedding_rows, 1000) << "the rows must far exceed the memory tier's";
+  Result<std::vector<float>> want = ScoreAll(**in_memory, test);
+  Result<std::vector<float>> got = ScoreAll(**budgeted, test);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+  EXPECT_EQ(*want, *got);
+  options.disk_path.clear();
+  EXPECT_EQ(StatusCode::kInvalidArgument, Scorer::Open(Path("bundle"), options).status().code());
+}
+
 // Ranks without rows still make a bundle; a sharded write stopped before its
 // commit fails on every rank alike and leaves nothing at its path.
 TEST_F(BundleTest, AShardedWriteStoppedBeforeItsCommitFailsOnEveryRank) {
