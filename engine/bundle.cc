@@ -5,19 +5,18 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include "core/checksum.h"
 #include "core/file.h"
-#include "core/string_collectives.h"
 #include "core/json.h"
+#include "core/string_collectives.h"
 #include "embedding/checkpoint.h"
+#include "engine/internal/bundle_manifest.h"
 #include "engine/training_checkpoint.h"
 #include "ops/precision.h"
 
@@ -25,41 +24,15 @@ namespace ember::engine {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kDenseFile[] = "dense.bin";
-constexpr char kEmbeddingDir[] = "embedding";
-constexpr char kHashField[] = ",\n  \"manifest_hash\": \"";
-// Keys per WriteRows call while loading the embedding vectors.
-constexpr int64_t kLoadBatchRows = 16384;
-
-std::string HexHash(uint64_t hash) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return text;
-}
-
-uint64_t HashText(FileChecksum checksum, const std::string& text) {
-  return FileChecksumOf(checksum, text.data(), text.size());
-}
-
-// The size and hash of the file at `path`. IOError naming it if it cannot
-// be read.
-Status HashFile(const std::string& path, FileChecksum checksum, int64_t* bytes, uint64_t* hash) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError(path, ": cannot open: ", std::strerror(errno));
-  FileHasher hasher(checksum);
-  std::vector<char> buffer(size_t{1} << 20);
-  *bytes = 0;
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const std::streamsize n = in.gcount();
-    hasher.Update(buffer.data(), static_cast<size_t>(n));
-    *bytes += n;
-  }
-  if (in.bad()) return Status::IOError(path, ": read failed");
-  *hash = hasher.Digest();
-  return Status::OK();
-}
+using internal::BundleFile;
+using internal::HashFile;
+using internal::HexHash;
+using internal::HashText;
+using internal::kDenseFile;
+using internal::kEmbeddingDir;
+using internal::kHashField;
+using internal::Manifest;
+using internal::ShardDir;
 
 Status FsyncDirectory(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -70,224 +43,6 @@ Status FsyncDirectory(const std::string& path) {
   return Status::OK();
 }
 
-// A float as the shortest decimal that reads back to it ("0.1", where the
-// float's own double would print 0.10000000149011612).
-double ShortestDecimal(float value) {
-  char text[32];
-  const auto [end, ec] = std::to_chars(text, text + sizeof(text), value);
-  return ec == std::errc() ? std::strtod(std::string(text, end).c_str(), nullptr) : value;
-}
-
-// One file of the bundle as the manifest lists it.
-struct BundleFile {
-  std::string name;
-  int64_t bytes = 0;
-  std::string hash;  // HexHash of its checksum (the manifest's)
-};
-
-void to_json(Json& j, const BundleFile& f) {
-  j = Json{{"name", f.name}, {"bytes", f.bytes}, {"hash", f.hash}};
-}
-void from_json(const Json& j, BundleFile& f) {
-  JsonFields fields(j);
-  fields.Get("name", &f.name);
-  fields.Get("bytes", &f.bytes);
-  fields.Get("hash", &f.hash);
-  fields.Done();
-}
-
-// The manifest's "embedding": the table's reading of keys and its rows.
-struct EmbeddingSection {
-  int dim = 0;
-  uint64_t seed = 0;
-  float init_scale = 0.0f;
-  bool missing_keys_read_zero = false;
-  int64_t rows = 0;
-  // Version 4: embedding/ holds one export per rank, shard-RRRRR (1: the
-  // export itself, as before).
-  int shards = 1;
-};
-
-void to_json(Json& j, const EmbeddingSection& e) {
-  j = Json{{"dim", e.dim},
-           {"seed", SeedJson(e.seed)},
-           {"init_scale", ShortestDecimal(e.init_scale)},
-           {"missing_keys", e.missing_keys_read_zero ? "zeros" : "initial"},
-           {"rows", e.rows}};
-  if (e.shards > 1) j["shards"] = e.shards;
-}
-void from_json(const Json& j, EmbeddingSection& e) {
-  JsonFields fields(j);
-  fields.Get("dim", &e.dim);
-  GetSeed(fields, "seed", &e.seed);
-  fields.Get("init_scale", &e.init_scale);
-  std::string missing;
-  fields.Get("missing_keys", &missing);
-  if (missing != "zeros" && missing != "initial") {
-    throw JsonFieldError("missing_keys", "is not \"initial\" or \"zeros\": " + missing);
-  }
-  e.missing_keys_read_zero = missing == "zeros";
-  fields.Get("rows", &e.rows);
-  fields.Optional("shards", &e.shards);
-  if (e.shards < 1) throw JsonFieldError("shards", "is below 1: " + std::to_string(e.shards));
-  fields.Done();
-}
-
-// The manifest's "input": the text format's spec, its "format" "columnar"
-// for columnar files (whose spec is then the default, criteo's).
-struct InputSection {
-  io::FormatSpec spec;
-  bool columnar = false;
-};
-
-void to_json(Json& j, const InputSection& input) {
-  j = input.spec;
-  if (input.columnar) j["format"] = "columnar";
-}
-void from_json(const Json& j, InputSection& input) {
-  input.spec = j.get<io::FormatSpec>();
-  input.columnar = input.spec.name == "columnar";
-  if (input.columnar) input.spec.name = io::FormatSpec().name;
-}
-
-struct DenseSection {
-  std::string descriptor;
-  std::vector<int64_t> parameter_floats;
-};
-
-void to_json(Json& j, const DenseSection& d) {
-  j = Json{{"descriptor", d.descriptor}, {"parameter_floats", d.parameter_floats}};
-}
-void from_json(const Json& j, DenseSection& d) {
-  JsonFields fields(j);
-  fields.Get("descriptor", &d.descriptor);
-  fields.Get("parameter_floats", &d.parameter_floats);
-  fields.Done();
-}
-
-// Everything MANIFEST.json holds, in its order (see the header); the
-// manifest_hash goes after these, over their text.
-struct Manifest {
-  std::string format = kBundleFormat;
-  int version = kBundleVersion;
-  int64_t step = 0;
-  ModelOptions model;
-  EmbeddingSection embedding;
-  InputSection input;
-  DenseSection dense;
-  std::vector<BundleFile> files;
-  std::string checksum = FileChecksumName(FileChecksum::kXxh64);  // From version 2.
-  std::string manifest_hash;  // Read only: written by WriteManifest.
-};
-
-void to_json(Json& j, const Manifest& m) {
-  j = Json{{"format", m.format}, {"version", m.version},     {"step", m.step},
-           {"model", m.model},   {"embedding", m.embedding}, {"input", m.input},
-           {"dense", m.dense},   {"files", m.files}};
-  if (m.version >= 2) j["checksum"] = m.checksum;
-}
-void from_json(const Json& j, Manifest& m) {
-  JsonFields fields(j);
-  fields.Get("format", &m.format);
-  fields.Get("version", &m.version);
-  fields.Get("step", &m.step);
-  fields.Get("model", &m.model);
-  fields.Get("embedding", &m.embedding);
-  fields.Get("input", &m.input);
-  fields.Get("dense", &m.dense);
-  fields.Get("files", &m.files);
-  if (m.version >= 2) fields.Get("checksum", &m.checksum);
-  fields.Get("manifest_hash", &m.manifest_hash);
-  fields.Done();
-}
-
-// The manifest's text up to its hash field, closed as the object it was
-// before the field was added; empty if the field is missing.
-std::string TextBeforeHash(const std::string& text, std::string* stored_hash) {
-  const size_t at = text.rfind(kHashField);
-  if (at == std::string::npos) return "";
-  const size_t hash_begin = at + std::strlen(kHashField);
-  *stored_hash = text.substr(hash_begin, 16);
-  return text.substr(0, at) + "\n}";
-}
-
-// The format and version of a manifest, read before anything else so that
-// another file or version is named as such.
-struct ManifestHead {
-  std::string format;
-  int64_t version = 0;
-  std::string checksum = FileChecksumName(FileChecksum::kFnv1a64Words);  // Version 1's.
-};
-
-void from_json(const Json& j, ManifestHead& head) {
-  JsonFields fields(j);  // Not Done: the rest is Manifest's to read.
-  fields.Get("format", &head.format);
-  fields.Get("version", &head.version);
-  if (head.version >= 2) fields.Get("checksum", &head.checksum);
-}
-
-// DataLoss naming `path` and the field for a manifest its reader refuses.
-template <typename T>
-Result<T> ReadManifestJson(const std::string& path, const Json& json) {
-  Result<T> read = FromJson<T>(json);
-  if (!read.ok()) return Status::DataLoss(path, ": ", read.status().message());
-  return read;
-}
-
-// `text`, the manifest at `path`, checked (format, version, its hash) and
-// read; `*checksum` is the one its hashes were made with.
-Result<Manifest> ParseManifest(const std::string& path, const std::string& text,
-                               FileChecksum* checksum) {
-  Result<Json> parsed = ParseJsonText(text);
-  if (!parsed.ok()) return Status::DataLoss(path, ": not JSON: ", parsed.status().message());
-  EMBER_ASSIGN_OR_RETURN(const ManifestHead head, ReadManifestJson<ManifestHead>(path, *parsed));
-  if (head.format != kBundleFormat) {
-    return Status::InvalidArgument(path, ": format \"", head.format,
-                                   "\" is not a serving bundle (\"", kBundleFormat, "\")");
-  }
-  if (head.version < 1 || head.version > kBundleVersion) {
-    return Status::InvalidArgument(path, ": bundle version ", head.version,
-                                   " is not one this Ember reads (1 to ", kBundleVersion, ")");
-  }
-  Result<FileChecksum> named = FileChecksumNamed(head.checksum);
-  if (!named.ok()) return Status::DataLoss(path, ": ", named.status().message());
-  *checksum = *named;
-  std::string stored_hash;
-  const std::string body = TextBeforeHash(text, &stored_hash);
-  if (body.empty()) return Status::DataLoss(path, ": \"manifest_hash\" is missing");
-  if (stored_hash != HexHash(HashText(*checksum, body))) {
-    return Status::DataLoss(path, ": manifest_hash does not match its text (edited or damaged)");
-  }
-  return ReadManifestJson<Manifest>(path, *parsed);
-}
-
-// Checks every file the manifest lists: present, of its size and hash.
-Status CheckFiles(const std::string& dir, const std::string& path,
-                  const std::vector<BundleFile>& files, FileChecksum checksum) {
-  if (files.empty()) return Status::DataLoss(path, ": \"files\" is empty");
-  for (const BundleFile& listed : files) {
-    const std::string& name = listed.name;
-    if (name.empty() || name.find("..") != std::string::npos || name[0] == '/') {
-      return Status::DataLoss(path, ": file name \"", name, "\" is not inside the bundle");
-    }
-    const std::string file = dir + "/" + name;
-    if (!FileExists(file)) return Status::DataLoss(file, ": missing (listed in ", path, ")");
-    int64_t actual_bytes = 0;
-    uint64_t actual_hash = 0;
-    EMBER_RETURN_IF_ERROR(HashFile(file, checksum, &actual_bytes, &actual_hash));
-    if (actual_bytes != listed.bytes) {
-      return Status::DataLoss(file, ": ", actual_bytes, " bytes, the manifest lists ",
-                              listed.bytes, " (truncated or damaged)");
-    }
-    if (HexHash(actual_hash) != listed.hash) {
-      return Status::DataLoss(file, ": hash ", HexHash(actual_hash), " differs from the ",
-                              "manifest's ", listed.hash, " (damaged)");
-    }
-  }
-  return Status::OK();
-}
-
-// The bundle's files but the manifest, relative to `dir`, sorted.
 Result<std::vector<std::string>> BundleFiles(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -435,12 +190,6 @@ Status FinishBundle(const BundleTarget& t, const BundleConfig& config, ops::Dens
   return FsyncDirectory(t.parent);
 }
 
-std::string ShardDir(int shard) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "shard-%05d", shard);
-  return name;
-}
-
 // A status as text that StatusFromText reads back (to pass between ranks).
 std::string StatusText(const Status& status) {
   return std::to_string(static_cast<int>(status.code())) + " " + status.message();
@@ -449,7 +198,8 @@ Status StatusFromText(const std::string& text) {
   const size_t space = text.find(' ');
   const int code = std::atoi(text.substr(0, space).c_str());
   if (code == 0) return Status::OK();
-  return Status(static_cast<StatusCode>(code), space == std::string::npos ? "" : text.substr(space + 1));
+  return Status(static_cast<StatusCode>(code),
+                space == std::string::npos ? "" : text.substr(space + 1));
 }
 
 }  // namespace
@@ -513,121 +263,6 @@ Status WriteShardedBundle(const std::string& path, const BundleConfig& config,
   std::string result = StatusText(status);
   EMBER_RETURN_IF_ERROR(BroadcastString(comm, 0, &result));
   return StatusFromText(result);
-}
-
-Result<VerifiedBundle> VerifyBundle(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_directory(path, ec)) {
-    return Status::NotFound(path, ": no such bundle directory");
-  }
-  const std::string manifest = path + "/" + kBundleManifest;
-  Result<std::string> text = ReadFile(manifest);
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) {
-      return Status::NotFound(manifest, ": missing (not a serving bundle, or one whose write "
-                                        "did not finish)");
-    }
-    return text.status();
-  }
-  FileChecksum checksum = FileChecksum::kXxh64;
-  EMBER_ASSIGN_OR_RETURN(const Manifest read, ParseManifest(manifest, *text, &checksum));
-  EMBER_RETURN_IF_ERROR(CheckFiles(path, manifest, read.files, checksum));
-  VerifiedBundle bundle;
-  bundle.path = path;
-  BundleConfig& c = bundle.config;
-  c.model = read.model;
-  c.embedding_dim = read.embedding.dim;
-  c.table_seed = read.embedding.seed;
-  c.init_scale = read.embedding.init_scale;
-  c.missing_keys_read_zero = read.embedding.missing_keys_read_zero;
-  c.input = read.input.spec;
-  c.columnar_input = read.input.columnar;
-  c.step = read.step;
-  bundle.dense_descriptor = read.dense.descriptor;
-  bundle.parameter_floats = read.dense.parameter_floats;
-  bundle.embedding_rows = read.embedding.rows;
-  bundle.embedding_shards = read.embedding.shards;
-  return bundle;
-}
-
-Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model) {
-  const std::string path = bundle.path + "/" + kDenseFile;
-  const std::vector<Parameter*> parameters = model.parameters();
-  const std::string descriptor = DenseStateDescriptor(bundle.config.model.name, "none", parameters);
-  if (descriptor != bundle.dense_descriptor ||
-      parameters.size() != bundle.parameter_floats.size()) {
-    return Status::DataLoss(path, ": holds the parameters of \"", bundle.dense_descriptor,
-                            "\", the bundle's model has \"", descriptor, "\"");
-  }
-  EMBER_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
-  int64_t offset = 0;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const int64_t floats = parameters[i]->value.numel();
-    const int64_t size = floats * static_cast<int64_t>(sizeof(float));
-    if (floats != bundle.parameter_floats[i] ||
-        offset + size > static_cast<int64_t>(bytes.size())) {
-      return Status::DataLoss(path, ": parameter ", i, " does not fit the file");
-    }
-    std::memcpy(parameters[i]->value.data<float>(), bytes.data() + offset, size);
-    offset += size;
-  }
-  if (offset != static_cast<int64_t>(bytes.size())) {
-    return Status::DataLoss(path, ": ", bytes.size() - offset, " bytes after the parameters");
-  }
-  return Status::OK();
-}
-
-Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTable& table) {
-  embedding::StoredRows& stored = table.stored_rows();
-  const int64_t row_floats = stored.row_floats();
-  const int dim = table.dim();
-  std::vector<embedding::Key> keys;
-  // Whole stored rows: the vector, then zeros for the optimizer state and
-  // metadata a scorer never reads.
-  std::vector<float> rows;
-  const auto flush = [&]() -> Status {
-    EMBER_RETURN_IF_ERROR(stored.WriteRows(keys, rows.data()));
-    keys.clear();
-    rows.clear();
-    return Status::OK();
-  };
-  const auto add = [&](embedding::Key key, const float* vector) -> Status {
-    keys.push_back(key);
-    rows.insert(rows.end(), vector, vector + dim);
-    rows.resize(rows.size() + (row_floats - dim), 0.0f);
-    if (static_cast<int64_t>(keys.size()) == kLoadBatchRows) return flush();
-    return Status::OK();
-  };
-  // One export, or a job of ranks' shards one after the other (their keys
-  // are disjoint: each rank wrote the rows it owned).
-  int64_t read = 0;
-  const std::string dir = bundle.path + "/" + kEmbeddingDir;
-  for (int shard = 0; shard < bundle.embedding_shards; ++shard) {
-    const std::string from = bundle.embedding_shards > 1 ? dir + "/" + ShardDir(shard) : dir;
-    EMBER_ASSIGN_OR_RETURN(const int64_t got, embedding::ReadServingExport(from, add));
-    read += got;
-  }
-  EMBER_RETURN_IF_ERROR(flush());
-  if (read != bundle.embedding_rows) {
-    return Status::DataLoss(bundle.path, "/", kEmbeddingDir, ": ", read,
-                            " vectors, the bundle's manifest lists ", bundle.embedding_rows);
-  }
-  return Status::OK();
-}
-
-embedding::EmbeddingTableOptions ServingTableOptions(const BundleConfig& config) {
-  embedding::EmbeddingTableOptions options;
-  options.dim = config.embedding_dim;
-  options.seed = config.table_seed;
-  options.init_scale = config.init_scale;
-  // SGD keeps no per-row state: a row is its vector and its metadata.
-  options.optimizer.type = embedding::SparseOptimizer::kSgd;
-  if (config.missing_keys_read_zero) {
-    // Lookup reads a key without a row as zeros whenever admission is on;
-    // probability admission keeps no state of its own.
-    options.admission.kind = embedding::AdmissionOptions::Kind::kProbability;
-  }
-  return options;
 }
 
 }  // namespace ember::engine
