@@ -211,8 +211,10 @@ class Communicator {
   // AllReduce's elements of block r), where block r of `in` is its elements
   // [r * out.count, (r + 1) * out.count). The first half of a bandwidth-
   // optimal AllReduce; the sharded optimizer state of a data-parallel group.
-  // The default runs AllReduce into a scratch buffer and copies block r out
-  // (a backend with a cheaper way overrides it).
+  // The default runs AllReduce into a host scratch buffer and copies block r
+  // out (a backend with a cheaper way overrides it); it takes host buffers
+  // only (a device buffer is Unimplemented: NCCL reduces device gradients
+  // with AllReduce).
   // REQUIRES: in.count == size() * out.count; the same summable dtype, and
   // the same out.count on every rank; in and out do not overlap.
   virtual Status ReduceScatter(ConstCommBuffer in, CommBuffer out);

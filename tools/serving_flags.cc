@@ -151,15 +151,19 @@ void PrintTestMetrics(const engine::Metrics& test) {
   }
 }
 
+Result<int64_t> EmbeddingMemoryBudgetFromFlags() {
+  if (FLAGS_embedding_memory_budget.empty()) return int64_t{0};
+  EMBER_ASSIGN_OR_RETURN(const int64_t bytes,
+                         ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
+  if (bytes == 0) return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
+  return bytes;
+}
+
 Result<engine::ScorerOptions> ScorerOptionsFromFlags() {
   engine::ScorerOptions options;
   options.threads = FLAGS_threads;
-  if (!FLAGS_embedding_memory_budget.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.memory_budget_bytes,
-                           ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
-    if (options.memory_budget_bytes == 0) {
-      return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
-    }
+  EMBER_ASSIGN_OR_RETURN(options.memory_budget_bytes, EmbeddingMemoryBudgetFromFlags());
+  if (options.memory_budget_bytes > 0) {
     if (FLAGS_embedding_dir.empty()) {
       return Status::InvalidArgument(
           "--embedding_memory_budget needs --embedding_dir (where the rows beyond it go)");

@@ -48,6 +48,10 @@ Result<io::FormatSpec> RecordedTrainingInputSpec(bool generated_data);
 Result<std::unique_ptr<io::StreamReader>> OpenScoringInput(const engine::BundleConfig& config,
                                                            bool fail_on_bad_line);
 
+// --embedding_memory_budget in bytes (0: unset, everything in memory), for
+// training and scoring alike. InvalidArgument for a size it cannot read or 0.
+Result<int64_t> EmbeddingMemoryBudgetFromFlags();
+
 // How `ember eval` and `ember predict` open a bundle: --threads, and with
 // --embedding_memory_budget the rows beyond it in a RocksDB tier in
 // --embedding_dir (required then): a bundle larger than memory, such as a

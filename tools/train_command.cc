@@ -82,13 +82,7 @@ Result<engine::TrainOptions> TrainOptionsFromFlags() {
   options.table.admission.min_count = FLAGS_admission_min_count;
   options.table.admission.probability = FLAGS_admission_probability;
   options.table.ttl_steps = FLAGS_embedding_ttl_steps;
-  if (!FLAGS_embedding_memory_budget.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.table.memory_budget_bytes,
-                           ParseByteSize("embedding_memory_budget", FLAGS_embedding_memory_budget));
-    if (options.table.memory_budget_bytes == 0) {
-      return Status::InvalidArgument("--embedding_memory_budget must be > 0 when set");
-    }
-  }
+  EMBER_ASSIGN_OR_RETURN(options.table.memory_budget_bytes, EmbeddingMemoryBudgetFromFlags());
   {
     Result<embedding::EmbeddingTableOptions::EvictionPolicy> policy =
         embedding::ParseEvictionPolicy(FLAGS_embedding_eviction);
