@@ -652,7 +652,9 @@ Status ExportForServing(EmbeddingTable& table, const std::string& path,
   SnapshotWriter writer(parent, name, "vectors", table.dim(), options.file_bytes,
                         options.fail_after_bytes);
   EMBER_RETURN_IF_ERROR(writer.Begin());
-  EMBER_RETURN_IF_ERROR(rows.Scan([&](Key key, const float* row) { return writer.Add(key, row); }));
+  EMBER_RETURN_IF_ERROR(rows.Scan([&](Key key, const float* row) {
+    return options.keep && !options.keep(key, row) ? Status::OK() : writer.Add(key, row);
+  }));
   Manifest m;
   m.kind = "serving";
   m.step = options.step;

@@ -202,6 +202,9 @@ struct ServingExportOptions {
   int64_t file_bytes = int64_t{64} << 20;
   // Recorded in the manifest's "step" field (e.g. the training step).
   int64_t step = 0;
+  // Which rows to write, asked with each row's key and its dim weights (a
+  // delta bundle's changed rows, engine/bundle_delta.h). Null: every row.
+  std::function<bool(Key key, const float *vector)> keep;
   // Test seams, as in CheckpointOptions.
   int64_t fail_after_bytes = -1;
   std::function<Status(const std::string &temporary_dir)> before_commit;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "core/checksum.h"
@@ -17,6 +18,7 @@
 #include "core/string_collectives.h"
 #include "embedding/checkpoint.h"
 #include "engine/internal/bundle_manifest.h"
+#include "engine/internal/bundle_write.h"
 #include "engine/training_checkpoint.h"
 #include "ops/precision.h"
 
@@ -66,10 +68,12 @@ Status WriteDense(const std::string& path, const std::vector<Parameter>& paramet
 }
 
 Status WriteManifest(const std::string& dir, const BundleConfig& config,
-                     const std::vector<Parameter*>& parameters, int64_t rows, int shards = 1) {
+                     const std::vector<Parameter*>& parameters, int64_t rows, int shards,
+                     const std::optional<internal::DeltaSection>& delta) {
   Manifest manifest;
-  // An unsharded bundle stays one that version 3 reads.
-  manifest.version = shards > 1 ? kBundleVersion : 3;
+  // A full bundle stays one that version 3 (unsharded) or 4 reads.
+  manifest.version = delta ? kBundleVersion : shards > 1 ? 4 : 3;
+  manifest.delta = delta;
   manifest.step = config.step;
   manifest.model = config.model;
   manifest.embedding = {config.embedding_dim, config.table_seed, config.init_scale,
@@ -140,17 +144,8 @@ BundleConfig BundleConfigOf(const TrainOptions& options, const io::FormatSpec& i
   return config;
 }
 
-namespace {
+namespace internal {
 
-// Where a bundle at `path` is written before it is committed.
-struct BundleTarget {
-  fs::path target;
-  std::string parent;
-  std::string temporary;
-};
-
-// Checks `path` (see WriteBundle), removes what crashed writes of it left,
-// and makes the temporary directory beside it.
 Result<BundleTarget> PrepareTemporary(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("the bundle's path is empty");
   BundleTarget t;
@@ -177,18 +172,26 @@ Result<BundleTarget> PrepareTemporary(const std::string& path) {
   return t;
 }
 
-// Writes dense.bin and the manifest (last) into t.temporary, whose
-// embedding/ is written, then commits it.
 Status FinishBundle(const BundleTarget& t, const BundleConfig& config, ops::DenseModel& model,
-                    int64_t rows, int shards, const BundleWriteOptions& options) {
+                    int64_t rows, int shards, const BundleWriteOptions& options,
+                    const std::optional<DeltaSection>& delta) {
   EMBER_ASSIGN_OR_RETURN(const std::vector<Parameter> host, model.ParametersToHost());
   EMBER_RETURN_IF_ERROR(WriteDense(t.temporary + "/" + kDenseFile, host));
-  EMBER_RETURN_IF_ERROR(WriteManifest(t.temporary, config, model.parameters(), rows, shards));
+  EMBER_RETURN_IF_ERROR(
+      WriteManifest(t.temporary, config, model.parameters(), rows, shards, delta));
   EMBER_RETURN_IF_ERROR(FsyncDirectory(t.temporary));
   if (options.before_commit) EMBER_RETURN_IF_ERROR(options.before_commit(t.temporary));
   EMBER_RETURN_IF_ERROR(Commit(t.temporary, t.target.string()));
   return FsyncDirectory(t.parent);
 }
+
+}  // namespace internal
+
+namespace {
+
+using internal::BundleTarget;
+using internal::FinishBundle;
+using internal::PrepareTemporary;
 
 // A status as text that StatusFromText reads back (to pass between ranks).
 std::string StatusText(const Status& status) {
@@ -212,7 +215,7 @@ Status WriteBundle(const std::string& path, const BundleConfig& config, ops::Den
     serving.step = config.step;
     EMBER_RETURN_IF_ERROR(
         embedding::ExportForServing(table, t.temporary + "/" + kEmbeddingDir, serving));
-    return FinishBundle(t, config, model, table.num_rows(), 1, options);
+    return FinishBundle(t, config, model, table.num_rows(), 1, options, std::nullopt);
   }();
   std::error_code ec;
   if (!status.ok()) fs::remove_all(t.temporary, ec);
@@ -256,7 +259,7 @@ Status WriteShardedBundle(const std::string& path, const BundleConfig& config,
   }
   // Rank 0 writes the rest, the manifest last, and commits.
   if (r == 0) {
-    if (status.ok()) status = FinishBundle(t, config, model, total[0], n, options);
+    if (status.ok()) status = FinishBundle(t, config, model, total[0], n, options, std::nullopt);
     std::error_code ec;
     if (!status.ok()) fs::remove_all(t.temporary, ec);
   }

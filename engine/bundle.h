@@ -66,7 +66,10 @@ inline constexpr char kBundleFormat[] = "ember-serving-bundle";
 // 4: a job of ranks' bundle, embedding/ holding one export per rank
 // (embedding.shards; WriteShardedBundle). An unsharded bundle is still
 // written as version 3.
-inline constexpr int kBundleVersion = 4;
+// 5: a delta bundle (engine/bundle_delta.h), with "delta" naming its base.
+// Full bundles are still written as versions 3 and 4. (A reader of version
+// 4 would take a delta's few rows for the whole table.)
+inline constexpr int kBundleVersion = 5;
 inline constexpr char kBundleManifest[] = "MANIFEST.json";
 
 // What a bundle says about its model: everything needed to rebuild the
@@ -138,6 +141,21 @@ struct VerifiedBundle {
   int64_t embedding_rows = 0;
   // 1, or the ranks of the job whose bundle it is (embedding/shard-RRRRR).
   int embedding_shards = 1;
+  // The manifest's hash: what a delta bundle names its base by.
+  std::string manifest_hash;
+  // A delta bundle's base (engine/bundle_delta.h): its manifest_hash, step
+  // and where it was; empty base_hash for a full bundle. embedding/ then
+  // holds the rows changed since the base, removed.bin the keys removed,
+  // and embedding_rows counts the rows of base + delta.
+  struct Delta {
+    std::string base_hash;
+    int64_t base_step = 0;
+    std::string base_path;
+    int64_t changed_rows = 0;
+    int64_t removed_rows = 0;
+  };
+  Delta delta;
+  bool is_delta() const { return !delta.base_hash.empty(); }
 };
 
 // Reads `path`/MANIFEST.json and checks the format, the version, the
@@ -152,11 +170,29 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path);
 // the parameters' count and sizes against the manifest. DataLoss naming
 // dense.bin when they differ or the file cannot be read as listed.
 Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model);
+// The same from dense.bin's bytes, read earlier (ReadBundleDense).
+Result<std::string> ReadBundleDense(const VerifiedBundle& bundle);
+Status LoadBundleDenseBytes(const VerifiedBundle& bundle, const std::string& bytes,
+                            ops::DenseModel& model);
 
 // Writes the embedding vectors of `bundle` into `table` (of the bundle's
 // dim). Errors of ReadServingExport (DataLoss naming the file) and of the
-// table.
+// table; InvalidArgument for a delta bundle (engine/bundle_delta.h: apply
+// it to its base).
 Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTable& table);
+
+// Calls `visit` with every vector of `bundle`'s embedding/ (a full bundle's
+// every row, shard after shard; a delta's changed rows) and returns their
+// count. ReadServingExport's errors.
+Result<int64_t> VisitBundleVectors(
+    const VerifiedBundle& bundle,
+    const std::function<Status(embedding::Key key, const float* vector)>& visit);
+
+// Writes whole rows of `keys` into `table` from their dim-float `vectors`
+// (keys.size() x dim), as a scorer's table stores them (the vector, then
+// zeros for the optimizer state and metadata a scorer never reads).
+Status WriteVectorRows(embedding::EmbeddingTable& table, const std::vector<embedding::Key>& keys,
+                       const float* vectors);
 
 // The options of an in-memory table that reads keys as the bundle's
 // training table did (Lookup): the bundle's dim, seed and init_scale, and

@@ -1,5 +1,6 @@
 #include "engine/bundle.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -59,10 +60,21 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path) {
   bundle.parameter_floats = read.dense.parameter_floats;
   bundle.embedding_rows = read.embedding.rows;
   bundle.embedding_shards = read.embedding.shards;
+  bundle.manifest_hash = read.manifest_hash;
+  if (read.delta) {
+    const internal::DeltaSection& d = *read.delta;
+    if (d.base_hash.empty()) return Status::DataLoss(manifest, ": delta.base_hash is empty");
+    bundle.delta = {d.base_hash, d.base_step, d.base_path, d.changed_rows, d.removed_rows};
+  }
   return bundle;
 }
 
-Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model) {
+Result<std::string> ReadBundleDense(const VerifiedBundle& bundle) {
+  return ReadFile(bundle.path + "/" + kDenseFile);
+}
+
+Status LoadBundleDenseBytes(const VerifiedBundle& bundle, const std::string& bytes,
+                            ops::DenseModel& model) {
   const std::string path = bundle.path + "/" + kDenseFile;
   const std::vector<Parameter*> parameters = model.parameters();
   const std::string descriptor = DenseStateDescriptor(bundle.config.model.name, "none", parameters);
@@ -71,7 +83,6 @@ Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model) {
     return Status::DataLoss(path, ": holds the parameters of \"", bundle.dense_descriptor,
                             "\", the bundle's model has \"", descriptor, "\"");
   }
-  EMBER_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
   int64_t offset = 0;
   for (size_t i = 0; i < parameters.size(); ++i) {
     const int64_t floats = parameters[i]->value.numel();
@@ -89,36 +100,67 @@ Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model) {
   return Status::OK();
 }
 
-Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTable& table) {
+Status LoadBundleDense(const VerifiedBundle& bundle, ops::DenseModel& model) {
+  EMBER_ASSIGN_OR_RETURN(const std::string bytes, ReadBundleDense(bundle));
+  return LoadBundleDenseBytes(bundle, bytes, model);
+}
+
+Status WriteVectorRows(embedding::EmbeddingTable& table, const std::vector<embedding::Key>& keys,
+                       const float* vectors) {
   embedding::StoredRows& stored = table.stored_rows();
   const int64_t row_floats = stored.row_floats();
   const int dim = table.dim();
-  std::vector<embedding::Key> keys;
-  // Whole stored rows: the vector, then zeros for the optimizer state and
-  // metadata a scorer never reads.
-  std::vector<float> rows;
-  const auto flush = [&]() -> Status {
-    EMBER_RETURN_IF_ERROR(stored.WriteRows(keys, rows.data()));
-    keys.clear();
-    rows.clear();
-    return Status::OK();
-  };
-  const auto add = [&](embedding::Key key, const float* vector) -> Status {
-    keys.push_back(key);
-    rows.insert(rows.end(), vector, vector + dim);
-    rows.resize(rows.size() + (row_floats - dim), 0.0f);
-    if (static_cast<int64_t>(keys.size()) == kLoadBatchRows) return flush();
-    return Status::OK();
-  };
+  std::vector<float> rows(std::min<size_t>(keys.size(), kLoadBatchRows) * row_floats, 0.0f);
+  std::vector<embedding::Key> batch;
+  for (size_t begin = 0; begin < keys.size(); begin += kLoadBatchRows) {
+    const size_t end = std::min<size_t>(keys.size(), begin + kLoadBatchRows);
+    batch.assign(keys.begin() + begin, keys.begin() + end);
+    for (size_t i = begin; i < end; ++i) {
+      std::memcpy(&rows[(i - begin) * row_floats], vectors + i * dim, dim * sizeof(float));
+    }
+    EMBER_RETURN_IF_ERROR(stored.WriteRows(batch, rows.data()));
+  }
+  return Status::OK();
+}
+
+Result<int64_t> VisitBundleVectors(
+    const VerifiedBundle& bundle,
+    const std::function<Status(embedding::Key key, const float* vector)>& visit) {
   // One export, or a job of ranks' shards one after the other (their keys
   // are disjoint: each rank wrote the rows it owned).
   int64_t read = 0;
   const std::string dir = bundle.path + "/" + kEmbeddingDir;
   for (int shard = 0; shard < bundle.embedding_shards; ++shard) {
     const std::string from = bundle.embedding_shards > 1 ? dir + "/" + ShardDir(shard) : dir;
-    EMBER_ASSIGN_OR_RETURN(const int64_t got, embedding::ReadServingExport(from, add));
+    EMBER_ASSIGN_OR_RETURN(const int64_t got, embedding::ReadServingExport(from, visit));
     read += got;
   }
+  return read;
+}
+
+Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTable& table) {
+  if (bundle.is_delta()) {
+    return Status::InvalidArgument(bundle.path, ": a delta bundle (of the bundle of step ",
+                                   bundle.delta.base_step, " at ", bundle.delta.base_path,
+                                   "): open its base and apply it");
+  }
+  const int dim = table.dim();
+  std::vector<embedding::Key> keys;
+  std::vector<float> vectors;
+  const auto flush = [&]() -> Status {
+    EMBER_RETURN_IF_ERROR(WriteVectorRows(table, keys, vectors.data()));
+    keys.clear();
+    vectors.clear();
+    return Status::OK();
+  };
+  EMBER_ASSIGN_OR_RETURN(
+      const int64_t read,
+      VisitBundleVectors(bundle, [&](embedding::Key key, const float* vector) -> Status {
+        keys.push_back(key);
+        vectors.insert(vectors.end(), vector, vector + dim);
+        if (static_cast<int64_t>(keys.size()) == kLoadBatchRows) return flush();
+        return Status::OK();
+      }));
   EMBER_RETURN_IF_ERROR(flush());
   if (read != bundle.embedding_rows) {
     return Status::DataLoss(bundle.path, "/", kEmbeddingDir, ": ", read,

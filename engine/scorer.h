@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,11 @@ struct ScorerOptions {
       make_table;
 };
 
-// Thread safety: Score and ScoreAll may be called concurrently; each call
-// takes a replica of the dense model (made on first need, kept for reuse),
-// and the embedding table is only read.
+// Thread safety: Score, ScoreAll and ApplyDelta may be called
+// concurrently; each Score takes a replica of the dense model (made on first
+// need, kept for reuse), and the embedding table is only read while no
+// ApplyDelta writes it: each Score call sees the model before a delta or
+// after it, never a mix.
 class Scorer {
  public:
   // Verifies the bundle at `path` (VerifyBundle), builds its model on the
@@ -69,22 +72,52 @@ class Scorer {
   Status ScoreAll(io::BatchSource& data,
                   const std::function<Status(const io::Batch&, const float*)>& visit);
 
-  const BundleConfig& config() const { return bundle_.config; }
-  int num_tasks() const { return bundle_.config.model.num_tasks; }
-  int64_t embedding_rows() const { return table_->num_rows(); }
+  // Applies the delta bundle at `path` (engine/bundle_delta.h) to the open
+  // model: its changed rows, removed keys and dense weights, so that the
+  // model scores as the full bundle of the delta's step does. Everything is
+  // read and checked before the model changes; scoring calls meanwhile wait
+  // only while the rows are written. Errors, the model unchanged: VerifyBundle's;
+  // InvalidArgument for a full bundle or another model (CheckSameModel);
+  // FailedPrecondition for a delta of another base than the model's newest
+  // (naming both, hash, step and path); ReadBundleDeltaRows'. A failure while
+  // the rows are written (a disk tier's IOError) leaves a model that only
+  // reports it: every later call returns FailedPrecondition; reopen it.
+  Status ApplyDelta(const std::string& path);
+
+  // The bundle's configuration (a delta changes none of it but the step).
+  const BundleConfig& config() const { return config_; }
+  int num_tasks() const { return config_.model.num_tasks; }
+  int64_t embedding_rows() const;
+  // Training steps behind the model now, and its newest bundle's
+  // manifest_hash (what the next delta must name as its base).
+  int64_t step() const;
+  std::string manifest_hash() const;
 
  private:
   struct Replica;
-  Scorer(VerifiedBundle bundle, const ScorerOptions& options,
+  Scorer(VerifiedBundle bundle, std::string dense, const ScorerOptions& options,
          std::unique_ptr<embedding::EmbeddingTable> table);
-  // A replica no other call uses (a new one when all are busy).
+  // A replica no other call uses (a new one when all are busy). REQUIRES:
+  // model_mu_ held shared.
   Result<std::unique_ptr<Replica>> Acquire();
   void Release(std::unique_ptr<Replica> replica);
   Status CheckShape(const io::Batch& batch) const;
+  // Takes model_mu_ shared, behind a waiting ApplyDelta (gate_).
+  std::shared_lock<std::shared_mutex> LockModel() const;
 
+  const BundleConfig config_;
+  const ScorerOptions options_;
+  // Readers (Score) hold model_mu_ shared, ApplyDelta exclusive; gate_ keeps
+  // new readers out while ApplyDelta waits for the lock (no writer
+  // starvation under a steady stream of scoring calls).
+  mutable Mutex gate_;
+  mutable std::shared_mutex model_mu_;
+  // The newest bundle applied (the opened one, or the last delta) and its
+  // dense.bin's bytes, which new replicas load; the table of its rows.
   VerifiedBundle bundle_;
-  ScorerOptions options_;
+  std::string dense_;
   std::unique_ptr<embedding::EmbeddingTable> table_;
+  Status broken_;  // A delta that failed halfway (see ApplyDelta).
   Mutex mu_;
   std::vector<std::unique_ptr<Replica>> idle_ GUARDED_BY(mu_);
 };

@@ -123,10 +123,32 @@ void from_json(const Json& j, DenseSection& d) {
 }
 
 
+void to_json(Json& j, const DeltaSection& d) {
+  j = Json{{"base_hash", d.base_hash},
+           {"base_step", d.base_step},
+           {"base_path", d.base_path},
+           {"changed_rows", d.changed_rows},
+           {"removed_rows", d.removed_rows}};
+}
+void from_json(const Json& j, DeltaSection& d) {
+  JsonFields fields(j);
+  fields.Get("base_hash", &d.base_hash);
+  fields.Get("base_step", &d.base_step);
+  fields.Get("base_path", &d.base_path);
+  fields.Get("changed_rows", &d.changed_rows);
+  fields.Get("removed_rows", &d.removed_rows);
+  fields.Done();
+  if (d.changed_rows < 0 || d.removed_rows < 0) {
+    throw JsonFieldError("changed_rows", "or removed_rows is negative");
+  }
+}
+
+
 void to_json(Json& j, const Manifest& m) {
   j = Json{{"format", m.format}, {"version", m.version},     {"step", m.step},
            {"model", m.model},   {"embedding", m.embedding}, {"input", m.input},
            {"dense", m.dense},   {"files", m.files}};
+  if (m.delta) j["delta"] = *m.delta;
   if (m.version >= 2) j["checksum"] = m.checksum;
 }
 void from_json(const Json& j, Manifest& m) {
@@ -139,6 +161,13 @@ void from_json(const Json& j, Manifest& m) {
   fields.Get("input", &m.input);
   fields.Get("dense", &m.dense);
   fields.Get("files", &m.files);
+  if (m.version >= 5) {
+    if (fields.Has("delta")) {
+      DeltaSection delta;
+      fields.Get("delta", &delta);
+      m.delta = delta;
+    }
+  }
   if (m.version >= 2) fields.Get("checksum", &m.checksum);
   fields.Get("manifest_hash", &m.manifest_hash);
   fields.Done();

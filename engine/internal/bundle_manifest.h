@@ -5,6 +5,7 @@
 // and their JSON, the manifest's and the files' hashes. Internal to engine/.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ namespace ember::engine::internal {
 
 inline constexpr char kDenseFile[] = "dense.bin";
 inline constexpr char kEmbeddingDir[] = "embedding";
+// A delta bundle's removed keys: uint64 little-endian, sorted.
+inline constexpr char kRemovedFile[] = "removed.bin";
 // The manifest's last field, over the text before it (see engine/bundle.h).
 inline constexpr char kHashField[] = ",\n  \"manifest_hash\": \"";
 
@@ -62,6 +65,16 @@ struct DenseSection {
   std::vector<int64_t> parameter_floats;
 };
 
+// A delta bundle's "delta" (version 5; engine/bundle_delta.h): its base
+// and what changed since.
+struct DeltaSection {
+  std::string base_hash;  // The base's manifest_hash.
+  int64_t base_step = 0;
+  std::string base_path;  // Where the base was when the delta was written.
+  int64_t changed_rows = 0;
+  int64_t removed_rows = 0;
+};
+
 // Everything MANIFEST.json holds, in its order (see the header); the
 // manifest_hash goes after these, over their text.
 struct Manifest {
@@ -73,6 +86,7 @@ struct Manifest {
   InputSection input;
   DenseSection dense;
   std::vector<BundleFile> files;
+  std::optional<DeltaSection> delta;  // A delta bundle's (version 5).
   std::string checksum = FileChecksumName(FileChecksum::kXxh64);  // From version 2.
   std::string manifest_hash;  // Read only: written by WriteManifest.
 };
@@ -85,6 +99,8 @@ void to_json(Json& j, const InputSection& value);
 void from_json(const Json& j, InputSection& value);
 void to_json(Json& j, const DenseSection& value);
 void from_json(const Json& j, DenseSection& value);
+void to_json(Json& j, const DeltaSection& value);
+void from_json(const Json& j, DeltaSection& value);
 void to_json(Json& j, const Manifest& value);
 void from_json(const Json& j, Manifest& value);
 

@@ -38,6 +38,7 @@ ember_code CodeOf(const Status& status) {
     case StatusCode::kNotFound: return EMBER_NOT_FOUND;
     case StatusCode::kDataLoss: return EMBER_DATA_LOSS;
     case StatusCode::kIOError: return EMBER_IO_ERROR;
+    case StatusCode::kFailedPrecondition: return EMBER_FAILED_PRECONDITION;
     default: return EMBER_INTERNAL;
   }
 }
@@ -124,6 +125,21 @@ ember_code ember_model_open(const char* bundle_dir, int threads, ember_model** m
     *model = opened.release();
     return Status::OK();
   });
+}
+
+ember_code ember_model_apply_delta(ember_model* model, const char* delta_dir,
+                                   ember_error* error) {
+  return Guarded(error, [&]() -> Status {
+    if (model == nullptr || delta_dir == nullptr) {
+      return Status::InvalidArgument("ember_model_apply_delta: model and delta_dir must not be "
+                                     "NULL");
+    }
+    return model->scorer->ApplyDelta(delta_dir);
+  });
+}
+
+int64_t ember_model_step(const ember_model* model) {
+  return model == nullptr ? -1 : model->scorer->step();
 }
 
 void ember_model_close(ember_model* model) { delete model; }

@@ -16,10 +16,16 @@
  * scores[i * ember_model_num_tasks(model) + t]. A batch scores to the same
  * bits as `ember predict` scores it with the same --threads and batch.
  *
+ * A service that reloads applies delta bundles (`ember export
+ * --delta_base`, `ember train --export_every_steps`) to the open model:
+ *
+ *   ember_model_apply_delta(model, "bundle.delta-2000", &error);
+ *
  * Thread safety: every function may be called concurrently on one model
  * (each scoring call runs on its own copy of the dense model, made on first
- * need); ember_model_close must run alone, after every other call on the
- * model has returned.
+ * need), ember_model_apply_delta included: each scoring call sees the model
+ * before the delta or after it, never a mix. ember_model_close must run
+ * alone, after every other call on the model has returned.
  *
  * Errors: each call that can fail returns a code and, when `error` is not
  * NULL, fills it with the code and a message naming what is wrong (a file of
@@ -46,7 +52,8 @@ typedef enum ember_code {
   EMBER_NOT_FOUND = 2,        /* no bundle at the path, or no MANIFEST.json */
   EMBER_DATA_LOSS = 3,        /* a corrupted, truncated or partly written bundle */
   EMBER_IO_ERROR = 4,         /* a file could not be read */
-  EMBER_INTERNAL = 5          /* anything else */
+  EMBER_INTERNAL = 5,         /* anything else */
+  EMBER_FAILED_PRECONDITION = 6 /* a delta of another base than the model's */
 } ember_code;
 
 typedef struct ember_error {
@@ -62,6 +69,20 @@ typedef struct ember_model ember_model;
  * the model (close it with ember_model_close); on failure *model is NULL. */
 EMBER_SERVING_API ember_code ember_model_open(const char* bundle_dir, int threads,
                                               ember_model** model, ember_error* error);
+
+/* Applies the delta bundle in directory `delta_dir` to the open model (its
+ * changed embedding rows, removed keys and dense weights), so that it scores
+ * as the full bundle of the delta's step. Everything is read and checked
+ * first: on any error the model is unchanged (EMBER_FAILED_PRECONDITION for a
+ * delta of another base than the model's newest bundle, naming both; the
+ * codes of ember_model_open for a damaged delta), but for a write that fails
+ * halfway, after which every call on the model fails: reopen it. */
+EMBER_SERVING_API ember_code ember_model_apply_delta(ember_model* model, const char* delta_dir,
+                                                     ember_error* error);
+
+/* Training steps behind the model now (its bundle's, or its last delta's);
+ * -1 for NULL. */
+EMBER_SERVING_API int64_t ember_model_step(const ember_model* model);
 
 /* Frees the model; NULL is fine. */
 EMBER_SERVING_API void ember_model_close(ember_model* model);
