@@ -1,11 +1,13 @@
 #include "engine/job_record.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/file.h"
 #include "core/json.h"
 #include "engine/bundle.h"
+#include "engine/bundle_delta.h"
 #include "engine/trainer.h"
 
 namespace ember::engine {
@@ -106,7 +108,14 @@ TrainOptions RestoreOptionsOf(const JobRecord& record, const std::string& checkp
 
 Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
                                              const std::string& checkpoint_dir,
-                                             const std::string& bundle) {
+                                             const std::string& bundle,
+                                             const std::string& delta_base) {
+  std::optional<BundleRowPrints> base;
+  if (!delta_base.empty()) {
+    Result<BundleRowPrints> read = ReadBundleRowPrints(delta_base);
+    if (!read.ok()) return read.status().WithContext("the delta's base " + delta_base);
+    base = *std::move(read);
+  }
   EMBER_ASSIGN_OR_RETURN(
       std::unique_ptr<Trainer> trainer,
       Trainer::Create(RestoreOptionsOf(record, checkpoint_dir), record.shape.num_dense,
@@ -115,15 +124,23 @@ Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
   if (!step.ok()) return step.status().WithContext(checkpoint_dir);
   const BundleConfig config =
       BundleConfigOf(trainer->options(), record.input, record.columnar_input, *step);
-  EMBER_RETURN_IF_ERROR(
-      WriteBundle(bundle, config, trainer->model(), trainer->table()).WithContext(bundle));
-  return ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+  if (!base) {
+    EMBER_RETURN_IF_ERROR(
+        WriteBundle(bundle, config, trainer->model(), trainer->table()).WithContext(bundle));
+    return ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows()};
+  }
+  EMBER_RETURN_IF_ERROR(WriteDeltaBundle(bundle, config, trainer->model(), trainer->table(), *base)
+                            .WithContext(bundle));
+  EMBER_ASSIGN_OR_RETURN(const VerifiedBundle written, VerifyBundle(bundle));
+  return ExportedCheckpoint{config.model.name, *step, trainer->table().num_rows(),
+                            written.delta.changed_rows, written.delta.removed_rows};
 }
 
 Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
-                                            const std::string& bundle) {
+                                            const std::string& bundle,
+                                            const std::string& delta_base) {
   EMBER_ASSIGN_OR_RETURN(const JobRecord record, ReadJobRecord(checkpoint_dir));
-  return ExportRecordedJob(record, checkpoint_dir, bundle);
+  return ExportRecordedJob(record, checkpoint_dir, bundle, delta_base);
 }
 
 }  // namespace ember::engine

@@ -80,17 +80,22 @@ TrainOptions RestoreOptionsOf(const JobRecord& record, const std::string& checkp
 struct ExportedCheckpoint {
   std::string model;       // The model's name.
   int64_t step = 0;        // The checkpoint's.
-  int64_t rows = 0;        // Embedding rows in the bundle.
+  int64_t rows = 0;        // Embedding rows in the bundle (base + delta's for a delta).
+  int64_t changed_rows = -1;  // A delta's rows changed and removed; -1 for a full bundle.
+  int64_t removed_rows = -1;
 };
 
 // Writes the serving bundle (engine/bundle.h) of the newest checkpoint in
 // `checkpoint_dir` to `bundle`, configured by `record` (a record read, or
-// one rebuilt for a checkpoint older than records). Errors: Trainer::Restore's
-// (with the directory), WriteBundle's (with the bundle); FailedPrecondition
-// while a job trains in the directory (its lock).
+// one rebuilt for a checkpoint older than records); with `delta_base`, the
+// delta bundle against the bundle there (engine/bundle_delta.h). Errors:
+// Trainer::Restore's (with the directory), WriteBundle's or
+// WriteDeltaBundle's (with the bundle), ReadBundleRowPrints' (with the
+// base); FailedPrecondition while a job trains in the directory (its lock).
 Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
                                              const std::string& checkpoint_dir,
-                                             const std::string& bundle);
+                                             const std::string& bundle,
+                                             const std::string& delta_base = "");
 
 // Writes the serving bundle (engine/bundle.h) of the newest checkpoint in
 // `checkpoint_dir` to `bundle`, configured by the directory's job record:
@@ -98,6 +103,7 @@ Result<ExportedCheckpoint> ExportRecordedJob(const JobRecord& record,
 // ReadJobRecord, of Trainer::Restore (with context) and of WriteBundle;
 // FailedPrecondition while a job trains in the directory (its lock).
 Result<ExportedCheckpoint> ExportCheckpoint(const std::string& checkpoint_dir,
-                                            const std::string& bundle);
+                                            const std::string& bundle,
+                                            const std::string& delta_base = "");
 
 }  // namespace ember::engine

@@ -29,9 +29,8 @@ Status Eval() {
   if (!FLAGS_metrics_out.empty()) {
     EMBER_RETURN_IF_ERROR(CheckWritableDestination(FLAGS_metrics_out).WithContext("--metrics_out"));
   }
-  EMBER_ASSIGN_OR_RETURN(const engine::ScorerOptions options, ScorerOptionsFromFlags());
-  Result<std::unique_ptr<engine::Scorer>> scorer = engine::Scorer::Open(FLAGS_bundle, options);
-  if (!scorer.ok()) return scorer.status().WithContext("--bundle");
+  Result<std::unique_ptr<engine::Scorer>> scorer = OpenScorerFromFlags();
+  if (!scorer.ok()) return scorer.status();
   const engine::BundleConfig& config = (*scorer)->config();
   EMBER_ASSIGN_OR_RETURN(auto reader, OpenScoringInput(config, /*fail_on_bad_line=*/false));
   const int tasks = (*scorer)->num_tasks();

@@ -87,7 +87,7 @@ Result<engine::ExportedCheckpoint> ExportFromRecordedFlags() {
   // The record the job would have written, from its flags and input.
   engine::JobRecord record = engine::JobRecordOf(options, spec, input.columnar);
   record.shape = {input.num_dense, input.num_slots, input.num_labels};
-  return engine::ExportRecordedJob(record, FLAGS_checkpoint_dir, FLAGS_bundle);
+  return engine::ExportRecordedJob(record, FLAGS_checkpoint_dir, FLAGS_bundle, FLAGS_delta_base);
 }
 
 Status Export() {
@@ -96,9 +96,18 @@ Status Export() {
   // The job's record configures the model: no flags of the job are read.
   Result<engine::ExportedCheckpoint> exported =
       FileExists(engine::JobRecordPath(FLAGS_checkpoint_dir))
-          ? engine::ExportCheckpoint(FLAGS_checkpoint_dir, FLAGS_bundle)
+          ? engine::ExportCheckpoint(FLAGS_checkpoint_dir, FLAGS_bundle, FLAGS_delta_base)
           : ExportFromRecordedFlags();
   if (!exported.ok()) return exported.status();
+  if (exported->changed_rows >= 0) {
+    std::printf("exported the delta of the %s model of step %lld against %s (%lld rows changed, "
+                "%lld removed, of %lld) to %s\n",
+                exported->model.c_str(), static_cast<long long>(exported->step),
+                FLAGS_delta_base.c_str(), static_cast<long long>(exported->changed_rows),
+                static_cast<long long>(exported->removed_rows),
+                static_cast<long long>(exported->rows), FLAGS_bundle.c_str());
+    return Status::OK();
+  }
   std::printf("exported the %s model of step %lld (%lld embedding rows) to %s\n",
               exported->model.c_str(), static_cast<long long>(exported->step),
               static_cast<long long>(exported->rows), FLAGS_bundle.c_str());

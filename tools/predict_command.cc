@@ -36,9 +36,8 @@ Status Predict() {
   if (FLAGS_predictions_out.empty()) {
     return Status::InvalidArgument("--predictions_out is required");
   }
-  EMBER_ASSIGN_OR_RETURN(const engine::ScorerOptions options, ScorerOptionsFromFlags());
-  Result<std::unique_ptr<engine::Scorer>> scorer = engine::Scorer::Open(FLAGS_bundle, options);
-  if (!scorer.ok()) return scorer.status().WithContext("--bundle");
+  Result<std::unique_ptr<engine::Scorer>> scorer = OpenScorerFromFlags();
+  if (!scorer.ok()) return scorer.status();
   // A bad line fails: every input line gets its score, in order.
   EMBER_ASSIGN_OR_RETURN(auto reader,
                          OpenScoringInput((*scorer)->config(), /*fail_on_bad_line=*/true));

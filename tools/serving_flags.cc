@@ -20,6 +20,15 @@
 DEFINE_string(bundle, "",
               "The serving bundle (a directory): the one `ember export` writes, or that eval "
               "and predict score with. Required.");
+DEFINE_string(delta_base, "",
+              "export: write a delta bundle against the bundle in this directory (a full "
+              "bundle, or a delta whose bases are where it names them): the embedding rows "
+              "changed or removed and the dense weights since it, which a ranking service "
+              "applies to the model it holds (ember_model_apply_delta). Empty: a full bundle.");
+DEFINE_string(apply_deltas, "",
+              "eval, predict: delta bundles to apply to --bundle before scoring, "
+              "comma-separated, in order (each of the model the one before it left). Empty: "
+              "none.");
 DEFINE_string(data, "",
               "eval, predict: files to score, comma-separated (glob patterns allowed): "
               "columnar, or text in the format the bundle's training read (the format flags, "
@@ -172,6 +181,22 @@ Result<engine::ScorerOptions> ScorerOptionsFromFlags() {
   }
   options.make_table = embedding::NewEmbeddingTable;
   return options;
+}
+
+}  // namespace ember::tools
+
+namespace ember::tools {
+
+Result<std::unique_ptr<engine::Scorer>> OpenScorerFromFlags() {
+  EMBER_ASSIGN_OR_RETURN(const engine::ScorerOptions options, ScorerOptionsFromFlags());
+  Result<std::unique_ptr<engine::Scorer>> scorer = engine::Scorer::Open(FLAGS_bundle, options);
+  if (!scorer.ok()) return scorer.status().WithContext("--bundle");
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> deltas,
+                         ExpandPathList("apply_deltas", FLAGS_apply_deltas));
+  for (const std::string& delta : deltas) {
+    EMBER_RETURN_IF_ERROR((*scorer)->ApplyDelta(delta).WithContext("--apply_deltas"));
+  }
+  return scorer;
 }
 
 }  // namespace ember::tools

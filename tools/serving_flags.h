@@ -19,6 +19,8 @@
 #include "io/stream_reader.h"
 
 DECLARE_string(bundle);
+DECLARE_string(delta_base);
+DECLARE_string(apply_deltas);
 DECLARE_string(data);
 DECLARE_bool(labelled);
 DECLARE_int32(score_batch_size);
@@ -57,6 +59,10 @@ Result<int64_t> EmbeddingMemoryBudgetFromFlags();
 // --embedding_dir (required then): a bundle larger than memory, such as a
 // job of ranks' shards. InvalidArgument naming the flag.
 Result<engine::ScorerOptions> ScorerOptionsFromFlags();
+
+// The scorer of --bundle (ScorerOptionsFromFlags), with --apply_deltas
+// applied in order. Errors with the flag as context.
+Result<std::unique_ptr<engine::Scorer>> OpenScorerFromFlags();
 
 // The "test" object of the metrics JSON of `ember train` and `ember eval`
 // (auc, logloss, calibration, examples; task_auc and task_logloss for a

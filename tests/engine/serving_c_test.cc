@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/bundle.h"
+#include "engine/bundle_delta.h"
 #include "engine/scorer.h"
 #include "engine/trainer.h"
 #include "io/criteo.h"
@@ -46,8 +47,10 @@ class ServingCTest : public test::TempDirTest {
     auto trainer = Trainer::Create(options, train->num_dense(), train->num_slots());
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     ASSERT_TRUE((*trainer)->Fit(*train).ok());
+    train_ = *std::move(train);
     const BundleConfig config = BundleConfigOf((*trainer)->options(), io::FormatSpec{}, false, 1);
     ASSERT_TRUE(WriteBundle(Path("bundle"), config, (*trainer)->model(), (*trainer)->table()).ok());
+    trainer_ = *std::move(trainer);
     std::ifstream in(Path("test.tsv"));
     for (std::string line; std::getline(in, line);) lines_.push_back(line);
     for (const std::string& line : lines_) {
@@ -73,7 +76,8 @@ class ServingCTest : public test::TempDirTest {
   }
 
   std::vector<std::string> lines_, unlabelled_;
-  io::Dataset test_;
+  io::Dataset train_, test_;
+  std::unique_ptr<Trainer> trainer_;
 };
 
 TEST_F(ServingCTest, LinesScoreAsTheEngineScoresThemFromFourThreads) {
@@ -147,6 +151,45 @@ TEST_F(ServingCTest, ABadLineIsAnErrorNamingIt) {
   EXPECT_EQ(EMBER_INVALID_ARGUMENT, ember_score_keys(model, 1, dense.data(), offsets.data(),
                                                      nullptr, scores.data(), &error));
   EXPECT_THAT(error.message, HasSubstr("offsets[5]"));
+  ember_model_close(model);
+}
+
+// A service applies a delta bundle to the model it holds: it then scores as
+// the full bundle of the delta's step; a delta of another base is refused.
+TEST_F(ServingCTest, ADeltaAppliedToTheOpenModelScoresAsTheFullBundle) {
+  ASSERT_TRUE(trainer_->Fit(train_).ok());  // A second epoch.
+  const BundleConfig config = BundleConfigOf(trainer_->options(), io::FormatSpec{}, false, 2);
+  ASSERT_TRUE(WriteBundle(Path("full"), config, trainer_->model(), trainer_->table()).ok());
+  Result<BundleRowPrints> base = ReadBundleRowPrints(Path("bundle"));
+  ASSERT_TRUE(base.ok()) << base.status();
+  ASSERT_TRUE(WriteDeltaBundle(Path("delta"), config, trainer_->model(), trainer_->table(), *base)
+                  .ok());
+  auto full = Scorer::Open(Path("full"));
+  ASSERT_TRUE(full.ok());
+  std::vector<float> expected;
+  ASSERT_TRUE((*full)->Score(test_.all(), &expected).ok());
+
+  ember_model* model = nullptr;
+  ember_error error;
+  ASSERT_EQ(EMBER_OK, ember_model_open(Path("bundle").c_str(), 1, &model, &error))
+      << error.message;
+  EXPECT_EQ(1, ember_model_step(model));
+  const std::vector<const char*> lines = Pointers(lines_);
+  std::vector<float> before(lines.size()), after(lines.size());
+  ASSERT_EQ(EMBER_OK, ember_score_lines(model, lines.data(), lines.size(), 1, before.data(),
+                                        &error));
+  EXPECT_NE(expected, before);
+  ASSERT_EQ(EMBER_OK, ember_model_apply_delta(model, Path("delta").c_str(), &error))
+      << error.message;
+  EXPECT_EQ(2, ember_model_step(model));
+  ASSERT_EQ(EMBER_OK, ember_score_lines(model, lines.data(), lines.size(), 1, after.data(),
+                                        &error));
+  EXPECT_EQ(expected, after);
+  // The model is now the delta's: the delta's base is not.
+  EXPECT_EQ(EMBER_FAILED_PRECONDITION,
+            ember_model_apply_delta(model, Path("delta").c_str(), &error));
+  EXPECT_THAT(error.message, HasSubstr(base->bundle.manifest_hash));
+  EXPECT_EQ(EMBER_INVALID_ARGUMENT, ember_model_apply_delta(model, nullptr, &error));
   ember_model_close(model);
 }
 

@@ -93,6 +93,41 @@ TEST_F(EmberServingCliTest, PredictWritesAScorePerLineWithOrWithoutLabels) {
   EXPECT_EQ(scores, Contents(Path("e.txt")));
 }
 
+// `ember export --delta_base` writes what changed since a bundle; scoring
+// the base with the delta applied gives the full bundle's scores, and a
+// delta of another base is refused naming it.
+TEST_F(EmberServingCliTest, ADeltaExportAppliedToItsBaseScoresAsTheFullExport) {
+  TrainAndExport();
+  ASSERT_EQ(0, Ember("export --checkpoint_dir=" + Path("ckpt") + " --bundle=" + Path("base"))
+                   .exit_code);
+  // The same model trained further on other examples (a job of its own).
+  ASSERT_EQ(0, Ember("gen-data --rows=1500 --seed=7 --vocabulary=300 --out=" +
+                     Path("more.tsv")).exit_code);
+  const CommandRun train = Ember("train --train_data=" + Path("more.tsv") + " " + kSmallModel +
+                                 " --threads=2 --checkpoint_dir=" + Path("ckpt2"));
+  ASSERT_EQ(0, train.exit_code) << train.output;
+  const CommandRun delta = Ember("export --checkpoint_dir=" + Path("ckpt2") + " --bundle=" +
+                                 Path("delta") + " --delta_base=" + Path("base"));
+  ASSERT_EQ(0, delta.exit_code) << delta.output;
+  EXPECT_NE(std::string::npos, delta.output.find("rows changed")) << delta.output;
+  ASSERT_EQ(0, Ember("export --checkpoint_dir=" + Path("ckpt2") + " --bundle=" + Path("full"))
+                   .exit_code);
+  const std::string predict = "predict --data=" + Path("test.tsv") + " --predictions_out=";
+  ASSERT_EQ(0, Ember(predict + Path("full.txt") + " --bundle=" + Path("full")).exit_code);
+  const CommandRun applied = Ember(predict + Path("applied.txt") + " --bundle=" + Path("base") +
+                                   " --apply_deltas=" + Path("delta"));
+  ASSERT_EQ(0, applied.exit_code) << applied.output;
+  EXPECT_EQ(Contents(Path("full.txt")), Contents(Path("applied.txt")));
+  ASSERT_EQ(0, Ember(predict + Path("base.txt") + " --bundle=" + Path("base")).exit_code);
+  EXPECT_NE(Contents(Path("base.txt")), Contents(Path("applied.txt")));
+  // A delta applied to a bundle it was not made against.
+  const CommandRun wrong = Ember(predict + Path("w.txt") + " --bundle=" + Path("full") +
+                                 " --apply_deltas=" + Path("delta"));
+  EXPECT_NE(0, wrong.exit_code);
+  EXPECT_NE(std::string::npos, wrong.output.find("a delta of the bundle")) << wrong.output;
+  EXPECT_NE(std::string::npos, wrong.output.find(Path("base"))) << wrong.output;
+}
+
 TEST_F(EmberServingCliTest, ExportNeedsOnlyTheCheckpointDirectory) {
   TrainAndExport();
   ASSERT_EQ(0, Ember("predict --bundle=" + Path("bundle") + " --data=" + Path("test.tsv") +
