@@ -62,9 +62,10 @@ Result<VerifiedBundle> VerifyBundle(const std::string& path) {
   bundle.embedding_shards = read.embedding.shards;
   bundle.manifest_hash = read.manifest_hash;
   if (read.delta) {
-    const internal::DeltaSection& d = *read.delta;
-    if (d.base_hash.empty()) return Status::DataLoss(manifest, ": delta.base_hash is empty");
-    bundle.delta = {d.base_hash, d.base_step, d.base_path, d.changed_rows, d.removed_rows};
+    if (read.delta->base_hash.empty()) {
+      return Status::DataLoss(manifest, ": delta.base_hash is empty");
+    }
+    bundle.delta = *read.delta;
   }
   return bundle;
 }

@@ -123,27 +123,6 @@ void from_json(const Json& j, DenseSection& d) {
 }
 
 
-void to_json(Json& j, const DeltaSection& d) {
-  j = Json{{"base_hash", d.base_hash},
-           {"base_step", d.base_step},
-           {"base_path", d.base_path},
-           {"changed_rows", d.changed_rows},
-           {"removed_rows", d.removed_rows}};
-}
-void from_json(const Json& j, DeltaSection& d) {
-  JsonFields fields(j);
-  fields.Get("base_hash", &d.base_hash);
-  fields.Get("base_step", &d.base_step);
-  fields.Get("base_path", &d.base_path);
-  fields.Get("changed_rows", &d.changed_rows);
-  fields.Get("removed_rows", &d.removed_rows);
-  fields.Done();
-  if (d.changed_rows < 0 || d.removed_rows < 0) {
-    throw JsonFieldError("changed_rows", "or removed_rows is negative");
-  }
-}
-
-
 void to_json(Json& j, const Manifest& m) {
   j = Json{{"format", m.format}, {"version", m.version},     {"step", m.step},
            {"model", m.model},   {"embedding", m.embedding}, {"input", m.input},
@@ -263,6 +242,28 @@ Status CheckFiles(const std::string& dir, const std::string& path,
   return Status::OK();
 }
 
-// The bundle's files but the manifest, relative to `dir`, sorted.
-
 }  // namespace ember::engine::internal
+
+namespace ember::engine {
+
+void to_json(Json& j, const VerifiedBundle::Delta& d) {
+  j = Json{{"base_hash", d.base_hash},
+           {"base_step", d.base_step},
+           {"base_path", d.base_path},
+           {"changed_rows", d.changed_rows},
+           {"removed_rows", d.removed_rows}};
+}
+void from_json(const Json& j, VerifiedBundle::Delta& d) {
+  JsonFields fields(j);
+  fields.Get("base_hash", &d.base_hash);
+  fields.Get("base_step", &d.base_step);
+  fields.Get("base_path", &d.base_path);
+  fields.Get("changed_rows", &d.changed_rows);
+  fields.Get("removed_rows", &d.removed_rows);
+  fields.Done();
+  if (d.changed_rows < 0 || d.removed_rows < 0) {
+    throw JsonFieldError("changed_rows", "or removed_rows is negative");
+  }
+}
+
+}  // namespace ember::engine

@@ -66,14 +66,8 @@ struct DenseSection {
 };
 
 // A delta bundle's "delta" (version 5; engine/bundle_delta.h): its base
-// and what changed since.
-struct DeltaSection {
-  std::string base_hash;  // The base's manifest_hash.
-  int64_t base_step = 0;
-  std::string base_path;  // Where the base was when the delta was written.
-  int64_t changed_rows = 0;
-  int64_t removed_rows = 0;
-};
+// and what changed since, as VerifiedBundle holds it.
+using DeltaSection = VerifiedBundle::Delta;
 
 // Everything MANIFEST.json holds, in its order (see the header); the
 // manifest_hash goes after these, over their text.
@@ -99,8 +93,6 @@ void to_json(Json& j, const InputSection& value);
 void from_json(const Json& j, InputSection& value);
 void to_json(Json& j, const DenseSection& value);
 void from_json(const Json& j, DenseSection& value);
-void to_json(Json& j, const DeltaSection& value);
-void from_json(const Json& j, DeltaSection& value);
 void to_json(Json& j, const Manifest& value);
 void from_json(const Json& j, Manifest& value);
 
@@ -113,3 +105,9 @@ Status CheckFiles(const std::string& dir, const std::string& path,
                   const std::vector<BundleFile>& files, FileChecksum checksum);
 
 }  // namespace ember::engine::internal
+
+namespace ember::engine {
+// In VerifiedBundle's namespace, where nlohmann finds them.
+void to_json(Json& j, const VerifiedBundle::Delta& value);
+void from_json(const Json& j, VerifiedBundle::Delta& value);
+}  // namespace ember::engine
