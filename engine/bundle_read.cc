@@ -143,7 +143,7 @@ Status LoadBundleEmbedding(const VerifiedBundle& bundle, embedding::EmbeddingTab
   if (bundle.is_delta()) {
     return Status::InvalidArgument(bundle.path, ": a delta bundle (of the bundle of step ",
                                    bundle.delta.base_step, " at ", bundle.delta.base_path,
-                                   "): open its base and apply it");
+                                   "): open its base, then apply it (Scorer::ApplyDelta)");
   }
   const int dim = table.dim();
   std::vector<embedding::Key> keys;

@@ -35,11 +35,6 @@ Result<std::unique_ptr<DenseModel>> NewServingModel(const BundleConfig& config) 
 Result<std::unique_ptr<Scorer>> Scorer::Open(const std::string& path,
                                              const ScorerOptions& options) {
   EMBER_ASSIGN_OR_RETURN(VerifiedBundle bundle, VerifyBundle(path));
-  if (bundle.is_delta()) {
-    return Status::InvalidArgument(path, ": a delta bundle (of the bundle of step ",
-                                   bundle.delta.base_step, " at ", bundle.delta.base_path,
-                                   "): open its base, then apply it (ApplyDelta)");
-  }
   embedding::EmbeddingTableOptions table_options = ServingTableOptions(bundle.config);
   table_options.memory_budget_bytes = options.memory_budget_bytes;
   table_options.disk_path = options.disk_path;
